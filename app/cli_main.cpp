@@ -1,0 +1,259 @@
+// attnlab-cli: the engine headless. Subcommands: forward, bench (more join as they land).
+// Every user error is one line on stderr and exit code 2; success prints results and exits 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli_args.h"
+#include "app/default_model.h"
+#include "engine/forward.h"
+#include "engine/npy.h"
+
+namespace attnlab::cli {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kUsage = R"(attnlab-cli: transformer attention, headless.
+
+usage:
+  attnlab-cli forward [--model DIR] (--text "..." | --ids 5,17,2)
+                      [--cross-text "..." | --cross-ids ...]
+                      [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
+                      [--pad-to N] [--backend reference|cpu] [--attn-out A.npy] [--out H.npy]
+                      [--mask-out M.npy] [--json] [--save-model DIR]
+  attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
+                      [--mask ...] [--backend cpu] [--repeat N] [--json]
+
+model options (instead of --model, build a random model):
+  --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T
+  [--classes C] [--positional none|sinusoidal|learned|relative] [--norm post|pre]
+  [--activation relu|gelu] [--pooling mean|masked_mean|cls] [--tokenizer word|char]
+
+Without --model or --random-init the shipped default model is used.
+)";
+
+const std::set<std::string> kModelValued = {"--model", "--seed", "--vocab-size", "--dim", "--heads", "--layers", "--ff",
+                                            "--max-len", "--classes", "--positional", "--norm", "--activation",
+                                            "--pooling", "--tokenizer", "--backend", "--mask"};
+
+std::set<std::string> with(std::set<std::string> a, const std::set<std::string>& b) {
+  a.insert(b.begin(), b.end());
+  return a;
+}
+
+ModelConfig config_from_flags(const Args& a, const ModelConfig& defaults) {
+  ModelConfig c = defaults;
+  c.vocab_size = a.get_int("--vocab-size", c.vocab_size);
+  c.embed_size = a.get_int("--dim", c.embed_size);
+  c.num_heads = a.get_int("--heads", c.num_heads);
+  c.num_layers = a.get_int("--layers", c.num_layers);
+  c.ff_dim = a.get_int("--ff", c.ff_dim);
+  c.max_len = a.get_int("--max-len", c.max_len);
+  c.num_classes = a.get_int("--classes", c.num_classes);
+  if (a.has("--positional")) c.positional = parse_positional(a.get("--positional"));
+  if (a.has("--norm")) c.norm = parse_norm(a.get("--norm"));
+  if (a.has("--activation")) c.activation = parse_activation(a.get("--activation"));
+  if (a.has("--pooling")) c.pooling = parse_pooling(a.get("--pooling"));
+  if (a.has("--tokenizer")) c.tokenizer = parse_tokenizer(a.get("--tokenizer"));
+  c.labels.clear();
+  for (int k = 0; k < c.num_classes; ++k) c.labels.push_back("class_" + std::to_string(k));
+  c.validate();
+  return c;
+}
+
+Model random_model(const ModelConfig& c, uint64_t seed) {
+  Model m;
+  m.config = c;
+  m.weights = random_weights(c, seed);
+  m.vocab = default_vocab(c);
+  m.source = "random-init (seed " + std::to_string(seed) + ")";
+  return m;
+}
+
+Model resolve_model(const Args& a, const std::string& argv0) {
+  if (a.has("--random-init")) {
+    ModelConfig d;
+    d.vocab_size = 128, d.embed_size = 64, d.num_heads = 8, d.num_layers = 2, d.ff_dim = 128, d.max_len = 512;
+    d.tokenizer = TokenizerKind::Char;
+    d.positional = Positional::Sinusoidal;
+    return random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
+  }
+  const std::string dir = a.has("--model") ? a.get("--model") : default_model_dir(argv0);
+  if (!a.has("--model") && !std::filesystem::exists(dir))
+    throw Error("no --model given and no default model at " + dir + " (pass --model DIR or --random-init)");
+  return load_model(dir);
+}
+
+// Ids for --text / --ids (and the --cross- variants).
+std::vector<int> input_ids(const Args& a, const Model& m, const std::string& text_flag, const std::string& ids_flag,
+                           std::vector<std::string>* tokens) {
+  if (a.has(text_flag) && a.has(ids_flag)) throw Error(text_flag + " and " + ids_flag + " are exclusive");
+  Tokenized t;
+  if (a.has(text_flag)) {
+    const std::string text = a.get(text_flag);
+    t = tokenize(text, m.config, m.vocab);
+    if (t.ids.empty()) throw Error(text_flag + ": the text has no tokens");
+  } else if (a.has(ids_flag)) {
+    t = from_ids(parse_int_list(a.get(ids_flag), ids_flag), m.config, m.vocab);
+  } else {
+    return {};
+  }
+  if (tokens) *tokens = t.tokens;
+  return t.ids;
+}
+
+MaskSpec mask_from_flags(const Args& a) {
+  MaskSpec spec;
+  for (const auto& m : a.all("--mask")) add_mask_arg(spec, m);
+  return spec;
+}
+
+std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& ids, std::vector<std::string> tokens) {
+  for (size_t i = tokens.size(); i < ids.size(); ++i) tokens.push_back(m.vocab.token(ids[i]));
+  return tokens;
+}
+
+int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
+                                         "--mask-out", "--save-model"}),
+               {"--json", "--random-init"});
+  const Model model = resolve_model(a, argv0);
+  std::vector<std::string> tokens, cross_tokens;
+  ForwardRequest req;
+  req.ids = input_ids(a, model, "--text", "--ids", &tokens);
+  if (req.ids.empty()) throw Error("forward needs --text \"...\" or --ids 1,2,3");
+  req.cross_ids = input_ids(a, model, "--cross-text", "--cross-ids", &cross_tokens);
+  if (a.has("--pad-to")) {
+    const int n = a.get_int("--pad-to", 0);
+    if (n <= 0) throw Error("--pad-to: expected a positive length");
+    req.ids = pad_ids(model, req.ids, n);
+    if (!req.cross_ids.empty()) req.cross_ids = pad_ids(model, req.cross_ids, n);
+  }
+  req.mask = mask_from_flags(a);
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  const ForwardResult r = run_forward(model, *backend, req);
+
+  if (a.has("--attn-out")) save_npy(a.get("--attn-out"), r.stacked_probs());
+  if (a.has("--out")) save_npy(a.get("--out"), r.hidden);
+  if (a.has("--mask-out")) save_npy(a.get("--mask-out"), r.mask.as_tensor());
+  if (a.has("--save-model")) save_model(model, a.get("--save-model"));
+  for (const auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
+
+  tokens = display_tokens(model, r.ids, tokens);
+  if (a.has("--json")) {
+    json j;
+    j["model"] = model.source;
+    j["backend"] = backend->name();
+    j["tokens"] = tokens;
+    j["ids"] = r.ids;
+    if (r.is_cross()) {
+      j["cross_tokens"] = display_tokens(model, r.cross_ids, cross_tokens);
+      j["cross_ids"] = r.cross_ids;
+    }
+    j["mask"] = req.mask.describe();
+    j["attention_shape"] = {model.config.num_layers, model.config.num_heads, r.ids.size(),
+                            r.is_cross() ? r.cross_ids.size() : r.ids.size()};
+    j["logits"] = r.logits;
+    j["probabilities"] = r.class_probs;
+    j["predicted_label"] = r.predicted >= 0 ? json(model.label(r.predicted)) : json(nullptr);
+    j["warnings"] = r.warnings;
+    j["millis"] = r.millis;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "model " << model.source << ", backend " << backend->name() << ", " << r.ids.size() << " tokens"
+              << (r.is_cross() ? ", cross " + std::to_string(r.cross_ids.size()) + " tokens" : "") << ", mask "
+              << req.mask.describe() << ", " << r.millis << " ms\n";
+    std::cout << "tokens:";
+    for (const auto& t : tokens) std::cout << " " << t;
+    std::cout << "\n";
+    if (r.predicted >= 0) {
+      std::cout << "predicted " << model.label(r.predicted) << " (";
+      for (size_t k = 0; k < r.class_probs.size(); ++k)
+        std::cout << (k ? ", " : "") << model.label(static_cast<int>(k)) << " " << r.class_probs[k];
+      std::cout << ")\n";
+    }
+  }
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--seq", "--repeat"}), {"--json", "--random-init"});
+  Model model;
+  if (a.has("--model")) {
+    model = load_model(a.get("--model"));
+  } else {
+    ModelConfig d;
+    d.vocab_size = 1000, d.embed_size = 512, d.num_heads = 8, d.num_layers = 6, d.ff_dim = 2048, d.max_len = 8192;
+    d.positional = Positional::Sinusoidal;
+    model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
+  }
+  (void)argv0;
+  const ModelConfig& c = model.config;
+  const int T = a.get_int("--seq", 128);
+  const int repeat = a.get_int("--repeat", 10);
+  if (T <= 0 || T > c.max_len) throw Error("--seq must be in [1, max_len = " + std::to_string(c.max_len) + "]");
+  if (repeat <= 0) throw Error("--repeat must be positive");
+  std::mt19937 rng(1);
+  ForwardRequest req;
+  for (int t = 0; t < T; ++t) req.ids.push_back(static_cast<int>(rng() % static_cast<unsigned>(c.vocab_size)));
+  req.mask = mask_from_flags(a);
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  run_forward(model, *backend, req);  // warm-up: first-touch allocations, thread pool start
+  std::vector<double> ms;
+  for (int r = 0; r < repeat; ++r) ms.push_back(run_forward(model, *backend, req).millis);
+  const double E = c.embed_size, F = c.ff_dim, Td = T;
+  const double flops = c.num_layers * (8.0 * Td * E * E + 4.0 * Td * Td * E + 4.0 * Td * E * F);
+  const double med = median(ms);
+  const double gflops = flops / (med * 1e-3) / 1e9;
+  if (a.has("--json")) {
+    json j = {{"backend", backend->name()}, {"layers", c.num_layers}, {"dim", c.embed_size}, {"heads", c.num_heads},
+              {"ff", c.ff_dim}, {"seq", T}, {"mask", req.mask.describe()}, {"repeat", repeat},
+              {"median_ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())}, {"gflops", gflops}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("backend %s  layers %d dim %d heads %d ff %d seq %d mask %s\n", backend->name().c_str(), c.num_layers,
+                c.embed_size, c.num_heads, c.ff_dim, T, req.mask.describe().c_str());
+    std::printf("median %.3f ms over %d runs (min %.3f)  %.1f GFLOP/s\n", med, repeat,
+                *std::min_element(ms.begin(), ms.end()), gflops);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace attnlab::cli
+
+int main(int argc, char** argv) {
+  using namespace attnlab::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "forward") return cmd_forward(args, argv[0]);
+    if (cmd == "bench") return cmd_bench(args, argv[0]);
+    throw attnlab::Error("unknown command \"" + cmd + "\" (expected forward or bench; see --help)");
+  } catch (const attnlab::Error& e) {
+    std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attnlab-cli " << cmd << ": error: out of memory\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,22 @@
+// Where the shipped default model lives: $ATTNLAB_MODEL if set, else the resources/ folder next to
+// the installed binary, else the source tree's resources/ (a build run in place).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace attnlab {
+
+inline std::string default_model_dir(const std::string& argv0) {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("ATTNLAB_MODEL"); env && *env) return env;
+  std::error_code ec;
+  const fs::path exe = fs::canonical(fs::path(argv0), ec);
+  if (!ec) {
+    for (const fs::path& p : {exe.parent_path() / "../share/attnlab/models/default", exe.parent_path() / "resources/models/default"})
+      if (fs::exists(p / "config.json")) return p.lexically_normal().string();
+  }
+  return std::string(ATTNLAB_RESOURCE_DIR) + "/models/default";
+}
+
+}  // namespace attnlab

@@ -1,0 +1,60 @@
+// The narrow backend interface: a backend runs the encoder stack on one sequence and computes
+// one layer's cross-attention probabilities. Everything else (tokens, masks, pooling, the
+// classifier, warnings) is shared code in forward.cpp. Backends: "reference" (plain loops, the
+// one to read next to the articles) and "cpu" (Eigen + OpenMP, the fast one).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/mask.h"
+#include "engine/model.h"
+
+namespace attnlab {
+
+struct EncodeOptions {
+  // Which layers' [heads, T, S] probabilities to return; the others are left empty.
+  std::vector<bool> keep_attention;  // empty = keep every layer
+  bool keep_layer_inputs = false;    // return each layer's input [T, E] (cross-attention needs them)
+};
+
+struct EncodeOutput {
+  Tensor hidden;                     // [T, E] final hidden states
+  std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
+  std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::string device() const { return "CPU"; }
+  virtual EncodeOutput encode(const Model& model, const std::vector<int>& ids, const AttnMask& mask,
+                              const EncodeOptions& options) = 0;
+  // Layer `layer`'s attention probabilities [heads, T_a, T_b] with queries from xa and keys from
+  // xb, both being that layer's inputs (pre-norm models normalise them first, as the layer does).
+  virtual Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb,
+                                 const AttnMask& mask) = 0;
+};
+
+std::unique_ptr<Backend> make_reference_backend();
+std::unique_ptr<Backend> make_cpu_backend();
+// "reference" or "cpu"; Error listing the choices otherwise.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+std::vector<std::string> backend_names();
+
+// Shared by the backends (plain code, cheap next to the layers):
+// token embedding + positional term, [T, E].
+Tensor embed_tokens(const Model& model, const std::vector<int>& ids);
+// Row index into the relative-position table for query i and key j: (i - j) + max_len - 1,
+// clipped to the table. Shaw et al. 2018 with the article's RelativePositionEmbedding
+// orientation (positions[:, None] - positions[None, :]).
+inline int relative_index(int i, int j, int max_len) {
+  int d = i - j;
+  if (d > max_len - 1) d = max_len - 1;
+  if (d < -(max_len - 1)) d = -(max_len - 1);
+  return d + max_len - 1;
+}
+
+}  // namespace attnlab

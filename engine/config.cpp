@@ -1,0 +1,214 @@
+// ModelConfig parsing, validation and serialisation (config.json of a model folder).
+#include "engine/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/tensor.h"
+
+namespace attnlab {
+
+using json = nlohmann::json;
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+const char* to_string(Positional p) {
+  switch (p) {
+    case Positional::None: return "none";
+    case Positional::Sinusoidal: return "sinusoidal";
+    case Positional::Learned: return "learned";
+    case Positional::Relative: return "relative";
+  }
+  return "?";
+}
+const char* to_string(NormPlacement n) { return n == NormPlacement::Post ? "post" : "pre"; }
+const char* to_string(Activation a) { return a == Activation::Relu ? "relu" : "gelu"; }
+const char* to_string(Pooling p) {
+  switch (p) {
+    case Pooling::Mean: return "mean";
+    case Pooling::MaskedMean: return "masked_mean";
+    case Pooling::Cls: return "cls";
+  }
+  return "?";
+}
+const char* to_string(TokenizerKind t) { return t == TokenizerKind::Word ? "word" : "char"; }
+
+namespace {
+[[noreturn]] void bad_choice(const std::string& key, const std::string& v, const char* allowed) {
+  throw Error(key + ": unknown value \"" + v + "\" (expected " + allowed + ")");
+}
+}  // namespace
+
+Positional parse_positional(const std::string& s) {
+  if (s == "none") return Positional::None;
+  if (s == "sinusoidal") return Positional::Sinusoidal;
+  if (s == "learned") return Positional::Learned;
+  if (s == "relative") return Positional::Relative;
+  bad_choice("positional", s, "none | sinusoidal | learned | relative");
+}
+NormPlacement parse_norm(const std::string& s) {
+  if (s == "post") return NormPlacement::Post;
+  if (s == "pre") return NormPlacement::Pre;
+  bad_choice("norm", s, "post | pre");
+}
+Activation parse_activation(const std::string& s) {
+  if (s == "relu") return Activation::Relu;
+  if (s == "gelu") return Activation::Gelu;
+  bad_choice("activation", s, "relu | gelu");
+}
+Pooling parse_pooling(const std::string& s) {
+  if (s == "mean") return Pooling::Mean;
+  if (s == "masked_mean") return Pooling::MaskedMean;
+  if (s == "cls") return Pooling::Cls;
+  bad_choice("pooling", s, "mean | masked_mean | cls");
+}
+TokenizerKind parse_tokenizer(const std::string& s) {
+  if (s == "word") return TokenizerKind::Word;
+  if (s == "char") return TokenizerKind::Char;
+  bad_choice("tokenizer", s, "word | char");
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](const char* key, long long v) {
+    if (v <= 0) throw Error(std::string(key) + " must be positive, got " + std::to_string(v));
+  };
+  positive("vocab_size", vocab_size);
+  positive("embed_size", embed_size);
+  positive("num_heads", num_heads);
+  positive("num_layers", num_layers);
+  positive("max_len", max_len);
+  if (ff_dim < 0) throw Error("ff_dim must be >= 0, got " + std::to_string(ff_dim));
+  if (num_classes < 0) throw Error("num_classes must be >= 0, got " + std::to_string(num_classes));
+  if (embed_size % num_heads != 0)
+    throw Error("num_heads (" + std::to_string(num_heads) + ") does not divide embed_size (" +
+                std::to_string(embed_size) + ")");
+  if (positional == Positional::Sinusoidal && embed_size % 2 != 0)
+    throw Error("sinusoidal positions need an even embed_size, got " + std::to_string(embed_size));
+  if (!(layer_norm_eps > 0.0f)) throw Error("layer_norm_eps must be positive");
+  if (!labels.empty() && static_cast<int>(labels.size()) != num_classes)
+    throw Error("labels has " + std::to_string(labels.size()) + " entries but num_classes is " +
+                std::to_string(num_classes));
+  // Guard against absurd sizes that would only end in a failed allocation.
+  const long long big = 1LL << 31;
+  if (static_cast<long long>(vocab_size) * embed_size > big || static_cast<long long>(ff_dim) * embed_size > big ||
+      max_len > (1 << 20) || num_layers > 1024)
+    throw Error("config describes a model too large to load (" + std::to_string(parameter_count()) +
+                " parameters)");
+}
+
+long long ModelConfig::parameter_count() const {
+  const long long E = embed_size, F = ff_dim;
+  long long n = static_cast<long long>(vocab_size) * E;
+  if (positional == Positional::Learned) n += static_cast<long long>(max_len) * E;
+  if (positional == Positional::Relative) n += (2LL * max_len - 1) * E;
+  long long layer = 4 * (E * E + E) + 2 * E;
+  if (F > 0) layer += E * F + F + F * E + E + 2 * E;
+  n += layer * num_layers;
+  if (num_classes > 0) n += static_cast<long long>(num_classes) * E + num_classes;
+  return n;
+}
+
+ModelConfig parse_config_json(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(where + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error(where + ": expected a JSON object");
+  ModelConfig c;
+  auto get_int = [&](const char* key, int& out, bool required) {
+    auto it = j.find(key);
+    if (it == j.end()) {
+      if (required) throw Error(where + ": missing required key \"" + key + "\"");
+      return;
+    }
+    if (!it->is_number_integer() && !it->is_number_unsigned())
+      throw Error(where + ": \"" + key + "\" must be an integer");
+    long long v = it->get<long long>();
+    if (v < -(1LL << 31) || v > (1LL << 31) - 1) throw Error(where + ": \"" + key + "\" out of range");
+    out = static_cast<int>(v);
+  };
+  auto get_str = [&](const char* key) -> std::string {
+    auto it = j.find(key);
+    if (it == j.end()) return {};
+    if (!it->is_string()) throw Error(where + ": \"" + key + "\" must be a string");
+    return it->get<std::string>();
+  };
+  get_int("vocab_size", c.vocab_size, true);
+  get_int("embed_size", c.embed_size, true);
+  get_int("num_heads", c.num_heads, true);
+  get_int("num_layers", c.num_layers, true);
+  get_int("max_len", c.max_len, true);
+  get_int("ff_dim", c.ff_dim, false);
+  get_int("num_classes", c.num_classes, false);
+  try {
+    if (auto s = get_str("positional"); !s.empty()) c.positional = parse_positional(s);
+    if (auto s = get_str("norm"); !s.empty()) c.norm = parse_norm(s);
+    if (auto s = get_str("activation"); !s.empty()) c.activation = parse_activation(s);
+    if (auto s = get_str("pooling"); !s.empty()) c.pooling = parse_pooling(s);
+    if (auto s = get_str("tokenizer"); !s.empty()) c.tokenizer = parse_tokenizer(s);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  if (auto it = j.find("layer_norm_eps"); it != j.end()) {
+    if (!it->is_number()) throw Error(where + ": \"layer_norm_eps\" must be a number");
+    c.layer_norm_eps = it->get<float>();
+  }
+  if (auto it = j.find("lowercase"); it != j.end()) {
+    if (!it->is_boolean()) throw Error(where + ": \"lowercase\" must be true or false");
+    c.lowercase = it->get<bool>();
+  }
+  if (auto it = j.find("labels"); it != j.end()) {
+    if (!it->is_array()) throw Error(where + ": \"labels\" must be an array of strings");
+    for (const auto& l : *it) {
+      if (!l.is_string()) throw Error(where + ": \"labels\" must be an array of strings");
+      c.labels.push_back(l.get<std::string>());
+    }
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  return c;
+}
+
+ModelConfig load_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_config_json(ss.str(), path);
+}
+
+std::string config_to_json(const ModelConfig& c) {
+  json j;
+  j["vocab_size"] = c.vocab_size;
+  j["embed_size"] = c.embed_size;
+  j["num_heads"] = c.num_heads;
+  j["num_layers"] = c.num_layers;
+  j["ff_dim"] = c.ff_dim;
+  j["num_classes"] = c.num_classes;
+  j["max_len"] = c.max_len;
+  j["positional"] = to_string(c.positional);
+  j["norm"] = to_string(c.norm);
+  j["activation"] = to_string(c.activation);
+  j["layer_norm_eps"] = c.layer_norm_eps;
+  j["pooling"] = to_string(c.pooling);
+  j["tokenizer"] = to_string(c.tokenizer);
+  j["lowercase"] = c.lowercase;
+  j["labels"] = c.labels;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace attnlab

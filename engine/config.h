@@ -1,0 +1,56 @@
+// ModelConfig: the hyper-parameters in a model folder's config.json, with validation.
+// Unknown keys are ignored; a missing required key or an inconsistent value is an Error
+// that names the key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+enum class Positional { None, Sinusoidal, Learned, Relative };
+enum class NormPlacement { Post, Pre };
+enum class Activation { Relu, Gelu };
+enum class Pooling { Mean, MaskedMean, Cls };
+enum class TokenizerKind { Word, Char };
+
+struct ModelConfig {
+  int vocab_size = 0;
+  int embed_size = 0;
+  int num_heads = 0;
+  int num_layers = 0;
+  int ff_dim = 0;       // 0: no feed-forward sub-layer (the article's TextClassifier)
+  int num_classes = 0;  // 0: encoder only, no classifier head
+  int max_len = 0;
+  Positional positional = Positional::None;
+  NormPlacement norm = NormPlacement::Post;
+  Activation activation = Activation::Relu;
+  float layer_norm_eps = 1e-5f;
+  Pooling pooling = Pooling::Mean;
+  TokenizerKind tokenizer = TokenizerKind::Word;
+  bool lowercase = true;
+  std::vector<std::string> labels;
+
+  int head_dim() const { return embed_size / num_heads; }
+  // Throws Error naming the first inconsistent value.
+  void validate() const;
+  // Number of float parameters the weights hold.
+  long long parameter_count() const;
+};
+
+ModelConfig parse_config_json(const std::string& text, const std::string& where = "config.json");
+ModelConfig load_config(const std::string& path);
+std::string config_to_json(const ModelConfig& c);
+
+const char* to_string(Positional p);
+const char* to_string(NormPlacement n);
+const char* to_string(Activation a);
+const char* to_string(Pooling p);
+const char* to_string(TokenizerKind t);
+Positional parse_positional(const std::string& s);
+NormPlacement parse_norm(const std::string& s);
+Activation parse_activation(const std::string& s);
+Pooling parse_pooling(const std::string& s);
+TokenizerKind parse_tokenizer(const std::string& s);
+
+}  // namespace attnlab

@@ -1,0 +1,183 @@
+// The shared forward driver: input checks, mask building, cross mode, pooling, classifier,
+// warnings. Backends only run the layers.
+#include "engine/forward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace attnlab {
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "reference") return make_reference_backend();
+  if (name == "cpu") return make_cpu_backend();
+  throw Error("unknown backend \"" + name + "\" (expected reference or cpu)");
+}
+
+std::vector<std::string> backend_names() { return {"cpu", "reference"}; }
+
+Tensor embed_tokens(const Model& model, const std::vector<int>& ids) {
+  const ModelConfig& c = model.config;
+  const int T = static_cast<int>(ids.size()), E = c.embed_size;
+  Tensor x({T, E});
+  for (int t = 0; t < T; ++t) {
+    const float* row = model.weights.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(t)]) * E;
+    for (int e = 0; e < E; ++e) x.at(t, e) = row[e];
+    if (c.positional == Positional::Learned) {
+      for (int e = 0; e < E; ++e) x.at(t, e) += model.weights.pos_embedding.at(t, e);
+    } else if (c.positional == Positional::Sinusoidal) {
+      // Vaswani et al.: PE(t, 2k) = sin(t / 10000^(2k/E)), PE(t, 2k+1) = cos(same); added unscaled.
+      for (int k = 0; k < E / 2; ++k) {
+        const double angle = t / std::pow(10000.0, 2.0 * k / E);
+        x.at(t, 2 * k) += static_cast<float>(std::sin(angle));
+        x.at(t, 2 * k + 1) += static_cast<float>(std::cos(angle));
+      }
+    }
+  }
+  return x;
+}
+
+std::vector<float> softmax(const std::vector<float>& logits) {
+  std::vector<float> p(logits.size());
+  if (logits.empty()) return p;
+  float m = logits[0];
+  for (float v : logits) m = std::max(m, v);
+  double sum = 0;
+  for (size_t k = 0; k < logits.size(); ++k) sum += (p[k] = std::exp(logits[k] - m));
+  for (float& v : p) v = static_cast<float>(v / sum);
+  return p;
+}
+
+std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids) {
+  const ModelConfig& c = model.config;
+  if (c.num_classes == 0) return {};
+  const int T = static_cast<int>(hidden.dim(0)), E = c.embed_size;
+  std::vector<double> pooled(static_cast<size_t>(E), 0.0);
+  const int pad = model.vocab.pad_id();
+  int count = 0;
+  for (int t = 0; t < T; ++t) {
+    if (c.pooling == Pooling::Cls && t > 0) break;
+    if (c.pooling == Pooling::MaskedMean && ids[static_cast<size_t>(t)] == pad) continue;
+    for (int e = 0; e < E; ++e) pooled[static_cast<size_t>(e)] += hidden.at(t, e);
+    ++count;
+  }
+  std::vector<float> logits(static_cast<size_t>(c.num_classes));
+  for (int k = 0; k < c.num_classes; ++k) {
+    double s = model.weights.fc_b.data[static_cast<size_t>(k)];
+    for (int e = 0; e < E; ++e) s += model.weights.fc_w.at(k, e) * (count ? pooled[static_cast<size_t>(e)] / count : 0.0);
+    logits[static_cast<size_t>(k)] = static_cast<float>(s);
+  }
+  return logits;
+}
+
+std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n) {
+  if (static_cast<int>(ids.size()) >= n) return ids;
+  const int pad = model.vocab.pad_id();
+  if (pad < 0) throw Error("cannot pad: the vocabulary has no [PAD] token");
+  ids.resize(static_cast<size_t>(n), pad);
+  return ids;
+}
+
+Tensor ForwardResult::stacked_probs() const {
+  const auto& per_layer = is_cross() ? cross_attention : attention;
+  if (per_layer.empty()) throw Error("no attention probabilities were kept");
+  std::vector<int64_t> shape = {static_cast<int64_t>(per_layer.size())};
+  for (int64_t d : per_layer.front().shape) shape.push_back(d);
+  if (shape.size() != 4) throw Error("attention of layer 0 was not kept");
+  Tensor out(shape);
+  const size_t n = per_layer.front().data.size();
+  for (size_t l = 0; l < per_layer.size(); ++l) {
+    if (per_layer[l].data.size() != n) throw Error("attention of layer " + std::to_string(l) + " was not kept");
+    std::copy(per_layer[l].data.begin(), per_layer[l].data.end(), out.data.begin() + static_cast<std::ptrdiff_t>(l * n));
+  }
+  return out;
+}
+
+namespace {
+
+void check_ids(const Model& model, const std::vector<int>& ids, const char* what) {
+  const ModelConfig& c = model.config;
+  if (ids.empty()) throw Error(std::string(what) + " is empty: nothing to attend over");
+  if (static_cast<int>(ids.size()) > c.max_len)
+    throw Error(std::string(what) + " has " + std::to_string(ids.size()) + " tokens, more than the model's max_len " +
+                std::to_string(c.max_len));
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      throw Error(std::string(what) + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+}
+
+}  // namespace
+
+ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& c = model.config;
+  check_ids(model, req.ids, "the sequence");
+  ForwardResult r;
+  r.ids = req.ids;
+  const int T = static_cast<int>(req.ids.size());
+  const int pad = model.vocab.pad_id();
+  EncodeOptions opts;
+  opts.keep_attention = req.keep_layers;
+
+  if (req.cross_ids.empty()) {
+    r.mask = build_mask(req.mask, T, T, c.num_heads, req.ids, pad);
+    EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
+    r.hidden = std::move(out.hidden);
+    r.attention = std::move(out.attention);
+    r.warnings = mask_warnings(r.mask, "attention mask");
+  } else {
+    check_ids(model, req.cross_ids, "the cross sequence");
+    r.cross_ids = req.cross_ids;
+    const int S = static_cast<int>(req.cross_ids.size());
+    r.mask = build_mask(req.mask, T, S, c.num_heads, req.cross_ids, pad);
+    MaskSpec own;
+    own.padding = req.mask.padding;
+    const AttnMask mask_a = build_mask(own, T, T, c.num_heads, req.ids, pad);
+    const AttnMask mask_b = build_mask(own, S, S, c.num_heads, req.cross_ids, pad);
+    EncodeOptions inner;
+    inner.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
+    inner.keep_layer_inputs = true;
+    EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
+    EncodeOutput b = backend.encode(model, req.cross_ids, mask_b, inner);
+    r.cross_attention.resize(static_cast<size_t>(c.num_layers));
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (!req.keep_layers.empty() && !req.keep_layers[static_cast<size_t>(l)]) continue;
+      r.cross_attention[static_cast<size_t>(l)] =
+          backend.cross_attention(model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);
+    }
+    r.hidden = std::move(a.hidden);
+    r.cross_hidden = std::move(b.hidden);
+    r.warnings = mask_warnings(r.mask, "cross-attention mask");
+  }
+  r.logits = classify(model, r.hidden, r.ids);
+  if (!r.logits.empty()) {
+    r.class_probs = softmax(r.logits);
+    r.predicted = static_cast<int>(std::max_element(r.class_probs.begin(), r.class_probs.end()) - r.class_probs.begin());
+  }
+  for (float v : r.hidden.data)
+    if (!std::isfinite(v)) {
+      r.warnings.push_back("hidden states contain NaN or inf (the weights may be broken)");
+      break;
+    }
+  r.millis = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<ForwardResult> run_forward_batch(const Model& model, Backend& backend,
+                                             const std::vector<std::vector<int>>& batch, const MaskSpec& mask) {
+  size_t longest = 0;
+  for (const auto& ids : batch) longest = std::max(longest, ids.size());
+  std::vector<ForwardResult> out;
+  out.reserve(batch.size());
+  for (const auto& ids : batch) {
+    ForwardRequest req;
+    req.ids = pad_ids(model, ids, static_cast<int>(longest));
+    req.mask = mask;
+    req.mask.padding = true;
+    out.push_back(run_forward(model, backend, req));
+  }
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,59 @@
+// The forward pass as the UI and CLI see it: ids (+ optional cross sequence) and a MaskSpec in,
+// a ForwardResult value out (hidden states, logits, every layer's per-head probabilities, the
+// effective masks, warnings). No widget or file format is involved here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/mask.h"
+#include "engine/model.h"
+
+namespace attnlab {
+
+struct ForwardRequest {
+  std::vector<int> ids;
+  std::vector<int> cross_ids;  // non-empty: cross-attention mode, ids attend to cross_ids
+  MaskSpec mask;  // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
+                  // sequence's own encoding then uses only its padding mask (when padding is on).
+  std::vector<bool> keep_layers;  // which layers' probabilities to keep; empty = all
+};
+
+struct ForwardResult {
+  std::vector<int> ids, cross_ids;
+  Tensor hidden;        // [T, E]
+  Tensor cross_hidden;  // [T_b, E] in cross mode
+  std::vector<float> logits, class_probs;  // empty for encoder-only models
+  int predicted = -1;
+  std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
+  std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
+  AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
+  std::vector<std::string> warnings;
+  double millis = 0;  // wall time of the forward pass
+
+  bool is_cross() const { return !cross_ids.empty(); }
+  // Probabilities of the shown kind for one layer: attention[l] or cross_attention[l].
+  const Tensor& probs(int layer) const {
+    return is_cross() ? cross_attention.at(static_cast<size_t>(layer)) : attention.at(static_cast<size_t>(layer));
+  }
+  // [layers, heads, T, S] of every kept layer (Error if any layer was not kept).
+  Tensor stacked_probs() const;
+};
+
+// Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
+ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);
+
+// Several sequences of different lengths, padded with [PAD] to the longest and run with the
+// padding mask on (plus whatever `mask` adds), as in the articles' batch examples.
+std::vector<ForwardResult> run_forward_batch(const Model& model, Backend& backend,
+                                             const std::vector<std::vector<int>>& batch, const MaskSpec& mask);
+
+// Appends [PAD] ids up to length n (no-op when already that long).
+std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n);
+
+// Pools hidden states [T, E] to [E] per the config, then applies the classifier.
+std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids);
+std::vector<float> softmax(const std::vector<float>& logits);
+
+}  // namespace attnlab

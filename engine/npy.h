@@ -1,0 +1,24 @@
+// Our own small .npy reader and writer (NumPy format 1.0 / 2.0 / 3.0, C order, little-endian).
+// Reads bool, int8..int64, uint8..uint64, float16/32/64 into float32 values and remembers
+// whether the file held floats (a custom mask's meaning depends on that).
+#pragma once
+
+#include <string>
+
+#include "engine/tensor.h"
+
+namespace attnlab {
+
+enum class NpyKind { Bool, Int, Float };
+
+struct NpyArray {
+  Tensor tensor;  // values converted to float32
+  NpyKind kind = NpyKind::Float;
+};
+
+NpyArray parse_npy(const std::string& bytes, const std::string& where = "array.npy");
+NpyArray load_npy(const std::string& path);
+std::string serialize_npy(const Tensor& t);
+void save_npy(const std::string& path, const Tensor& t);
+
+}  // namespace attnlab

@@ -1,0 +1,48 @@
+// Tensor: the engine's one value type for numbers: a row-major float32 array with a shape.
+// Deliberately dumb (no views, no broadcasting): backends map it onto their own types
+// (Eigen::Map in the cpu backend, device buffers in OpenCL) and tests compare it element-wise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+// Every failure the user can cause (bad file, bad flag, bad shape) is an attnlab::Error whose
+// message names what and where; the CLI prints it on one line and exits non-zero.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+
+  Tensor() = default;
+  explicit Tensor(std::vector<int64_t> s, float fill = 0.0f) : shape(std::move(s)) {
+    data.assign(static_cast<size_t>(numel_of(shape)), fill);
+  }
+
+  static int64_t numel_of(const std::vector<int64_t>& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  }
+  int64_t numel() const { return static_cast<int64_t>(data.size()); }
+  bool empty() const { return data.empty(); }
+  int rank() const { return static_cast<int>(shape.size()); }
+  int64_t dim(int i) const { return shape.at(static_cast<size_t>(i)); }
+  float* ptr() { return data.data(); }
+  const float* ptr() const { return data.data(); }
+
+  // Two-dimensional access for the plain reference code: t.at(i, j) on a [rows, cols] tensor.
+  float& at(int64_t i, int64_t j) { return data[static_cast<size_t>(i * shape[1] + j)]; }
+  float at(int64_t i, int64_t j) const { return data[static_cast<size_t>(i * shape[1] + j)]; }
+};
+
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace attnlab
