@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""End-to-end checks of the attnlab-cli forward contract, driven with real files.
+
+Good paths: --attn-out [layers, heads, T, S] float32, --out [T, embed], --json fields, --pad-to,
+cross mode, --save-model then --model on the saved folder, reference == cpu through the CLI.
+Bad input: every case exits non-zero with a one-line message naming what and where.
+Usage: cli_e2e.py PATH/TO/attnlab-cli
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+CLI = sys.argv[1]
+failures = []
+tmp = tempfile.mkdtemp(prefix="attnlab_cli_")
+RANDOM = ["--random-init", "--seed", "3", "--dim", "32", "--heads", "4", "--layers", "3", "--ff", "40",
+          "--max-len", "64", "--classes", "2"]
+
+
+def run(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True)
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
+    if not cond:
+        failures.append(name)
+
+
+# --- good paths -------------------------------------------------------------------------------
+a, h = os.path.join(tmp, "a.npy"), os.path.join(tmp, "h.npy")
+r = run("forward", *RANDOM, "--text", "hello there", "--attn-out", a, "--out", h, "--json")
+check("forward --text exits 0", r.returncode == 0, r.stderr)
+j = json.loads(r.stdout)
+T = len(j["ids"])
+check("json has tokens/ids/logits/probabilities/predicted_label/warnings",
+      all(k in j for k in ["tokens", "ids", "logits", "probabilities", "predicted_label", "warnings"]), str(j.keys()))
+check("tokens and ids have the same length", len(j["tokens"]) == T == 11, str(j["tokens"]))
+check("class probabilities sum to 1", abs(sum(j["probabilities"]) - 1) < 1e-5, str(j["probabilities"]))
+A = np.load(a)
+check("--attn-out is float32 [layers, heads, T, S]", A.dtype == np.float32 and A.shape == (3, 4, T, T), str(A.shape))
+check("--attn-out rows sum to 1", np.allclose(A.sum(-1), 1, atol=1e-5))
+H = np.load(h)
+check("--out is [T, embed]", H.shape == (T, 32), str(H.shape))
+
+r = run("forward", *RANDOM, "--ids", "5,17,2", "--pad-to", "6", "--mask", "padding", "--mask", "causal", "--attn-out", a, "--json")
+A = np.load(a)
+check("--pad-to pads with [PAD]", json.loads(r.stdout)["tokens"][3:] == ["[PAD]"] * 3, r.stdout)
+check("padding + causal blocks pad keys and the future", (A[:, :, :, 3:] == 0).all() and (np.triu(A[0, 0], 1) == 0).all())
+
+r = run("forward", *RANDOM, "--text", "abcde", "--cross-text", "xyzuvw!", "--attn-out", a)
+A = np.load(a)
+check("cross mode writes [layers, heads, T_a, T_b]", r.returncode == 0 and A.shape == (3, 4, 5, 7), f"{A.shape} {r.stderr}")
+
+mask = np.zeros((5, 5), dtype=bool)
+mask[2, :] = True
+np.save(os.path.join(tmp, "m.npy"), mask)
+r = run("forward", *RANDOM, "--text", "abcde", "--mask", "custom:" + os.path.join(tmp, "m.npy"), "--attn-out", a, "--json")
+A = np.load(a)
+check("fully blocked row: zeros, no NaN, a warning", (A[:, :, 2, :] == 0).all() and np.isfinite(A).all()
+      and any("every key blocked" in w for w in json.loads(r.stdout)["warnings"]), r.stdout + r.stderr)
+
+model = os.path.join(tmp, "model")
+r1 = run("forward", *RANDOM, "--text", "round trip", "--save-model", model, "--attn-out", a)
+r2 = run("forward", "--model", model, "--text", "round trip", "--attn-out", h)
+check("--save-model writes a folder that --model opens with identical results",
+      r1.returncode == 0 and r2.returncode == 0 and np.array_equal(np.load(a), np.load(h)), r1.stderr + r2.stderr)
+r3 = run("forward", "--model", model, "--text", "round trip", "--backend", "reference", "--attn-out", h)
+check("--backend reference agrees with cpu to 1e-5", r3.returncode == 0 and np.abs(np.load(a) - np.load(h)).max() < 1e-5)
+
+r = run("bench", "--layers", "1", "--dim", "32", "--heads", "4", "--ff", "32", "--seq", "16", "--repeat", "3", "--json")
+b = json.loads(r.stdout) if r.returncode == 0 else {}
+check("bench --json reports median_ms and gflops", b.get("median_ms", 0) > 0 and b.get("gflops", 0) > 0, r.stdout + r.stderr)
+
+# --- bad input --------------------------------------------------------------------------------
+def write(name, data, mode="w"):
+    p = os.path.join(tmp, name)
+    with open(p, mode) as f:
+        f.write(data)
+    return p
+
+
+broken = os.path.join(tmp, "broken")
+os.makedirs(broken)
+write("broken/vocab.txt", "[PAD]\n[UNK]\n")
+write("broken/model.safetensors", open(os.path.join(model, "model.safetensors"), "rb").read()[:1000], "wb")
+write("broken/config.json", open(os.path.join(model, "config.json")).read())
+badjson = os.path.join(tmp, "badjson")
+os.makedirs(badjson)
+write("badjson/config.json", "{\"vocab_size\": 10,")
+hdr = json.dumps({"w": {"dtype": "F32", "shape": [1000000], "data_offsets": [0, 4000000]}}).encode()
+liar = os.path.join(tmp, "liar")
+os.makedirs(liar)
+write("liar/config.json", open(os.path.join(model, "config.json")).read())
+write("liar/vocab.txt", "[PAD]\n")
+write("liar/model.safetensors", struct.pack("<Q", len(hdr)) + hdr + b"\0" * 16, "wb")
+np.save(os.path.join(tmp, "wrong.npy"), np.zeros((3, 3), dtype=bool))
+
+bad_cases = [
+    ("missing model folder", ["forward", "--model", "/nonexistent/model", "--text", "hi"], "no such model folder"),
+    ("config.json not JSON", ["forward", "--model", badjson, "--text", "hi"], "not valid JSON"),
+    ("truncated safetensors", ["forward", "--model", broken, "--text", "hi"], "model.safetensors"),
+    ("offsets outside the data", ["forward", "--model", liar, "--text", "hi"], "outside the data"),
+    ("id out of range", ["forward", *RANDOM, "--ids", "1,2,500"], "id 500 at position 2"),
+    ("ids not integers", ["forward", *RANDOM, "--ids", "1,x"], "not an integer"),
+    ("empty text", ["forward", *RANDOM, "--text", "   "], "no tokens"),
+    ("too long", ["forward", *RANDOM, "--text", "a" * 65], "max_len 64"),
+    ("unknown mask", ["forward", *RANDOM, "--text", "hi", "--mask", "diagonal"], "unknown mask"),
+    ("mask of the wrong shape", ["forward", *RANDOM, "--text", "hello", "--mask", "custom:" + os.path.join(tmp, "wrong.npy")],
+     "expected [5, 5]"),
+    ("mask file missing", ["forward", *RANDOM, "--text", "hi", "--mask", "custom:/nonexistent.npy"], "cannot open"),
+    ("unknown option", ["forward", *RANDOM, "--text", "hi", "--colour", "red"], "unknown option --colour"),
+    ("option without value", ["forward", *RANDOM, "--text"], "--text needs a value"),
+    ("no input", ["forward", *RANDOM], "--text"),
+    ("unknown backend", ["forward", *RANDOM, "--text", "hi", "--backend", "tpu"], "unknown backend"),
+    ("heads do not divide dim", ["forward", "--random-init", "--dim", "30", "--heads", "4", "--text", "hi"], "does not divide"),
+    ("unknown command", ["fly"], "unknown command"),
+]
+for name, args, needle in bad_cases:
+    r = run(*args)
+    lines = r.stderr.strip().splitlines()
+    check(f"bad input, {name}: non-zero exit, one line naming it",
+          r.returncode != 0 and len(lines) == 1 and needle in lines[0] and "error:" in lines[0],
+          f"rc={r.returncode} stderr={r.stderr!r}")
+
+if failures:
+    print(f"{len(failures)} CLI check(s) failed")
+    sys.exit(1)
+print("all CLI checks passed")

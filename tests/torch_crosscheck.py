@@ -1,0 +1,308 @@
+#!/usr/bin/python3
+"""Cross-check attnlab-cli forward against PyTorch on the same weights.
+
+Builds models in PyTorch (nn.MultiheadAttention post-LN layers as in article 003, the article-000
+modules, and nn.TransformerEncoderLayer with norm_first/GELU), writes them as attnlab model
+folders, runs `attnlab-cli forward --attn-out --out`, and compares every layer's per-head
+probabilities (bound 1e-5) and the final hidden states (bound 1e-4) with
+need_weights=True, average_attn_weights=False. Masks: none, causal, padding, bool/float/per-head
+custom, sliding window, their combination, a fully blocked row (PyTorch: NaN, attnlab: zeros),
+and cross-attention. Usage: torch_crosscheck.py PATH/TO/attnlab-cli
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+torch.set_num_threads(2)
+CLI = sys.argv[1]
+PROB_TOL, HIDDEN_TOL = 1e-5, 1e-4
+failures = []
+
+
+def save_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().contiguous().float().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def write_model(folder, config, tensors, vocab_size):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(folder, "vocab.txt"), "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]"] + [f"w{i}" for i in range(vocab_size - 3)]) + "\n")
+    save_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+
+
+def run_cli(folder, ids, masks=(), cross_ids=None):
+    with tempfile.TemporaryDirectory() as d:
+        a, h = os.path.join(d, "a.npy"), os.path.join(d, "h.npy")
+        cmd = [CLI, "forward", "--model", folder, "--ids", ",".join(map(str, ids)), "--attn-out", a, "--out", h]
+        if cross_ids is not None:
+            cmd += ["--cross-ids", ",".join(map(str, cross_ids))]
+        for m in masks:
+            cmd += ["--mask", m]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr}")
+        return np.load(a), np.load(h), r.stderr
+
+
+def sinusoidal(T, E):
+    pe = torch.zeros(T, E, dtype=torch.float64)
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    k = torch.arange(0, E, 2, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos / torch.pow(10000.0, k / E))
+    pe[:, 1::2] = torch.cos(pos / torch.pow(10000.0, k / E))
+    return pe.float()
+
+
+def compare(case, ours, theirs, tol):
+    theirs = np.asarray(theirs, dtype=np.float32)
+    if ours.shape != theirs.shape:
+        failures.append(f"{case}: shape {ours.shape} != {theirs.shape}")
+        return
+    nan_rows = np.isnan(theirs)
+    if nan_rows.any():  # PyTorch's fully blocked rows: attnlab must give exact zeros there
+        if not np.all(ours[nan_rows] == 0):
+            failures.append(f"{case}: rows PyTorch leaves NaN are not all zero")
+        ours, theirs = ours[~nan_rows], theirs[~nan_rows]
+    if not np.all(np.isfinite(ours)):
+        failures.append(f"{case}: attnlab produced NaN/inf")
+        return
+    err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
+    status = "ok" if err <= tol else "FAIL"
+    print(f"{status:4} {case}: max abs diff {err:.2e} (bound {tol:.0e})")
+    if err > tol:
+        failures.append(f"{case}: max abs diff {err:.2e} > {tol:.0e}")
+
+
+class MhaPostLN(nn.Module):
+    """Article 003's TransformerLayer (dropout 0): nn.MultiheadAttention, post-LN, ReLU FFN."""
+
+    def __init__(self, E, H, F):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(E, H, batch_first=True)
+        self.linear1, self.linear2 = nn.Linear(E, F), nn.Linear(F, E)
+        self.norm1, self.norm2 = nn.LayerNorm(E), nn.LayerNorm(E)
+
+    def forward(self, x, attn_mask=None, key_padding_mask=None):
+        a, w = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                              need_weights=True, average_attn_weights=False)
+        x = self.norm1(x + a)
+        x = self.norm2(x + self.linear2(torch.relu(self.linear1(x))))
+        return x, w
+
+
+def torch_encoder_case():
+    torch.manual_seed(0)
+    V, E, H, F, L, T = 50, 64, 8, 96, 3, 12
+    emb = nn.Embedding(V, E)
+    layers = nn.ModuleList([MhaPostLN(E, H, F) for _ in range(L)])
+    tensors = {"embedding.weight": emb.weight}
+    for i, layer in enumerate(layers):
+        for name, p in layer.named_parameters():
+            tensors[f"layers.{i}.{name}"] = p
+    cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": 64,
+           "positional": "sinusoidal"}
+    folder = tempfile.mkdtemp(prefix="attnlab_torch_")
+    write_model(folder, cfg, tensors, V)
+
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, V, (T,), generator=g)
+    ids[-3:] = 0  # three [PAD] tokens
+
+    def torch_forward(ids, attn_mask=None, kpm=None):
+        x = (emb(ids) + sinusoidal(len(ids), E))[None]
+        probs, inputs = [], []
+        with torch.no_grad():
+            for layer in layers:
+                inputs.append(x)
+                x, w = layer(x, attn_mask, kpm)
+                probs.append(w[0])
+        return torch.stack(probs).numpy(), x[0].numpy(), inputs
+
+    causal = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)  # article 003, section 2.2
+    kpm = (ids == 0)[None]  # article 003, section 2.1
+    gen = torch.Generator().manual_seed(2)
+    bool_mask = torch.rand(T, T, generator=gen) < 0.3
+    bool_mask[:, 0] = False  # keep every row alive
+    float_mask = torch.randn(T, T, generator=gen)
+    float_mask[torch.rand(T, T, generator=gen) < 0.2] = float("-inf")
+    float_mask[:, 1] = 0.0
+    head_mask = torch.rand(H, T, T, generator=gen) < 0.3
+    head_mask[:, :, 2] = False
+    W = 5
+    window = torch.ones(T, T, dtype=torch.bool)  # article 000's SparseAttention rule
+    for i in range(T):
+        window[i, max(0, i - W // 2):min(T, i + W // 2 + 1)] = False
+    dead = torch.zeros(T, T, dtype=torch.bool)
+    dead[4, :] = True  # query 4 sees nothing
+
+    d = tempfile.mkdtemp(prefix="attnlab_masks_")
+
+    def npy(name, t):
+        p = os.path.join(d, name)
+        np.save(p, t.numpy())
+        return p
+
+    cases = [
+        ("no mask", [], {}),
+        ("causal", ["causal"], {"attn_mask": causal}),
+        ("padding", ["padding"], {"kpm": kpm}),
+        ("causal + padding", ["causal", "padding"], {"attn_mask": causal, "kpm": kpm}),
+        ("custom bool", [f"custom:{npy('b.npy', bool_mask)}"], {"attn_mask": bool_mask}),
+        ("custom float", [f"custom:{npy('f.npy', float_mask)}"], {"attn_mask": float_mask}),
+        ("custom float + padding", [f"custom:{npy('f2.npy', float_mask)}", "padding"], {"attn_mask": float_mask, "kpm": kpm}),
+        ("custom per-head bool", [f"custom:{npy('h.npy', head_mask)}"], {"attn_mask": head_mask}),
+        ("window:5", [f"window:{W}"], {"attn_mask": window}),
+        ("window:5 + causal", [f"window:{W}", "causal"], {"attn_mask": window | (causal == float('-inf'))}),
+        ("fully blocked row", [f"custom:{npy('d.npy', dead)}"], {"attn_mask": dead}),
+    ]
+    for name, flags, kw in cases:
+        ours_p, ours_h, _ = run_cli(folder, ids.tolist(), flags)
+        theirs_p, theirs_h, _ = torch_forward(ids, kw.get("attn_mask"), kw.get("kpm"))
+        if name == "fully blocked row":
+            # PyTorch's NaN row propagates into every later layer; layer 0 is where the blocked
+            # row itself shows: NaN there, exact zeros in attnlab, every other row equal.
+            compare(f"TransformerEncoder layout, {name}: layer 0 probabilities", ours_p[0], theirs_p[0], PROB_TOL)
+            if not np.isnan(theirs_p[0][:, 4]).all() or not (ours_p[0][:, 4] == 0).all():
+                failures.append("fully blocked row: expected NaN in PyTorch and zeros in attnlab for query 4")
+            continue
+        compare(f"TransformerEncoder layout, {name}: probabilities", ours_p, theirs_p, PROB_TOL)
+        compare(f"TransformerEncoder layout, {name}: hidden states", ours_h, theirs_h, HIDDEN_TOL)
+
+    # Cross-attention (article 003, section 5.2: 5 queries x 7 keys): at each layer, A's input to
+    # the layer attends to B's input to the layer.
+    a_ids = torch.randint(3, V, (5,), generator=g)
+    b_ids = torch.randint(3, V, (7,), generator=g)
+    ours_p, _, _ = run_cli(folder, a_ids.tolist(), [], cross_ids=b_ids.tolist())
+    _, _, in_a = torch_forward(a_ids)
+    _, _, in_b = torch_forward(b_ids)
+    with torch.no_grad():
+        theirs = torch.stack([layer.self_attn(xa, xb, xb, need_weights=True, average_attn_weights=False)[1][0]
+                              for layer, xa, xb in zip(layers, in_a, in_b)]).numpy()
+    compare("cross-attention 5 x 7: probabilities", ours_p, theirs, PROB_TOL)
+
+
+class ArticleMHA(nn.Module):
+    """Article 000's MultiHeadAttention (query/key/value/fc_out, post-LN residual)."""
+
+    def __init__(self, E, H):
+        super().__init__()
+        self.E, self.H, self.D = E, H, E // H
+        self.query, self.key, self.value, self.fc_out = (nn.Linear(E, E) for _ in range(4))
+        self.layer_norm = nn.LayerNorm(E)
+
+    def split(self, x):
+        return x.view(x.size(0), -1, self.H, self.D).transpose(1, 2)
+
+    def forward(self, x, blocked=None):
+        B, T, _ = x.size()
+        Q, K, V = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        scores = torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(self.D)
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, float("-inf"))
+        att = torch.softmax(scores, dim=-1)
+        out = torch.matmul(att, V).transpose(1, 2).contiguous().view(B, T, self.E)
+        return self.layer_norm(self.fc_out(out) + x), att[0]
+
+
+class ArticleFFN(nn.Module):
+    def __init__(self, E, F, act):
+        super().__init__()
+        self.fc1, self.fc2, self.layer_norm, self.act = nn.Linear(E, F), nn.Linear(F, E), nn.LayerNorm(E), act
+
+    def forward(self, x):
+        return self.layer_norm(self.fc2(self.act(self.fc1(x))) + x)
+
+
+def article_case():
+    torch.manual_seed(3)
+    V, E, H, F, L, T, C, MAXLEN = 40, 32, 8, 48, 2, 9, 3, 16
+    emb = nn.Embedding(V, E)
+    pos = nn.Embedding(MAXLEN, E)  # learned positions: pos_embedding.weight
+    attn = nn.ModuleList([ArticleMHA(E, H) for _ in range(L)])
+    ffn = nn.ModuleList([ArticleFFN(E, F, nn.GELU()) for _ in range(L)])
+    fc = nn.Linear(E, C)
+    tensors = {"embedding.weight": emb.weight, "pos_embedding.weight": pos.weight, "fc.weight": fc.weight, "fc.bias": fc.bias}
+    for i in range(L):
+        for n, p in attn[i].named_parameters():
+            tensors[f"layers.{i}.attention.{n}"] = p
+        for n, p in ffn[i].named_parameters():
+            tensors[f"layers.{i}.ffn.{n}"] = p
+    cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": MAXLEN,
+           "num_classes": C, "positional": "learned", "activation": "gelu", "pooling": "mean", "labels": ["x", "y", "z"]}
+    folder = tempfile.mkdtemp(prefix="attnlab_article_")
+    write_model(folder, cfg, tensors, V)
+    ids = torch.randint(3, V, (T,))
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    for name, flags, blocked in [("no mask", [], None), ("causal", ["causal"], causal)]:
+        with torch.no_grad():
+            x = (emb(ids) + pos(torch.arange(T)))[None]
+            probs = []
+            for a, f in zip(attn, ffn):
+                x, p = a(x, blocked)
+                x = f(x)
+                probs.append(p)
+            logits = fc(x.mean(dim=1))[0]  # article 000's TextClassifier pooling
+        ours_p, ours_h, _ = run_cli(folder, ids.tolist(), flags)
+        compare(f"article layout (learned positions, GELU), {name}: probabilities", ours_p, torch.stack(probs).numpy(), PROB_TOL)
+        compare(f"article layout (learned positions, GELU), {name}: hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
+        r = subprocess.run([CLI, "forward", "--model", folder, "--ids", ",".join(map(str, ids.tolist())), "--json"]
+                           + sum((["--mask", m] for m in flags), []), capture_output=True, text=True, check=True)
+        compare(f"article layout, {name}: logits", np.array(json.loads(r.stdout)["logits"], dtype=np.float32),
+                logits.numpy(), HIDDEN_TOL)
+
+
+def prenorm_case():
+    torch.manual_seed(4)
+    V, E, H, F, L, T = 30, 48, 4, 64, 2, 10
+    emb = nn.Embedding(V, E)
+    layers = nn.ModuleList([nn.TransformerEncoderLayer(E, H, F, dropout=0.0, activation="gelu", batch_first=True,
+                                                        norm_first=True) for _ in range(L)])
+    layers.eval()
+    tensors = {"embedding.weight": emb.weight}
+    for i, layer in enumerate(layers):
+        for n, p in layer.named_parameters():
+            tensors[f"layers.{i}.{n}"] = p
+    cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": 32,
+           "norm": "pre", "activation": "gelu"}
+    folder = tempfile.mkdtemp(prefix="attnlab_prenorm_")
+    write_model(folder, cfg, tensors, V)
+    ids = torch.randint(3, V, (T,))
+    with torch.no_grad():
+        x = emb(ids)[None]
+        probs = []
+        for layer in layers:
+            _, w = layer.self_attn(layer.norm1(x), layer.norm1(x), layer.norm1(x), need_weights=True,
+                                   average_attn_weights=False)
+            probs.append(w[0])
+            x = layer(x)
+    ours_p, ours_h, _ = run_cli(folder, ids.tolist())
+    compare("nn.TransformerEncoderLayer(norm_first=True, gelu): probabilities", ours_p, torch.stack(probs).numpy(), PROB_TOL)
+    compare("nn.TransformerEncoderLayer(norm_first=True, gelu): hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
+
+
+torch_encoder_case()
+article_case()
+prenorm_case()
+if failures:
+    print("\n".join(["FAILED:"] + failures))
+    sys.exit(1)
+print("all PyTorch cross-checks passed")
