@@ -10,30 +10,18 @@
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "engine/backend.h"
+#include "engine/cpu_kernels.h"
 
 namespace attnlab {
 
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using kernels::RowMat;
 using ConstMap = Eigen::Map<const RowMat>;
 using ConstVec = Eigen::Map<const Eigen::RowVectorXf>;
 
 ConstMap as_mat(const Tensor& t) { return ConstMap(t.ptr(), t.dim(0), t.rank() == 2 ? t.dim(1) : 1); }
 ConstVec as_vec(const Tensor& t) { return ConstVec(t.ptr(), t.numel()); }
-
-// Sum in a fixed order, whatever the buffer's alignment: Eigen's vectorised .sum() starts its
-// packets at the first aligned element, so the same row summed from two allocations can differ
-// in the last bit, and results would change with the heap. Eight lanes still vectorise.
-float stable_sum(const float* v, Eigen::Index n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  Eigen::Index j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += v[j + k];
-  float tail = 0;
-  for (; j < n; ++j) tail += v[j];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
 
 // y = x W^T + b   (nn.Linear)
 RowMat linear(const RowMat& x, const Tensor& W, const Tensor& b) {
@@ -46,19 +34,9 @@ RowMat linear(const RowMat& x, const Tensor& W, const Tensor& b) {
 void layer_norm_inplace(RowMat& x, const Tensor& g, const Tensor& b, float eps) {
   const auto gv = as_vec(g).array();
   const auto bv = as_vec(b).array();
-  const float inv_n = 1.0f / static_cast<float>(x.cols());
   for (Eigen::Index t = 0; t < x.rows(); ++t) {
-    float* p = x.row(t).data();
-    auto row = x.row(t).array();
-    const float mean = stable_sum(p, x.cols()) * inv_n;
-    row -= mean;
-    float sq[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0;
-    Eigen::Index j = 0;
-    for (; j + 8 <= x.cols(); j += 8)
-      for (int k = 0; k < 8; ++k) sq[k] += p[j + k] * p[j + k];
-    for (; j < x.cols(); ++j) tail += p[j] * p[j];
-    const float var = (((sq[0] + sq[4]) + (sq[1] + sq[5])) + ((sq[2] + sq[6]) + (sq[3] + sq[7])) + tail) * inv_n;
-    row = row * (1.0f / std::sqrt(var + eps)) * gv + bv;
+    kernels::normalize_row(x.row(t).data(), x.cols(), eps);
+    x.row(t).array() = x.row(t).array() * gv + bv;
   }
 }
 
@@ -76,35 +54,6 @@ RowMat feed_forward(const RowMat& x, const LayerWeights& L, Activation act) {
     h.array() = 0.5f * h.array() * (1.0f + (h.array() * static_cast<float>(M_SQRT1_2)).erf());
   }
   return linear(h, L.w2, L.b2);
-}
-
-// Softmax of one score row in place, over the keys the mask leaves visible. Blocked keys end at
-// exactly 0 (Eigen's exp clamps -inf to a tiny positive number, so they are zeroed explicitly);
-// a row with every key blocked ends all zeros. The work happens in `buf` (aligned, owned by the
-// caller): Eigen computes an unaligned row's first elements with std::exp and the rest with its
-// own vectorised exp, which differ in the last bit, so working in place would make results
-// depend on where the row happens to start in memory.
-void masked_softmax_row(float* row, int S, const uint8_t* blocked, const float* additive, Eigen::ArrayXf& buf) {
-  buf = Eigen::Map<const Eigen::ArrayXf>(row, S);
-  if (additive) buf += Eigen::Map<const Eigen::ArrayXf>(additive, S);
-  if (blocked) {
-    bool any_visible = false;
-    for (int j = 0; j < S; ++j) {
-      if (blocked[j]) buf[j] = -std::numeric_limits<float>::infinity();
-      else any_visible = true;
-    }
-    if (!any_visible) {
-      std::fill(row, row + S, 0.0f);
-      return;
-    }
-  }
-  const float m = buf.maxCoeff();
-  buf = (buf - m).exp();
-  if (blocked)
-    for (int j = 0; j < S; ++j)
-      if (blocked[j]) buf[j] = 0.0f;
-  const float inv = 1.0f / stable_sum(buf.data(), S);
-  for (int j = 0; j < S; ++j) row[j] = buf[j] * inv;
 }
 
 // Multi-head attention without its residual. Writes probabilities (H, T, S) to `probs` and
@@ -141,7 +90,7 @@ RowMat multi_head_attention(const Model& model, const LayerWeights& L, const Row
     Eigen::ArrayXf buf(S);
     for (int i = 0; i < T; ++i) {
       const size_t off = mask.index(plane, i, 0);
-      masked_softmax_row(&P(i, 0), S, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
+      kernels::masked_softmax_row(&P(i, 0), S, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
                          mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
     }
     if (with_output) context.middleCols(h * D, D).noalias() = P * V.middleCols(h * D, D);

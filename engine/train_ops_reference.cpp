@@ -1,0 +1,198 @@
+// Reference training ops: plain loops with double accumulators, the definition the fast ops
+// and the finite-difference checks are held to.
+#include <cmath>
+
+#include "engine/backend.h"  // relative_index
+#include "engine/train_ops.h"
+
+namespace attnlab {
+
+namespace {
+
+class ReferenceTrainOps final : public TrainOps {
+ public:
+  std::string name() const override { return "reference"; }
+
+  void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) override {
+    const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
+    y = Tensor({N, out});
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < out; ++o) {
+        double s = b.data[static_cast<size_t>(o)];
+        for (int64_t k = 0; k < in; ++k) s += static_cast<double>(x.at(n, k)) * W.at(o, k);
+        y.at(n, o) = static_cast<float>(s);
+      }
+  }
+
+  void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW, Tensor& db) override {
+    const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
+    if (dx) {
+      *dx = Tensor({N, in});
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < in; ++k) {
+          double s = 0;
+          for (int64_t o = 0; o < out; ++o) s += static_cast<double>(dy.at(n, o)) * W.at(o, k);
+          dx->at(n, k) = static_cast<float>(s);
+        }
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      double sb = 0;
+      for (int64_t n = 0; n < N; ++n) sb += dy.at(n, o);
+      db.data[static_cast<size_t>(o)] += static_cast<float>(sb);
+      for (int64_t k = 0; k < in; ++k) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) s += static_cast<double>(dy.at(n, o)) * x.at(n, k);
+        dW.at(o, k) += static_cast<float>(s);
+      }
+    }
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y, Tensor& xhat,
+                  Tensor& rstd) override {
+    const int64_t N = x.dim(0), E = x.dim(1);
+    y = Tensor({N, E});
+    xhat = Tensor({N, E});
+    rstd = Tensor({N});
+    for (int64_t n = 0; n < N; ++n) {
+      double mean = 0, var = 0;
+      for (int64_t e = 0; e < E; ++e) mean += x.at(n, e);
+      mean /= static_cast<double>(E);
+      for (int64_t e = 0; e < E; ++e) var += (x.at(n, e) - mean) * (x.at(n, e) - mean);
+      var /= static_cast<double>(E);
+      const double r = 1.0 / std::sqrt(var + eps);
+      rstd.data[static_cast<size_t>(n)] = static_cast<float>(r);
+      for (int64_t e = 0; e < E; ++e) {
+        const double h = (x.at(n, e) - mean) * r;
+        xhat.at(n, e) = static_cast<float>(h);
+        y.at(n, e) = static_cast<float>(h * g.data[static_cast<size_t>(e)] + b.data[static_cast<size_t>(e)]);
+      }
+    }
+  }
+
+  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g
+  void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy, Tensor& dx,
+                           Tensor& dg, Tensor& db) override {
+    const int64_t N = xhat.dim(0), E = xhat.dim(1);
+    dx = Tensor({N, E});
+    for (int64_t n = 0; n < N; ++n) {
+      double m1 = 0, m2 = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        const double dh = static_cast<double>(dy.at(n, e)) * g.data[static_cast<size_t>(e)];
+        m1 += dh;
+        m2 += dh * xhat.at(n, e);
+        dg.data[static_cast<size_t>(e)] += dy.at(n, e) * xhat.at(n, e);
+        db.data[static_cast<size_t>(e)] += dy.at(n, e);
+      }
+      m1 /= static_cast<double>(E);
+      m2 /= static_cast<double>(E);
+      for (int64_t e = 0; e < E; ++e) {
+        const double dh = static_cast<double>(dy.at(n, e)) * g.data[static_cast<size_t>(e)];
+        dx.at(n, e) = static_cast<float>(rstd.data[static_cast<size_t>(n)] * (dh - m1 - xhat.at(n, e) * m2));
+      }
+    }
+  }
+
+  static bool blocked(const AttnShape& s, int b, int i, int j) {
+    if (s.causal && j > i) return true;
+    return s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * s.T + j)] != 0;
+  }
+  // Element (row, col) of head h of sequence b in a (N, E) tensor.
+  static float& el(Tensor& t, const AttnShape& s, int b, int h, int row, int d) {
+    return t.at(static_cast<int64_t>(b) * s.T + row, h * s.D + d);
+  }
+  static float el(const Tensor& t, const AttnShape& s, int b, int h, int row, int d) {
+    return t.at(static_cast<int64_t>(b) * s.T + row, h * s.D + d);
+  }
+  static double keep(const AttnShape& s, size_t pidx) {
+    return s.drop_keep ? ((*s.drop_keep)[pidx] ? s.drop_scale : 0.0) : 1.0;
+  }
+
+  void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) override {
+    const int B = s.B, T = s.T, H = s.H, D = s.D;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    P = Tensor({B, H, T, T});
+    ctx = Tensor({static_cast<int64_t>(B) * T, static_cast<int64_t>(H) * D});
+    std::vector<double> sc(static_cast<size_t>(T));
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < T; ++i) {
+          double best = -INFINITY;
+          for (int j = 0; j < T; ++j) {
+            if (blocked(s, b, i, j)) continue;
+            double v = 0;
+            for (int d = 0; d < D; ++d) {
+              double k = el(K, s, b, h, j, d);
+              if (s.rel) k += s.rel->at(relative_index(i, j, s.max_len), h * D + d);
+              v += el(Q, s, b, h, i, d) * k;
+            }
+            sc[static_cast<size_t>(j)] = v * scale;
+            best = std::max(best, v * scale);
+          }
+          const size_t row = ((static_cast<size_t>(b) * H + h) * T + i) * T;
+          if (best == -INFINITY) continue;
+          double sum = 0;
+          for (int j = 0; j < T; ++j)
+            if (!blocked(s, b, i, j)) sum += std::exp(sc[static_cast<size_t>(j)] - best);
+          for (int j = 0; j < T; ++j)
+            P.data[row + j] = blocked(s, b, i, j) ? 0.0f : static_cast<float>(std::exp(sc[static_cast<size_t>(j)] - best) / sum);
+          for (int d = 0; d < D; ++d) {
+            double v = 0;
+            for (int j = 0; j < T; ++j) v += P.data[row + j] * keep(s, row + j) * el(V, s, b, h, j, d);
+            el(ctx, s, b, h, i, d) = static_cast<float>(v);
+          }
+        }
+  }
+
+  void attention_backward(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
+                          const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) override {
+    const int B = s.B, T = s.T, H = s.H, D = s.D;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    dQ = Tensor(Q.shape);
+    dK = Tensor(K.shape);
+    dV = Tensor(V.shape);
+    std::vector<double> dP(static_cast<size_t>(T));
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < T; ++i) {
+          const size_t row = ((static_cast<size_t>(b) * H + h) * T + i) * T;
+          // ctx_i = sum_j keep_ij P_ij V_j  =>  dV_j += keep_ij P_ij dctx_i,  dP_ij = keep_ij dctx_i . V_j
+          double dot = 0;
+          for (int j = 0; j < T; ++j) {
+            double g = 0;
+            for (int d = 0; d < D; ++d) {
+              g += static_cast<double>(el(dctx, s, b, h, i, d)) * el(V, s, b, h, j, d);
+              el(dV, s, b, h, j, d) += static_cast<float>(keep(s, row + j) * P.data[row + j] * el(dctx, s, b, h, i, d));
+            }
+            dP[static_cast<size_t>(j)] = g * keep(s, row + j);
+            dot += dP[static_cast<size_t>(j)] * P.data[row + j];
+          }
+          // softmax: dscore_ij = P_ij (dP_ij - sum_k P_ik dP_ik); score = scale * q_i . (k_j + r_ij)
+          for (int j = 0; j < T; ++j) {
+            const double ds = P.data[row + j] * (dP[static_cast<size_t>(j)] - dot) * scale;
+            if (ds == 0.0) continue;
+            for (int d = 0; d < D; ++d) {
+              double k = el(K, s, b, h, j, d);
+              if (s.rel) {
+                const int r = relative_index(i, j, s.max_len);
+                k += s.rel->at(r, h * D + d);
+                if (drel) drel->at(r, h * D + d) += static_cast<float>(ds * el(Q, s, b, h, i, d));
+              }
+              el(dQ, s, b, h, i, d) += static_cast<float>(ds * k);
+              el(dK, s, b, h, j, d) += static_cast<float>(ds * el(Q, s, b, h, i, d));
+            }
+          }
+        }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<TrainOps> make_reference_train_ops() { return std::make_unique<ReferenceTrainOps>(); }
+
+std::unique_ptr<TrainOps> make_train_ops(const std::string& name) {
+  if (name == "reference") return make_reference_train_ops();
+  if (name == "cpu") return make_cpu_train_ops();
+  throw Error("unknown training backend \"" + name + "\" (expected cpu or reference)");
+}
+
+}  // namespace attnlab

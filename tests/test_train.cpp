@@ -1,0 +1,273 @@
+// Training: every backward is checked by central finite differences (reference ops and the whole
+// model), the fast ops are held to the reference ops on awkward shapes, and the training
+// forward agrees with the inference forward.
+#include <cmath>
+
+#include "engine/train_model.h"
+#include "tests/test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+
+namespace {
+
+Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
+  Tensor t(std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, scale);
+  for (float& v : t.data) v = n(rng);
+  return t;
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (size_t k = 0; k < a.data.size(); ++k) s += static_cast<double>(a.data[k]) * b.data[k];
+  return s;
+}
+
+// Central difference of f at x[k], in double around float perturbations.
+template <class F>
+double central_diff(Tensor& x, size_t k, F f, float h = 1e-2f) {
+  const float keep = x.data[k];
+  x.data[k] = keep + h;
+  const double up = f();
+  x.data[k] = keep - h;
+  const double down = f();
+  x.data[k] = keep;
+  return (up - down) / (2.0 * h);
+}
+
+// The gradient bound for float32 finite differences: the step (1e-2) makes truncation error
+// ~h^2 |f'''| and rounding ~1e-7 |f| / h; 2% of the gradient plus 2e-3 absolute covers both
+// with room, and a wrong backward misses it by orders of magnitude.
+void check_grad(double fd, double an, const std::string& what) {
+  INFO(what << ": finite difference " << fd << ", backward " << an);
+  CHECK(std::fabs(fd - an) <= 2e-3 + 2e-2 * std::fabs(fd));
+}
+
+AttnShape attn_shape(int B, int T, int H, int D, const std::vector<uint8_t>* pad, bool causal, const Tensor* rel, int max_len,
+                     const std::vector<uint8_t>* keep) {
+  AttnShape s;
+  s.B = B, s.T = T, s.H = H, s.D = D, s.key_blocked = pad, s.causal = causal, s.rel = rel, s.max_len = max_len;
+  s.drop_keep = keep;
+  s.drop_scale = keep ? 1.0f / 0.8f : 1.0f;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("reference linear and LayerNorm backward match finite differences", "[train][fd]") {
+  auto ops = make_reference_train_ops();
+  Tensor x = random_tensor({3, 5}, 1), W = random_tensor({4, 5}, 2), b = random_tensor({4}, 3), R = random_tensor({3, 4}, 4);
+  auto loss = [&] {
+    Tensor y;
+    ops->linear(x, W, b, y);
+    return dot(y, R);
+  };
+  Tensor dx, dW({4, 5}), db({4});
+  ops->linear_backward(x, W, R, &dx, dW, db);
+  for (size_t k = 0; k < x.data.size(); ++k) check_grad(central_diff(x, k, loss), dx.data[k], "linear dx");
+  for (size_t k = 0; k < W.data.size(); ++k) check_grad(central_diff(W, k, loss), dW.data[k], "linear dW");
+  for (size_t k = 0; k < b.data.size(); ++k) check_grad(central_diff(b, k, loss), db.data[k], "linear db");
+
+  Tensor g = random_tensor({6}, 5), beta = random_tensor({6}, 6), xl = random_tensor({4, 6}, 7), Rl = random_tensor({4, 6}, 8);
+  auto ln_loss = [&] {
+    Tensor y, xh, rs;
+    ops->layer_norm(xl, g, beta, 1e-5f, y, xh, rs);
+    return dot(y, Rl);
+  };
+  Tensor y, xh, rs, dxl, dg({6}), dbeta({6});
+  ops->layer_norm(xl, g, beta, 1e-5f, y, xh, rs);
+  ops->layer_norm_backward(xh, rs, g, Rl, dxl, dg, dbeta);
+  for (size_t k = 0; k < xl.data.size(); ++k) check_grad(central_diff(xl, k, ln_loss, 1e-3f), dxl.data[k], "layer_norm dx");
+  for (size_t k = 0; k < g.data.size(); ++k) check_grad(central_diff(g, k, ln_loss), dg.data[k], "layer_norm dg");
+  for (size_t k = 0; k < beta.data.size(); ++k) check_grad(central_diff(beta, k, ln_loss), dbeta.data[k], "layer_norm db");
+}
+
+TEST_CASE("reference attention backward matches finite differences with masks, dropout, relative", "[train][fd]") {
+  auto ops = make_reference_train_ops();
+  const int B = 2, T = 4, H = 2, D = 3, E = H * D, max_len = 5;
+  std::vector<uint8_t> pad = {0, 0, 0, 0, 0, 0, 1, 1};  // second sequence: two [PAD] keys
+  Tensor rel = random_tensor({2 * max_len - 1, E}, 9, 0.5f);
+  std::vector<uint8_t> keep(static_cast<size_t>(B * H * T * T));
+  std::mt19937 rng(3);
+  for (auto& k : keep) k = rng() % 5 != 0;
+  for (const bool causal : {false, true})
+    for (const bool use_rel : {false, true})
+      for (const bool use_drop : {false, true}) {
+        CAPTURE(causal, use_rel, use_drop);
+        const AttnShape s = attn_shape(B, T, H, D, &pad, causal, use_rel ? &rel : nullptr, max_len, use_drop ? &keep : nullptr);
+        Tensor Q = random_tensor({B * T, E}, 10), K = random_tensor({B * T, E}, 11), V = random_tensor({B * T, E}, 12);
+        const Tensor R = random_tensor({B * T, E}, 13);
+        auto loss = [&] {
+          Tensor P, ctx;
+          ops->attention(s, Q, K, V, P, ctx);
+          return dot(ctx, R);
+        };
+        Tensor P, ctx, dQ, dK, dV, drel(rel.shape);
+        ops->attention(s, Q, K, V, P, ctx);
+        ops->attention_backward(s, Q, K, V, P, R, dQ, dK, dV, use_rel ? &drel : nullptr);
+        for (size_t k = 0; k < Q.data.size(); ++k) check_grad(central_diff(Q, k, loss), dQ.data[k], "dQ");
+        for (size_t k = 0; k < K.data.size(); ++k) check_grad(central_diff(K, k, loss), dK.data[k], "dK");
+        for (size_t k = 0; k < V.data.size(); ++k) check_grad(central_diff(V, k, loss), dV.data[k], "dV");
+        if (use_rel)
+          for (size_t k = 0; k < rel.data.size(); ++k) check_grad(central_diff(rel, k, loss), drel.data[k], "drel");
+        // blocked keys get no gradient
+        for (int t = 6; t < 8; ++t)
+          for (int e = 0; e < E; ++e) {
+            CHECK(dK.at(t, e) == 0.0f);
+            CHECK(dV.at(t, e) == 0.0f);
+          }
+      }
+}
+
+TEST_CASE("cpu training ops match the reference on awkward shapes", "[train][cpu]") {
+  auto ref = make_reference_train_ops();
+  auto cpu = make_train_ops("cpu");
+  struct S { int B, T, H, D; };
+  for (const S sh : {S{1, 1, 1, 1}, S{1, 1, 8, 4}, S{3, 7, 2, 5}, S{2, 33, 16, 2}, S{1, 200, 4, 8}}) {
+    CAPTURE(sh.B, sh.T, sh.H, sh.D);
+    const int E = sh.H * sh.D, N = sh.B * sh.T, max_len = 256;
+    const Tensor x = random_tensor({N, E}, 1), W = random_tensor({E + 3, E}, 2), b = random_tensor({E + 3}, 3);
+    Tensor y1, y2;
+    ref->linear(x, W, b, y1);
+    cpu->linear(x, W, b, y2);
+    CHECK(max_abs_diff(y1, y2) < 1e-4);
+    const Tensor dy = random_tensor({N, E + 3}, 4);
+    Tensor dx1, dx2, dW1({E + 3, E}), dW2({E + 3, E}), db1({E + 3}), db2({E + 3});
+    ref->linear_backward(x, W, dy, &dx1, dW1, db1);
+    cpu->linear_backward(x, W, dy, &dx2, dW2, db2);
+    CHECK(max_abs_diff(dx1, dx2) < 1e-4);
+    CHECK(max_abs_diff(dW1, dW2) < 1e-3);  // sums over N rows
+    CHECK(max_abs_diff(db1, db2) < 1e-3);
+
+    const Tensor g = random_tensor({E}, 5), bb = random_tensor({E}, 6);
+    Tensor ya, yb, ha, hb, ra, rb;
+    ref->layer_norm(x, g, bb, 1e-5f, ya, ha, ra);
+    cpu->layer_norm(x, g, bb, 1e-5f, yb, hb, rb);
+    CHECK(max_abs_diff(ya, yb) < 1e-4);
+    Tensor dxa, dxb, dga({E}), dgb({E}), dba({E}), dbb({E});
+    const Tensor dyl = random_tensor({N, E}, 7);
+    ref->layer_norm_backward(ha, ra, g, dyl, dxa, dga, dba);
+    cpu->layer_norm_backward(hb, rb, g, dyl, dxb, dgb, dbb);
+    if (E > 1) CHECK(max_abs_diff(dxa, dxb) < 1e-3);  // E == 1 normalises to 0: dx is noise / rstd
+    CHECK(max_abs_diff(dga, dgb) < 1e-3);
+    CHECK(max_abs_diff(dba, dbb) < 1e-3);
+
+    std::vector<uint8_t> pad(static_cast<size_t>(N), 0);
+    for (int bi = 0; bi < sh.B; ++bi)
+      if (bi % 2 == 1 && sh.T > 2) pad[static_cast<size_t>(bi * sh.T + sh.T - 1)] = 1;
+    std::vector<uint8_t> keep(static_cast<size_t>(sh.B * sh.H * sh.T * sh.T));
+    std::mt19937 rng(5);
+    for (auto& k : keep) k = rng() % 4 != 0;
+    const Tensor rel = random_tensor({2 * max_len - 1, E}, 8, 0.3f);
+    for (const bool variant : {false, true}) {
+      const AttnShape s = attn_shape(sh.B, sh.T, sh.H, sh.D, &pad, variant, variant ? &rel : nullptr, max_len, variant ? &keep : nullptr);
+      const Tensor Q = random_tensor({N, E}, 9), K = random_tensor({N, E}, 10), V = random_tensor({N, E}, 11);
+      Tensor P1, P2, c1, c2;
+      ref->attention(s, Q, K, V, P1, c1);
+      cpu->attention(s, Q, K, V, P2, c2);
+      CHECK(max_abs_diff(P1, P2) < 1e-5);
+      CHECK(max_abs_diff(c1, c2) < 1e-4);
+      const Tensor dc = random_tensor({N, E}, 12);
+      Tensor q1, k1, v1, q2, k2, v2, r1(rel.shape), r2(rel.shape);
+      ref->attention_backward(s, Q, K, V, P1, dc, q1, k1, v1, variant ? &r1 : nullptr);
+      cpu->attention_backward(s, Q, K, V, P2, dc, q2, k2, v2, variant ? &r2 : nullptr);
+      CHECK(max_abs_diff(q1, q2) < 1e-4);
+      CHECK(max_abs_diff(k1, k2) < 1e-4);
+      CHECK(max_abs_diff(v1, v2) < 1e-4);
+      if (variant) CHECK(max_abs_diff(r1, r2) < 1e-3);
+    }
+  }
+}
+
+namespace {
+
+Model tiny_model(NormPlacement norm, Activation act, Positional pos, Pooling pool, uint64_t seed, int ff = 6) {
+  ModelConfig c;
+  c.vocab_size = 12, c.embed_size = 8, c.num_heads = 2, c.num_layers = 2, c.ff_dim = ff, c.max_len = 6;
+  c.num_classes = 3, c.norm = norm, c.activation = act, c.positional = pos, c.pooling = pool;
+  c.labels = {"a", "b", "c"};
+  Model m = random_model(c, seed);
+  // Non-trivial LayerNorm gains and biases, so their gradients are exercised too.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, 0.2f);
+  for (auto& L : m.weights.layers)
+    for (Tensor* t : {&L.ln1_g, &L.ln1_b, &L.ln2_g, &L.ln2_b})
+      for (float& v : t->data) v += n(rng);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("whole-model backward matches finite differences", "[train][fd]") {
+  struct V { NormPlacement norm; Activation act; Positional pos; Pooling pool; float dropout; int ff; };
+  for (const V v : {V{NormPlacement::Post, Activation::Gelu, Positional::Learned, Pooling::Mean, 0.0f, 6},
+                    V{NormPlacement::Pre, Activation::Gelu, Positional::Relative, Pooling::MaskedMean, 0.0f, 6},
+                    V{NormPlacement::Post, Activation::Gelu, Positional::Sinusoidal, Pooling::Cls, 0.2f, 6},
+                    V{NormPlacement::Pre, Activation::Relu, Positional::Learned, Pooling::MaskedMean, 0.3f, 6},
+                    V{NormPlacement::Post, Activation::Relu, Positional::None, Pooling::Mean, 0.0f, 0}}) {
+    CAPTURE(to_string(v.norm), to_string(v.act), to_string(v.pos), to_string(v.pool), v.dropout, v.ff);
+    Model m = tiny_model(v.norm, v.act, v.pos, v.pool, 17, v.ff);
+    auto ops = make_reference_train_ops();
+    const TrainBatch batch = make_batch(m, {{3, 4, 5, 6, 7}, {8, 9, 3}, {10, 11, 4, 5}}, {0, 2, 1});
+    StepOptions opt;
+    opt.dropout = v.dropout;
+    opt.dropout_seed = 99;  // the same dropout masks for every evaluation below
+    ModelWeights grads = zeros_like(m.weights);
+    train_step(m, *ops, batch, opt, &grads);
+    auto loss = [&] { return train_step(m, *ops, batch, opt, nullptr).loss; };
+    const auto params = parameters(m.weights);
+    const auto gparams = parameters(grads);
+    REQUIRE(params.size() == gparams.size());
+    std::mt19937 pick(1);
+    int checked = 0;
+    for (size_t p = 0; p < params.size(); ++p) {
+      // a few entries of every tensor (all of the small ones)
+      const size_t n = params[p]->data.size();
+      for (int r = 0; r < 4; ++r) {
+        const size_t k = n <= 4 ? static_cast<size_t>(r) : pick() % n;
+        if (k >= n) break;
+        check_grad(central_diff(*params[p], k, loss, 1e-2f), gparams[p]->data[k], "parameter " + std::to_string(p));
+        ++checked;
+      }
+    }
+    CHECK(checked > 60);
+  }
+}
+
+TEST_CASE("cpu training step matches the reference step", "[train][cpu]") {
+  for (const Positional pos : {Positional::Sinusoidal, Positional::Relative}) {
+    Model m = tiny_model(NormPlacement::Post, Activation::Gelu, pos, Pooling::MaskedMean, 5);
+    m.config.max_len = 6;
+    auto ref = make_reference_train_ops();
+    auto cpu = make_train_ops("cpu");
+    const TrainBatch batch = make_batch(m, {{3, 4, 5, 6, 7, 8}, {8, 9, 3}, {10}}, {0, 2, 1});
+    StepOptions opt;
+    opt.dropout = 0.1f;
+    opt.dropout_seed = 4;
+    ModelWeights g1 = zeros_like(m.weights), g2 = zeros_like(m.weights);
+    const StepOutput a = train_step(m, *ref, batch, opt, &g1);
+    const StepOutput b = train_step(m, *cpu, batch, opt, &g2);
+    CHECK(a.loss == Approx(b.loss).epsilon(1e-5));
+    const auto p1 = parameters(g1), p2 = parameters(g2);
+    for (size_t p = 0; p < p1.size(); ++p) CHECK(max_abs_diff(*p1[p], *p2[p]) < 1e-4);
+  }
+}
+
+TEST_CASE("training forward in evaluation mode equals the inference forward", "[train]") {
+  for (const Pooling pool : {Pooling::Mean, Pooling::MaskedMean}) {
+    Model m = tiny_model(NormPlacement::Pre, Activation::Relu, Positional::Relative, pool, 8);
+    auto cpu_ops = make_train_ops("cpu");
+    auto cpu = make_backend("cpu");
+    const std::vector<int> ids = {3, 7, 5, 9};
+    const StepOutput s = train_step(m, *cpu_ops, make_batch(m, {ids}, {1}), {}, nullptr);
+    ForwardRequest req;
+    req.ids = ids;
+    const ForwardResult r = run_forward(m, *cpu, req);
+    double z = 0;
+    for (float l : r.logits) z += std::exp(l);
+    CHECK(s.loss == Approx(-(r.logits[1] - std::log(z))).epsilon(1e-5));
+    CHECK(s.predicted[0] == r.predicted);
+  }
+}
