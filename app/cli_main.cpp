@@ -9,11 +9,20 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli_args.h"
+#include "app/cli_common.h"
 #include "app/default_model.h"
 #include "engine/forward.h"
 #include "engine/npy.h"
+#include "engine/optimizer.h"
+#include "engine/train_model.h"
 
 namespace attnlab::cli {
+
+int cmd_train(const std::vector<std::string>& argv);
+int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0);
+int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0);
+int cmd_make_data(const std::vector<std::string>& argv);
+
 namespace {
 
 using json = nlohmann::json;
@@ -28,6 +37,16 @@ usage:
                       [--mask-out M.npy] [--json] [--save-model DIR]
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--backend cpu] [--repeat N] [--json]
+  attnlab-cli bench --train [--layers 2 --dim 128 --heads 8 --ff 512] [--seq 64] [--batch 32] [--dropout 0.1]
+  attnlab-cli train --data FILE.tsv [--val-data FILE.tsv | --val-split 0.1] --out DIR
+                      [--config config.json | --layers N --heads H --dim D --ff F --max-len T
+                       --tokenizer word|char --positional ... --pooling ... --norm ... --activation ...]
+                      [--epochs E] [--batch B] [--lr LR] [--weight-decay W] [--dropout P] [--clip C]
+                      [--warmup STEPS] [--cosine] [--seed S] [--vocab-size V] [--min-count N]
+                      [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|reference]
+  attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
+  attnlab-cli predict [--model DIR] --text "..." [--json]
+  attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
 
 model options (instead of --model, build a random model):
   --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T
@@ -36,87 +55,6 @@ model options (instead of --model, build a random model):
 
 Without --model or --random-init the shipped default model is used.
 )";
-
-const std::set<std::string> kModelValued = {"--model", "--seed", "--vocab-size", "--dim", "--heads", "--layers", "--ff",
-                                            "--max-len", "--classes", "--positional", "--norm", "--activation",
-                                            "--pooling", "--tokenizer", "--backend", "--mask"};
-
-std::set<std::string> with(std::set<std::string> a, const std::set<std::string>& b) {
-  a.insert(b.begin(), b.end());
-  return a;
-}
-
-ModelConfig config_from_flags(const Args& a, const ModelConfig& defaults) {
-  ModelConfig c = defaults;
-  c.vocab_size = a.get_int("--vocab-size", c.vocab_size);
-  c.embed_size = a.get_int("--dim", c.embed_size);
-  c.num_heads = a.get_int("--heads", c.num_heads);
-  c.num_layers = a.get_int("--layers", c.num_layers);
-  c.ff_dim = a.get_int("--ff", c.ff_dim);
-  c.max_len = a.get_int("--max-len", c.max_len);
-  c.num_classes = a.get_int("--classes", c.num_classes);
-  if (a.has("--positional")) c.positional = parse_positional(a.get("--positional"));
-  if (a.has("--norm")) c.norm = parse_norm(a.get("--norm"));
-  if (a.has("--activation")) c.activation = parse_activation(a.get("--activation"));
-  if (a.has("--pooling")) c.pooling = parse_pooling(a.get("--pooling"));
-  if (a.has("--tokenizer")) c.tokenizer = parse_tokenizer(a.get("--tokenizer"));
-  c.labels.clear();
-  for (int k = 0; k < c.num_classes; ++k) c.labels.push_back("class_" + std::to_string(k));
-  c.validate();
-  return c;
-}
-
-Model random_model(const ModelConfig& c, uint64_t seed) {
-  Model m;
-  m.config = c;
-  m.weights = random_weights(c, seed);
-  m.vocab = default_vocab(c);
-  m.source = "random-init (seed " + std::to_string(seed) + ")";
-  return m;
-}
-
-Model resolve_model(const Args& a, const std::string& argv0) {
-  if (a.has("--random-init")) {
-    ModelConfig d;
-    d.vocab_size = 128, d.embed_size = 64, d.num_heads = 8, d.num_layers = 2, d.ff_dim = 128, d.max_len = 512;
-    d.tokenizer = TokenizerKind::Char;
-    d.positional = Positional::Sinusoidal;
-    return random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
-  }
-  const std::string dir = a.has("--model") ? a.get("--model") : default_model_dir(argv0);
-  if (!a.has("--model") && !std::filesystem::exists(dir))
-    throw Error("no --model given and no default model at " + dir + " (pass --model DIR or --random-init)");
-  return load_model(dir);
-}
-
-// Ids for --text / --ids (and the --cross- variants).
-std::vector<int> input_ids(const Args& a, const Model& m, const std::string& text_flag, const std::string& ids_flag,
-                           std::vector<std::string>* tokens) {
-  if (a.has(text_flag) && a.has(ids_flag)) throw Error(text_flag + " and " + ids_flag + " are exclusive");
-  Tokenized t;
-  if (a.has(text_flag)) {
-    const std::string text = a.get(text_flag);
-    t = tokenize(text, m.config, m.vocab);
-    if (t.ids.empty()) throw Error(text_flag + ": the text has no tokens");
-  } else if (a.has(ids_flag)) {
-    t = from_ids(parse_int_list(a.get(ids_flag), ids_flag), m.config, m.vocab);
-  } else {
-    return {};
-  }
-  if (tokens) *tokens = t.tokens;
-  return t.ids;
-}
-
-MaskSpec mask_from_flags(const Args& a) {
-  MaskSpec spec;
-  for (const auto& m : a.all("--mask")) add_mask_arg(spec, m);
-  return spec;
-}
-
-std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& ids, std::vector<std::string> tokens) {
-  for (size_t i = tokens.size(); i < ids.size(); ++i) tokens.push_back(m.vocab.token(ids[i]));
-  return tokens;
-}
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
@@ -181,14 +119,65 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   return 0;
 }
 
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// One training step (forward + backward + Adam) on a random batch: samples per second.
+int bench_train(const Args& a) {
+  ModelConfig d;
+  d.vocab_size = 1000, d.embed_size = 128, d.num_heads = 8, d.num_layers = 2, d.ff_dim = 512, d.max_len = 512;
+  d.num_classes = 2, d.positional = Positional::Learned, d.pooling = Pooling::MaskedMean;
+  Model model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
+  const ModelConfig& c = model.config;
+  if (c.num_classes < 2) throw Error("--train needs --classes >= 2");
+  const int T = a.get_int("--seq", 64), B = a.get_int("--batch", 32), repeat = a.get_int("--repeat", 10);
+  if (T <= 0 || T > c.max_len || B <= 0 || repeat <= 0) throw Error("--seq, --batch and --repeat must be positive (seq <= max_len)");
+  std::mt19937 rng(1);
+  std::vector<std::vector<int>> seqs(static_cast<size_t>(B));
+  std::vector<int> labels;
+  for (auto& s : seqs) {
+    for (int t = 0; t < T; ++t) s.push_back(3 + static_cast<int>(rng() % static_cast<unsigned>(c.vocab_size - 3)));
+    labels.push_back(static_cast<int>(rng() % 2));
+  }
+  const TrainBatch batch = make_batch(model, seqs, labels);
+  auto ops = make_train_ops(a.get("--backend", "cpu"));
+  Adam adam(model.weights, OptimizerConfig{});
+  ModelWeights grads = zeros_like(model.weights);
+  StepOptions so;
+  so.dropout = static_cast<float>(a.get_double("--dropout", 0.1));
+  auto step = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (Tensor* g : parameters(grads)) std::fill(g->data.begin(), g->data.end(), 0.0f);
+    ++so.dropout_seed;
+    train_step(model, *ops, batch, so, &grads);
+    adam.step(model.weights, grads);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  step();
+  std::vector<double> ms;
+  for (int r = 0; r < repeat; ++r) ms.push_back(step());
+  const double med = median(ms);
+  const double sps = B / (med * 1e-3);
+  if (a.has("--json")) {
+    std::cout << json{{"backend", ops->name()}, {"train", true}, {"layers", c.num_layers}, {"dim", c.embed_size},
+                      {"heads", c.num_heads}, {"ff", c.ff_dim}, {"seq", T}, {"batch", B}, {"repeat", repeat},
+                      {"median_ms", med}, {"samples_per_s", sps}}.dump()
+              << "\n";
+  } else {
+    std::printf("train step: backend %s layers %d dim %d heads %d ff %d seq %d batch %d\n", ops->name().c_str(),
+                c.num_layers, c.embed_size, c.num_heads, c.ff_dim, T, B);
+    std::printf("median %.3f ms over %d steps  %.0f samples/s\n", med, repeat, sps);
+  }
+  return 0;
+}
+
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--seq", "--repeat"}), {"--json", "--random-init"});
+  const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout"}), {"--json", "--random-init", "--train"});
+  if (a.has("--train")) return bench_train(a);
   Model model;
   if (a.has("--model")) {
     model = load_model(a.get("--model"));
@@ -245,7 +234,11 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "forward") return cmd_forward(args, argv[0]);
     if (cmd == "bench") return cmd_bench(args, argv[0]);
-    throw attnlab::Error("unknown command \"" + cmd + "\" (expected forward or bench; see --help)");
+    if (cmd == "train") return cmd_train(args);
+    if (cmd == "eval") return cmd_eval(args, argv[0]);
+    if (cmd == "predict") return cmd_predict(args, argv[0]);
+    if (cmd == "make-data") return cmd_make_data(args);
+    throw attnlab::Error("unknown command \"" + cmd + "\" (expected forward, train, eval, predict, make-data or bench; see --help)");
   } catch (const attnlab::Error& e) {
     std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
     return 2;

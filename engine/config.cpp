@@ -1,6 +1,7 @@
 // ModelConfig parsing, validation and serialisation (config.json of a model folder).
 #include "engine/config.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -203,7 +204,9 @@ std::string config_to_json(const ModelConfig& c) {
   j["positional"] = to_string(c.positional);
   j["norm"] = to_string(c.norm);
   j["activation"] = to_string(c.activation);
-  j["layer_norm_eps"] = c.layer_norm_eps;
+  char eps[32];
+  std::snprintf(eps, sizeof eps, "%.7g", static_cast<double>(c.layer_norm_eps));  // 1e-05, not 9.99999974e-06
+  j["layer_norm_eps"] = std::stod(eps);
   j["pooling"] = to_string(c.pooling);
   j["tokenizer"] = to_string(c.tokenizer);
   j["lowercase"] = c.lowercase;

@@ -32,6 +32,13 @@ def check(name, cond, detail=""):
         failures.append(name)
 
 
+def write(name, data, mode="w"):
+    p = os.path.join(tmp, name)
+    with open(p, mode) as f:
+        f.write(data)
+    return p
+
+
 # --- good paths -------------------------------------------------------------------------------
 a, h = os.path.join(tmp, "a.npy"), os.path.join(tmp, "h.npy")
 r = run("forward", *RANDOM, "--text", "hello there", "--attn-out", a, "--out", h, "--json")
@@ -77,14 +84,43 @@ r = run("bench", "--layers", "1", "--dim", "32", "--heads", "4", "--ff", "32", "
 b = json.loads(r.stdout) if r.returncode == 0 else {}
 check("bench --json reports median_ms and gflops", b.get("median_ms", 0) > 0 and b.get("gflops", 0) > 0, r.stdout + r.stderr)
 
+# --- train -> eval -> predict -> forward on the saved folder ---------------------------------
+data = os.path.join(tmp, "neg.tsv")
+r = run("make-data", "--task", "negation", "--n", "600", "--seed", "4", "--out", data)
+check("make-data writes a TSV", r.returncode == 0 and open(data).readline() == "text\tlabel\n", r.stderr)
+trained = os.path.join(tmp, "trained")
+r = run("train", "--data", data, "--out", trained, "--epochs", "3", "--dim", "32", "--heads", "4", "--layers", "1",
+        "--ff", "32", "--max-len", "16", "--seed", "2")
+epoch_lines = [l for l in r.stdout.splitlines() if l.startswith("epoch ")]
+check("train prints one line per epoch in the documented form", r.returncode == 0 and len(epoch_lines) == 3 and
+      all(len(l.split()) == 10 and l.split()[2] == "train_loss" and l.split()[8] == "samples_per_s" for l in epoch_lines),
+      r.stdout + r.stderr)
+r = run("eval", "--model", trained, "--data", data)
+check("eval prints accuracy and loss", r.returncode == 0 and r.stdout.startswith("accuracy ") and " loss " in r.stdout,
+      r.stdout + r.stderr)
+r = run("predict", "--model", trained, "--text", "the film was not good", "--json")
+p = json.loads(r.stdout) if r.returncode == 0 else {}
+check("predict gives a label and class probabilities", p.get("label") in ("negative", "positive") and
+      abs(sum(p.get("probabilities", {}).values()) - 1) < 1e-5, r.stdout + r.stderr)
+r = run("forward", "--model", trained, "--text", "the film was not good", "--json")
+check("forward opens the trained folder and agrees with predict",
+      r.returncode == 0 and json.loads(r.stdout)["predicted_label"] == p.get("label"), r.stderr)
+r = run("predict", "--text", "the film was not very good")
+check("the shipped default model is used without --model and gets negation right",
+      r.returncode == 0 and r.stdout.startswith("negative"), r.stdout + r.stderr)
+
+one_class = write("one.tsv", "text\tlabel\na\tx\nb\tx\nc\tx\n")
+unseen = write("unseen.tsv", "text\tlabel\nthe film was good\tneutral\n")
+empty_row = write("empty.tsv", "text\tlabel\nthe film was good\tpositive\n\tnegative\n")
+data_bad_cases = [
+    ("train: missing data file", ["train", "--data", "/nonexistent.tsv", "--out", os.path.join(tmp, "x")], "cannot open"),
+    ("train: one class only", ["train", "--data", one_class, "--out", os.path.join(tmp, "x"), "--val-split", "0.3"], "only one class"),
+    ("train: no such column", ["train", "--data", data, "--label-column", "mood", "--out", os.path.join(tmp, "x")], "no column named \"mood\""),
+    ("train: empty row", ["train", "--data", empty_row, "--out", os.path.join(tmp, "x")], ":3: the text is empty"),
+    ("eval: label unseen in training", ["eval", "--model", trained, "--data", unseen], "label \"neutral\" was not seen"),
+]
+
 # --- bad input --------------------------------------------------------------------------------
-def write(name, data, mode="w"):
-    p = os.path.join(tmp, name)
-    with open(p, mode) as f:
-        f.write(data)
-    return p
-
-
 broken = os.path.join(tmp, "broken")
 os.makedirs(broken)
 write("broken/vocab.txt", "[PAD]\n[UNK]\n")
@@ -121,7 +157,7 @@ bad_cases = [
     ("heads do not divide dim", ["forward", "--random-init", "--dim", "30", "--heads", "4", "--text", "hi"], "does not divide"),
     ("unknown command", ["fly"], "unknown command"),
 ]
-for name, args, needle in bad_cases:
+for name, args, needle in bad_cases + data_bad_cases:
     r = run(*args)
     lines = r.stderr.strip().splitlines()
     check(f"bad input, {name}: non-zero exit, one line naming it",

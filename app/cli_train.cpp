@@ -1,0 +1,177 @@
+// attnlab-cli train / eval / predict / make-data: the training side of the engine, headless.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli_common.h"
+#include "engine/io_util.h"
+#include "engine/tasks.h"
+#include "engine/trainer.h"
+
+namespace attnlab::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+DatasetOptions dataset_options(const Args& a) {
+  DatasetOptions o;
+  o.text_column = a.get("--text-column");
+  o.label_column = a.get("--label-column");
+  return o;
+}
+
+void print_eval(const Model& model, const EvalResult& ev) {
+  std::printf("accuracy %.4f loss %.4f (%zu examples)\n", ev.accuracy, ev.loss, ev.count);
+  for (size_t k = 0; k < ev.class_accuracy.size(); ++k) {
+    int total = 0;
+    for (int v : ev.confusion[k]) total += v;
+    std::printf("  class %-12s accuracy %.4f (%d examples)\n", model.label(static_cast<int>(k)).c_str(), ev.class_accuracy[k], total);
+  }
+}
+
+}  // namespace
+
+int cmd_train(const std::vector<std::string>& argv) {
+  const Args a(argv, with(kModelValued, {"--data", "--val-data", "--val-split", "--out", "--config", "--epochs", "--batch", "--lr",
+                                         "--weight-decay", "--dropout", "--clip", "--warmup", "--min-count",
+                                         "--text-column", "--label-column"}),
+               {"--cosine", "--quiet", "--json"});
+  if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
+  if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
+  const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
+  const Dataset data = load_dataset(a.get("--data"), dataset_options(a));
+  std::vector<Example> train_rows, val_rows;
+  if (a.has("--val-data")) {
+    train_rows = data.rows;
+    val_rows = load_dataset(a.get("--val-data"), dataset_options(a)).rows;
+  } else {
+    split_dataset(data.rows, a.get_double("--val-split", 0.1), seed, train_rows, val_rows);
+  }
+  Dataset train_set;
+  train_set.rows = train_rows;
+  const std::vector<std::string> labels = train_set.label_set();
+  if (labels.size() < 2)
+    throw Error(a.get("--data") + ": only one class (\"" + labels[0] + "\") in the training rows; a classifier needs two or more");
+
+  ModelConfig defaults;
+  if (a.has("--config")) {
+    // vocab_size and num_classes come from the data; everything else from the file.
+    std::string text = read_file_bytes(a.get("--config"));
+    auto j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw Error(a.get("--config") + ": not valid JSON");
+    j["vocab_size"] = 1 << 20;
+    j["num_classes"] = static_cast<int>(labels.size());
+    j.erase("labels");
+    defaults = parse_config_json(j.dump(), a.get("--config"));
+  } else {
+    defaults.embed_size = 64, defaults.num_heads = 8, defaults.num_layers = 2, defaults.ff_dim = 128, defaults.max_len = 64;
+    defaults.positional = Positional::Learned;
+    defaults.pooling = Pooling::MaskedMean;
+    defaults.vocab_size = 1 << 20;
+    defaults.num_classes = static_cast<int>(labels.size());
+  }
+  ModelConfig c = config_from_flags(a, defaults);
+  const int vocab_cap = a.has("--vocab-size") ? a.get_int("--vocab-size", 0) : 20000;
+  Model model;
+  model.vocab = build_vocab(train_rows, c.tokenizer, c.lowercase, vocab_cap, a.get_int("--min-count", 1));
+  c.vocab_size = model.vocab.size();
+  c.num_classes = static_cast<int>(labels.size());
+  c.labels = labels;
+  c.validate();
+  model.config = c;
+  model.weights = random_weights(c, seed);
+  model.source = a.get("--out");
+
+  const EncodedData train = encode_examples(model, train_rows);
+  const EncodedData val = encode_examples(model, val_rows);
+  TrainConfig tc;
+  tc.epochs = a.get_int("--epochs", 10);
+  tc.batch = a.get_int("--batch", 32);
+  tc.optimizer.lr = static_cast<float>(a.get_double("--lr", 1e-3));
+  tc.optimizer.weight_decay = static_cast<float>(a.get_double("--weight-decay", 0.0));
+  tc.optimizer.clip_norm = static_cast<float>(a.get_double("--clip", 1.0));
+  tc.optimizer.warmup_steps = a.get_int("--warmup", 0);
+  tc.optimizer.cosine = a.has("--cosine");
+  tc.dropout = static_cast<float>(a.get_double("--dropout", 0.1));
+  tc.seed = seed;
+  tc.backend = a.get("--backend", "cpu");
+  if (!(tc.dropout >= 0.0f && tc.dropout < 1.0f)) throw Error("--dropout must be in [0, 1)");
+  if (!(tc.optimizer.lr > 0.0f)) throw Error("--lr must be positive");
+
+  const bool quiet = a.has("--quiet");
+  if (!quiet)
+    std::printf("training %s: %zu train / %zu validation rows, %d labels, vocab %d, %lld parameters%s\n",
+                a.get("--data").c_str(), train.size(), val.size(), c.num_classes, c.vocab_size, c.parameter_count(),
+                train.truncated ? (", " + std::to_string(train.truncated) + " truncated to max_len").c_str() : "");
+  TrainCallbacks cb;
+  cb.on_epoch = [&](const EpochReport& r) {
+    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
+                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
+    std::fflush(stdout);
+  };
+  const TrainResult res = train_model(model, train, val, tc, cb);
+  if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
+  save_model(model, a.get("--out"));
+  if (!quiet) std::printf("saved %s (weights of epoch %d)\n", a.get("--out").c_str(), res.best_epoch);
+  return res.diverged ? 1 : 0;
+}
+
+int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--data", "--text-column", "--label-column", "--batch"}), {"--json", "--random-init"});
+  if (!a.has("--data")) throw Error("eval needs --data FILE.tsv");
+  const Model model = resolve_model(a, argv0);
+  if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
+  const Dataset data = load_dataset(a.get("--data"), dataset_options(a));
+  const EncodedData enc = encode_examples(model, data.rows);
+  auto ops = make_train_ops(a.get("--backend", "cpu"));
+  const EvalResult ev = evaluate(model, *ops, enc, a.get_int("--batch", 64));
+  if (a.has("--json")) {
+    json j = {{"accuracy", ev.accuracy}, {"loss", ev.loss}, {"count", ev.count}, {"confusion", ev.confusion}};
+    json per = json::object();
+    for (size_t k = 0; k < ev.class_accuracy.size(); ++k)
+      per[model.label(static_cast<int>(k))] = std::isnan(ev.class_accuracy[k]) ? json(nullptr) : json(ev.class_accuracy[k]);
+    j["class_accuracy"] = per;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_eval(model, ev);
+  }
+  return 0;
+}
+
+int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--text", "--ids"}), {"--json", "--random-init"});
+  const Model model = resolve_model(a, argv0);
+  if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
+  std::vector<std::string> tokens;
+  ForwardRequest req;
+  req.ids = input_ids(a, model, "--text", "--ids", &tokens);
+  if (req.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");
+  req.keep_layers.assign(static_cast<size_t>(model.config.num_layers), false);
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  const ForwardResult r = run_forward(model, *backend, req);
+  if (a.has("--json")) {
+    json probs = json::object();
+    for (size_t k = 0; k < r.class_probs.size(); ++k) probs[model.label(static_cast<int>(k))] = r.class_probs[k];
+    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", tokens}}.dump(2) << "\n";
+  } else {
+    std::printf("%s\n", model.label(r.predicted).c_str());
+    for (size_t k = 0; k < r.class_probs.size(); ++k)
+      std::printf("  %-12s %.4f\n", model.label(static_cast<int>(k)).c_str(), r.class_probs[k]);
+  }
+  return 0;
+}
+
+int cmd_make_data(const std::vector<std::string>& argv) {
+  const Args a(argv, {"--task", "--out", "--n", "--seed"}, {});
+  if (!a.has("--task") || !a.has("--out")) throw Error("make-data needs --task negation|first_last and --out FILE.tsv");
+  const auto rows = make_task(a.get("--task"), a.get_int("--n", 4000), static_cast<uint64_t>(a.get_int("--seed", 1)));
+  write_file_atomic(a.get("--out"), examples_to_tsv(rows));
+  std::printf("wrote %zu rows to %s\n", rows.size(), a.get("--out").c_str());
+  return 0;
+}
+
+}  // namespace attnlab::cli

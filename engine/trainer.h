@@ -1,0 +1,68 @@
+// The trainer: epochs of shuffled, padded batches through train_step and Adam, per-epoch
+// validation, progress events for the GUI, cancellation within one batch, best-model keeping,
+// and a stop that keeps the last good weights when the loss or gradients turn NaN/inf.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/dataset.h"
+#include "engine/optimizer.h"
+#include "engine/train_ops.h"
+
+namespace attnlab {
+
+struct TrainConfig {
+  int epochs = 10;
+  int batch = 32;
+  OptimizerConfig optimizer;
+  float dropout = 0.1f;
+  uint64_t seed = 0;
+  std::string backend = "cpu";
+  bool keep_best = true;  // end with the weights of the epoch with the best validation accuracy
+};
+
+struct TrainProgress {
+  int epoch = 0, epochs = 0;  // epoch is 1-based
+  int step = 0, total_steps = 0;
+  double loss = 0;            // this batch's loss
+  double samples_per_s = 0;   // over the epoch so far
+  double lr = 0;
+};
+
+struct EpochReport {
+  int epoch = 0;
+  double train_loss = 0, val_loss = 0, val_acc = 0;
+  double samples_per_s = 0;
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  std::vector<std::vector<int>> confusion;  // [true][predicted]
+  std::vector<double> class_accuracy;       // per true class (NaN when the class has no rows)
+  size_t count = 0;
+};
+
+struct TrainCallbacks {
+  std::function<void(const TrainProgress&)> on_step;
+  std::function<void(const EpochReport&)> on_epoch;
+  const std::atomic<bool>* cancel = nullptr;  // checked before every batch
+};
+
+struct TrainResult {
+  std::vector<EpochReport> epochs;
+  bool cancelled = false;
+  bool diverged = false;
+  int best_epoch = 0;
+  std::string message;  // why training stopped early, for the user
+};
+
+// Trains model.weights in place.
+TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& config,
+                        const TrainCallbacks& callbacks = {});
+
+EvalResult evaluate(const Model& model, TrainOps& ops, const EncodedData& data, int batch = 64);
+
+}  // namespace attnlab
