@@ -1,31 +1,72 @@
-// attnlab: the desktop app. Opens the shipped default model (or --model DIR) and, with
-// --screenshot FILE.png, renders the window once, writes the PNG and exits.
+// attnlab: the desktop app. Opens the last model (or the shipped default, or --model DIR). With
+// --screenshot FILE.png it opens in the given state, renders the window, writes the PNG, exits.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QSettings>
 #include <QTimer>
+#include <cstdio>
 
 #include "app/default_model.h"
+#include "ui/explore_view.h"
 #include "ui/main_window.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setApplicationName("attnlab");
+  QApplication::setOrganizationName("attnlab");
   QCommandLineParser p;
+  p.setApplicationDescription("attnlab: see how transformer attention works");
   p.addHelpOption();
   p.addOption({"model", "Model folder to open.", "DIR"});
   p.addOption({"text", "Text to show.", "TEXT"});
+  p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});
+  p.addOption({"layer", "Layer to show.", "L"});
+  p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
+  p.addOption({"tab", "Open on a tab of the explore view: heads, layers, head, mask.", "NAME"});
+  p.addOption({"backend", "Backend: cpu or reference.", "NAME"});
+  p.addOption({"size", "Window size WxH (for screenshots).", "WxH"});
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
+  p.addOption({"perf-log", "Record keystroke-to-repaint latency to FILE (TSV).", "FILE"});
+  p.addOption({"no-settings", "Neither read nor write saved settings."});
   p.process(app);
 
   attnlab::MainWindow w;
-  const QString dir = p.isSet("model") ? p.value("model") : QString::fromStdString(attnlab::default_model_dir(argv[0]));
-  w.openModel(dir);
-  if (p.isSet("text")) w.setText(p.value("text"));
+  const bool use_settings = !p.isSet("no-settings") && !p.isSet("screenshot");
+  QString dir = p.value("model");
+  if (dir.isEmpty() && use_settings) dir = QSettings().value("model/dir").toString();
+  if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model"))) {
+    if (!p.isSet("model") || dir.isEmpty()) w.openModel(QString::fromStdString(attnlab::default_model_dir(argv[0])));
+  }
+  if (use_settings) w.restoreSettings();
+  attnlab::ExploreView* e = w.explore();
+  if (p.isSet("perf-log")) e->setPerfLog(p.value("perf-log"));
+  if (p.isSet("text")) e->setText(p.value("text"));
+  else if (e->text().isEmpty()) e->setText("the film was not very good");
+  if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
+  if (p.isSet("backend")) e->setBackend(p.value("backend"));
+  try {
+    if (p.isSet("mask")) e->setMaskArgs(p.values("mask"));
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "attnlab: %s\n", ex.what());
+    return 2;
+  }
+  if (p.isSet("size")) {
+    const QStringList wh = p.value("size").split('x');
+    if (wh.size() == 2) w.resize(wh[0].toInt(), wh[1].toInt());
+  }
   w.show();
+  e->flush();
+  if (p.isSet("layer")) e->setLayer(p.value("layer").toInt());
+  const QString tab = p.value("tab");
+  const QStringList tabs = {"heads", "layers", "head", "mask"};
+  if (tabs.contains(tab)) e->tabs()->setCurrentIndex(tabs.indexOf(tab));
   if (p.isSet("screenshot")) {
     const QString file = p.value("screenshot");
-    QTimer::singleShot(200, [&w, file] {
+    QTimer::singleShot(300, [&w, e, file] {
+      e->flush();
+      QApplication::processEvents();
       const bool ok = w.grab().save(file);
+      if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));
       QApplication::exit(ok ? 0 : 1);
     });
   }

@@ -122,11 +122,12 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
 
 NpyArray load_npy(const std::string& path) { return parse_npy(read_file_bytes(path), path); }
 
-std::string serialize_npy(const Tensor& t) {
+namespace {
+std::string npy_header(const std::vector<int64_t>& dims, const char* descr) {
   std::string shape = "(";
-  for (size_t i = 0; i < t.shape.size(); ++i) shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
+  for (size_t i = 0; i < dims.size(); ++i) shape += std::to_string(dims[i]) + (dims.size() == 1 ? "," : i + 1 < dims.size() ? ", " : "");
   shape += ")";
-  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad with spaces so that magic + version + length + header + '\n' is a multiple of 64.
   while ((10 + h.size() + 1) % 64 != 0) h.push_back(' ');
   h.push_back('\n');
@@ -136,9 +137,25 @@ std::string serialize_npy(const Tensor& t) {
   if (h.size() > 65535) throw Error("npy header too long");
   out.push_back(static_cast<char>(h.size() & 0xff));
   out.push_back(static_cast<char>(h.size() >> 8));
-  out += h;
+  return out + h;
+}
+}  // namespace
+
+std::string serialize_npy(const Tensor& t) {
+  std::string out = npy_header(t.shape, "<f4");
   out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
   return out;
+}
+
+std::string serialize_npy_bool(const std::vector<int64_t>& shape, const std::vector<uint8_t>& values) {
+  if (static_cast<int64_t>(values.size()) != Tensor::numel_of(shape)) throw Error("npy: shape and data disagree");
+  std::string out = npy_header(shape, "|b1");
+  for (uint8_t v : values) out.push_back(v ? 1 : 0);
+  return out;
+}
+
+void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values) {
+  write_file_atomic(path, serialize_npy_bool(shape, values));
 }
 
 void save_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, serialize_npy(t)); }

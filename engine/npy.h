@@ -20,5 +20,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where = "array.n
 NpyArray load_npy(const std::string& path);
 std::string serialize_npy(const Tensor& t);
 void save_npy(const std::string& path, const Tensor& t);
+// A bool array ('|b1'): how masks are saved, so that loading one back blocks rather than adds.
+std::string serialize_npy_bool(const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
+void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
 
 }  // namespace attnlab

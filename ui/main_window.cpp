@@ -1,65 +1,194 @@
-// MainWindow: model summary, text input and token strip.
+// MainWindow implementation.
 #include "ui/main_window.h"
 
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QInputDialog>
+#include <QLabel>
+#include <QMenuBar>
 #include <QMessageBox>
+#include <QMimeData>
+#include <QSettings>
 #include <QStatusBar>
-#include <QVBoxLayout>
+#include <QTabWidget>
+#include <QToolBar>
 
-#include "engine/tokenizer.h"
+#include "ui/explore_view.h"
+#include "ui/mask_editor.h"
 
 namespace attnlab {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("attnlab");
-  auto* central = new QWidget(this);
-  auto* layout = new QVBoxLayout(central);
-  summary_ = new QLabel("No model loaded", central);
-  input_ = new QLineEdit(central);
-  input_->setPlaceholderText("Type text to see its attention");
-  tokens_ = new QLabel(central);
-  tokens_->setWordWrap(true);
-  layout->addWidget(summary_);
-  layout->addWidget(input_);
-  layout->addWidget(tokens_, 1);
-  setCentralWidget(central);
-  connect(input_, &QLineEdit::textChanged, this, &MainWindow::updateTokens);
-  resize(900, 600);
+  setAcceptDrops(true);
+  tabs_ = new QTabWidget(this);
+  explore_ = new ExploreView(tabs_);
+  tabs_->addTab(explore_, "Explore");
+  setCentralWidget(tabs_);
+
+  auto* tb = addToolBar("Model");
+  tb->setObjectName("modelToolbar");
+  summary_ = new QLabel(this);
+  tb->addWidget(summary_);
+  tb->addSeparator();
+  tb->addWidget(new QLabel(" Backend: ", this));
+  backend_ = new QComboBox(this);
+  for (const auto& b : backend_names()) backend_->addItem(QString::fromStdString(b));
+  backend_->setToolTip("cpu: Eigen, multi-threaded (fast). reference: plain loops (slow, for checking).");
+  tb->addWidget(backend_);
+  connect(backend_, &QComboBox::currentTextChanged, explore_, &ExploreView::setBackend);
+
+  warn_ = new QLabel(this);
+  warn_->setStyleSheet("color: #b35900;");
+  statusBar()->addPermanentWidget(warn_);
+  connect(explore_, &ExploreView::status, this, [this](const QString& s) { statusBar()->showMessage(s); });
+  connect(explore_, &ExploreView::warnings, this, [this](const QStringList& w) {
+    warn_->setText(w.isEmpty() ? "" : QString("%1 warning(s)").arg(w.size()));
+    warn_->setToolTip(w.join("\n"));
+  });
+
+  QMenu* file = menuBar()->addMenu("&File");
+  file->addAction("&Open model folder...", QKeySequence::Open, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Open model folder", model_dir_);
+    if (!dir.isEmpty()) openModel(dir);
+  });
+  QMenu* exp = file->addMenu("&Export");
+  exp->addAction("Enlarged head as image...", this, [this] { exportDialog(0); });
+  exp->addAction("Current layer's heads as image...", QKeySequence("Ctrl+E"), this, [this] { exportDialog(1); });
+  exp->addAction("Every layer as image...", this, [this] { exportDialog(2); });
+  exp->addAction("Probabilities as CSV or .npy...", this, [this] { exportDialog(3); });
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+  QMenu* mask = menuBar()->addMenu("&Mask");
+  mask->addAction("&Load custom mask (.npy)...", this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, "Load mask", {}, "NumPy arrays (*.npy)");
+    if (f.isEmpty()) return;
+    try {
+      explore_->maskEditor()->load(f);
+    } catch (const Error& e) {
+      showError(QString::fromStdString(e.what()));
+    }
+  });
+  mask->addAction("&Save custom mask (.npy)...", this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, "Save mask", "mask.npy", "NumPy arrays (*.npy)");
+    if (f.isEmpty()) return;
+    try {
+      explore_->maskEditor()->save(f);
+    } catch (const Error& e) {
+      showError(QString::fromStdString(e.what()));
+    }
+  });
+  QAction* undo = explore_->maskEditor()->undoStack()->createUndoAction(this, "Undo mask edit");
+  undo->setShortcut(QKeySequence::Undo);
+  mask->addAction(undo);
+  QAction* redo = explore_->maskEditor()->undoStack()->createRedoAction(this, "Redo mask edit");
+  redo->setShortcut(QKeySequence::Redo);
+  mask->addAction(redo);
+  QMenu* view = menuBar()->addMenu("&View");
+  view->addAction("&Previous layer", QKeySequence(Qt::ALT | Qt::Key_Up), this, [this] { explore_->setLayer(explore_->layer() - 1); });
+  view->addAction("&Next layer", QKeySequence(Qt::ALT | Qt::Key_Down), this, [this] { explore_->setLayer(explore_->layer() + 1); });
+  resize(1400, 900);
 }
 
-bool MainWindow::openModel(const QString& dir) {
+MainWindow::~MainWindow() = default;
+
+void MainWindow::showError(const QString& message) {
+  statusBar()->showMessage("error: " + message);
+  if (QApplication::platformName() != "offscreen" && QApplication::platformName() != "minimal")
+    QMessageBox::warning(this, "attnlab", message);
+}
+
+bool MainWindow::openModel(const QString& dir, bool quiet) {
+  std::shared_ptr<const Model> m;
   try {
-    model_ = load_model(dir.toStdString());
-    hasModel_ = true;
+    m = std::make_shared<const Model>(load_model(dir.toStdString()));
   } catch (const Error& e) {
-    QMessageBox::warning(this, "attnlab", QString::fromStdString(e.what()));
-    statusBar()->showMessage(QString::fromStdString(e.what()));
+    const QString msg = QString("Could not open the model: %1").arg(QString::fromStdString(e.what()));
+    if (quiet) statusBar()->showMessage(msg);
+    else showError(msg + (explore_->model() ? "\nThe current model stays open." : ""));
     return false;
   }
-  const ModelConfig& c = model_.config;
-  summary_->setText(QString("%1: %2 layers, %3 heads, d=%4, ff=%5, %6 parameters")
-                        .arg(dir)
+  useModel(m, dir);
+  return true;
+}
+
+void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source) {
+  model_dir_ = source;
+  const ModelConfig& c = m->config;
+  QString labels;
+  for (const auto& l : c.labels) labels += (labels.isEmpty() ? "" : ", ") + QString::fromStdString(l);
+  summary_->setText(QString(" %1: %2 layers, %3 heads, d=%4, ff=%5, %6 params%7 ")
+                        .arg(QFileInfo(source).fileName().isEmpty() ? source : QFileInfo(source).fileName())
                         .arg(c.num_layers)
                         .arg(c.num_heads)
                         .arg(c.embed_size)
                         .arg(c.ff_dim)
-                        .arg(c.parameter_count()));
-  updateTokens();
-  return true;
+                        .arg(c.parameter_count())
+                        .arg(labels.isEmpty() ? "" : ", labels: " + labels));
+  summary_->setToolTip(source);
+  explore_->setModel(std::move(m));
 }
 
-void MainWindow::setText(const QString& text) { input_->setText(text); }
-
-void MainWindow::updateTokens() {
-  if (!hasModel_) return;
+void MainWindow::exportDialog(int scope) {
+  const QString filter = scope == 3 ? "CSV (*.csv);;NumPy (*.npy)" : "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf)";
+  const QString name = scope == 3 ? "attention.csv" : scope == 2 ? "all-layers.png" : "attention.png";
+  const QString f = QFileDialog::getSaveFileName(this, "Export", name, filter);
+  if (f.isEmpty()) return;
   try {
-    const Tokenized t = tokenize(input_->text().toStdString(), model_.config, model_.vocab);
-    QStringList parts;
-    for (size_t i = 0; i < t.tokens.size(); ++i)
-      parts << QString("%1 [%2]").arg(QString::fromStdString(t.tokens[i])).arg(t.ids[i]);
-    tokens_->setText(parts.join("  "));
+    if (scope == 0) explore_->exportTo(f, explore_->layer(), 0);
+    else if (scope == 1) explore_->exportTo(f, explore_->layer(), -1);
+    else if (scope == 2) explore_->exportTo(f, -1, -1);
+    else explore_->exportTo(f, -1, -1);
+    statusBar()->showMessage("exported " + f);
   } catch (const Error& e) {
-    tokens_->setText(QString::fromStdString(e.what()));
+    showError(QString::fromStdString(e.what()));
   }
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const QUrl& u : e->mimeData()->urls()) {
+    QString path = u.toLocalFile();
+    if (QFileInfo(path).isFile()) path = QFileInfo(path).absolutePath();  // a file inside the folder
+    openModel(path);
+    break;
+  }
+}
+
+void MainWindow::restoreSettings() {
+  QSettings s;
+  restoreGeometry(s.value("window/geometry").toByteArray());
+  const QString text = s.value("explore/text").toString();
+  if (!text.isEmpty()) explore_->setText(text);
+  try {
+    explore_->setMaskArgs(s.value("explore/masks").toStringList());
+  } catch (const Error&) {
+  }
+  const QString backend = s.value("explore/backend").toString();
+  const int idx = backend_->findText(backend);
+  if (idx >= 0) backend_->setCurrentIndex(idx);
+  explore_->setLayer(s.value("explore/layer").toInt());
+}
+
+void MainWindow::saveSettings() const {
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("model/dir", model_dir_);
+  s.setValue("explore/text", explore_->text());
+  s.setValue("explore/masks", explore_->maskArgs());
+  s.setValue("explore/backend", backend_->currentText());
+  s.setValue("explore/layer", explore_->layer());
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  saveSettings();
+  e->accept();
 }
 
 }  // namespace attnlab

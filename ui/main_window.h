@@ -1,31 +1,49 @@
-// MainWindow: the desktop app's top-level window. For now it loads a model and shows its summary
-// and the tokens of the typed text; the heatmap views arrive with the gui-explore work.
+// MainWindow: menus, the backend selector, the status bar, settings, drag and drop of model
+// folders, and the tabs (Explore; Train). Loads models; never computes.
 #pragma once
 
-#include <QLabel>
-#include <QLineEdit>
 #include <QMainWindow>
+#include <memory>
 
 #include "engine/model.h"
 
+class QComboBox;
+class QLabel;
+class QTabWidget;
+
 namespace attnlab {
+
+class ExploreView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
   // Loads a model folder; on failure shows the message and keeps the current model.
-  bool openModel(const QString& dir);
-  void setText(const QString& text);
+  bool openModel(const QString& dir, bool quiet = false);
+  void useModel(std::shared_ptr<const Model> model, const QString& source);
+  ExploreView* explore() const { return explore_; }
+  QTabWidget* tabs() const { return tabs_; }
+  QString modelDir() const { return model_dir_; }
+  void restoreSettings();
+  void saveSettings() const;
+  void showError(const QString& message);  // a dialog unless headless, and the status bar
+
+ protected:
+  void dragEnterEvent(class QDragEnterEvent* e) override;
+  void dropEvent(class QDropEvent* e) override;
+  void closeEvent(class QCloseEvent* e) override;
 
  private:
-  void updateTokens();
+  void exportDialog(int scope);  // 0 head, 1 layer, 2 all layers, 3 data
 
-  Model model_;
-  bool hasModel_ = false;
-  QLineEdit* input_;
+  ExploreView* explore_;
+  QTabWidget* tabs_;
+  QComboBox* backend_;
   QLabel* summary_;
-  QLabel* tokens_;
+  QLabel* warn_;
+  QString model_dir_;
 };
 
 }  // namespace attnlab

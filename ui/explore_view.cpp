@@ -1,0 +1,530 @@
+// ExploreView implementation.
+#include "ui/explore_view.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QFile>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QShortcut>
+#include <QSlider>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "ui/colormaps.h"
+#include "ui/figure_export.h"
+#include "ui/heatmap_view.h"
+#include "ui/mask_editor.h"
+#include "ui/token_model.h"
+
+namespace attnlab {
+
+namespace {
+
+QStringList to_labels(const std::vector<std::string>& tokens) {
+  QStringList l;
+  for (const auto& t : tokens) l << (t == " " ? QStringLiteral("\u2423") : QString::fromStdString(t));
+  return l;
+}
+
+// One head's [T, S] slice of a [heads, T, S] tensor, with its blocked cells.
+HeatmapData head_data(const ForwardResult& r, int layer, int head, const QStringList& rows, const QStringList& cols) {
+  HeatmapData d;
+  const Tensor& t = r.probs(layer);
+  d.rows = static_cast<int>(t.dim(1));
+  d.cols = static_cast<int>(t.dim(2));
+  const size_t n = static_cast<size_t>(d.rows) * d.cols;
+  d.values.assign(t.data.begin() + static_cast<std::ptrdiff_t>(head * n), t.data.begin() + static_cast<std::ptrdiff_t>((head + 1) * n));
+  if (!r.mask.blocked.empty()) {
+    const size_t off = static_cast<size_t>(r.mask.plane_of_head(head)) * n;
+    d.blocked.assign(r.mask.blocked.begin() + static_cast<std::ptrdiff_t>(off), r.mask.blocked.begin() + static_cast<std::ptrdiff_t>(off + n));
+  }
+  d.row_labels = rows;
+  d.col_labels = cols;
+  return d;
+}
+
+}  // namespace
+
+ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
+  clock_.start();
+  auto* root = new QVBoxLayout(this);
+
+  // --- text inputs and token strip
+  auto* inputs = new QHBoxLayout;
+  text_ = new QLineEdit(this);
+  text_->setObjectName("text");
+  text_->setPlaceholderText("Type text: every head's attention updates as you type");
+  cross_on_ = new QCheckBox("Cross-attention with:", this);
+  cross_text_ = new QLineEdit(this);
+  cross_text_->setObjectName("crossText");
+  cross_text_->setPlaceholderText("second text (keys and values)");
+  cross_text_->setEnabled(false);
+  inputs->addWidget(new QLabel("Text:", this));
+  inputs->addWidget(text_, 3);
+  inputs->addWidget(cross_on_);
+  inputs->addWidget(cross_text_, 2);
+  root->addLayout(inputs);
+
+  token_model_ = new TokenListModel(this);
+  token_view_ = new QListView(this);
+  token_view_->setModel(token_model_);
+  token_view_->setFlow(QListView::LeftToRight);
+  token_view_->setWrapping(true);
+  token_view_->setResizeMode(QListView::Adjust);
+  token_view_->setSpacing(2);
+  token_view_->setMaximumHeight(74);
+  token_view_->setToolTip("Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token.");
+  root->addWidget(token_view_);
+  notice_ = new QLabel(this);
+  notice_->setStyleSheet("color: #b35900;");
+  notice_->setWordWrap(true);
+  root->addWidget(notice_);
+
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  root->addWidget(split, 1);
+
+  // --- left: masks, prediction, display options
+  auto* left = new QWidget(split);
+  auto* lv = new QVBoxLayout(left);
+  auto* masks = new QGroupBox("Masks", left);
+  auto* mf = new QFormLayout(masks);
+  padding_ = new QCheckBox("padding", masks);
+  pad_to_ = new QSpinBox(masks);
+  pad_to_->setRange(0, 4096);
+  pad_to_->setSpecialValueText("no padding");
+  pad_to_->setToolTip("Append [PAD] tokens up to this length (article 003, section 2.1)");
+  mf->addRow(padding_, pad_to_);
+  causal_ = new QCheckBox("causal", masks);
+  mf->addRow(causal_);
+  window_on_ = new QCheckBox("sliding window", masks);
+  window_ = new QSpinBox(masks);
+  window_->setRange(1, 4096);
+  window_->setValue(4);
+  mf->addRow(window_on_, window_);
+  strided_on_ = new QCheckBox("strided", masks);
+  stride_ = new QSpinBox(masks);
+  stride_->setRange(1, 4096);
+  stride_->setValue(3);
+  mf->addRow(strided_on_, stride_);
+  mf->addRow(new QLabel("global tokens: tick them in the token strip", masks));
+  custom_on_ = new QCheckBox("custom (mask editor)", masks);
+  mf->addRow(custom_on_);
+  mask_view_ = new HeatmapView(masks);
+  mask_view_->setCompact(true);
+  mask_view_->setFixedRange(true);
+  mask_view_->setMinimumSize(150, 150);
+  mask_view_->setToolTip("The effective mask (grey = blocked)");
+  mf->addRow(mask_view_);
+  lv->addWidget(masks);
+  auto* opts = new QGroupBox("Display", left);
+  auto* of = new QFormLayout(opts);
+  auto* cmap = new QComboBox(opts);
+  cmap->addItems(colormap_names());
+  of->addRow("colour map", cmap);
+  annotate_ = new QCheckBox("values in cells (short inputs)", opts);
+  of->addRow(annotate_);
+  lv->addWidget(opts);
+  prediction_ = new QLabel(left);
+  prediction_->setWordWrap(true);
+  prediction_->setTextFormat(Qt::RichText);
+  lv->addWidget(prediction_);
+  lv->addStretch();
+  left->setMaximumWidth(300);
+
+  // --- right: layer controls and the views
+  auto* right = new QWidget(split);
+  auto* rv = new QVBoxLayout(right);
+  auto* lbar = new QHBoxLayout;
+  auto* prev = new QPushButton("< Layer", right);
+  auto* next = new QPushButton("Layer >", right);
+  layer_slider_ = new QSlider(Qt::Horizontal, right);
+  layer_slider_->setObjectName("layerSlider");
+  layer_label_ = new QLabel("layer 0", right);
+  lbar->addWidget(prev);
+  lbar->addWidget(layer_slider_, 1);
+  lbar->addWidget(next);
+  lbar->addWidget(layer_label_);
+  rv->addLayout(lbar);
+  tabs_ = new QTabWidget(right);
+  heads_page_ = new QWidget;
+  heads_grid_ = new QGridLayout(heads_page_);
+  heads_grid_->setSpacing(4);
+  tabs_->addTab(heads_page_, "Heads");
+  overview_page_ = new QWidget;
+  overview_grid_ = new QGridLayout(overview_page_);
+  overview_grid_->setSpacing(2);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(overview_page_);
+  scroll->setWidgetResizable(true);
+  tabs_->addTab(scroll, "All layers");
+  big_ = new HeatmapView;
+  big_->setMaxCells(2048);
+  tabs_->addTab(big_, "Head");
+  editor_ = new MaskEditor;
+  tabs_->addTab(editor_, "Mask editor");
+  rv->addWidget(tabs_, 1);
+  split->addWidget(left);
+  split->addWidget(right);
+  split->setStretchFactor(1, 1);
+
+  debounce_ = new QTimer(this);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(30);
+  connect(debounce_, &QTimer::timeout, this, &ExploreView::recompute);
+  for (QLineEdit* e : {text_, cross_text_}) connect(e, &QLineEdit::textChanged, this, &ExploreView::schedule);
+  connect(cross_on_, &QCheckBox::toggled, this, [this](bool on) {
+    cross_text_->setEnabled(on);
+    schedule();
+  });
+  for (QCheckBox* c : {padding_, causal_, window_on_, strided_on_, custom_on_}) connect(c, &QCheckBox::toggled, this, &ExploreView::schedule);
+  for (QSpinBox* s : {pad_to_, window_, stride_}) connect(s, &QSpinBox::valueChanged, this, &ExploreView::schedule);
+  connect(token_model_, &TokenListModel::globalsChanged, this, &ExploreView::schedule);
+  connect(editor_, &MaskEditor::maskChanged, this, [this] {
+    if (!custom_on_->isChecked() && !editor_->isEmpty()) custom_on_->setChecked(true);  // an edit means "use it"
+    schedule();
+  });
+  connect(cmap, &QComboBox::currentTextChanged, this, &ExploreView::setColormap);
+  connect(annotate_, &QCheckBox::toggled, this, [this](bool on) {
+    for (HeatmapView* h : heads_) h->setAnnotate(on);
+    big_->setAnnotate(on);
+  });
+  connect(layer_slider_, &QSlider::valueChanged, this, &ExploreView::setLayer);
+  connect(prev, &QPushButton::clicked, this, [this] { setLayer(layer_ - 1); });
+  connect(next, &QPushButton::clicked, this, [this] { setLayer(layer_ + 1); });
+  new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageUp), this, [this] { setLayer(layer_ - 1); });
+  new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageDown), this, [this] { setLayer(layer_ + 1); });
+  connect(tabs_, &QTabWidget::currentChanged, this, [this](int) {
+    if (overview_dirty_) renderOverview();
+  });
+  connect(&runner_, &ForwardRunner::finished, this, &ExploreView::onResult);
+}
+
+ExploreView::~ExploreView() { runner_.waitForIdle(); }
+
+void ExploreView::setModel(std::shared_ptr<const Model> model) {
+  model_ = std::move(model);
+  const ModelConfig& c = model_->config;
+  layer_slider_->setRange(0, c.num_layers - 1);
+  rebuildHeadGrid(c.num_heads);
+  // overview thumbnails: layers x heads
+  for (HeatmapView* t : thumbs_) t->deleteLater();
+  thumbs_.clear();
+  for (int l = 0; l < c.num_layers; ++l) {
+    auto* label = new QLabel(QString("layer %1").arg(l), overview_page_);
+    overview_grid_->addWidget(label, l, 0);
+    for (int h = 0; h < c.num_heads; ++h) {
+      auto* t = new HeatmapView(overview_page_);
+      t->setCompact(true);
+      t->setMaxCells(128);
+      t->setMinimumSize(90, 90);
+      t->setToolTip(QString("layer %1, head %2: click to open this layer").arg(l).arg(h));
+      connect(t, &HeatmapView::clicked, this, [this, l] {
+        setLayer(l);
+        tabs_->setCurrentIndex(0);
+      });
+      overview_grid_->addWidget(t, l, h + 1);
+      thumbs_.push_back(t);
+    }
+  }
+  if (layer_ >= c.num_layers) layer_ = 0;
+  result_.reset();
+  schedule();
+}
+
+void ExploreView::rebuildHeadGrid(int heads) {
+  for (HeatmapView* h : heads_) h->deleteLater();
+  heads_.clear();
+  const int cols = heads <= 2 ? heads : heads <= 8 ? 4 : static_cast<int>(std::ceil(std::sqrt(heads)));
+  for (int h = 0; h < heads; ++h) {
+    auto* v = new HeatmapView(heads_page_);
+    v->setMaxCells(256);
+    v->setGradient(colormap_);
+    v->setAnnotate(annotate_->isChecked());
+    v->setToolTip("Double-click to enlarge");
+    connect(v, &HeatmapView::clicked, this, [this, h] { openHead(layer_, h); });
+    heads_grid_->addWidget(v, h / cols, h % cols);
+    heads_.push_back(v);
+  }
+}
+
+void ExploreView::setText(const QString& text) { text_->setText(text); }
+QString ExploreView::text() const { return text_->text(); }
+
+void ExploreView::setCrossText(const QString& text) {
+  cross_on_->setChecked(!text.isEmpty());
+  cross_text_->setText(text);
+}
+
+void ExploreView::setBackend(const QString& name) {
+  backend_ = name;
+  schedule();
+}
+
+void ExploreView::setLayer(int layer) {
+  if (!model_) return;
+  layer = std::clamp(layer, 0, model_->config.num_layers - 1);
+  const bool changed = layer != layer_;
+  layer_ = layer;
+  layer_slider_->blockSignals(true);
+  layer_slider_->setValue(layer);
+  layer_slider_->blockSignals(false);
+  layer_label_->setText(QString("layer %1 / %2").arg(layer).arg(model_->config.num_layers - 1));
+  if (changed) {
+    render();
+    emit layerChanged(layer);
+  }
+}
+
+void ExploreView::setColormap(const QString& name) {
+  colormap_ = name;
+  for (HeatmapView* h : heads_) h->setGradient(name);
+  for (HeatmapView* h : thumbs_) h->setGradient(name);
+  big_->setGradient(name);
+}
+
+void ExploreView::setPerfLog(const QString& path) {
+  perf_log_ = std::make_unique<QFile>(path);
+  if (!perf_log_->open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) {
+    emit status("cannot write the performance log " + path);
+    perf_log_.reset();
+    return;
+  }
+  perf_log_->write("event\ttokens\tforward_ms\tlatency_ms\n");
+}
+
+void ExploreView::setMaskArgs(const QStringList& args) {
+  MaskSpec spec;
+  for (const QString& a : args) add_mask_arg(spec, a.toStdString());  // Error on a bad one
+  padding_->setChecked(spec.padding);
+  causal_->setChecked(spec.causal);
+  window_on_->setChecked(spec.window > 0);
+  if (spec.window > 0) window_->setValue(spec.window);
+  strided_on_->setChecked(spec.stride > 0);
+  if (spec.stride > 0) stride_->setValue(spec.stride);
+  token_model_->setGlobalPositions(spec.global);
+  schedule();
+}
+
+QStringList ExploreView::maskArgs() const {
+  QStringList a;
+  if (padding_->isChecked()) a << "padding";
+  if (causal_->isChecked()) a << "causal";
+  if (window_on_->isChecked()) a << QString("window:%1").arg(window_->value());
+  if (strided_on_->isChecked()) a << QString("strided:%1").arg(stride_->value());
+  const auto g = token_model_->globalPositions();
+  if (!g.empty()) {
+    QStringList p;
+    for (int v : g) p << QString::number(v);
+    a << "global:" + p.join(',');
+  }
+  return a;
+}
+
+MaskSpec ExploreView::currentMask() const {
+  MaskSpec s;
+  s.padding = padding_->isChecked();
+  s.causal = causal_->isChecked();
+  s.window = window_on_->isChecked() ? window_->value() : 0;
+  s.stride = strided_on_->isChecked() ? stride_->value() : 0;
+  s.global = token_model_->globalPositions();
+  if (custom_on_->isChecked() && !editor_->isEmpty()) {
+    s.custom = editor_->toNpy();
+    s.custom_source = "mask editor";
+  }
+  return s;
+}
+
+void ExploreView::schedule() {
+  if (perf_log_ && !debounce_->isActive()) clock_.restart();
+  debounce_->start();
+}
+
+void ExploreView::recompute() {
+  if (!model_) return;
+  const Model& m = *model_;
+  QStringList notes;
+  auto prepare = [&](const QString& text, std::vector<std::string>& tokens, const char* what) -> std::vector<int> {
+    Tokenized t;
+    try {
+      t = tokenize(text.toStdString(), m.config, m.vocab);
+    } catch (const Error& e) {
+      notes << QString::fromStdString(e.what());
+      tokens.clear();
+      return {};
+    }
+    if (static_cast<int>(t.ids.size()) > m.config.max_len) {
+      notes << QString("The %1 has %2 tokens; the model reads at most %3, so it was cut to that length.")
+                   .arg(what)
+                   .arg(t.ids.size())
+                   .arg(m.config.max_len);
+      t.ids.resize(static_cast<size_t>(m.config.max_len));
+      t.tokens.resize(t.ids.size());
+      t.unknown.resize(t.ids.size());
+    }
+    if (pad_to_->value() > static_cast<int>(t.ids.size())) {
+      const int n = std::min(pad_to_->value(), m.config.max_len);
+      try {
+        t.ids = pad_ids(m, t.ids, n);
+        t.tokens.resize(t.ids.size(), kPadToken);
+        t.unknown.resize(t.ids.size(), false);
+      } catch (const Error& e) {
+        notes << QString::fromStdString(e.what());
+      }
+    }
+    tokens = t.tokens;
+    if (std::string(what) == "text") token_model_->setTokens(t.tokens, t.ids, t.unknown);
+    return t.ids;
+  };
+  ForwardJob job;
+  job.model = model_;
+  job.backend = backend_.toStdString();
+  job.request.ids = prepare(text_->text(), tokens_, "text");
+  cross_tokens_.clear();
+  if (cross_on_->isChecked()) {
+    job.request.cross_ids = prepare(cross_text_->text(), cross_tokens_, "cross text");
+    if (job.request.cross_ids.empty()) notes << "Type a second text for cross-attention.";
+  }
+  const int T = static_cast<int>(job.request.ids.size());
+  const int S = cross_on_->isChecked() ? static_cast<int>(job.request.cross_ids.size()) : T;
+  editor_->setShape(T, S, m.config.num_heads, to_labels(tokens_), to_labels(cross_on_->isChecked() ? cross_tokens_ : tokens_));
+  notice_->setText(notes.join(" "));
+  if (T == 0 || (cross_on_->isChecked() && S == 0)) {
+    result_.reset();
+    render();
+    return;
+  }
+  job.request.mask = currentMask();
+  job.id = next_id_++;
+  job.submitted_ns = clock_.nsecsElapsed();
+  runner_.submit(std::move(job));
+}
+
+void ExploreView::onResult(const ForwardOutcome& out) {
+  if (out.id < shown_id_) return;  // an older pass finishing late
+  shown_id_ = out.id;
+  if (!out.result) {
+    notice_->setText(out.error);
+    emit status("error: " + out.error);
+    return;
+  }
+  result_ = out.result;
+  render();
+  QStringList warn;
+  for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
+  emit warnings(warn);
+  emit status(QString("backend %1 | %2 tokens | forward %3 ms%4")
+                  .arg(backend_)
+                  .arg(result_->ids.size())
+                  .arg(result_->millis, 0, 'f', 1)
+                  .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
+  if (perf_log_) {
+    const qint64 submitted = out.submitted_ns;
+    const double fwd = result_->millis;
+    const int n = static_cast<int>(result_->ids.size());
+    // Measured once the queued replots have run: the next turn of the event loop.
+    QTimer::singleShot(0, this, [this, submitted, fwd, n] {
+      const double latency = (clock_.nsecsElapsed() - submitted) / 1e6 + debounce_->interval();
+      perf_log_->write(QString("forward\t%1\t%2\t%3\n").arg(n).arg(fwd, 0, 'f', 2).arg(latency, 0, 'f', 2).toUtf8());
+      perf_log_->flush();
+    });
+  }
+}
+
+void ExploreView::render() {
+  if (!result_ || !model_) {
+    for (HeatmapView* h : heads_) h->setData({});
+    mask_view_->setData({});
+    prediction_->clear();
+    return;
+  }
+  QElapsedTimer t;
+  t.start();
+  const ForwardResult& r = *result_;
+  const QStringList rows = to_labels(tokens_), cols = to_labels(r.is_cross() ? cross_tokens_ : tokens_);
+  const int H = static_cast<int>(heads_.size());
+  for (int h = 0; h < H; ++h) {
+    HeatmapData d = head_data(r, layer_, h, rows, cols);
+    d.title = QString("head %1").arg(h);
+    heads_[static_cast<size_t>(h)]->setData(std::move(d));
+  }
+  // the effective mask: visible cells mid-colour (the data range is fixed at 0..1), blocked grey
+  HeatmapData md;
+  md.rows = r.mask.T, md.cols = r.mask.S;
+  md.values.assign(static_cast<size_t>(md.rows) * md.cols, 0.5f);
+  if (!r.mask.blocked.empty()) md.blocked.assign(r.mask.blocked.begin(), r.mask.blocked.begin() + static_cast<std::ptrdiff_t>(md.values.size()));
+  mask_view_->setData(std::move(md));
+  if (tabs_->currentIndex() == 2) openHead(big_layer_, big_head_);
+  overview_dirty_ = true;
+  if (tabs_->currentIndex() == 1) renderOverview();
+  if (r.predicted >= 0) {
+    QString html = QString("<b>Prediction: %1</b><br>").arg(QString::fromStdString(model_->label(r.predicted)).toHtmlEscaped());
+    for (size_t k = 0; k < r.class_probs.size(); ++k)
+      html += QString("%1: %2<br>").arg(QString::fromStdString(model_->label(static_cast<int>(k))).toHtmlEscaped()).arg(r.class_probs[k], 0, 'f', 3);
+    prediction_->setText(html);
+  } else {
+    prediction_->setText("Encoder-only model: no prediction.");
+  }
+  if (perf_log_) {
+    perf_log_->write(QString("render\t%1\t\t%2\n").arg(r.ids.size()).arg(t.nsecsElapsed() / 1e6, 0, 'f', 2).toUtf8());
+    perf_log_->flush();
+  }
+}
+
+void ExploreView::renderOverview() {
+  overview_dirty_ = false;
+  if (!result_ || !model_) return;
+  const ForwardResult& r = *result_;
+  const int H = model_->config.num_heads;
+  for (int l = 0; l < model_->config.num_layers; ++l)
+    for (int h = 0; h < H; ++h)
+      if (static_cast<size_t>(l * H + h) < thumbs_.size() && !r.probs(l).empty())
+        thumbs_[static_cast<size_t>(l * H + h)]->setData(head_data(r, l, h, {}, {}));
+}
+
+void ExploreView::openHead(int layer, int head) {
+  big_layer_ = layer;
+  big_head_ = head;
+  if (!result_) return;
+  const ForwardResult& r = *result_;
+  HeatmapData d = head_data(r, layer, head, to_labels(tokens_), to_labels(r.is_cross() ? cross_tokens_ : tokens_));
+  d.title = QString("layer %1, head %2").arg(layer).arg(head);
+  big_->setData(std::move(d));
+  if (tabs_->currentIndex() != 2) tabs_->setCurrentIndex(2);
+}
+
+HeatmapView* ExploreView::headView(int head) const { return heads_.at(static_cast<size_t>(head)); }
+
+void ExploreView::flush() {
+  if (debounce_->isActive()) {
+    debounce_->stop();
+    recompute();
+  }
+  runner_.waitForIdle();
+  QCoreApplication::processEvents();
+}
+
+void ExploreView::exportTo(const QString& path, int layer, int head) {
+  flush();
+  if (!result_) throw Error("nothing to export: type some text first");
+  ExportSpec spec;
+  spec.layer = layer;
+  spec.head = head;
+  spec.colormap = colormap_;
+  spec.annotate = annotate_->isChecked();
+  export_attention(*result_, tokens_, result_->is_cross() ? cross_tokens_ : tokens_, spec, path);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,116 @@
+// ExploreView: the Explore tab. Text (and optional cross text) in; all heads of the chosen layer
+// out, live. Owns the mask panel, mask editor, layer controls, the all-layers overview, the
+// enlarged head and the prediction. Forward passes run in a ForwardRunner; this widget only
+// turns ForwardResult values into heatmap data.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QWidget>
+#include <memory>
+
+#include "engine/forward.h"
+#include "ui/forward_runner.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListView;
+class QSlider;
+class QSpinBox;
+class QTabWidget;
+class QTimer;
+class QGridLayout;
+class QFile;
+
+namespace attnlab {
+
+class HeatmapView;
+class MaskEditor;
+class TokenListModel;
+
+class ExploreView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ExploreView(QWidget* parent = nullptr);
+  ~ExploreView() override;
+
+  void setModel(std::shared_ptr<const Model> model);
+  const Model* model() const { return model_.get(); }
+  void setText(const QString& text);
+  QString text() const;
+  void setCrossText(const QString& text);  // empty: self-attention
+  void setBackend(const QString& name);
+  QString backend() const { return backend_; }
+  void setLayer(int layer);
+  int layer() const { return layer_; }
+  // Applies --mask style arguments ("causal", "window:8", ...). Error on a bad one.
+  void setMaskArgs(const QStringList& args);
+  QStringList maskArgs() const;
+  void setColormap(const QString& name);
+  void setPerfLog(const QString& path);
+
+  // Runs any pending recomputation now and waits for it (tests, screenshots, export).
+  void flush();
+  const ForwardResult* result() const { return result_.get(); }
+  const std::vector<std::string>& queryTokens() const { return tokens_; }
+  const std::vector<std::string>& keyTokens() const { return cross_tokens_.empty() ? tokens_ : cross_tokens_; }
+  HeatmapView* headView(int head) const;
+  int headCount() const { return static_cast<int>(heads_.size()); }
+  MaskEditor* maskEditor() const { return editor_; }
+  TokenListModel* tokenModel() const { return token_model_; }
+  QTabWidget* tabs() const { return tabs_; }
+  // Writes the current head / layer / every layer to FILE (.png .svg .pdf .csv .npy).
+  void exportTo(const QString& path, int layer, int head);
+
+ signals:
+  void status(const QString& message);
+  void warnings(const QStringList& warnings);
+  void layerChanged(int layer);
+
+ private:
+  void schedule();  // debounce, then recompute
+  void recompute();
+  void onResult(const ForwardOutcome& out);
+  void render();
+  void renderOverview();
+  void rebuildHeadGrid(int heads);
+  void openHead(int layer, int head);
+  MaskSpec currentMask() const;
+
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const ForwardResult> result_;
+  std::vector<std::string> tokens_, cross_tokens_;
+  ForwardRunner runner_;
+  quint64 next_id_ = 1, shown_id_ = 0;
+  int layer_ = 0, big_layer_ = 0, big_head_ = 0;
+  QString backend_ = "cpu", colormap_ = "viridis";
+  QElapsedTimer clock_;
+  std::unique_ptr<QFile> perf_log_;
+
+  QLineEdit* text_;
+  QLineEdit* cross_text_;
+  QCheckBox* cross_on_;
+  QListView* token_view_;
+  TokenListModel* token_model_;
+  QLabel* notice_;
+  QLabel* prediction_;
+  QCheckBox *padding_, *causal_, *window_on_, *strided_on_, *custom_on_, *annotate_;
+  QSpinBox *pad_to_, *window_, *stride_;
+  HeatmapView* mask_view_;
+  QTabWidget* tabs_;
+  QWidget* heads_page_;
+  QGridLayout* heads_grid_;
+  std::vector<HeatmapView*> heads_;
+  QWidget* overview_page_;
+  QGridLayout* overview_grid_;
+  std::vector<HeatmapView*> thumbs_;
+  bool overview_dirty_ = true;
+  HeatmapView* big_;
+  MaskEditor* editor_;
+  QSlider* layer_slider_;
+  QLabel* layer_label_;
+  QTimer* debounce_;
+};
+
+}  // namespace attnlab

@@ -1,0 +1,212 @@
+// Figure export through an off-screen QCustomPlot: a grid of colour maps sharing one scale.
+#include "ui/figure_export.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QSaveFile>
+#include <QSvgGenerator>
+#include <QTextStream>
+#include <cmath>
+#include <limits>
+#include <qcustomplot.h>
+
+#include "engine/io_util.h"
+#include "engine/npy.h"
+#include "ui/colormaps.h"
+
+namespace attnlab {
+
+namespace {
+
+struct Panel {
+  int layer, head;
+};
+
+QString csv_field(const std::string& s) {
+  QString q = QString::fromStdString(s);
+  if (q.contains(',') || q.contains('"') || q.contains('\n')) q = '"' + q.replace("\"", "\"\"") + '"';
+  return q;
+}
+
+void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const std::vector<std::string>& qt,
+               const std::vector<std::string>& kt, const QString& path) {
+  QString out = "layer,head,query_index,query_token,key_index,key_token,probability,blocked\n";
+  for (const Panel& p : panels) {
+    const Tensor& t = r.probs(p.layer);
+    const int T = static_cast<int>(t.dim(1)), S = static_cast<int>(t.dim(2));
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < S; ++j)
+        out += QString("%1,%2,%3,%4,%5,%6,%7,%8\n")
+                   .arg(p.layer)
+                   .arg(p.head)
+                   .arg(i)
+                   .arg(csv_field(qt[static_cast<size_t>(i)]))
+                   .arg(j)
+                   .arg(csv_field(kt[static_cast<size_t>(j)]))
+                   .arg(static_cast<double>(t.data[(static_cast<size_t>(p.head) * T + i) * S + j]), 0, 'g', 8)
+                   .arg(r.mask.is_blocked(p.head, i, j) ? 1 : 0);
+  }
+  write_file_atomic(path.toStdString(), out.toStdString());
+}
+
+}  // namespace
+
+void export_attention(const ForwardResult& r, const std::vector<std::string>& qt, const std::vector<std::string>& kt,
+                      const ExportSpec& spec, const QString& path) {
+  const int L = static_cast<int>(r.is_cross() ? r.cross_attention.size() : r.attention.size());
+  if (L == 0) throw Error("nothing to export: no attention was computed");
+  const int H = static_cast<int>(r.probs(0).dim(0));
+  if (spec.layer >= L || spec.layer < -1) throw Error("layer " + std::to_string(spec.layer) + " does not exist (the model has " + std::to_string(L) + ")");
+  if (spec.head >= H || spec.head < -1) throw Error("head " + std::to_string(spec.head) + " does not exist (the model has " + std::to_string(H) + ")");
+  std::vector<Panel> panels;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      if ((spec.layer < 0 || spec.layer == l) && (spec.head < 0 || spec.head == h)) panels.push_back({l, h});
+  for (const Panel& p : panels)
+    if (r.probs(p.layer).empty()) throw Error("layer " + std::to_string(p.layer) + "'s attention was not kept");
+
+  const QString ext = QFileInfo(path).suffix().toLower();
+  if (ext == "csv") return write_csv(r, panels, qt, kt, path);
+  if (ext == "npy") {
+    const Tensor& first = r.probs(panels[0].layer);
+    const int64_t T = first.dim(1), S = first.dim(2);
+    Tensor out({static_cast<int64_t>(panels.size()), T, S});
+    for (size_t k = 0; k < panels.size(); ++k) {
+      const Tensor& t = r.probs(panels[k].layer);
+      std::copy_n(t.data.begin() + static_cast<std::ptrdiff_t>(panels[k].head * T * S), T * S,
+                  out.data.begin() + static_cast<std::ptrdiff_t>(k * T * S));
+    }
+    if (spec.layer >= 0 && spec.head >= 0) out.shape = {T, S};
+    else if (spec.layer >= 0) out.shape = {H, T, S};
+    else if (spec.head < 0) out.shape = {L, H, T, S};
+    save_npy(path.toStdString(), out);
+    return;
+  }
+  if (ext != "png" && ext != "svg" && ext != "pdf")
+    throw Error("unknown export format \"." + ext.toStdString() + "\" (expected .png, .svg, .pdf, .csv or .npy)");
+
+  const int rows_of_panels = spec.layer < 0 ? L : 1;
+  const int cols_of_panels = spec.layer < 0 ? (spec.head < 0 ? H : 1) : static_cast<int>(panels.size());
+  // Long head rows wrap into a grid of at most 4 columns.
+  const int grid_cols = spec.layer < 0 ? cols_of_panels : std::min(4, cols_of_panels);
+  const int grid_rows = spec.layer < 0 ? rows_of_panels : (cols_of_panels + grid_cols - 1) / grid_cols;
+  const int T = static_cast<int>(r.probs(panels[0].layer).dim(1)), S = static_cast<int>(r.probs(panels[0].layer).dim(2));
+  const bool labels = T <= 64 && S <= 64;
+  const int panel_px = labels ? std::max(260, 18 * std::max(T, S) + 90) : 320;
+  const int width = spec.width > 0 ? spec.width : grid_cols * panel_px + 110;
+  const int height = spec.height > 0 ? spec.height : grid_rows * panel_px + 60;
+
+  QCustomPlot plot;
+  plot.plotLayout()->clear();
+  QString title = spec.title;
+  if (title.isEmpty())
+    title = spec.layer < 0 ? "Attention, all layers" : spec.head >= 0 ? QString("Layer %1, head %2").arg(spec.layer).arg(spec.head)
+                                                                       : QString("Layer %1, all heads").arg(spec.layer);
+  plot.plotLayout()->addElement(0, 0, new QCPTextElement(&plot, title, QFont("DejaVu Sans", 12, QFont::Bold)));
+  auto* grid = new QCPLayoutGrid;
+  plot.plotLayout()->addElement(1, 0, grid);
+  auto* scale = new QCPColorScale(&plot);
+  scale->setType(QCPAxis::atRight);
+  scale->axis()->setLabel("probability");
+  plot.plotLayout()->addElement(1, 1, scale);
+  auto* margins = new QCPMarginGroup(&plot);
+  scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+
+  float vmax = 0;
+  for (const Panel& p : panels) {
+    const Tensor& t = r.probs(p.layer);
+    for (int64_t k = 0; k < static_cast<int64_t>(T) * S; ++k) vmax = std::max(vmax, t.data[static_cast<size_t>(p.head * T * S + k)]);
+  }
+  const QCPColorGradient gradient = make_gradient(spec.colormap);
+  auto ticker = [](const std::vector<std::string>& tokens, bool on) {
+    QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
+    const int n = static_cast<int>(tokens.size());
+    const int step = on ? 1 : std::max(1, n / 8);
+    for (int k = 0; k < n; k += step) t->addTick(k, on ? QString::fromStdString(tokens[static_cast<size_t>(k)]).left(14) : QString::number(k));
+    return t;
+  };
+  for (size_t k = 0; k < panels.size(); ++k) {
+    const Panel& p = panels[k];
+    const int gr = spec.layer < 0 ? p.layer : static_cast<int>(k) / grid_cols;
+    const int gc = spec.layer < 0 ? (spec.head < 0 ? p.head : 0) : static_cast<int>(k) % grid_cols;
+    auto* rect = new QCPAxisRect(&plot);
+    grid->addElement(gr, gc, rect);
+    rect->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+    rect->axis(QCPAxis::atTop)->setVisible(true);
+    rect->axis(QCPAxis::atTop)->setTicks(false);
+    rect->axis(QCPAxis::atTop)->setTickLabels(false);
+    rect->axis(QCPAxis::atTop)->setLabel(QString("layer %1, head %2").arg(p.layer).arg(p.head));
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    y->setRangeReversed(true);
+    x->setTicker(ticker(kt, labels));
+    y->setTicker(ticker(qt, labels));
+    x->setTickLabelRotation(60);
+    x->setTickLabelFont(QFont("DejaVu Sans", 7));
+    y->setTickLabelFont(QFont("DejaVu Sans", 7));
+    x->setLabel("key");
+    y->setLabel("query");
+    auto* map = new QCPColorMap(x, y);
+    map->setInterpolate(false);
+    map->setTightBoundary(true);
+    map->data()->setSize(S, T);
+    map->data()->setRange(QCPRange(0, S - 1), QCPRange(0, T - 1));
+    const Tensor& t = r.probs(p.layer);
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < S; ++j)
+        map->data()->setCell(j, i, r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
+                                                                   : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
+    map->setGradient(gradient);
+    map->setColorScale(scale);
+    map->setDataRange(QCPRange(0, vmax > 0 ? vmax : 1));
+    x->setRange(-0.5, S - 0.5);
+    y->setRange(-0.5, T - 0.5);
+    if (spec.annotate && T <= 16 && S <= 16)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < S; ++j) {
+          if (r.mask.is_blocked(p.head, i, j)) continue;
+          auto* txt = new QCPItemText(&plot);
+          txt->setClipAxisRect(rect);
+          txt->position->setAxes(x, y);
+          txt->position->setCoords(j, i);
+          const float v = t.data[(static_cast<size_t>(p.head) * T + i) * S + j];
+          txt->setText(QString::number(v, 'f', 2));
+          txt->setFont(QFont("DejaVu Sans", 6));
+          txt->setColor(v > 0.6f * vmax ? Qt::black : Qt::white);
+        }
+  }
+  plot.resize(width, height);
+  plot.replot();
+
+  // Write to a temporary name and rename, so a failed export never leaves half a file.
+  const QString tmp = path + ".tmp." + ext;
+  bool ok = false;
+  if (ext == "png") {
+    ok = plot.savePng(tmp, width, height, spec.dpi / 96.0, -1, spec.dpi);
+  } else if (ext == "pdf") {
+    ok = plot.savePdf(tmp, width, height);
+  } else {
+    QSvgGenerator gen;
+    gen.setFileName(tmp);
+    gen.setSize(QSize(width, height));
+    gen.setViewBox(QRect(0, 0, width, height));
+    gen.setTitle(title);
+    QCPPainter painter;
+    ok = painter.begin(&gen);
+    if (ok) {
+      plot.toPainter(&painter, width, height);
+      painter.end();
+    }
+  }
+  if (!ok) {
+    QFile::remove(tmp);
+    throw Error("could not write " + path.toStdString());
+  }
+  QFile::remove(path);
+  if (!QFile::rename(tmp, path)) {
+    QFile::remove(tmp);
+    throw Error("could not move the export into place at " + path.toStdString());
+  }
+}
+
+}  // namespace attnlab

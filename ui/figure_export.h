@@ -1,0 +1,28 @@
+// Publication figures and data exports of attention: one head, one layer's heads, or every
+// layer x head, as PNG / SVG / PDF (titles, token labels, a shared colour bar, chosen size and
+// DPI), or the probabilities as CSV / .npy. Used by the app's Export menu and attnlab-cli export.
+#pragma once
+
+#include <QString>
+#include <string>
+#include <vector>
+
+#include "engine/forward.h"
+
+namespace attnlab {
+
+struct ExportSpec {
+  int layer = 0;  // -1: every layer
+  int head = -1;  // -1: every head
+  int width = 0, height = 0;  // pixels at 96 DPI; 0 = chosen from the grid size
+  int dpi = 150;
+  QString colormap = "viridis";
+  QString title;  // empty: "Layer L, head H" / "Layer L" / "All layers"
+  bool annotate = false;
+};
+
+// Writes FILE by its extension: .png .svg .pdf .csv .npy. Error naming the problem otherwise.
+void export_attention(const ForwardResult& result, const std::vector<std::string>& query_tokens,
+                      const std::vector<std::string>& key_tokens, const ExportSpec& spec, const QString& path);
+
+}  // namespace attnlab

@@ -1,0 +1,63 @@
+// ForwardRunner: QtConcurrent worker with a one-slot "latest request" queue.
+#include "ui/forward_runner.h"
+
+#include <QCoreApplication>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace attnlab {
+
+ForwardRunner::ForwardRunner(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<ForwardOutcome>();
+  connect(&watcher_, &QFutureWatcher<ForwardOutcome>::finished, this, &ForwardRunner::onDone);
+}
+
+ForwardRunner::~ForwardRunner() {
+  pending_.reset();
+  watcher_.waitForFinished();
+}
+
+void ForwardRunner::submit(ForwardJob job) {
+  if (running_) {
+    pending_ = std::move(job);  // replaces an older waiting request: never a backlog
+    return;
+  }
+  start(std::move(job));
+}
+
+void ForwardRunner::start(ForwardJob job) {
+  running_ = true;
+  watcher_.setFuture(QtConcurrent::run([job = std::move(job)]() {
+    ForwardOutcome out;
+    out.id = job.id;
+    out.submitted_ns = job.submitted_ns;
+    try {
+      auto backend = make_backend(job.backend);
+      out.result = std::make_shared<const ForwardResult>(run_forward(*job.model, *backend, job.request));
+    } catch (const std::bad_alloc&) {
+      out.error = "out of memory: the input is too long for this machine";
+    } catch (const std::exception& e) {
+      out.error = QString::fromStdString(e.what());
+    }
+    return out;
+  }));
+}
+
+void ForwardRunner::onDone() {
+  running_ = false;
+  const ForwardOutcome out = watcher_.result();
+  if (pending_) {
+    ForwardJob next = std::move(*pending_);
+    pending_.reset();
+    start(std::move(next));
+  }
+  emit finished(out);
+}
+
+void ForwardRunner::waitForIdle() {
+  while (running_ || pending_) {
+    watcher_.waitForFinished();
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+  }
+}
+
+}  // namespace attnlab

@@ -1,0 +1,183 @@
+// HeatmapView implementation (the only place QCustomPlot's colour map is configured).
+#include "ui/heatmap_view.h"
+
+#include <QMouseEvent>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <cmath>
+#include <limits>
+#include <qcustomplot.h>
+
+#include "ui/colormaps.h"
+
+namespace attnlab {
+
+HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  plot_ = new QCustomPlot(this);
+  layout->addWidget(plot_);
+  plot_->setMouseTracking(true);
+  plot_->installEventFilter(this);
+  map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  map_->setInterpolate(false);  // one flat colour per cell
+  map_->setTightBoundary(true);
+  scale_ = new QCPColorScale(plot_);
+  plot_->plotLayout()->addElement(0, 1, scale_);
+  scale_->setType(QCPAxis::atRight);
+  map_->setColorScale(scale_);
+  auto* group = new QCPMarginGroup(plot_);
+  plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, group);
+  scale_->setMarginGroup(QCP::msBottom | QCP::msTop, group);
+  plot_->yAxis->setRangeReversed(true);  // query 0 at the top
+  plot_->xAxis->setTickLabelRotation(60);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  setGradient(gradient_);
+}
+
+void HeatmapView::setGradient(const QString& name) {
+  gradient_ = name;
+  map_->setGradient(make_gradient(name));
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapView::setCompact(bool compact) {
+  compact_ = compact;
+  scale_->setVisible(!compact);
+  if (compact) {
+    plot_->plotLayout()->take(scale_);
+    plot_->plotLayout()->simplify();
+  }
+  for (QCPAxis* ax : {plot_->xAxis, plot_->yAxis}) {
+    ax->setTicks(!compact);
+    ax->setTickLabels(!compact);
+    ax->setVisible(!compact);
+  }
+  plot_->axisRect()->setAutoMargins(compact ? QCP::msNone : QCP::msAll);
+  if (compact) plot_->axisRect()->setMargins(QMargins(1, 1, 1, 1));
+  plot_->setInteractions(compact ? QCP::Interactions() : QCP::Interactions(QCP::iRangeDrag | QCP::iRangeZoom));
+  rebuild();
+}
+
+void HeatmapView::setAnnotate(bool annotate) {
+  annotate_ = annotate;
+  rebuild();
+}
+
+void HeatmapView::setData(HeatmapData data) {
+  data_ = std::move(data);
+  rebuild();
+}
+
+QSize HeatmapView::drawnSize() const { return {map_->data()->keySize(), map_->data()->valueSize()}; }
+
+void HeatmapView::rebuild() {
+  plot_->clearItems();
+  const int R = data_.rows, C = data_.cols;
+  if (R <= 0 || C <= 0) {
+    map_->data()->clear();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+    return;
+  }
+  // Long inputs: max-pool blocks of factor_ x factor_ cells, so a sharp head stays visible.
+  factor_ = std::max(1, static_cast<int>(std::ceil(std::max(R, C) / static_cast<double>(max_cells_))));
+  const int r = (R + factor_ - 1) / factor_, c = (C + factor_ - 1) / factor_;
+  map_->data()->setSize(c, r);
+  map_->data()->setRange(QCPRange(0, c - 1), QCPRange(0, r - 1));
+  float vmax = 0;
+  for (int bi = 0; bi < r; ++bi)
+    for (int bj = 0; bj < c; ++bj) {
+      float best = -1;
+      bool all_blocked = true;
+      for (int i = bi * factor_; i < std::min(R, (bi + 1) * factor_); ++i)
+        for (int j = bj * factor_; j < std::min(C, (bj + 1) * factor_); ++j) {
+          const size_t k = static_cast<size_t>(i) * C + j;
+          const bool blocked = !data_.blocked.empty() && data_.blocked[k];
+          if (blocked) continue;
+          all_blocked = false;
+          const float v = std::isfinite(data_.values[k]) ? data_.values[k] : 0.0f;
+          best = std::max(best, v);
+        }
+      // NaN is only the colour map's marker for "blocked" (drawn in kBlockedColor); values
+      // shown to the user come from data_, never from here.
+      map_->data()->setCell(bj, bi, all_blocked ? std::numeric_limits<double>::quiet_NaN() : best);
+      if (!all_blocked) vmax = std::max(vmax, best);
+    }
+  map_->setDataRange(QCPRange(0, fixed_range_ || vmax <= 0 ? 1 : vmax));
+  plot_->xAxis->setRange(-0.5, c - 0.5);
+  plot_->yAxis->setRange(-0.5, r - 0.5);
+
+  if (!compact_) {
+    auto label_ticker = [&](const QStringList& labels, int n) {
+      QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
+      const int step = std::max(1, static_cast<int>(std::ceil(n / 40.0)));  // at most ~40 labels
+      for (int k = 0; k < n; k += step) {
+        const int src = k * factor_;
+        const QString label = src < labels.size() ? labels[src] : QString::number(src);
+        t->addTick(k, label.left(12));
+      }
+      return t;
+    };
+    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c));
+    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r));
+    plot_->xAxis->setLabel(factor_ > 1 ? QString("keys (max of %1x%1 blocks)").arg(factor_) : "keys");
+    plot_->yAxis->setLabel("queries");
+  }
+  if (!data_.title.isEmpty()) {
+    if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {
+      plot_->plotLayout()->insertRow(0);
+      plot_->plotLayout()->addElement(0, 0, new QCPTextElement(plot_, data_.title, QFont(font().family(), compact_ ? 7 : 10, QFont::Bold)));
+    } else {
+      static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(data_.title);
+    }
+  }
+  if (annotate_ && factor_ == 1 && R <= 16 && C <= 16) {
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) {
+        const size_t k = static_cast<size_t>(i) * C + j;
+        if (!data_.blocked.empty() && data_.blocked[k]) continue;
+        auto* t = new QCPItemText(plot_);
+        t->position->setCoords(j, i);
+        t->setText(QString::number(data_.values[k], 'f', 2));
+        t->setFont(QFont(font().family(), 7));
+        t->setColor(data_.values[k] > 0.6f * vmax ? Qt::black : Qt::white);
+        t->setClipToAxisRect(true);
+      }
+  }
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
+  if (obj == plot_ && ev->type() == QEvent::MouseButtonDblClick) {
+    emit clicked();
+    return true;
+  }
+  if (obj == plot_ && ev->type() == QEvent::MouseButtonRelease && compact_) {
+    emit clicked();
+    return true;
+  }
+  if (obj == plot_ && ev->type() == QEvent::MouseMove && !compact_ && data_.rows > 0) {
+    auto* me = static_cast<QMouseEvent*>(ev);
+    const double x = plot_->xAxis->pixelToCoord(me->position().x());
+    const double y = plot_->yAxis->pixelToCoord(me->position().y());
+    const int bj = static_cast<int>(std::lround(x)), bi = static_cast<int>(std::lround(y));
+    const int i = bi * factor_, j = bj * factor_;
+    if (i >= 0 && j >= 0 && i < data_.rows && j < data_.cols) {
+      const size_t k = static_cast<size_t>(i) * data_.cols + j;
+      const bool blocked = !data_.blocked.empty() && data_.blocked[k];
+      const QString q = i < data_.row_labels.size() ? data_.row_labels[i] : QString::number(i);
+      const QString kk = j < data_.col_labels.size() ? data_.col_labels[j] : QString::number(j);
+      QString text = QString("query %1 \"%2\" -> key %3 \"%4\": %5")
+                         .arg(i)
+                         .arg(q, QString::number(j), kk,
+                              blocked ? QString("blocked") : QString::number(data_.values[k], 'g', 4));
+      if (factor_ > 1) text += QString("\n(block of %1x%1 cells; zoom the enlarged view for single cells)").arg(factor_);
+      QToolTip::showText(me->globalPosition().toPoint(), text, plot_);
+    } else {
+      QToolTip::hideText();
+    }
+  }
+  return QWidget::eventFilter(obj, ev);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,62 @@
+// HeatmapView: the one heatmap widget (article 003's orientation: queries down the vertical
+// axis, keys along the horizontal). Wraps QCustomPlot's colour map with no interpolation, token
+// labels, a colour bar, optional value annotations, hover tooltips, mouse zoom/pan, blocked
+// cells in their own colour, and max-pooling downsampling for long inputs.
+#pragma once
+
+#include <QStringList>
+#include <QWidget>
+#include <vector>
+
+class QCustomPlot;
+class QCPColorMap;
+class QCPColorScale;
+
+namespace attnlab {
+
+struct HeatmapData {
+  int rows = 0, cols = 0;           // T queries x S keys
+  std::vector<float> values;        // [rows * cols] probabilities
+  std::vector<uint8_t> blocked;     // [rows * cols] or empty
+  QStringList row_labels, col_labels;
+  QString title;
+};
+
+class HeatmapView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit HeatmapView(QWidget* parent = nullptr);
+
+  void setData(HeatmapData data);
+  const HeatmapData& data() const { return data_; }
+  void setGradient(const QString& name);
+  // Thumbnails: no axis labels, no colour bar, no interaction.
+  void setCompact(bool compact);
+  void setAnnotate(bool annotate);  // print values in cells (for short inputs)
+  void setMaxCells(int n) { max_cells_ = n; }  // per axis before downsampling
+  // Colour range: 0..max of the data (default), or fixed 0..1.
+  void setFixedRange(bool fixed) { fixed_range_ = fixed; }
+  // Number of cells per axis actually drawn (after downsampling).
+  QSize drawnSize() const;
+  QCustomPlot* plot() const { return plot_; }
+
+ signals:
+  void clicked();
+
+ protected:
+  bool eventFilter(QObject* obj, QEvent* ev) override;
+
+ private:
+  void rebuild();
+
+  QCustomPlot* plot_;
+  QCPColorMap* map_;
+  QCPColorScale* scale_;
+  HeatmapData data_;
+  QString gradient_ = "viridis";
+  bool compact_ = false, annotate_ = false, fixed_range_ = false;
+  int max_cells_ = 512;
+  int factor_ = 1;  // downsampling block size
+};
+
+}  // namespace attnlab

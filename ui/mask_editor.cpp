@@ -1,0 +1,278 @@
+// MaskEditor: grid painting, presets and undo.
+#include "ui/mask_editor.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <cmath>
+#include <set>
+
+#include "ui/colormaps.h"
+
+namespace attnlab {
+
+// One undoable change: the planes before and after (masks are small: T, S <= max_len).
+class MaskEdit : public QUndoCommand {
+ public:
+  MaskEdit(MaskEditor* e, MaskEditor::Planes before, MaskEditor::Planes after, const QString& text)
+      : QUndoCommand(text), e_(e), before_(std::move(before)), after_(std::move(after)) {}
+  void undo() override { e_->setPlanes(before_); }
+  void redo() override { e_->setPlanes(after_); }
+
+ private:
+  MaskEditor* e_;
+  MaskEditor::Planes before_, after_;
+};
+
+class MaskGrid : public QWidget {
+ public:
+  explicit MaskGrid(MaskEditor* e) : QWidget(e), e_(e) {
+    setMinimumSize(160, 160);
+    setMouseTracking(true);
+  }
+
+ protected:
+  QRectF area() const {
+    const double cell = cellSize();
+    return QRectF(margin(), margin(), cell * e_->S_, cell * e_->T_);
+  }
+  double margin() const { return cellSize() >= 12 ? 48.0 : 4.0; }
+  double cellSize() const {
+    if (e_->T_ == 0 || e_->S_ == 0) return 0;
+    const double lm = 48.0;
+    return std::max(1.0, std::min((width() - lm - 4) / e_->S_, (height() - lm - 4) / e_->T_));
+  }
+  bool cellAt(QPointF p, int& i, int& j) const {
+    const QRectF a = area();
+    if (!a.contains(p)) return false;
+    const double c = cellSize();
+    j = std::min(e_->S_ - 1, static_cast<int>((p.x() - a.left()) / c));
+    i = std::min(e_->T_ - 1, static_cast<int>((p.y() - a.top()) / c));
+    return true;
+  }
+  void paintEvent(QPaintEvent*) override {
+    QPainter p(this);
+    p.fillRect(rect(), palette().base());
+    if (e_->T_ == 0) {
+      p.drawText(rect(), Qt::AlignCenter, "Type some text first");
+      return;
+    }
+    const double c = cellSize();
+    const QRectF a = area();
+    const int head = e_->target_ < 0 ? 0 : e_->target_;
+    for (int i = 0; i < e_->T_; ++i)
+      for (int j = 0; j < e_->S_; ++j) {
+        const QRectF r(a.left() + j * c, a.top() + i * c, c, c);
+        const bool b = e_->blocked(head, i, j) || (stroke_.count({i, j}) && paint_value_);
+        const bool pending_clear = stroke_.count({i, j}) && !paint_value_;
+        p.fillRect(r, (b && !pending_clear) ? QColor(120, 40, 40) : QColor(0x21, 0x91, 0x8c));
+      }
+    if (c >= 6) {
+      p.setPen(QPen(palette().base().color(), 1));
+      for (int i = 0; i <= e_->T_; ++i) p.drawLine(QPointF(a.left(), a.top() + i * c), QPointF(a.right(), a.top() + i * c));
+      for (int j = 0; j <= e_->S_; ++j) p.drawLine(QPointF(a.left() + j * c, a.top()), QPointF(a.left() + j * c, a.bottom()));
+    }
+    if (c >= 12) {
+      p.setPen(palette().text().color());
+      QFont f = font();
+      f.setPointSize(7);
+      p.setFont(f);
+      for (int i = 0; i < e_->T_ && i < e_->row_labels_.size(); ++i)
+        p.drawText(QRectF(0, a.top() + i * c, a.left() - 2, c), Qt::AlignRight | Qt::AlignVCenter, e_->row_labels_[i].left(6));
+      for (int j = 0; j < e_->S_ && j < e_->col_labels_.size(); ++j) {
+        p.save();
+        p.translate(a.left() + j * c + c / 2, a.top() - 2);
+        p.rotate(-60);
+        p.drawText(QPointF(0, 0), e_->col_labels_[j].left(6));
+        p.restore();
+      }
+    }
+  }
+  void mousePressEvent(QMouseEvent* ev) override {
+    int i, j;
+    if (ev->button() != Qt::LeftButton || !cellAt(ev->position(), i, j)) return;
+    const int head = e_->target_ < 0 ? 0 : e_->target_;
+    paint_value_ = !e_->blocked(head, i, j);  // a drag paints what the first click made
+    stroke_ = {{i, j}};
+    update();
+  }
+  void mouseMoveEvent(QMouseEvent* ev) override {
+    int i, j;
+    if (!(ev->buttons() & Qt::LeftButton) || stroke_.empty() || !cellAt(ev->position(), i, j)) return;
+    if (stroke_.insert({i, j}).second) update();
+  }
+  void mouseReleaseEvent(QMouseEvent*) override {
+    if (stroke_.empty()) return;
+    std::vector<std::pair<int, int>> cells(stroke_.begin(), stroke_.end());
+    stroke_.clear();
+    e_->setCells(cells, paint_value_);
+  }
+
+ private:
+  MaskEditor* e_;
+  std::set<std::pair<int, int>> stroke_;
+  bool paint_value_ = true;
+};
+
+MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  auto* head = new QComboBox(this);
+  head->setObjectName("maskHead");
+  head->addItem("all heads", -1);
+  auto* preset = new QComboBox(this);
+  preset->addItems({"band", "block-diagonal", "dilated"});
+  auto* param = new QSpinBox(this);
+  param->setRange(1, 4096);
+  param->setValue(2);
+  param->setToolTip("band: half-width; block-diagonal: block size; dilated: step");
+  auto* apply = new QPushButton("Apply preset", this);
+  auto* invert = new QPushButton("Invert", this);
+  auto* clear = new QPushButton("Clear", this);
+  auto* undo = new QToolButton(this);
+  undo->setDefaultAction(undo_.createUndoAction(this, "Undo"));
+  auto* redo = new QToolButton(this);
+  redo->setDefaultAction(undo_.createRedoAction(this, "Redo"));
+  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear, undo, redo}) bar->addWidget(w);
+  bar->addStretch();
+  layout->addLayout(bar);
+  grid_ = new MaskGrid(this);
+  layout->addWidget(grid_, 1);
+  connect(head, &QComboBox::currentIndexChanged, this, [this, head](int) { setTargetHead(head->currentData().toInt()); });
+  connect(apply, &QPushButton::clicked, this, [this, preset, param] {
+    const Preset p[] = {Preset::Band, Preset::BlockDiagonal, Preset::Dilated};
+    applyPreset(p[preset->currentIndex()], param->value());
+  });
+  connect(invert, &QPushButton::clicked, this, [this] { applyPreset(Preset::Invert, 0); });
+  connect(clear, &QPushButton::clicked, this, [this] { applyPreset(Preset::Clear, 0); });
+  head_box_ = head;
+}
+
+void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels, const QStringList& col_labels) {
+  row_labels_ = row_labels;
+  col_labels_ = col_labels;
+  if (T == T_ && S == S_ && heads == H_) {
+    grid_->update();
+    return;
+  }
+  Planes p(static_cast<size_t>(heads), std::vector<uint8_t>(static_cast<size_t>(T) * S, 0));
+  for (int h = 0; h < std::min(heads, H_); ++h)
+    for (int i = 0; i < std::min(T, T_); ++i)
+      for (int j = 0; j < std::min(S, S_); ++j) p[static_cast<size_t>(h)][static_cast<size_t>(i) * S + j] = blocked(h, i, j);
+  if (heads != H_) {
+    head_box_->blockSignals(true);
+    while (head_box_->count() > 1) head_box_->removeItem(1);
+    for (int h = 0; h < heads; ++h) head_box_->addItem(QString("head %1").arg(h), h);
+    head_box_->blockSignals(false);
+    if (target_ >= heads) target_ = -1;
+  }
+  T_ = T, S_ = S, H_ = heads;
+  planes_ = std::move(p);
+  undo_.clear();  // old edits refer to another shape
+  grid_->update();
+}
+
+void MaskEditor::setTargetHead(int head) {
+  target_ = head;
+  const int idx = head_box_->findData(head);
+  if (idx >= 0 && idx != head_box_->currentIndex()) head_box_->setCurrentIndex(idx);
+  grid_->update();
+}
+
+bool MaskEditor::isEmpty() const {
+  for (const auto& p : planes_)
+    for (uint8_t v : p)
+      if (v) return false;
+  return true;
+}
+
+void MaskEditor::setPlanes(const Planes& p) {
+  planes_ = p;
+  grid_->update();
+  emit maskChanged();
+}
+
+void MaskEditor::replace(const Planes& after, const QString& what) {
+  if (after == planes_) return;
+  undo_.push(new MaskEdit(this, planes_, after, what));  // push() runs redo(): applies `after`
+}
+
+void MaskEditor::setCells(const std::vector<std::pair<int, int>>& cells, bool value) {
+  Planes p = planes_;
+  for (int h = 0; h < H_; ++h) {
+    if (target_ >= 0 && h != target_) continue;
+    for (const auto& [i, j] : cells)
+      if (i >= 0 && j >= 0 && i < T_ && j < S_) p[static_cast<size_t>(h)][static_cast<size_t>(i) * S_ + j] = value;
+  }
+  replace(p, value ? "block cells" : "unblock cells");
+}
+
+void MaskEditor::applyPreset(Preset preset, int param) {
+  Planes p = planes_;
+  param = std::max(1, param);
+  for (int h = 0; h < H_; ++h) {
+    if (target_ >= 0 && h != target_) continue;
+    auto& plane = p[static_cast<size_t>(h)];
+    for (int i = 0; i < T_; ++i)
+      for (int j = 0; j < S_; ++j) {
+        uint8_t& v = plane[static_cast<size_t>(i) * S_ + j];
+        switch (preset) {
+          case Preset::Band: v = std::abs(i - j) > param; break;
+          case Preset::BlockDiagonal: v = i / param != j / param; break;
+          case Preset::Dilated: v = std::abs(i - j) % param != 0; break;
+          case Preset::Invert: v = !v; break;
+          case Preset::Clear: v = 0; break;
+        }
+      }
+  }
+  const char* names[] = {"band", "block-diagonal", "dilated", "invert", "clear"};
+  replace(p, names[static_cast<int>(preset)]);
+}
+
+NpyArray MaskEditor::toNpy() const {
+  NpyArray a;
+  a.kind = NpyKind::Bool;
+  bool same = true;
+  for (int h = 1; h < H_; ++h) same &= planes_[static_cast<size_t>(h)] == planes_[0];
+  if (same) {
+    a.tensor = Tensor({T_, S_});
+    for (size_t k = 0; k < planes_[0].size(); ++k) a.tensor.data[k] = planes_[0][k];
+  } else {
+    a.tensor = Tensor({H_, T_, S_});
+    for (int h = 0; h < H_; ++h)
+      for (size_t k = 0; k < planes_[0].size(); ++k)
+        a.tensor.data[static_cast<size_t>(h) * planes_[0].size() + k] = planes_[static_cast<size_t>(h)][k];
+  }
+  return a;
+}
+
+void MaskEditor::loadNpy(const NpyArray& a) {
+  const auto& s = a.tensor.shape;
+  const bool shared = s.size() == 2 && s[0] == T_ && s[1] == S_;
+  const bool per_head = s.size() == 3 && s[0] == H_ && s[1] == T_ && s[2] == S_;
+  if (!shared && !per_head)
+    throw Error("the mask has shape " + shape_str(s) + "; the current text needs [" + std::to_string(T_) + ", " +
+                std::to_string(S_) + "] or [" + std::to_string(H_) + ", " + std::to_string(T_) + ", " + std::to_string(S_) + "]");
+  if (a.kind == NpyKind::Float) throw Error("the editor edits blocked/visible masks; this file holds float (additive) values");
+  Planes p(static_cast<size_t>(H_), std::vector<uint8_t>(static_cast<size_t>(T_) * S_));
+  const size_t n = static_cast<size_t>(T_) * S_;
+  for (int h = 0; h < H_; ++h)
+    for (size_t k = 0; k < n; ++k) p[static_cast<size_t>(h)][k] = a.tensor.data[(per_head ? static_cast<size_t>(h) * n : 0) + k] != 0.0f;
+  replace(p, "load mask");
+}
+
+void MaskEditor::save(const QString& path) const {
+  const NpyArray a = toNpy();
+  std::vector<uint8_t> v(a.tensor.data.size());
+  for (size_t k = 0; k < v.size(); ++k) v[k] = a.tensor.data[k] != 0.0f;
+  save_npy_bool(path.toStdString(), a.tensor.shape, v);
+}
+
+void MaskEditor::load(const QString& path) { loadNpy(load_npy(path.toStdString())); }
+
+}  // namespace attnlab

@@ -1,0 +1,63 @@
+// MaskEditor: a T x S grid where clicking or dragging toggles blocked cells, for all heads or
+// one head; presets (band, block-diagonal, dilated, invert, clear); undo/redo; .npy save/load.
+// Its mask is the "custom" mask of the explore view; every edit emits maskChanged().
+#pragma once
+
+#include <QUndoStack>
+#include <QWidget>
+#include <vector>
+
+#include "engine/npy.h"
+
+class QComboBox;
+
+namespace attnlab {
+
+class MaskGrid;
+
+class MaskEditor : public QWidget {
+  Q_OBJECT
+ public:
+  explicit MaskEditor(QWidget* parent = nullptr);
+
+  // Resizes to T x S with H heads, keeping the overlapping cells.
+  void setShape(int T, int S, int heads, const QStringList& row_labels, const QStringList& col_labels);
+  int rows() const { return T_; }
+  int cols() const { return S_; }
+  int heads() const { return H_; }
+  // -1: edits apply to every head; else to that head only.
+  void setTargetHead(int head);
+  int targetHead() const { return target_; }
+  bool blocked(int head, int i, int j) const { return planes_[static_cast<size_t>(head)][static_cast<size_t>(i) * S_ + j] != 0; }
+  bool isEmpty() const;
+  // [T, S] when every head has the same mask, else [heads, T, S]; bool kind.
+  NpyArray toNpy() const;
+  void loadNpy(const NpyArray& a);  // Error on a shape that does not fit
+  void save(const QString& path) const;
+  void load(const QString& path);
+
+  enum class Preset { Band, BlockDiagonal, Dilated, Invert, Clear };
+  void applyPreset(Preset p, int param);
+  // Toggles or sets cells as one undoable edit (the grid calls this for a click or a drag).
+  void setCells(const std::vector<std::pair<int, int>>& cells, bool value);
+  QUndoStack* undoStack() { return &undo_; }
+
+ signals:
+  void maskChanged();
+
+ private:
+  friend class MaskEdit;
+  using Planes = std::vector<std::vector<uint8_t>>;
+  void replace(const Planes& planes, const QString& what);
+  void setPlanes(const Planes& p);
+
+  int T_ = 0, S_ = 0, H_ = 1, target_ = -1;
+  Planes planes_;
+  QUndoStack undo_;
+  MaskGrid* grid_;
+  QComboBox* head_box_ = nullptr;
+  QStringList row_labels_, col_labels_;
+  friend class MaskGrid;
+};
+
+}  // namespace attnlab

@@ -1,0 +1,37 @@
+// TokenListModel: the token strip's item model (one row per token: text, id, [UNK] and global
+// flags). Checking a token makes it a global token of the sparse mask.
+#pragma once
+
+#include <QAbstractListModel>
+#include <set>
+
+#include "engine/tokenizer.h"
+
+namespace attnlab {
+
+class TokenListModel : public QAbstractListModel {
+  Q_OBJECT
+ public:
+  enum Roles { IdRole = Qt::UserRole + 1, UnknownRole };
+  using QAbstractListModel::QAbstractListModel;
+
+  void setTokens(const std::vector<std::string>& tokens, const std::vector<int>& ids, const std::vector<bool>& unknown);
+  std::vector<int> globalPositions() const { return {global_.begin(), global_.end()}; }
+  void setGlobalPositions(const std::vector<int>& positions);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  bool setData(const QModelIndex& index, const QVariant& value, int role) override;
+  Qt::ItemFlags flags(const QModelIndex& index) const override;
+
+ signals:
+  void globalsChanged();
+
+ private:
+  std::vector<std::string> tokens_;
+  std::vector<int> ids_;
+  std::vector<bool> unknown_;
+  std::set<int> global_;
+};
+
+}  // namespace attnlab
