@@ -35,6 +35,11 @@ class MaskGrid : public QWidget {
     setMinimumSize(160, 160);
     setMouseTracking(true);
   }
+  QPoint center(int i, int j) const {
+    const QRectF a = area();
+    const double c = cellSize();
+    return QPointF(a.left() + (j + 0.5) * c, a.top() + (i + 0.5) * c).toPoint();
+  }
 
  protected:
   QRectF area() const {
@@ -274,5 +279,8 @@ void MaskEditor::save(const QString& path) const {
 }
 
 void MaskEditor::load(const QString& path) { loadNpy(load_npy(path.toStdString())); }
+
+QWidget* MaskEditor::gridWidget() const { return grid_; }
+QPoint MaskEditor::cellCenter(int i, int j) const { return grid_->center(i, j); }
 
 }  // namespace attnlab

@@ -41,6 +41,9 @@ class MaskEditor : public QWidget {
   // Toggles or sets cells as one undoable edit (the grid calls this for a click or a drag).
   void setCells(const std::vector<std::pair<int, int>>& cells, bool value);
   QUndoStack* undoStack() { return &undo_; }
+  // Where cell (i, j) is drawn, in the grid widget's coordinates (for tests and tooltips).
+  QWidget* gridWidget() const;
+  QPoint cellCenter(int i, int j) const;
 
  signals:
   void maskChanged();

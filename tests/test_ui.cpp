@@ -1,0 +1,218 @@
+// UI tests (offscreen Qt, QTest input): typing, masks, the mask editor, layers, cross mode,
+// long inputs, export files, a broken model folder, and the token model's contract.
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QFile>
+#include <QImage>
+#include <QLineEdit>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QTest>
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "engine/forward.h"
+#include "ui/explore_view.h"
+#include "ui/heatmap_view.h"
+#include "ui/main_window.h"
+#include "ui/mask_editor.h"
+#include "ui/token_model.h"
+
+using namespace attnlab;
+
+namespace {
+
+std::shared_ptr<const Model> test_model(int max_len = 64) {
+  ModelConfig c;
+  c.vocab_size = 100, c.embed_size = 32, c.num_heads = 4, c.num_layers = 2, c.ff_dim = 32, c.max_len = max_len;
+  c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
+  auto m = std::make_shared<Model>();
+  m->config = c;
+  m->weights = random_weights(c, 1);
+  m->vocab = default_vocab(c);
+  return m;
+}
+
+QCheckBox* checkbox(QWidget* root, const QString& text) {
+  for (QCheckBox* c : root->findChildren<QCheckBox*>())
+    if (c->text() == text) return c;
+  FAIL("no checkbox " << text.toStdString());
+  return nullptr;
+}
+
+QByteArray head_bytes(const QString& path, int n) {
+  QFile f(path);
+  REQUIRE(f.open(QIODevice::ReadOnly));
+  return f.read(n);
+}
+
+}  // namespace
+
+TEST_CASE("typing updates the tokens and every head's heatmap", "[ui]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  ExploreView* e = w.explore();
+  auto* edit = e->findChild<QLineEdit*>("text");
+  REQUIRE(edit);
+  QTest::keyClicks(edit, "abc");
+  e->flush();
+  CHECK(e->tokenModel()->rowCount() == 3);
+  for (int h = 0; h < e->headCount(); ++h) {
+    CHECK(e->headView(h)->data().rows == 3);
+    CHECK(e->headView(h)->data().cols == 3);
+  }
+  const std::vector<float> before = e->headView(0)->data().values;
+  QTest::keyClicks(edit, "de");
+  e->flush();
+  CHECK(e->tokenModel()->rowCount() == 5);
+  for (int h = 0; h < e->headCount(); ++h) CHECK(e->headView(h)->data().rows == 5);
+  CHECK(e->headView(0)->data().values != before);
+}
+
+TEST_CASE("toggling causal zeros the upper triangle of the displayed data", "[ui][masks]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  ExploreView* e = w.explore();
+  e->setText("hello");
+  e->flush();
+  const HeatmapData& d0 = e->headView(1)->data();
+  CHECK(d0.values[1] > 0.0f);  // query 0 sees key 1 without a mask
+  QTest::mouseClick(checkbox(e, "causal"), Qt::LeftButton);
+  e->flush();
+  for (int h = 0; h < e->headCount(); ++h) {
+    const HeatmapData& d = e->headView(h)->data();
+    for (int i = 0; i < d.rows; ++i)
+      for (int j = i + 1; j < d.cols; ++j) {
+        CHECK(d.values[static_cast<size_t>(i * d.cols + j)] == 0.0f);
+        CHECK(d.blocked[static_cast<size_t>(i * d.cols + j)] == 1);
+      }
+  }
+  CHECK(e->maskArgs().contains("causal"));
+}
+
+TEST_CASE("a click in the mask editor blocks that cell and the heads change", "[ui][masks]") {
+  MainWindow w;
+  w.resize(1200, 900);
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcd");
+  e->flush();
+  e->tabs()->setCurrentIndex(3);
+  QApplication::processEvents();
+  MaskEditor* m = e->maskEditor();
+  REQUIRE(m->rows() == 4);
+  const std::vector<float> before = e->headView(0)->data().values;
+  QTest::mouseClick(m->gridWidget(), Qt::LeftButton, {}, m->cellCenter(2, 1));
+  e->flush();
+  CHECK(m->blocked(0, 2, 1));
+  CHECK(checkbox(e, "custom (mask editor)")->isChecked());
+  for (int h = 0; h < e->headCount(); ++h) {
+    CHECK(e->headView(h)->data().values[2 * 4 + 1] == 0.0f);
+    CHECK(e->result()->mask.is_blocked(h, 2, 1));
+  }
+  CHECK(e->headView(0)->data().values != before);
+  m->undoStack()->undo();  // undo unblocks it again
+  e->flush();
+  CHECK_FALSE(m->blocked(0, 2, 1));
+  CHECK(e->headView(0)->data().values[2 * 4 + 1] > 0.0f);
+  // one head only
+  m->setTargetHead(3);
+  m->applyPreset(MaskEditor::Preset::Band, 1);
+  e->flush();
+  CHECK(e->result()->mask.is_blocked(3, 0, 3));
+  CHECK_FALSE(e->result()->mask.is_blocked(0, 0, 3));
+}
+
+TEST_CASE("layers, cross-attention and long inputs", "[ui]") {
+  MainWindow w;
+  w.useModel(test_model(2048), "test");
+  ExploreView* e = w.explore();
+  e->setText("abcdef");
+  e->flush();
+  const std::vector<float> layer0 = e->headView(0)->data().values;
+  e->setLayer(1);
+  CHECK(e->layer() == 1);
+  CHECK(e->headView(0)->data().values != layer0);
+  e->setLayer(7);  // clamped
+  CHECK(e->layer() == 1);
+
+  e->setCrossText("xyz");
+  e->flush();
+  CHECK(e->headView(0)->data().rows == 6);
+  CHECK(e->headView(0)->data().cols == 3);
+  e->setCrossText("");
+  e->flush();
+
+  std::string text;
+  for (int k = 0; k < 2048; ++k) text += static_cast<char>('a' + k % 26);
+  e->setText(QString::fromStdString(text));
+  e->flush();
+  REQUIRE(e->result());
+  CHECK(e->result()->ids.size() == 2048);
+  CHECK(e->headView(0)->data().rows == 2048);
+  CHECK(e->headView(0)->drawnSize().width() <= 256);  // downsampled for display
+  text += "zz";  // past max_len: cut, with a notice
+  e->setText(QString::fromStdString(text));
+  e->flush();
+  CHECK(e->result()->ids.size() == 2048);
+}
+
+TEST_CASE("export writes valid PNG, SVG, PDF, CSV and .npy files", "[ui][export]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  ExploreView* e = w.explore();
+  e->setText("the cat");
+  e->flush();
+  QTemporaryDir dir;
+  const QString png = dir.filePath("head.png"), svg = dir.filePath("layer.svg"), pdf = dir.filePath("all.pdf");
+  e->exportTo(png, 0, 1);
+  e->exportTo(svg, 1, -1);
+  e->exportTo(pdf, -1, -1);
+  CHECK(head_bytes(png, 8) == QByteArray("\x89PNG\r\n\x1a\n", 8));
+  QImage img(png);
+  CHECK(img.width() > 200);
+  CHECK(head_bytes(pdf, 5) == "%PDF-");
+  QFile s(svg);
+  REQUIRE(s.open(QIODevice::ReadOnly));
+  CHECK(s.readAll().contains("<svg"));
+  const QString csv = dir.filePath("p.csv"), npy = dir.filePath("p.npy");
+  e->exportTo(csv, 0, -1);
+  QFile c(csv);
+  REQUIRE(c.open(QIODevice::ReadOnly));
+  const QList<QByteArray> lines = c.readAll().split('\n');
+  CHECK(lines[0] == "layer,head,query_index,query_token,key_index,key_token,probability,blocked");
+  CHECK(lines.size() == 1 + 4 * 7 * 7 + 1);
+  e->exportTo(npy, -1, -1);
+  const NpyArray a = load_npy(npy.toStdString());
+  CHECK(a.tensor.shape == std::vector<int64_t>{2, 4, 7, 7});
+  CHECK_THROWS_WITH(e->exportTo(dir.filePath("x.bmp"), 0, 0), Catch::Contains("unknown export format"));
+  CHECK_THROWS_WITH(e->exportTo(png, 5, 0), Catch::Contains("layer 5 does not exist"));
+  CHECK_FALSE(QFile::exists(dir.filePath("x.bmp")));
+}
+
+TEST_CASE("a broken model folder shows a message and keeps the current model", "[ui][errors]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  const Model* before = w.explore()->model();
+  QTemporaryDir dir;
+  QFile f(dir.filePath("config.json"));
+  REQUIRE(f.open(QIODevice::WriteOnly));
+  f.write("{ not json");
+  f.close();
+  CHECK_FALSE(w.openModel(dir.path()));
+  CHECK(w.explore()->model() == before);
+  CHECK(w.statusBar()->currentMessage().contains("not valid JSON"));
+}
+
+TEST_CASE("the token model passes QAbstractItemModelTester and drives global tokens", "[ui][models]") {
+  TokenListModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  m.setTokens({"a", "b", "[UNK]"}, {3, 4, 1}, {false, false, true});
+  CHECK(m.rowCount() == 3);
+  CHECK(m.data(m.index(2), TokenListModel::UnknownRole).toBool());
+  CHECK(m.setData(m.index(1), Qt::Checked, Qt::CheckStateRole));
+  CHECK(m.globalPositions() == std::vector<int>{1});
+  m.setTokens({"a"}, {3}, {false});  // position 1 no longer exists
+  CHECK(m.globalPositions().empty());
+}
