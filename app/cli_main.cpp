@@ -22,6 +22,9 @@ int cmd_train(const std::vector<std::string>& argv);
 int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_make_data(const std::vector<std::string>& argv);
+#ifdef ATTNLAB_WITH_EXPORT
+int cmd_export(const std::vector<std::string>& argv, const std::string& argv0);
+#endif
 
 namespace {
 
@@ -47,6 +50,9 @@ usage:
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--json]
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
+  attnlab-cli export  [--model DIR] (--text "..." | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
+                      [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
+                      [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate]
 
 model options (instead of --model, build a random model):
   --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T
@@ -238,6 +244,11 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return cmd_eval(args, argv[0]);
     if (cmd == "predict") return cmd_predict(args, argv[0]);
     if (cmd == "make-data") return cmd_make_data(args);
+#ifdef ATTNLAB_WITH_EXPORT
+    if (cmd == "export") return cmd_export(args, argv[0]);
+#else
+    if (cmd == "export") throw attnlab::Error("this attnlab-cli was built without the GUI (ATTNLAB_BUILD_GUI=OFF): export is unavailable");
+#endif
     throw attnlab::Error("unknown command \"" + cmd + "\" (expected forward, train, eval, predict, make-data or bench; see --help)");
   } catch (const attnlab::Error& e) {
     std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";

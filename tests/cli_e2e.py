@@ -109,6 +109,15 @@ r = run("predict", "--text", "the film was not very good")
 check("the shipped default model is used without --model and gets negation right",
       r.returncode == 0 and r.stdout.startswith("negative"), r.stdout + r.stderr)
 
+for ext, magic in [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")]:
+    out = os.path.join(tmp, "fig." + ext)
+    r = run("export", *RANDOM, "--text", "hello", "--layer", "all", "--mask", "causal", "--out", out)
+    ok = r.returncode == 0 and os.path.exists(out) and open(out, "rb").read(len(magic)) == magic
+    check(f"export --out .{ext} writes a valid file", ok, r.stderr)
+out = os.path.join(tmp, "fig.npy")
+r = run("export", *RANDOM, "--text", "hello", "--layer", "1", "--head", "2", "--out", out)
+check("export --out .npy writes one head [T, S]", r.returncode == 0 and np.load(out).shape == (5, 5), r.stderr)
+
 one_class = write("one.tsv", "text\tlabel\na\tx\nb\tx\nc\tx\n")
 unseen = write("unseen.tsv", "text\tlabel\nthe film was good\tneutral\n")
 empty_row = write("empty.tsv", "text\tlabel\nthe film was good\tpositive\n\tnegative\n")
@@ -117,6 +126,8 @@ data_bad_cases = [
     ("train: one class only", ["train", "--data", one_class, "--out", os.path.join(tmp, "x"), "--val-split", "0.3"], "only one class"),
     ("train: no such column", ["train", "--data", data, "--label-column", "mood", "--out", os.path.join(tmp, "x")], "no column named \"mood\""),
     ("train: empty row", ["train", "--data", empty_row, "--out", os.path.join(tmp, "x")], ":3: the text is empty"),
+    ("export: unknown format", ["export", *RANDOM, "--text", "hi", "--out", os.path.join(tmp, "x.bmp")], "unknown export format"),
+    ("export: no such head", ["export", *RANDOM, "--text", "hi", "--head", "9", "--out", os.path.join(tmp, "x.png")], "head 9 does not exist"),
     ("eval: label unseen in training", ["eval", "--model", trained, "--data", unseen], "label \"neutral\" was not seen"),
 ]
 

@@ -148,7 +148,7 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
     y->setLabel("query");
     auto* map = new QCPColorMap(x, y);
     map->setInterpolate(false);
-    map->setTightBoundary(true);
+    map->setTightBoundary(false);
     map->data()->setSize(S, T);
     map->data()->setRange(QCPRange(0, S - 1), QCPRange(0, T - 1));
     const Tensor& t = r.probs(p.layer);
@@ -156,8 +156,8 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
       for (int j = 0; j < S; ++j)
         map->data()->setCell(j, i, r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
                                                                    : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
-    map->setGradient(gradient);
-    map->setColorScale(scale);
+    map->setColorScale(scale);  // the map takes the scale's gradient: set it there
+    scale->setGradient(gradient);
     map->setDataRange(QCPRange(0, vmax > 0 ? vmax : 1));
     x->setRange(-0.5, S - 0.5);
     y->setRange(-0.5, T - 0.5);

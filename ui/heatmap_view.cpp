@@ -21,7 +21,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->installEventFilter(this);
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
   map_->setInterpolate(false);  // one flat colour per cell
-  map_->setTightBoundary(true);
+  map_->setTightBoundary(false);  // cells extend half a cell past the first and last centres
   scale_ = new QCPColorScale(plot_);
   plot_->plotLayout()->addElement(0, 1, scale_);
   scale_->setType(QCPAxis::atRight);
@@ -37,6 +37,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
 
 void HeatmapView::setGradient(const QString& name) {
   gradient_ = name;
+  scale_->setGradient(make_gradient(name));  // the map follows its colour scale
   map_->setGradient(make_gradient(name));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
