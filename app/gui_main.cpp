@@ -2,6 +2,8 @@
 // --screenshot FILE.png it opens in the given state, renders the window, writes the PNG, exits.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QKeyEvent>
+#include <QLineEdit>
 #include <QSettings>
 #include <QTimer>
 #include <cstdio>
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
   p.addOption({"perf-log", "Record keystroke-to-repaint latency to FILE (TSV).", "FILE"});
   p.addOption({"no-settings", "Neither read nor write saved settings."});
+  p.addOption({"type-text", "Benchmark: type TEXT into the text box one key at a time, then exit.", "TEXT"});
+  p.addOption({"type-interval", "Milliseconds between simulated keystrokes (default 80).", "MS"});
   p.process(app);
 
   attnlab::MainWindow w;
@@ -69,6 +73,34 @@ int main(int argc, char** argv) {
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));
       QApplication::exit(ok ? 0 : 1);
     });
+  }
+  if (p.isSet("type-text")) {
+    // Real key events through the event loop, as a typist would send them.
+    e->setText("");
+    auto* edit = e->findChild<QLineEdit*>("text");
+    const QString text = p.value("type-text");
+    auto* timer = new QTimer(&app);
+    timer->setInterval(p.isSet("type-interval") ? p.value("type-interval").toInt() : 80);
+    int pos = 0;
+    QObject::connect(timer, &QTimer::timeout, [&, timer, edit, text]() mutable {
+      if (pos >= text.size()) {
+        // then step through the layers a few times (layer-switch latency)
+        if (pos++ < text.size() + 20) {
+          e->flush();
+          e->setLayer((e->layer() + 1) % std::max(1, e->model() ? e->model()->config.num_layers : 1));
+          return;
+        }
+        timer->stop();
+        QTimer::singleShot(500, [] { QApplication::exit(0); });
+        return;
+      }
+      const QChar ch = text[pos++];
+      QKeyEvent press(QEvent::KeyPress, 0, Qt::NoModifier, QString(ch));
+      QKeyEvent release(QEvent::KeyRelease, 0, Qt::NoModifier, QString(ch));
+      QApplication::sendEvent(edit, &press);
+      QApplication::sendEvent(edit, &release);
+    });
+    timer->start();
   }
   return app.exec();
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include <omp.h>
+
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
@@ -99,6 +101,26 @@ RowMat multi_head_attention(const Model& model, const LayerWeights& L, const Row
   return linear(context, L.wo, L.bo);
 }
 
+// Small passes run on one thread: below a few tens of MFLOP the fork/join and barrier costs of a
+// second thread outweigh the work, and on a busy 2-core machine (the GUI thread painting) a
+// descheduled worker turns a 0.3 ms pass into a 40 ms one. The setting is per calling thread.
+class ThreadBudget {
+ public:
+  explicit ThreadBudget(double flops) : saved_(omp_get_max_threads()) {
+    if (flops < kSingleThreadFlops) omp_set_num_threads(1);
+  }
+  ~ThreadBudget() { omp_set_num_threads(saved_); }
+  static constexpr double kSingleThreadFlops = 5e7;
+
+ private:
+  int saved_;
+};
+
+double forward_flops(const ModelConfig& c, double T, double S) {
+  const double E = c.embed_size, F = c.ff_dim;
+  return c.num_layers * (2.0 * T * E * E * 2 + 2.0 * S * E * E * 2 + 4.0 * T * S * E + 4.0 * T * E * F);
+}
+
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
@@ -108,6 +130,7 @@ class CpuBackend final : public Backend {
     const ModelConfig& c = model.config;
     const float eps = c.layer_norm_eps;
     const int T = static_cast<int>(ids.size()), H = c.num_heads;
+    const ThreadBudget threads(forward_flops(c, T, T));
     EncodeOutput out;
     out.attention.resize(static_cast<size_t>(c.num_layers));
     const Tensor x0 = embed_tokens(model, ids);
@@ -150,6 +173,7 @@ class CpuBackend final : public Backend {
   Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
     const ModelConfig& c = model.config;
     const LayerWeights& L = model.weights.layers[static_cast<size_t>(layer)];
+    const ThreadBudget threads(forward_flops(c, static_cast<double>(xa.dim(0)), static_cast<double>(xb.dim(0))) / c.num_layers);
     Tensor probs({c.num_heads, xa.dim(0), xb.dim(0)});
     RowMat a = as_mat(xa), b = as_mat(xb);
     if (c.norm == NormPlacement::Pre) {

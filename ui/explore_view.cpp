@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "ui/colormaps.h"
+#include "ui/heatmap_data.h"
 #include "ui/figure_export.h"
 #include "ui/heatmap_view.h"
 #include "ui/mask_editor.h"
@@ -37,23 +38,6 @@ QStringList to_labels(const std::vector<std::string>& tokens) {
   QStringList l;
   for (const auto& t : tokens) l << (t == " " ? QStringLiteral("\u2423") : QString::fromStdString(t));
   return l;
-}
-
-// One head's [T, S] slice of a [heads, T, S] tensor, with its blocked cells.
-HeatmapData head_data(const ForwardResult& r, int layer, int head, const QStringList& rows, const QStringList& cols) {
-  HeatmapData d;
-  const Tensor& t = r.probs(layer);
-  d.rows = static_cast<int>(t.dim(1));
-  d.cols = static_cast<int>(t.dim(2));
-  const size_t n = static_cast<size_t>(d.rows) * d.cols;
-  d.values.assign(t.data.begin() + static_cast<std::ptrdiff_t>(head * n), t.data.begin() + static_cast<std::ptrdiff_t>((head + 1) * n));
-  if (!r.mask.blocked.empty()) {
-    const size_t off = static_cast<size_t>(r.mask.plane_of_head(head)) * n;
-    d.blocked.assign(r.mask.blocked.begin() + static_cast<std::ptrdiff_t>(off), r.mask.blocked.begin() + static_cast<std::ptrdiff_t>(off + n));
-  }
-  d.row_labels = rows;
-  d.col_labels = cols;
-  return d;
 }
 
 }  // namespace
@@ -171,7 +155,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   scroll->setWidgetResizable(true);
   tabs_->addTab(scroll, "All layers");
   big_ = new HeatmapView;
-  big_->setMaxCells(2048);
+  big_->setMaxCells(1024);
   tabs_->addTab(big_, "Head");
   editor_ = new MaskEditor;
   tabs_->addTab(editor_, "Mask editor");
@@ -183,7 +167,11 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   debounce_ = new QTimer(this);
   debounce_->setSingleShot(true);
   debounce_->setInterval(30);
-  connect(debounce_, &QTimer::timeout, this, &ExploreView::recompute);
+  connect(debounce_, &QTimer::timeout, this, [this] {
+    if (!dirty_) return;
+    dirty_ = false;
+    recompute();
+  });
   for (QLineEdit* e : {text_, cross_text_}) connect(e, &QLineEdit::textChanged, this, &ExploreView::schedule);
   connect(cross_on_, &QCheckBox::toggled, this, [this](bool on) {
     cross_text_->setEnabled(on);
@@ -206,8 +194,9 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   connect(next, &QPushButton::clicked, this, [this] { setLayer(layer_ + 1); });
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageUp), this, [this] { setLayer(layer_ - 1); });
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageDown), this, [this] { setLayer(layer_ + 1); });
-  connect(tabs_, &QTabWidget::currentChanged, this, [this](int) {
-    if (overview_dirty_) renderOverview();
+  connect(tabs_, &QTabWidget::currentChanged, this, [this](int index) {
+    if (index == 1 && overview_dirty_) renderOverview();
+    if (index == 2) openHead(layer_, big_head_);
   });
   connect(&runner_, &ForwardRunner::finished, this, &ExploreView::onResult);
 }
@@ -250,7 +239,7 @@ void ExploreView::rebuildHeadGrid(int heads) {
   const int cols = heads <= 2 ? heads : heads <= 8 ? 4 : static_cast<int>(std::ceil(std::sqrt(heads)));
   for (int h = 0; h < heads; ++h) {
     auto* v = new HeatmapView(heads_page_);
-    v->setMaxCells(256);
+    v->setMaxCells(256);  // the worker pools to 256 already
     v->setGradient(colormap_);
     v->setAnnotate(annotate_->isChecked());
     v->setToolTip("Double-click to enlarge");
@@ -283,8 +272,16 @@ void ExploreView::setLayer(int layer) {
   layer_slider_->blockSignals(false);
   layer_label_->setText(QString("layer %1 / %2").arg(layer).arg(model_->config.num_layers - 1));
   if (changed) {
+    const qint64 start = clock_.nsecsElapsed();
     render();
     emit layerChanged(layer);
+    if (perf_log_) {
+      const int n = result_ ? static_cast<int>(result_->ids.size()) : 0;
+      QTimer::singleShot(0, this, [this, start, n] {
+        perf_log_->write(QString("layer\t%1\t\t%2\n").arg(n).arg((clock_.nsecsElapsed() - start) / 1e6, 0, 'f', 2).toUtf8());
+        perf_log_->flush();
+      });
+    }
   }
 }
 
@@ -347,9 +344,19 @@ MaskSpec ExploreView::currentMask() const {
   return s;
 }
 
+// Leading-edge debounce: an input after a quiet spell is computed at once; inputs arriving within
+// the next 30 ms are coalesced into one computation when the window closes. The runner then
+// keeps only the newest request, so fast typing never builds a backlog.
 void ExploreView::schedule() {
-  if (perf_log_ && !debounce_->isActive()) clock_.restart();
-  debounce_->start();
+  last_input_ns_ = clock_.nsecsElapsed();
+  if (!debounce_->isActive() && !runner_.busy()) {
+    dirty_ = false;
+    debounce_->start();
+    recompute();
+  } else {
+    dirty_ = true;
+    debounce_->start();
+  }
 }
 
 void ExploreView::recompute() {
@@ -408,7 +415,7 @@ void ExploreView::recompute() {
   }
   job.request.mask = currentMask();
   job.id = next_id_++;
-  job.submitted_ns = clock_.nsecsElapsed();
+  job.submitted_ns = last_input_ns_;  // latency is measured from the input, debounce included
   runner_.submit(std::move(job));
 }
 
@@ -421,6 +428,10 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     return;
   }
   result_ = out.result;
+  grids_ = out.heads;
+  mask_grid_ = out.mask;
+  row_labels_ = to_labels(tokens_);
+  col_labels_ = to_labels(result_->is_cross() ? cross_tokens_ : tokens_);
   render();
   QStringList warn;
   for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
@@ -436,7 +447,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     const int n = static_cast<int>(result_->ids.size());
     // Measured once the queued replots have run: the next turn of the event loop.
     QTimer::singleShot(0, this, [this, submitted, fwd, n] {
-      const double latency = (clock_.nsecsElapsed() - submitted) / 1e6 + debounce_->interval();
+      const double latency = (clock_.nsecsElapsed() - submitted) / 1e6;
       perf_log_->write(QString("forward\t%1\t%2\t%3\n").arg(n).arg(fwd, 0, 'f', 2).arg(latency, 0, 'f', 2).toUtf8());
       perf_log_->flush();
     });
@@ -453,20 +464,16 @@ void ExploreView::render() {
   QElapsedTimer t;
   t.start();
   const ForwardResult& r = *result_;
-  const QStringList rows = to_labels(tokens_), cols = to_labels(r.is_cross() ? cross_tokens_ : tokens_);
   const int H = static_cast<int>(heads_.size());
   for (int h = 0; h < H; ++h) {
-    HeatmapData d = head_data(r, layer_, h, rows, cols);
+    HeatmapData d = grids_[static_cast<size_t>(layer_ * H + h)];
+    d.row_labels = row_labels_;
+    d.col_labels = col_labels_;
     d.title = QString("head %1").arg(h);
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
   }
-  // the effective mask: visible cells mid-colour (the data range is fixed at 0..1), blocked grey
-  HeatmapData md;
-  md.rows = r.mask.T, md.cols = r.mask.S;
-  md.values.assign(static_cast<size_t>(md.rows) * md.cols, 0.5f);
-  if (!r.mask.blocked.empty()) md.blocked.assign(r.mask.blocked.begin(), r.mask.blocked.begin() + static_cast<std::ptrdiff_t>(md.values.size()));
-  mask_view_->setData(std::move(md));
-  if (tabs_->currentIndex() == 2) openHead(big_layer_, big_head_);
+  mask_view_->setData(mask_grid_);
+  if (tabs_->currentIndex() == 2) openHead(layer_, big_head_);
   overview_dirty_ = true;
   if (tabs_->currentIndex() == 1) renderOverview();
   if (r.predicted >= 0) {
@@ -486,20 +493,17 @@ void ExploreView::render() {
 void ExploreView::renderOverview() {
   overview_dirty_ = false;
   if (!result_ || !model_) return;
-  const ForwardResult& r = *result_;
-  const int H = model_->config.num_heads;
-  for (int l = 0; l < model_->config.num_layers; ++l)
-    for (int h = 0; h < H; ++h)
-      if (static_cast<size_t>(l * H + h) < thumbs_.size() && !r.probs(l).empty())
-        thumbs_[static_cast<size_t>(l * H + h)]->setData(head_data(r, l, h, {}, {}));
+  for (size_t k = 0; k < thumbs_.size() && k < grids_.size(); ++k) thumbs_[k]->setData(grids_[k]);
 }
 
 void ExploreView::openHead(int layer, int head) {
   big_layer_ = layer;
   big_head_ = head;
   if (!result_) return;
-  const ForwardResult& r = *result_;
-  HeatmapData d = head_data(r, layer, head, to_labels(tokens_), to_labels(r.is_cross() ? cross_tokens_ : tokens_));
+  // Full resolution up to 1024 cells per axis; built here, on demand, for the one head shown.
+  HeatmapData d = head_heatmap(result_, layer, head, 1024);
+  d.row_labels = row_labels_;
+  d.col_labels = col_labels_;
   d.title = QString("layer %1, head %2").arg(layer).arg(head);
   big_->setData(std::move(d));
   if (tabs_->currentIndex() != 2) tabs_->setCurrentIndex(2);
@@ -510,7 +514,8 @@ HeatmapView* ExploreView::headView(int head) const { return heads_.at(static_cas
 void ExploreView::flush() {
   if (debounce_->isActive()) {
     debounce_->stop();
-    recompute();
+    if (dirty_) recompute();
+    dirty_ = false;
   }
   runner_.waitForIdle();
   QCoreApplication::processEvents();

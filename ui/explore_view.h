@@ -10,6 +10,7 @@
 
 #include "engine/forward.h"
 #include "ui/forward_runner.h"
+#include "ui/heatmap_data.h"
 
 class QCheckBox;
 class QComboBox;
@@ -80,12 +81,17 @@ class ExploreView : public QWidget {
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<const ForwardResult> result_;
+  std::vector<HeatmapData> grids_;  // [layer * heads + head], built by the worker
+  HeatmapData mask_grid_;
+  QStringList row_labels_, col_labels_;
   std::vector<std::string> tokens_, cross_tokens_;
   ForwardRunner runner_;
   quint64 next_id_ = 1, shown_id_ = 0;
   int layer_ = 0, big_layer_ = 0, big_head_ = 0;
   QString backend_ = "cpu", colormap_ = "viridis";
   QElapsedTimer clock_;
+  qint64 last_input_ns_ = 0;
+  bool dirty_ = false;  // an input arrived inside the debounce window
   std::unique_ptr<QFile> perf_log_;
 
   QLineEdit* text_;

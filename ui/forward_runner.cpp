@@ -33,6 +33,10 @@ void ForwardRunner::start(ForwardJob job) {
     try {
       auto backend = make_backend(job.backend);
       out.result = std::make_shared<const ForwardResult>(run_forward(*job.model, *backend, job.request));
+      const int L = job.model->config.num_layers, H = job.model->config.num_heads;
+      for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) out.heads.push_back(head_heatmap(out.result, l, h, job.display_cells));
+      out.mask = mask_heatmap(out.result, 0, job.display_cells);
     } catch (const std::bad_alloc&) {
       out.error = "out of memory: the input is too long for this machine";
     } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "engine/forward.h"
+#include "ui/heatmap_data.h"
 
 namespace attnlab {
 
@@ -20,11 +21,14 @@ struct ForwardJob {
   ForwardRequest request;
   quint64 id = 0;
   qint64 submitted_ns = 0;  // for keystroke-to-result latency
+  int display_cells = 256;  // heatmap grids are pooled to this many cells per axis in the worker
 };
 
 struct ForwardOutcome {
   quint64 id = 0;
   std::shared_ptr<const ForwardResult> result;  // null on error
+  std::vector<HeatmapData> heads;                // [layer * heads + head], ready to draw
+  HeatmapData mask;                              // the effective mask (head 0's plane)
   QString error;
   qint64 submitted_ns = 0;
 };

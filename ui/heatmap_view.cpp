@@ -5,7 +5,6 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <cmath>
-#include <limits>
 #include <qcustomplot.h>
 
 #include "ui/colormaps.h"
@@ -74,44 +73,40 @@ QSize HeatmapView::drawnSize() const { return {map_->data()->keySize(), map_->da
 
 void HeatmapView::rebuild() {
   plot_->clearItems();
-  const int R = data_.rows, C = data_.cols;
-  if (R <= 0 || C <= 0) {
+  if (data_.empty()) {
     map_->data()->clear();
     plot_->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  // Long inputs: max-pool blocks of factor_ x factor_ cells, so a sharp head stays visible.
-  factor_ = std::max(1, static_cast<int>(std::ceil(std::max(R, C) / static_cast<double>(max_cells_))));
-  const int r = (R + factor_ - 1) / factor_, c = (C + factor_ - 1) / factor_;
+  // The producer pooled the data for its own view size; thumbnails pool it further.
+  HeatmapData pooled;
+  const HeatmapData* d = &data_;
+  if (std::max(data_.drawn_rows, data_.drawn_cols) > max_cells_) {
+    pooled = data_;
+    pool_drawn(pooled, max_cells_);
+    d = &pooled;
+  }
+  factor_ = d->factor;
+  const int r = d->drawn_rows, c = d->drawn_cols;
   map_->data()->setSize(c, r);
   map_->data()->setRange(QCPRange(0, c - 1), QCPRange(0, r - 1));
-  float vmax = 0;
   for (int bi = 0; bi < r; ++bi)
     for (int bj = 0; bj < c; ++bj) {
-      float best = -1;
-      bool all_blocked = true;
-      for (int i = bi * factor_; i < std::min(R, (bi + 1) * factor_); ++i)
-        for (int j = bj * factor_; j < std::min(C, (bj + 1) * factor_); ++j) {
-          const size_t k = static_cast<size_t>(i) * C + j;
-          const bool blocked = !data_.blocked.empty() && data_.blocked[k];
-          if (blocked) continue;
-          all_blocked = false;
-          const float v = std::isfinite(data_.values[k]) ? data_.values[k] : 0.0f;
-          best = std::max(best, v);
-        }
-      // NaN is only the colour map's marker for "blocked" (drawn in kBlockedColor); values
-      // shown to the user come from data_, never from here.
-      map_->data()->setCell(bj, bi, all_blocked ? std::numeric_limits<double>::quiet_NaN() : best);
-      if (!all_blocked) vmax = std::max(vmax, best);
+      // NaN is only the colour map's marker for "all blocked" (drawn in kBlockedColor); values
+      // shown to the user come from the full-resolution data, never from here.
+      map_->data()->setCell(bj, bi, d->drawn[static_cast<size_t>(bi) * c + bj]);
     }
+  const float vmax = data_.vmax;
   map_->setDataRange(QCPRange(0, fixed_range_ || vmax <= 0 ? 1 : vmax));
   plot_->xAxis->setRange(-0.5, c - 0.5);
   plot_->yAxis->setRange(-0.5, r - 0.5);
 
   if (!compact_) {
-    auto label_ticker = [&](const QStringList& labels, int n) {
+    // As many token labels as fit: one per ~14 pixels of axis.
+    auto label_ticker = [&](const QStringList& labels, int n, int pixels) {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
-      const int step = std::max(1, static_cast<int>(std::ceil(n / 40.0)));  // at most ~40 labels
+      const int fit = std::max(2, pixels / 14);
+      const int step = std::max(1, static_cast<int>(std::ceil(n / static_cast<double>(fit))));
       for (int k = 0; k < n; k += step) {
         const int src = k * factor_;
         const QString label = src < labels.size() ? labels[src] : QString::number(src);
@@ -119,8 +114,9 @@ void HeatmapView::rebuild() {
       }
       return t;
     };
-    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c));
-    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r));
+    const int w = std::max(60, plot_->width() - 140), h = std::max(60, plot_->height() - 120);
+    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, w));
+    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, h));
     plot_->xAxis->setLabel(factor_ > 1 ? QString("keys (max of %1x%1 blocks)").arg(factor_) : "keys");
     plot_->yAxis->setLabel("queries");
   }
@@ -132,16 +128,15 @@ void HeatmapView::rebuild() {
       static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(data_.title);
     }
   }
-  if (annotate_ && factor_ == 1 && R <= 16 && C <= 16) {
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < C; ++j) {
-        const size_t k = static_cast<size_t>(i) * C + j;
-        if (!data_.blocked.empty() && data_.blocked[k]) continue;
+  if (annotate_ && factor_ == 1 && data_.rows <= 16 && data_.cols <= 16) {
+    for (int i = 0; i < data_.rows; ++i)
+      for (int j = 0; j < data_.cols; ++j) {
+        if (data_.is_blocked(i, j)) continue;
         auto* t = new QCPItemText(plot_);
         t->position->setCoords(j, i);
-        t->setText(QString::number(data_.values[k], 'f', 2));
+        t->setText(QString::number(data_.value(i, j), 'f', 2));
         t->setFont(QFont(font().family(), 7));
-        t->setColor(data_.values[k] > 0.6f * vmax ? Qt::black : Qt::white);
+        t->setColor(data_.value(i, j) > 0.6f * vmax ? Qt::black : Qt::white);
         t->setClipToAxisRect(true);
       }
   }
@@ -149,6 +144,7 @@ void HeatmapView::rebuild() {
 }
 
 bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
+  if (obj == plot_ && ev->type() == QEvent::Resize && !compact_ && !data_.empty()) rebuild();  // label density
   if (obj == plot_ && ev->type() == QEvent::MouseButtonDblClick) {
     emit clicked();
     return true;
@@ -164,14 +160,13 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
     const int bj = static_cast<int>(std::lround(x)), bi = static_cast<int>(std::lround(y));
     const int i = bi * factor_, j = bj * factor_;
     if (i >= 0 && j >= 0 && i < data_.rows && j < data_.cols) {
-      const size_t k = static_cast<size_t>(i) * data_.cols + j;
-      const bool blocked = !data_.blocked.empty() && data_.blocked[k];
+      const bool blocked = data_.is_blocked(i, j);
       const QString q = i < data_.row_labels.size() ? data_.row_labels[i] : QString::number(i);
       const QString kk = j < data_.col_labels.size() ? data_.col_labels[j] : QString::number(j);
       QString text = QString("query %1 \"%2\" -> key %3 \"%4\": %5")
                          .arg(i)
                          .arg(q, QString::number(j), kk,
-                              blocked ? QString("blocked") : QString::number(data_.values[k], 'g', 4));
+                              blocked ? QString("blocked") : QString::number(data_.value(i, j), 'g', 4));
       if (factor_ > 1) text += QString("\n(block of %1x%1 cells; zoom the enlarged view for single cells)").arg(factor_);
       QToolTip::showText(me->globalPosition().toPoint(), text, plot_);
     } else {

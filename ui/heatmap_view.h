@@ -8,19 +8,13 @@
 #include <QWidget>
 #include <vector>
 
+#include "ui/heatmap_data.h"
+
 class QCustomPlot;
 class QCPColorMap;
 class QCPColorScale;
 
 namespace attnlab {
-
-struct HeatmapData {
-  int rows = 0, cols = 0;           // T queries x S keys
-  std::vector<float> values;        // [rows * cols] probabilities
-  std::vector<uint8_t> blocked;     // [rows * cols] or empty
-  QStringList row_labels, col_labels;
-  QString title;
-};
 
 class HeatmapView : public QWidget {
   Q_OBJECT
@@ -33,7 +27,7 @@ class HeatmapView : public QWidget {
   // Thumbnails: no axis labels, no colour bar, no interaction.
   void setCompact(bool compact);
   void setAnnotate(bool annotate);  // print values in cells (for short inputs)
-  void setMaxCells(int n) { max_cells_ = n; }  // per axis before downsampling
+  void setMaxCells(int n) { max_cells_ = n; }  // per axis: data drawn finer is pooled further
   // Colour range: 0..max of the data (default), or fixed 0..1.
   void setFixedRange(bool fixed) { fixed_range_ = fixed; }
   // Number of cells per axis actually drawn (after downsampling).
@@ -56,7 +50,7 @@ class HeatmapView : public QWidget {
   QString gradient_ = "viridis";
   bool compact_ = false, annotate_ = false, fixed_range_ = false;
   int max_cells_ = 512;
-  int factor_ = 1;  // downsampling block size
+  int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
 };
 
 }  // namespace attnlab

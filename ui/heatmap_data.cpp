@@ -1,0 +1,95 @@
+// Heatmap data builders (no widgets: safe on worker threads).
+#include "ui/heatmap_data.h"
+
+#include <cmath>
+#include <limits>
+
+namespace attnlab {
+
+namespace {
+
+void draw(HeatmapData& d, int max_cells) {
+  d.factor = std::max(1, static_cast<int>(std::ceil(std::max(d.rows, d.cols) / static_cast<double>(max_cells))));
+  d.drawn_rows = (d.rows + d.factor - 1) / d.factor;
+  d.drawn_cols = (d.cols + d.factor - 1) / d.factor;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  d.drawn.assign(static_cast<size_t>(d.drawn_rows) * d.drawn_cols, nan);
+  d.vmax = 0;
+  for (int i = 0; i < d.rows; ++i) {
+    float* out = d.drawn.data() + static_cast<size_t>(i / d.factor) * d.drawn_cols;
+    const float* v = d.values + static_cast<size_t>(i) * d.cols;
+    const uint8_t* b = d.blocked ? d.blocked + static_cast<size_t>(i) * d.cols : nullptr;
+    for (int j = 0; j < d.cols; ++j) {
+      if (b && b[j]) continue;
+      const float x = std::isfinite(v[j]) ? v[j] : 0.0f;
+      float& o = out[j / d.factor];
+      if (std::isnan(o) || x > o) o = x;
+      if (x > d.vmax) d.vmax = x;
+    }
+  }
+}
+
+}  // namespace
+
+HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& r, int layer, int head, int max_cells) {
+  HeatmapData d;
+  const Tensor& t = r->probs(layer);
+  if (t.empty()) return d;
+  d.rows = static_cast<int>(t.dim(1));
+  d.cols = static_cast<int>(t.dim(2));
+  const size_t n = static_cast<size_t>(d.rows) * d.cols;
+  d.owner = r;
+  d.values = t.data.data() + static_cast<size_t>(head) * n;
+  if (!r->mask.blocked.empty()) d.blocked = r->mask.blocked.data() + static_cast<size_t>(r->mask.plane_of_head(head)) * n;
+  draw(d, max_cells);
+  return d;
+}
+
+HeatmapData mask_heatmap(const std::shared_ptr<const ForwardResult>& r, int head, int max_cells) {
+  auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(r->mask.T) * r->mask.S, 0.5f);
+  HeatmapData d;
+  d.rows = r->mask.T;
+  d.cols = r->mask.S;
+  d.values = values->data();
+  if (!r->mask.blocked.empty())
+    d.blocked = r->mask.blocked.data() + static_cast<size_t>(r->mask.plane_of_head(head)) * values->size();
+  d.owner = std::shared_ptr<const void>(new std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>(r, values),
+                                        [](const void* p) { delete static_cast<const std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>*>(p); });
+  draw(d, max_cells);
+  return d;
+}
+
+HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocked, int rows, int cols, int max_cells) {
+  struct Store {
+    std::vector<float> v;
+    std::vector<uint8_t> b;
+  };
+  auto s = std::make_shared<Store>(Store{std::move(values), std::move(blocked)});
+  HeatmapData d;
+  d.rows = rows;
+  d.cols = cols;
+  d.values = s->v.data();
+  d.blocked = s->b.empty() ? nullptr : s->b.data();
+  d.owner = s;
+  draw(d, max_cells);
+  return d;
+}
+
+void pool_drawn(HeatmapData& d, int max_cells) {
+  const int f = std::max(1, static_cast<int>(std::ceil(std::max(d.drawn_rows, d.drawn_cols) / static_cast<double>(max_cells))));
+  if (f == 1) return;
+  const int r = (d.drawn_rows + f - 1) / f, c = (d.drawn_cols + f - 1) / f;
+  std::vector<float> out(static_cast<size_t>(r) * c, std::numeric_limits<float>::quiet_NaN());
+  for (int i = 0; i < d.drawn_rows; ++i)
+    for (int j = 0; j < d.drawn_cols; ++j) {
+      const float x = d.drawn[static_cast<size_t>(i) * d.drawn_cols + j];
+      float& o = out[static_cast<size_t>(i / f) * c + j / f];
+      if (!std::isnan(x) && (std::isnan(o) || x > o)) o = x;
+    }
+  d.drawn = std::move(out);
+  d.drawn_rows = r;
+  d.drawn_cols = c;
+  d.factor *= f;
+}
+
+}  // namespace attnlab

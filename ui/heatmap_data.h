@@ -1,0 +1,41 @@
+// HeatmapData: what a HeatmapView shows, built by plain functions that run on any thread (the
+// forward worker builds them, so the GUI thread never walks millions of cells). Full-resolution
+// values are views into a shared, immutable owner (a ForwardResult); the drawn grid is
+// max-pooled to at most max_cells per axis, with NaN marking blocks whose cells are all blocked.
+#pragma once
+
+#include <QStringList>
+#include <memory>
+#include <vector>
+
+#include "engine/forward.h"
+
+namespace attnlab {
+
+struct HeatmapData {
+  int rows = 0, cols = 0;  // full resolution: T queries x S keys
+  std::shared_ptr<const void> owner;
+  const float* values = nullptr;    // [rows * cols], owned by `owner`
+  const uint8_t* blocked = nullptr;  // [rows * cols] or null
+  int factor = 1;                   // drawn cell = factor x factor full cells
+  int drawn_rows = 0, drawn_cols = 0;
+  std::vector<float> drawn;  // [drawn_rows * drawn_cols], max of each block, NaN = all blocked
+  float vmax = 0;            // largest visible value
+  QStringList row_labels, col_labels;
+  QString title;
+
+  bool empty() const { return rows == 0 || cols == 0; }
+  float value(int i, int j) const { return values[static_cast<size_t>(i) * cols + j]; }
+  bool is_blocked(int i, int j) const { return blocked && blocked[static_cast<size_t>(i) * cols + j]; }
+};
+
+// One head of one layer of a result (self or cross), pooled to at most max_cells per axis.
+HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& result, int layer, int head, int max_cells);
+// The effective mask of a result (plane of `head`): visible cells 0.5, blocked NaN.
+HeatmapData mask_heatmap(const std::shared_ptr<const ForwardResult>& result, int head, int max_cells);
+// Owning variant for values that are not part of a result (tests, the training tab).
+HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocked, int rows, int cols, int max_cells);
+// Pools an already drawn grid further, so that neither axis exceeds max_cells.
+void pool_drawn(HeatmapData& d, int max_cells);
+
+}  // namespace attnlab
