@@ -19,4 +19,13 @@ inline std::string default_model_dir(const std::string& argv0) {
   return std::string(ATTNLAB_RESOURCE_DIR) + "/models/default";
 }
 
+// The shipped datasets (resources/data), found the same way as the default model.
+inline std::string default_data_dir(const std::string& argv0) {
+  namespace fs = std::filesystem;
+  const fs::path model(default_model_dir(argv0));
+  const fs::path data = model.parent_path().parent_path() / "data";
+  if (fs::exists(data)) return data.string();
+  return std::string(ATTNLAB_RESOURCE_DIR) + "/data";
+}
+
 }  // namespace attnlab

@@ -11,6 +11,7 @@
 #include "app/default_model.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
+#include "ui/train_view.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
   p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab of the explore view: heads, layers, head, mask.", "NAME"});
+  p.addOption({"tab", "Open on a tab: heads, layers, head, mask (Explore) or train.", "NAME"});
+  p.addOption({"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu or reference.", "NAME"});
   p.addOption({"size", "Window size WxH (for screenshots).", "WxH"});
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   p.process(app);
 
   attnlab::MainWindow w;
+  w.train()->setDataDir(QString::fromStdString(attnlab::default_data_dir(argv[0])));
   const bool use_settings = !p.isSet("no-settings") && !p.isSet("screenshot");
   QString dir = p.value("model");
   if (dir.isEmpty() && use_settings) dir = QSettings().value("model/dir").toString();
@@ -64,6 +67,14 @@ int main(int argc, char** argv) {
   const QString tab = p.value("tab");
   const QStringList tabs = {"heads", "layers", "head", "mask"};
   if (tabs.contains(tab)) e->tabs()->setCurrentIndex(tabs.indexOf(tab));
+  if (tab == "train") {
+    w.tabs()->setCurrentWidget(w.train());
+    if (p.isSet("train-epochs")) {
+      w.train()->setEpochs(p.value("train-epochs").toInt());
+      w.train()->startTraining();
+      w.train()->waitForFinish();
+    }
+  }
   if (p.isSet("screenshot")) {
     const QString file = p.value("screenshot");
     QTimer::singleShot(300, [&w, e, file] {

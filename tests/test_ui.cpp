@@ -216,3 +216,108 @@ TEST_CASE("the token model passes QAbstractItemModelTester and drives global tok
   m.setTokens({"a"}, {3}, {false});  // position 1 no longer exists
   CHECK(m.globalPositions().empty());
 }
+
+// ---------------------------------------------------------------- the Train tab
+
+#include <QElapsedTimer>
+#include <QPushButton>
+
+#include "engine/io_util.h"
+#include "engine/tasks.h"
+#include "ui/curve_view.h"
+#include "ui/dataset_model.h"
+#include "ui/train_view.h"
+
+namespace {
+QString write_tsv(const QTemporaryDir& dir, const QString& name, const std::string& text) {
+  const QString path = dir.filePath(name);
+  write_file_atomic(path.toStdString(), text);
+  return path;
+}
+}  // namespace
+
+TEST_CASE("training a tiny dataset adds curve points; the saved model opens in Explore", "[ui][train]") {
+  QTemporaryDir dir;
+  MainWindow w;
+  TrainView* t = w.train();
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(300, 3)))));
+  t->applyPreset("tiny (fast)");
+  t->setEpochs(3);
+  REQUIRE(t->startTraining());
+  CHECK(t->isTraining());
+  t->waitForFinish();
+  CHECK_FALSE(t->isTraining());
+  CHECK(t->lossCurve()->pointCount(0) > 10);        // one point per step
+  CHECK(t->accuracyCurve()->pointCount(0) == 3);    // one per epoch
+  CHECK(t->snapshotCount() >= 2);                   // the probe's heads over time
+  REQUIRE(t->trainedModel());
+  const QString out = dir.filePath("model");
+  REQUIRE(t->saveModel(out));
+  REQUIRE(w.openModel(out));
+  w.explore()->setText("the film was good");
+  w.explore()->flush();
+  REQUIRE(w.explore()->result());
+  CHECK(w.explore()->model()->config.labels == std::vector<std::string>{"negative", "positive"});
+  CHECK(w.explore()->headCount() == 4);
+}
+
+TEST_CASE("Stop ends training within a second", "[ui][train]") {
+  QTemporaryDir dir;
+  MainWindow w;
+  TrainView* t = w.train();
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 4)))));
+  t->applyPreset("article model (d=128, 8 heads)");
+  t->setEpochs(200);
+  REQUIRE(t->startTraining());
+  QElapsedTimer warm;
+  warm.start();
+  while (t->lossCurve()->pointCount(0) < 2 && warm.elapsed() < 20000) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  QElapsedTimer timer;
+  timer.start();
+  t->stopTraining();
+  t->waitForFinish();
+  INFO("stopped after " << timer.elapsed() << " ms");
+  CHECK(timer.elapsed() < 1000);
+  CHECK_FALSE(t->isTraining());
+  CHECK(t->trainButton()->isEnabled());
+  CHECK(t->message().contains("stopped by the user"));
+}
+
+TEST_CASE("a malformed TSV shows its errors and does not start training", "[ui][train][errors]") {
+  QTemporaryDir dir;
+  MainWindow w;
+  TrainView* t = w.train();
+  const QString bad = write_tsv(dir, "bad.tsv", "text\tlabel\nthe film was good\tpositive\n\tnegative\nok\tpositive\textra\n");
+  CHECK_FALSE(t->loadDataset(bad));
+  CHECK(t->message().contains("2 row(s) have problems"));
+  CHECK_FALSE(t->startTraining());
+  CHECK_FALSE(t->isTraining());
+  CHECK_FALSE(t->loadDataset(dir.filePath("missing.tsv")));
+  CHECK(t->message().contains("cannot open"));
+  CHECK_FALSE(t->startTraining());
+}
+
+TEST_CASE("closing the window during training stops it cleanly", "[ui][train]") {
+  QTemporaryDir dir;
+  auto* w = new MainWindow;
+  TrainView* t = w->train();
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 5)))));
+  t->setEpochs(100);
+  REQUIRE(t->startTraining());
+  QElapsedTimer timer;
+  timer.start();
+  w->close();  // closeEvent stops the trainer and waits for it
+  delete w;
+  CHECK(timer.elapsed() < 2000);
+}
+
+TEST_CASE("the dataset preview model passes QAbstractItemModelTester", "[ui][models]") {
+  DatasetTableModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  m.setRows(make_negation_task(5, 1));
+  CHECK(m.rowCount() == 5);
+  CHECK(m.columnCount() == 3);
+  CHECK(m.data(m.index(0, 2), Qt::DisplayRole).toString() == QString::fromStdString(make_negation_task(5, 1)[0].label));
+  m.setRows({});
+  CHECK(m.rowCount() == 0);
+}

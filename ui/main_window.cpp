@@ -18,6 +18,7 @@
 
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
+#include "ui/train_view.h"
 
 namespace attnlab {
 
@@ -27,6 +28,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_ = new QTabWidget(this);
   explore_ = new ExploreView(tabs_);
   tabs_->addTab(explore_, "Explore");
+  train_ = new TrainView(tabs_);
+  tabs_->addTab(train_, "Train");
+  connect(train_, &TrainView::status, this, [this](const QString& s) { statusBar()->showMessage(s); });
+  connect(train_, &TrainView::openInExplore, this, [this](std::shared_ptr<const Model> m, const QString& name) {
+    useModel(std::move(m), name);
+    tabs_->setCurrentWidget(explore_);
+  });
   setCentralWidget(tabs_);
 
   auto* tb = addToolBar("Model");
@@ -188,6 +196,10 @@ void MainWindow::saveSettings() const {
 
 void MainWindow::closeEvent(QCloseEvent* e) {
   saveSettings();
+  if (train_->isTraining()) {
+    train_->stopTraining();  // the trainer stops before its next batch
+    train_->waitForFinish();
+  }
   e->accept();
 }
 

@@ -14,6 +14,7 @@ class QTabWidget;
 namespace attnlab {
 
 class ExploreView;
+class TrainView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -24,6 +25,7 @@ class MainWindow : public QMainWindow {
   bool openModel(const QString& dir, bool quiet = false);
   void useModel(std::shared_ptr<const Model> model, const QString& source);
   ExploreView* explore() const { return explore_; }
+  TrainView* train() const { return train_; }
   QTabWidget* tabs() const { return tabs_; }
   QString modelDir() const { return model_dir_; }
   void restoreSettings();
@@ -39,6 +41,7 @@ class MainWindow : public QMainWindow {
   void exportDialog(int scope);  // 0 head, 1 layer, 2 all layers, 3 data
 
   ExploreView* explore_;
+  TrainView* train_;
   QTabWidget* tabs_;
   QComboBox* backend_;
   QLabel* summary_;

@@ -1,0 +1,110 @@
+// CurveView implementation.
+#include "ui/curve_view.h"
+
+#include <QMouseEvent>
+#include <QSvgGenerator>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "engine/io_util.h"
+#include "engine/tensor.h"
+
+namespace attnlab {
+
+CurveView::CurveView(const QString& x_label, QWidget* parent) : QWidget(parent), x_label_(x_label) {
+  auto* l = new QVBoxLayout(this);
+  l->setContentsMargins(0, 0, 0, 0);
+  plot_ = new QCustomPlot(this);
+  l->addWidget(plot_);
+  plot_->xAxis->setLabel(x_label);
+  plot_->legend->setVisible(true);
+  plot_->legend->setFont(QFont(font().family(), 8));
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->setMouseTracking(true);
+  plot_->installEventFilter(this);
+  setMinimumHeight(180);
+}
+
+int CurveView::addSeries(const QString& name, const QColor& color, bool right, bool dots) {
+  QCPGraph* g = plot_->addGraph(plot_->xAxis, right ? plot_->yAxis2 : plot_->yAxis);
+  g->setName(name);
+  g->setPen(QPen(color, dots ? 1.5 : 1.2));
+  if (dots) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+  if (right) plot_->yAxis2->setVisible(true);
+  graphs_.push_back(g);
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+void CurveView::setAxisLabels(const QString& left, const QString& right) {
+  plot_->yAxis->setLabel(left);
+  plot_->yAxis2->setLabel(right);
+}
+
+void CurveView::append(int series, double x, double y) {
+  if (!std::isfinite(y)) return;  // a diverged step is reported in words, not plotted
+  graphs_.at(static_cast<size_t>(series))->addData(x, y);
+  plot_->rescaleAxes();
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void CurveView::clear() {
+  for (QCPGraph* g : graphs_) g->data()->clear();
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+int CurveView::pointCount(int series) const { return graphs_.at(static_cast<size_t>(series))->dataCount(); }
+
+void CurveView::exportTo(const QString& path) const {
+  const QString ext = QFileInfo(path).suffix().toLower();
+  bool ok = true;
+  if (ext == "png") {
+    ok = plot_->savePng(path, 900, 500, 2.0);
+  } else if (ext == "svg") {
+    QSvgGenerator gen;
+    gen.setFileName(path);
+    gen.setSize(QSize(900, 500));
+    gen.setViewBox(QRect(0, 0, 900, 500));
+    QCPPainter p;
+    ok = p.begin(&gen);
+    if (ok) {
+      plot_->toPainter(&p, 900, 500);
+      p.end();
+    }
+  } else if (ext == "csv") {
+    std::string out = "series," + x_label_.toStdString() + ",value\n";
+    for (QCPGraph* g : graphs_)
+      for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+        out += g->name().toStdString() + "," + std::to_string(it->key) + "," + std::to_string(it->value) + "\n";
+    write_file_atomic(path.toStdString(), out);
+  } else {
+    throw Error("unknown curve export format \"." + ext.toStdString() + "\" (expected .png, .svg or .csv)");
+  }
+  if (!ok) throw Error("could not write " + path.toStdString());
+}
+
+bool CurveView::eventFilter(QObject* obj, QEvent* ev) {
+  if (obj == plot_ && ev->type() == QEvent::MouseMove) {
+    auto* me = static_cast<QMouseEvent*>(ev);
+    QString best;
+    double best_d = 12.0;  // pixels
+    for (QCPGraph* g : graphs_) {
+      if (!g->visible()) continue;
+      for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) {
+        const double px = g->keyAxis()->coordToPixel(it->key), py = g->valueAxis()->coordToPixel(it->value);
+        const double d = std::hypot(px - me->position().x(), py - me->position().y());
+        if (d < best_d) {
+          best_d = d;
+          best = QString("%1: %2 %3, %4").arg(g->name(), x_label_).arg(it->key).arg(it->value, 0, 'f', 4);
+        }
+      }
+    }
+    if (best.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(me->globalPosition().toPoint(), best, plot_);
+  }
+  return QWidget::eventFilter(obj, ev);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,36 @@
+// CurveView: the one line-chart widget (QCustomPlot): named series on a left or right axis,
+// points appended live, hover shows the nearest point, export as PNG / SVG / CSV.
+#pragma once
+
+#include <QWidget>
+#include <vector>
+
+class QCustomPlot;
+class QCPGraph;
+
+namespace attnlab {
+
+class CurveView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit CurveView(const QString& x_label, QWidget* parent = nullptr);
+  // Adds a series; returns its index. right: plot against the right-hand axis.
+  int addSeries(const QString& name, const QColor& color, bool right = false, bool dots = false);
+  void setAxisLabels(const QString& left, const QString& right = {});
+  void append(int series, double x, double y);
+  void clear();
+  int pointCount(int series) const;
+  // .png, .svg or .csv by extension; Error otherwise.
+  void exportTo(const QString& path) const;
+  QCustomPlot* plot() const { return plot_; }
+
+ protected:
+  bool eventFilter(QObject* obj, QEvent* ev) override;
+
+ private:
+  QCustomPlot* plot_;
+  std::vector<QCPGraph*> graphs_;
+  QString x_label_;
+};
+
+}  // namespace attnlab

@@ -1,0 +1,647 @@
+// TrainView implementation.
+#include "ui/train_view.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSlider>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QTableWidget>
+#include <QThread>
+#include <QVBoxLayout>
+#include <cmath>
+#include <map>
+
+#include "engine/train_model.h"
+#include "ui/curve_view.h"
+#include "ui/dataset_model.h"
+#include "ui/heatmap_data.h"
+#include "ui/heatmap_view.h"
+
+namespace attnlab {
+
+namespace {
+
+QSpinBox* spin(int lo, int hi, int value, QWidget* parent) {
+  auto* s = new QSpinBox(parent);
+  s->setRange(lo, hi);
+  s->setValue(value);
+  return s;
+}
+
+QDoubleSpinBox* dspin(double lo, double hi, double value, int decimals, double step, QWidget* parent) {
+  auto* s = new QDoubleSpinBox(parent);
+  s->setDecimals(decimals);
+  s->setRange(lo, hi);
+  s->setSingleStep(step);
+  s->setValue(value);
+  return s;
+}
+
+QComboBox* combo(const QStringList& items, const QString& value, QWidget* parent) {
+  auto* c = new QComboBox(parent);
+  c->addItems(items);
+  c->setCurrentText(value);
+  return c;
+}
+
+// Shipped datasets: file name, label, tokenizer, max_len, probe sentence.
+struct Shipped {
+  const char* file;
+  const char* label;
+  const char* tokenizer;
+  int max_len;
+  const char* probe;
+};
+const Shipped kShipped[] = {
+    {"negation.tsv", "negation sentiment (word level)", "word", 32, "the film was not very good"},
+    {"first-names.tsv", "first names: female / male (character level)", "char", 16, "christina"},
+    {"first-last.tsv", "first letter = last letter? (character level)", "char", 16, "abcdefa"},
+};
+
+}  // namespace
+
+TrainView::TrainView(QWidget* parent) : QWidget(parent) {
+  setAcceptDrops(true);
+  auto* root = new QHBoxLayout(this);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  root->addWidget(split);
+
+  // ---------- left column: data and settings
+  auto* left_scroll = new QScrollArea(split);
+  left_scroll->setWidgetResizable(true);
+  auto* left = new QWidget;
+  left_scroll->setWidget(left);
+  auto* lv = new QVBoxLayout(left);
+
+  auto* data_box = new QGroupBox("Data", left);
+  auto* dv = new QVBoxLayout(data_box);
+  data_choice_ = new QComboBox(data_box);
+  for (const Shipped& s : kShipped) data_choice_->addItem(s.label, s.file);
+  data_choice_->addItem("Open a TSV / CSV file...", QString());
+  dv->addWidget(data_choice_);
+  auto* cols = new QHBoxLayout;
+  text_col_ = new QComboBox(data_box);
+  label_col_ = new QComboBox(data_box);
+  cols->addWidget(new QLabel("text column", data_box));
+  cols->addWidget(text_col_, 1);
+  cols->addWidget(new QLabel("label column", data_box));
+  cols->addWidget(label_col_, 1);
+  dv->addLayout(cols);
+  data_summary_ = new QLabel(data_box);
+  data_summary_->setWordWrap(true);
+  dv->addWidget(data_summary_);
+  preview_model_ = new DatasetTableModel(this);
+  preview_ = new QTableView(data_box);
+  preview_->setModel(preview_model_);
+  preview_->horizontalHeader()->setStretchLastSection(false);
+  preview_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+  preview_->verticalHeader()->setVisible(false);
+  preview_->setMinimumHeight(130);
+  dv->addWidget(preview_);
+  issues_ = new QListWidget(data_box);
+  issues_->setMaximumHeight(80);
+  issues_->setStyleSheet("color: #a00;");
+  issues_->hide();
+  dv->addWidget(issues_);
+  auto* vs = new QHBoxLayout;
+  val_split_ = dspin(0.05, 0.5, 0.1, 2, 0.05, data_box);
+  vs->addWidget(new QLabel("validation split", data_box));
+  vs->addWidget(val_split_);
+  vs->addStretch();
+  dv->addLayout(vs);
+  lv->addWidget(data_box);
+
+  auto* model_box = new QGroupBox("Model and optimiser", left);
+  auto* mf = new QFormLayout(model_box);
+  preset_ = combo({"default", "tiny (fast)", "article model (d=128, 8 heads)"}, "default", model_box);
+  mf->addRow("preset", preset_);
+  layers_ = spin(1, 12, 2, model_box);
+  heads_ = spin(1, 16, 8, model_box);
+  dim_ = spin(8, 512, 64, model_box);
+  dim_->setSingleStep(8);
+  ff_ = spin(0, 2048, 128, model_box);
+  max_len_ = spin(4, 2048, 32, model_box);
+  positional_ = combo({"none", "sinusoidal", "learned", "relative"}, "learned", model_box);
+  norm_ = combo({"post", "pre"}, "post", model_box);
+  activation_ = combo({"relu", "gelu"}, "relu", model_box);
+  tokenizer_ = combo({"word", "char"}, "word", model_box);
+  pooling_ = combo({"masked_mean", "mean", "cls"}, "masked_mean", model_box);
+  dropout_ = dspin(0, 0.9, 0.1, 2, 0.05, model_box);
+  lr_ = dspin(1e-5, 1, 1e-3, 5, 1e-4, model_box);
+  batch_ = spin(1, 1024, 32, model_box);
+  epochs_ = spin(1, 1000, 8, model_box);
+  weight_decay_ = dspin(0, 1, 0, 4, 0.01, model_box);
+  clip_ = dspin(0, 100, 1, 2, 0.5, model_box);
+  seed_ = spin(0, 1 << 30, 1, model_box);
+  mf->addRow("layers", layers_);
+  mf->addRow("heads", heads_);
+  mf->addRow("embedding size", dim_);
+  mf->addRow("feed-forward size (0: none)", ff_);
+  mf->addRow("max length", max_len_);
+  mf->addRow("positions", positional_);
+  mf->addRow("norm", norm_);
+  mf->addRow("activation", activation_);
+  mf->addRow("tokenizer", tokenizer_);
+  mf->addRow("pooling", pooling_);
+  mf->addRow("dropout", dropout_);
+  mf->addRow("learning rate", lr_);
+  mf->addRow("batch size", batch_);
+  mf->addRow("epochs", epochs_);
+  mf->addRow("weight decay (AdamW)", weight_decay_);
+  mf->addRow("gradient clipping (0: off)", clip_);
+  mf->addRow("seed", seed_);
+  lv->addWidget(model_box);
+  lv->addStretch();
+
+  // ---------- right column: run, curves, heads, results
+  auto* right = new QWidget(split);
+  auto* rv = new QVBoxLayout(right);
+  auto* buttons = new QHBoxLayout;
+  train_ = new QPushButton("Train", right);
+  pause_ = new QPushButton("Pause", right);
+  pause_->setCheckable(true);
+  stop_ = new QPushButton("Stop", right);
+  save_ = new QPushButton("Save model...", right);
+  explore_ = new QPushButton("Open in Explore", right);
+  for (QPushButton* b : {train_, pause_, stop_, save_, explore_}) buttons->addWidget(b);
+  buttons->addStretch();
+  rv->addLayout(buttons);
+  progress_ = new QProgressBar(right);
+  progress_label_ = new QLabel(right);
+  message_ = new QLabel(right);
+  message_->setWordWrap(true);
+  message_->setStyleSheet("color: #a00;");
+  rv->addWidget(progress_);
+  rv->addWidget(progress_label_);
+  rv->addWidget(message_);
+  auto* curves = new QHBoxLayout;
+  loss_ = new CurveView("step", right);
+  loss_->addSeries("train loss", QColor(160, 190, 230));
+  loss_->addSeries("train loss (smoothed)", QColor(31, 119, 180));
+  loss_->addSeries("validation loss", QColor(214, 39, 40), false, true);
+  loss_->setAxisLabels("loss");
+  acc_ = new CurveView("epoch", right);
+  acc_->addSeries("validation accuracy", QColor(44, 160, 44), false, true);
+  acc_->setAxisLabels("accuracy");
+  curves->addWidget(loss_, 3);
+  curves->addWidget(acc_, 2);
+  rv->addLayout(curves, 2);
+  auto* cexp = new QHBoxLayout;
+  auto* export_curves = new QPushButton("Export curves...", right);
+  cexp->addWidget(export_curves);
+  cexp->addStretch();
+  rv->addLayout(cexp);
+
+  auto* heads_box = new QGroupBox("Live heads", right);
+  auto* hv = new QVBoxLayout(heads_box);
+  auto* hbar = new QHBoxLayout;
+  probe_ = new QLineEdit(kShipped[0].probe, heads_box);
+  probe_layer_ = spin(0, 0, 0, heads_box);
+  timeline_ = new QSlider(Qt::Horizontal, heads_box);
+  timeline_->setRange(0, 0);
+  timeline_label_ = new QLabel("no snapshots yet", heads_box);
+  hbar->addWidget(new QLabel("probe", heads_box));
+  hbar->addWidget(probe_, 2);
+  hbar->addWidget(new QLabel("layer", heads_box));
+  hbar->addWidget(probe_layer_);
+  hbar->addWidget(new QLabel("timeline", heads_box));
+  hbar->addWidget(timeline_, 2);
+  hbar->addWidget(timeline_label_);
+  hv->addLayout(hbar);
+  heads_grid_ = new QGridLayout;
+  hv->addLayout(heads_grid_, 1);
+  rv->addWidget(heads_box, 3);
+
+  confusion_ = new QTableWidget(right);
+  confusion_->setMaximumHeight(100);
+  confusion_->setToolTip("Confusion matrix on the validation rows: true label (rows) x predicted (columns)");
+  rv->addWidget(confusion_);
+  split->addWidget(left_scroll);
+  split->addWidget(right);
+  split->setStretchFactor(1, 1);
+
+  connect(data_choice_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    const QString file = data_choice_->itemData(i).toString();
+    if (file.isEmpty()) {
+      const QString f = QFileDialog::getOpenFileName(this, "Open dataset", {}, "Datasets (*.tsv *.csv *.txt);;All files (*)");
+      if (!f.isEmpty()) loadDataset(f);
+      return;
+    }
+    const Shipped& s = kShipped[i];
+    tokenizer_->setCurrentText(s.tokenizer);
+    max_len_->setValue(s.max_len);
+    probe_->setText(s.probe);
+    loadDataset(QDir(data_dir_).filePath(file));
+  });
+  auto reload = [this] {
+    if (!dataset_path_.isEmpty()) loadDataset(dataset_path_);
+  };
+  connect(text_col_, &QComboBox::activated, this, reload);
+  connect(label_col_, &QComboBox::activated, this, reload);
+  connect(preset_, &QComboBox::currentTextChanged, this, &TrainView::applyPreset);
+  connect(train_, &QPushButton::clicked, this, &TrainView::startTraining);
+  connect(pause_, &QPushButton::toggled, this, &TrainView::setPaused);
+  connect(stop_, &QPushButton::clicked, this, &TrainView::stopTraining);
+  connect(save_, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Save the model into a folder");
+    if (!dir.isEmpty()) saveModel(dir);
+  });
+  connect(explore_, &QPushButton::clicked, this, [this] {
+    if (trained_) emit openInExplore(trained_, "trained on " + QFileInfo(dataset_path_).fileName());
+  });
+  connect(export_curves, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, "Export curves", "loss.png", "PNG (*.png);;SVG (*.svg);;CSV (*.csv)");
+    if (f.isEmpty()) return;
+    try {
+      loss_->exportTo(f);
+      const QFileInfo fi(f);
+      acc_->exportTo(fi.dir().filePath(fi.completeBaseName() + "-accuracy." + fi.suffix()));
+    } catch (const Error& e) {
+      fail(QString::fromStdString(e.what()));
+    }
+  });
+  connect(probe_, &QLineEdit::textChanged, this, [this](const QString& t) {
+    std::lock_guard<std::mutex> lock(probe_mutex_);
+    probe_text_ = t.toStdString();
+  });
+  probe_text_ = probe_->text().toStdString();
+  connect(timeline_, &QSlider::valueChanged, this, &TrainView::showSnapshot);
+  connect(probe_layer_, &QSpinBox::valueChanged, this, [this] { showSnapshot(timeline_->value()); });
+  setRunning(false);
+  save_->setEnabled(false);
+  explore_->setEnabled(false);
+}
+
+TrainView::~TrainView() {
+  // Closing while training stops it cleanly: the trainer checks the flag before every batch.
+  cancel_ = true;
+  paused_ = false;
+  if (worker_.joinable()) worker_.join();
+}
+
+void TrainView::setDataDir(const QString& dir) {
+  data_dir_ = dir;
+  loadDataset(QDir(dir).filePath(kShipped[0].file));
+}
+
+void TrainView::fail(const QString& message) {
+  message_->setText(message);
+  emit status(message);
+}
+
+QString TrainView::message() const { return message_->text(); }
+
+bool TrainView::loadDataset(const QString& path) {
+  DatasetOptions opt;
+  opt.strict = false;
+  if (path == dataset_path_) {
+    opt.text_column = text_col_->currentIndex() >= 0 ? std::to_string(text_col_->currentIndex() + 1) : "";
+    opt.label_column = label_col_->currentIndex() >= 0 ? std::to_string(label_col_->currentIndex() + 1) : "";
+  }
+  issues_->clear();
+  try {
+    dataset_ = load_dataset(path.toStdString(), opt);
+  } catch (const Error& e) {
+    dataset_ = {};
+    dataset_path_.clear();
+    preview_model_->setRows({});
+    data_summary_->setText("");
+    issues_->addItem(QString::fromStdString(e.what()));
+    issues_->show();
+    fail("The dataset could not be read: " + QString::fromStdString(e.what()));
+    return false;
+  }
+  dataset_path_ = path;
+  for (QComboBox* c : {text_col_, label_col_}) {
+    c->blockSignals(true);
+    c->clear();
+    for (const auto& name : dataset_.columns) c->addItem(QString::fromStdString(name));
+    c->blockSignals(false);
+  }
+  text_col_->setCurrentIndex(dataset_.text_column);
+  label_col_->setCurrentIndex(dataset_.label_column);
+  preview_model_->setRows(std::vector<Example>(dataset_.rows.begin(), dataset_.rows.begin() + std::min<size_t>(dataset_.rows.size(), 500)));
+  std::map<std::string, int> counts;
+  for (const auto& r : dataset_.rows) ++counts[r.label];
+  QStringList parts;
+  for (const auto& [label, n] : counts) parts << QString("%1: %2").arg(QString::fromStdString(label)).arg(n);
+  data_summary_->setText(QString("%1: %2 rows%3. Labels: %4")
+                             .arg(QFileInfo(path).fileName())
+                             .arg(dataset_.rows.size())
+                             .arg(dataset_.has_header ? " (header row found)" : "")
+                             .arg(parts.join(", ")));
+  for (const auto& issue : dataset_.issues)
+    issues_->addItem(QString("line %1: %2").arg(issue.line).arg(QString::fromStdString(issue.message)));
+  issues_->setVisible(!dataset_.issues.empty());
+  if (!dataset_.issues.empty()) {
+    fail(QString("%1 row(s) have problems (listed under the preview); fix the file before training.").arg(dataset_.issues.size()));
+    return false;
+  }
+  message_->clear();
+  return true;
+}
+
+void TrainView::applyPreset(const QString& name) {
+  if (name.startsWith("tiny")) {
+    layers_->setValue(1), heads_->setValue(4), dim_->setValue(32), ff_->setValue(64), epochs_->setValue(5);
+    lr_->setValue(3e-3), batch_->setValue(32), dropout_->setValue(0.0);
+  } else if (name.startsWith("article")) {
+    // Article 000's TextClassifier scale: d=128, 8 heads; two post-LN layers with a 512 FFN.
+    layers_->setValue(2), heads_->setValue(8), dim_->setValue(128), ff_->setValue(512), epochs_->setValue(6);
+    lr_->setValue(1e-3), batch_->setValue(32), dropout_->setValue(0.1);
+  } else {
+    layers_->setValue(2), heads_->setValue(8), dim_->setValue(64), ff_->setValue(128), epochs_->setValue(8);
+    lr_->setValue(1e-3), batch_->setValue(32), dropout_->setValue(0.1);
+  }
+}
+
+void TrainView::setEpochs(int epochs) { epochs_->setValue(epochs); }
+
+ModelConfig TrainView::configFromForm() const {
+  ModelConfig c;
+  c.num_layers = layers_->value();
+  c.num_heads = heads_->value();
+  c.embed_size = dim_->value();
+  c.ff_dim = ff_->value();
+  c.max_len = max_len_->value();
+  c.positional = parse_positional(positional_->currentText().toStdString());
+  c.norm = parse_norm(norm_->currentText().toStdString());
+  c.activation = parse_activation(activation_->currentText().toStdString());
+  c.tokenizer = parse_tokenizer(tokenizer_->currentText().toStdString());
+  c.pooling = parse_pooling(pooling_->currentText().toStdString());
+  return c;
+}
+
+void TrainView::setRunning(bool running) {
+  train_->setEnabled(!running);
+  pause_->setEnabled(running);
+  stop_->setEnabled(running);
+  if (!running) {
+    pause_->blockSignals(true);
+    pause_->setChecked(false);
+    pause_->blockSignals(false);
+  }
+}
+
+bool TrainView::startTraining() {
+  if (isTraining()) return false;
+  if (worker_.joinable()) worker_.join();
+  if (dataset_path_.isEmpty() || !dataset_.issues.empty() || dataset_.rows.empty()) {
+    fail("Load a dataset without problems first (the list under the preview says what is wrong).");
+    return false;
+  }
+  auto model = std::make_shared<Model>();
+  EncodedData train, val;
+  TrainConfig tc;
+  try {
+    std::vector<Example> tr, va;
+    split_dataset(dataset_.rows, val_split_->value(), static_cast<uint64_t>(seed_->value()), tr, va);
+    Dataset tmp;
+    tmp.rows = tr;
+    const auto labels = tmp.label_set();
+    if (labels.size() < 2) throw Error("the training rows have only one class (\"" + labels[0] + "\"); a classifier needs two or more");
+    ModelConfig c = configFromForm();
+    model->vocab = build_vocab(tr, c.tokenizer, c.lowercase, 20000, 1);
+    c.vocab_size = model->vocab.size();
+    c.num_classes = static_cast<int>(labels.size());
+    c.labels = labels;
+    c.validate();
+    model->config = c;
+    model->weights = random_weights(c, static_cast<uint64_t>(seed_->value()));
+    model->source = "trained in attnlab";
+    train = encode_examples(*model, tr);
+    val = encode_examples(*model, va);
+    tc.epochs = epochs_->value();
+    tc.batch = batch_->value();
+    tc.optimizer.lr = static_cast<float>(lr_->value());
+    tc.optimizer.weight_decay = static_cast<float>(weight_decay_->value());
+    tc.optimizer.clip_norm = static_cast<float>(clip_->value());
+    tc.dropout = static_cast<float>(dropout_->value());
+    tc.seed = static_cast<uint64_t>(seed_->value());
+  } catch (const Error& e) {
+    fail(QString::fromStdString(e.what()));
+    return false;
+  }
+  // reset the run's views
+  loss_->clear();
+  acc_->clear();
+  smoothed_ = -1;
+  snapshots_.clear();
+  timeline_->setRange(0, 0);
+  confusion_->clear();
+  confusion_->setRowCount(0);
+  message_->clear();
+  probe_layer_->setRange(0, model->config.num_layers - 1);
+  for (HeatmapView* h : head_views_) h->deleteLater();
+  head_views_.clear();
+  for (int h = 0; h < model->config.num_heads; ++h) {
+    auto* v = new HeatmapView(this);
+    v->setMaxCells(64);
+    v->setMinimumSize(120, 120);
+    heads_grid_->addWidget(v, h / 4, h % 4);
+    head_views_.push_back(v);
+  }
+  progress_->setRange(0, tc.epochs * static_cast<int>((train.size() + tc.batch - 1) / tc.batch));
+  progress_->setValue(0);
+  cancel_ = false;
+  paused_ = false;
+  finished_ = false;
+  trained_.reset();
+  save_->setEnabled(false);
+  explore_->setEnabled(false);
+  setRunning(true);
+  start_ms_ = QDateTime::currentMSecsSinceEpoch();
+  emit status("training started");
+
+  worker_ = std::thread([this, model, train = std::move(train), val = std::move(val), tc]() {
+    auto post = [this](auto fn) { QMetaObject::invokeMethod(this, std::move(fn), Qt::QueuedConnection); };
+    const int snapshot_every = std::max(1, static_cast<int>((train.size() / tc.batch) / 5));  // ~5 per epoch
+    auto snapshot = [&](int step) {
+      std::string text;
+      {
+        std::lock_guard<std::mutex> lock(probe_mutex_);
+        text = probe_text_;
+      }
+      try {
+        Tokenized t = tokenize(text, model->config, model->vocab);
+        if (t.ids.empty()) return;
+        if (static_cast<int>(t.ids.size()) > model->config.max_len) t.ids.resize(static_cast<size_t>(model->config.max_len)), t.tokens.resize(t.ids.size());
+        auto backend = make_backend("cpu");
+        ForwardRequest req;
+        req.ids = t.ids;
+        Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(*model, *backend, req)), t.tokens};
+        post([this, s] {
+          snapshots_.push_back(s);
+          const bool at_end = timeline_->value() == timeline_->maximum();
+          timeline_->setRange(0, static_cast<int>(snapshots_.size()) - 1);
+          if (at_end) timeline_->setValue(timeline_->maximum());
+          if (at_end || snapshots_.size() == 1) showSnapshot(timeline_->value());
+        });
+      } catch (const Error&) {
+        // a probe the model cannot read (no vocabulary match) is simply not shown
+      }
+    };
+    snapshot(0);
+    int last_step = 0, last_snapshot = 0;
+    TrainCallbacks cb;
+    cb.cancel = &cancel_;
+    cb.on_step = [&](const TrainProgress& p) {
+      post([this, p] { onStep(p); });
+      last_step = p.step;
+      if (p.step % snapshot_every == 0) snapshot(last_snapshot = p.step);
+      while (paused_ && !cancel_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    };
+    cb.on_epoch = [&](const EpochReport& r) { post([this, r] { onEpoch(r); }); };
+    TrainResult result;
+    EvalResult ev;
+    try {
+      result = train_model(*model, train, val, tc, cb);
+      auto ops = make_train_ops("cpu");
+      ev = evaluate(*model, *ops, val);
+      if (last_step != last_snapshot) snapshot(last_step);  // the final weights (best epoch restored)
+    } catch (const std::exception& e) {
+      result.message = e.what();
+      result.diverged = true;
+    }
+    std::shared_ptr<const Model> done = model;
+    post([this, result, ev, done] { onFinished(result, ev, done); });
+  });
+  return true;
+}
+
+void TrainView::setPaused(bool paused) {
+  paused_ = paused;
+  pause_->setText(paused ? "Resume" : "Pause");
+  emit status(paused ? "training paused" : "training resumed");
+}
+
+void TrainView::stopTraining() {
+  cancel_ = true;
+  paused_ = false;
+  emit status("stopping training...");
+}
+
+void TrainView::waitForFinish() {
+  while (!finished_) {
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+    QThread::msleep(5);
+  }
+  if (worker_.joinable()) worker_.join();
+  QCoreApplication::processEvents();
+}
+
+void TrainView::onStep(const TrainProgress& p) {
+  loss_->append(0, p.step, p.loss);
+  smoothed_ = smoothed_ < 0 ? p.loss : 0.95 * smoothed_ + 0.05 * p.loss;
+  loss_->append(1, p.step, smoothed_);
+  progress_->setValue(p.step);
+  const double elapsed = (QDateTime::currentMSecsSinceEpoch() - start_ms_) / 1000.0;
+  const double left = p.step > 0 ? elapsed / p.step * (p.total_steps - p.step) : 0;
+  progress_label_->setText(QString("epoch %1/%2, step %3/%4, %5 samples/s, about %6 s left")
+                               .arg(p.epoch)
+                               .arg(p.epochs)
+                               .arg(p.step)
+                               .arg(p.total_steps)
+                               .arg(p.samples_per_s, 0, 'f', 0)
+                               .arg(left, 0, 'f', 0));
+}
+
+void TrainView::onEpoch(const EpochReport& r) {
+  const double step = static_cast<double>(progress_->value());
+  loss_->append(2, step, r.val_loss);
+  acc_->append(0, r.epoch, r.val_acc);
+  emit status(QString("epoch %1: train loss %2, validation loss %3, validation accuracy %4")
+                  .arg(r.epoch)
+                  .arg(r.train_loss, 0, 'f', 4)
+                  .arg(r.val_loss, 0, 'f', 4)
+                  .arg(r.val_acc, 0, 'f', 4));
+}
+
+void TrainView::onFinished(const TrainResult& r, const EvalResult& ev, std::shared_ptr<const Model> model) {
+  finished_ = true;
+  if (worker_.joinable()) worker_.join();
+  setRunning(false);
+  trained_ = std::move(model);
+  save_->setEnabled(true);
+  explore_->setEnabled(true);
+  if (!r.message.empty()) {
+    fail(QString::fromStdString(r.message));
+  } else {
+    message_->setStyleSheet("color: #060;");
+    message_->setText(QString("Done: validation accuracy %1 (weights of epoch %2).").arg(ev.accuracy, 0, 'f', 4).arg(r.best_epoch));
+  }
+  if (r.diverged) message_->setStyleSheet("color: #a00;");
+  const int C = static_cast<int>(ev.confusion.size());
+  confusion_->setRowCount(C);
+  confusion_->setColumnCount(C + 1);
+  QStringList labels;
+  for (int k = 0; k < C; ++k) labels << QString::fromStdString(trained_->label(k));
+  confusion_->setVerticalHeaderLabels(labels);
+  confusion_->setHorizontalHeaderLabels(QStringList(labels) << "class accuracy");
+  for (int a = 0; a < C; ++a) {
+    for (int b = 0; b < C; ++b)
+      confusion_->setItem(a, b, new QTableWidgetItem(QString::number(ev.confusion[static_cast<size_t>(a)][static_cast<size_t>(b)])));
+    const double acc = ev.class_accuracy[static_cast<size_t>(a)];
+    confusion_->setItem(a, C, new QTableWidgetItem(std::isnan(acc) ? "-" : QString::number(acc, 'f', 4)));
+  }
+  emit status(r.cancelled ? "training stopped" : r.diverged ? "training diverged" : "training finished");
+}
+
+void TrainView::showSnapshot(int index) {
+  if (index < 0 || index >= static_cast<int>(snapshots_.size())) return;
+  const Snapshot& s = snapshots_[static_cast<size_t>(index)];
+  timeline_label_->setText(QString("step %1 (%2 of %3)").arg(s.step).arg(index + 1).arg(snapshots_.size()));
+  const int layer = std::min(probe_layer_->value(), static_cast<int>(s.result->attention.size()) - 1);
+  QStringList labels;
+  for (const auto& t : s.tokens) labels << QString::fromStdString(t);
+  for (int h = 0; h < static_cast<int>(head_views_.size()); ++h) {
+    HeatmapData d = head_heatmap(s.result, layer, h, 64);
+    d.row_labels = labels;
+    d.col_labels = labels;
+    d.title = QString("head %1").arg(h);
+    head_views_[static_cast<size_t>(h)]->setData(std::move(d));
+  }
+}
+
+bool TrainView::saveModel(const QString& dir) {
+  if (!trained_) return false;
+  try {
+    save_model(*trained_, dir.toStdString());
+  } catch (const Error& e) {
+    fail(QString::fromStdString(e.what()));
+    return false;
+  }
+  emit status("saved the model to " + dir);
+  return true;
+}
+
+void TrainView::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void TrainView::dropEvent(QDropEvent* e) {
+  const auto urls = e->mimeData()->urls();
+  if (!urls.isEmpty()) loadDataset(urls.first().toLocalFile());
+}
+
+}  // namespace attnlab
