@@ -36,7 +36,7 @@ usage:
   attnlab-cli forward [--model DIR] (--text "..." | --ids 5,17,2)
                       [--cross-text "..." | --cross-ids ...]
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
-                      [--pad-to N] [--backend reference|cpu] [--attn-out A.npy] [--out H.npy]
+                      [--pad-to N] [--backend cpu|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--mask-out M.npy] [--json] [--save-model DIR]
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--backend cpu] [--repeat N] [--json]
@@ -49,6 +49,7 @@ usage:
                       [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|reference]
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--json]
+  attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
                       [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
@@ -181,6 +182,25 @@ int bench_train(const Args& a) {
   return 0;
 }
 
+int cmd_devices(const std::vector<std::string>& argv) {
+  const Args a(argv, {}, {"--json"});
+  const auto names = backend_names();
+  json list = json::array();
+  for (const auto& n : names) {
+    auto b = make_backend(n);
+    list.push_back({{"backend", n}, {"device", b->device()}, {"notice", b->notice()}});
+  }
+  if (a.has("--json")) {
+    std::cout << list.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& d : list) std::printf("%-10s %s\n", d["backend"].get<std::string>().c_str(), d["device"].get<std::string>().c_str());
+  if (!opencl_compiled_in()) std::printf("(built without OpenCL: ATTNLAB_OPENCL=OFF)\n");
+  else if (names.size() == 2) std::printf("(no OpenCL device found: install a driver such as pocl-opencl-icd)\n");
+  std::printf("--backend opencl picks the first GPU, else the first device.\n");
+  return 0;
+}
+
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout"}), {"--json", "--random-init", "--train"});
   if (a.has("--train")) return bench_train(a);
@@ -211,16 +231,29 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const double flops = c.num_layers * (8.0 * Td * E * E + 4.0 * Td * Td * E + 4.0 * Td * E * F);
   const double med = median(ms);
   const double gflops = flops / (med * 1e-3) / 1e9;
+  // Device time split (OpenCL): one more profiled pass.
+  backend->set_profiling(true);
+  run_forward(model, *backend, req);
+  const auto [transfer_ms, kernel_ms] = backend->take_device_profile();
+  backend->set_profiling(false);
+  const double device_ms = transfer_ms + kernel_ms;
   if (a.has("--json")) {
     json j = {{"backend", backend->name()}, {"layers", c.num_layers}, {"dim", c.embed_size}, {"heads", c.num_heads},
               {"ff", c.ff_dim}, {"seq", T}, {"mask", req.mask.describe()}, {"repeat", repeat},
-              {"median_ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())}, {"gflops", gflops}};
+              {"median_ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())}, {"gflops", gflops},
+              {"device", backend->device()}};
+    if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
+    if (!backend->notice().empty()) j["notice"] = backend->notice();
     std::cout << j.dump() << "\n";
   } else {
     std::printf("backend %s  layers %d dim %d heads %d ff %d seq %d mask %s\n", backend->name().c_str(), c.num_layers,
                 c.embed_size, c.num_heads, c.ff_dim, T, req.mask.describe().c_str());
-    std::printf("median %.3f ms over %d runs (min %.3f)  %.1f GFLOP/s\n", med, repeat,
-                *std::min_element(ms.begin(), ms.end()), gflops);
+    std::printf("median %.3f ms over %d runs (min %.3f)  %.1f GFLOP/s  device %s\n", med, repeat,
+                *std::min_element(ms.begin(), ms.end()), gflops, backend->device().c_str());
+    if (device_ms > 0)
+      std::printf("device time: transfers %.1f%%, kernels %.1f%% (%.2f ms of %.2f ms)\n", 100 * transfer_ms / device_ms,
+                  100 * kernel_ms / device_ms, transfer_ms, device_ms);
+    if (!backend->notice().empty()) std::printf("note: %s\n", backend->notice().c_str());
   }
   return 0;
 }
@@ -240,6 +273,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "forward") return cmd_forward(args, argv[0]);
     if (cmd == "bench") return cmd_bench(args, argv[0]);
+    if (cmd == "devices") return cmd_devices(args);
     if (cmd == "train") return cmd_train(args);
     if (cmd == "eval") return cmd_eval(args, argv[0]);
     if (cmd == "predict") return cmd_predict(args, argv[0]);

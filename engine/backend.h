@@ -21,6 +21,7 @@ struct EncodeOptions {
 
 struct EncodeOutput {
   Tensor hidden;                     // [T, E] final hidden states
+  std::vector<float> logits;         // filled by backends that pool and classify on the device
   std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
   std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
 };
@@ -30,6 +31,12 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual std::string device() const { return "CPU"; }
+  // Why this backend is not what was asked for (an OpenCL fallback to cpu), or empty.
+  virtual std::string notice() const { return {}; }
+  // Device time split of the passes since the last call, for benchmarks: {transfers, kernels}
+  // in ms. Backends without a device return {0, 0}.
+  virtual std::pair<double, double> take_device_profile() { return {0, 0}; }
+  virtual void set_profiling(bool) {}
   virtual EncodeOutput encode(const Model& model, const std::vector<int>& ids, const AttnMask& mask,
                               const EncodeOptions& options) = 0;
   // Layer `layer`'s attention probabilities [heads, T_a, T_b] with queries from xa and keys from
@@ -40,9 +47,17 @@ class Backend {
 
 std::unique_ptr<Backend> make_reference_backend();
 std::unique_ptr<Backend> make_cpu_backend();
-// "reference" or "cpu"; Error listing the choices otherwise.
+// spec: "opencl" (prefers a GPU) or "opencl:N". Never fails: when OpenCL cannot run (no
+// platform, no such device, kernels that do not build, a failed allocation), the backend runs
+// on cpu and notice() says why.
+std::unique_ptr<Backend> make_opencl_backend(const std::string& spec);
+// "reference", "cpu", "opencl", "opencl:N"; Error listing the choices otherwise.
 std::unique_ptr<Backend> make_backend(const std::string& name);
+// What a user can pick: cpu, reference, and opencl:N for every OpenCL device found.
 std::vector<std::string> backend_names();
+bool opencl_compiled_in();
+// A short description of a backend's device ("CPU", an OpenCL device's name) without starting it.
+std::string backend_description(const std::string& name);
 
 // Shared by the backends (plain code, cheap next to the layers):
 // token embedding + positional term, [T, E].

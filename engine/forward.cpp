@@ -11,10 +11,9 @@ namespace attnlab {
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "reference") return make_reference_backend();
   if (name == "cpu") return make_cpu_backend();
-  throw Error("unknown backend \"" + name + "\" (expected reference or cpu)");
+  if (name == "opencl" || name.rfind("opencl:", 0) == 0) return make_opencl_backend(name);
+  throw Error("unknown backend \"" + name + "\" (expected cpu, reference, opencl or opencl:N)");
 }
-
-std::vector<std::string> backend_names() { return {"cpu", "reference"}; }
 
 Tensor embed_tokens(const Model& model, const std::vector<int>& ids) {
   const ModelConfig& c = model.config;
@@ -124,6 +123,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.mask = build_mask(req.mask, T, T, c.num_heads, req.ids, pad);
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);
+    r.logits = std::move(out.logits);
     r.attention = std::move(out.attention);
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {
@@ -150,7 +150,8 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.cross_hidden = std::move(b.hidden);
     r.warnings = mask_warnings(r.mask, "cross-attention mask");
   }
-  r.logits = classify(model, r.hidden, r.ids);
+  if (r.logits.empty()) r.logits = classify(model, r.hidden, r.ids);
+  if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
   if (!r.logits.empty()) {
     r.class_probs = softmax(r.logits);
     r.predicted = static_cast<int>(std::max_element(r.class_probs.begin(), r.class_probs.end()) - r.class_probs.begin());

@@ -22,8 +22,9 @@ RANDOM = ["--random-init", "--seed", "3", "--dim", "32", "--heads", "4", "--laye
           "--max-len", "64", "--classes", "2"]
 
 
-def run(*args):
-    return subprocess.run([CLI, *args], capture_output=True, text=True)
+def run(*args, env=None):
+    return subprocess.run([CLI, *args], capture_output=True, text=True,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def check(name, cond, detail=""):
@@ -130,6 +131,34 @@ data_bad_cases = [
     ("export: no such head", ["export", *RANDOM, "--text", "hi", "--head", "9", "--out", os.path.join(tmp, "x.png")], "head 9 does not exist"),
     ("eval: label unseen in training", ["eval", "--model", trained, "--data", unseen], "label \"neutral\" was not seen"),
 ]
+
+# --- OpenCL: the device list, agreement with cpu, and the fallbacks ----------------------------
+r = run("devices")
+has_opencl = "opencl:0" in r.stdout
+check("devices lists cpu, reference and the OpenCL device (CI installs PoCL)", r.returncode == 0 and has_opencl and
+      r.stdout.startswith("cpu"), r.stdout + r.stderr)
+if has_opencl:
+    a_cpu, a_ocl = os.path.join(tmp, "cpu.npy"), os.path.join(tmp, "ocl.npy")
+    run("forward", *RANDOM, "--text", "opencl check", "--mask", "causal", "--attn-out", a_cpu)
+    r = run("forward", *RANDOM, "--text", "opencl check", "--mask", "causal", "--attn-out", a_ocl, "--backend", "opencl", "--json")
+    check("forward --backend opencl agrees with cpu to 1e-4, no warning",
+          r.returncode == 0 and json.loads(r.stdout)["backend"] == "opencl" and not json.loads(r.stdout)["warnings"]
+          and np.abs(np.load(a_cpu) - np.load(a_ocl)).max() < 1e-4, r.stderr)
+    broken = os.path.join(tmp, "broken_kernels")
+    os.makedirs(broken)
+    write("broken_kernels/softmax.cl", "__kernel void masked_softmax(__global float* p) { this is not OpenCL C }\n")
+    r = run("forward", *RANDOM, "--text", "opencl check", "--mask", "causal", "--attn-out", a_ocl, "--backend", "opencl",
+            "--json", env={"ATTNLAB_OPENCL_KERNELS": broken})
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("kernels that fail to build: falls back to cpu, says why, same answers",
+          j.get("backend") == "cpu" and any("building attnlab's kernels failed" in w for w in j.get("warnings", []))
+          and np.array_equal(np.load(a_cpu), np.load(a_ocl)), r.stdout + r.stderr)
+    r = run("forward", *RANDOM, "--text", "hi", "--backend", "opencl:9", "--json")
+    check("a device index that does not exist: falls back to cpu, says why",
+          r.returncode == 0 and any("no device 9" in w for w in json.loads(r.stdout)["warnings"]), r.stderr)
+r = run("forward", *RANDOM, "--text", "hi", "--backend", "opencl:x")
+check("a malformed opencl:N is still a warning with a cpu result", r.returncode == 0 and "expected opencl or opencl:N" in r.stderr,
+      r.stderr)
 
 # --- bad input --------------------------------------------------------------------------------
 broken = os.path.join(tmp, "broken")

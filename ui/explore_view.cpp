@@ -436,8 +436,8 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   QStringList warn;
   for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
   emit warnings(warn);
-  emit status(QString("backend %1 | %2 tokens | forward %3 ms%4")
-                  .arg(backend_)
+  emit status(QString("backend %1 (%2) | %3 tokens | forward %4 ms%5")
+                  .arg(out.backend, out.device)
                   .arg(result_->ids.size())
                   .arg(result_->millis, 0, 'f', 1)
                   .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));

@@ -33,6 +33,8 @@ void ForwardRunner::start(ForwardJob job) {
     try {
       auto backend = make_backend(job.backend);
       out.result = std::make_shared<const ForwardResult>(run_forward(*job.model, *backend, job.request));
+      out.backend = QString::fromStdString(backend->name());
+      out.device = QString::fromStdString(backend->device());
       const int L = job.model->config.num_layers, H = job.model->config.num_heads;
       for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) out.heads.push_back(head_heatmap(out.result, l, h, job.display_cells));

@@ -30,6 +30,7 @@ struct ForwardOutcome {
   std::vector<HeatmapData> heads;                // [layer * heads + head], ready to draw
   HeatmapData mask;                              // the effective mask (head 0's plane)
   QString error;
+  QString backend, device;  // what actually ran (after any fallback)
   qint64 submitted_ns = 0;
 };
 

@@ -44,10 +44,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tb->addSeparator();
   tb->addWidget(new QLabel(" Backend: ", this));
   backend_ = new QComboBox(this);
-  for (const auto& b : backend_names()) backend_->addItem(QString::fromStdString(b));
-  backend_->setToolTip("cpu: Eigen, multi-threaded (fast). reference: plain loops (slow, for checking).");
+  for (const auto& b : backend_names()) {
+    backend_->addItem(QString::fromStdString(b));
+    backend_->setItemData(backend_->count() - 1, QString::fromStdString(backend_description(b)), Qt::ToolTipRole);
+  }
+  backend_->setToolTip("cpu: Eigen, multi-threaded (the fast choice on a CPU). reference: plain loops (slow, for checking).\n"
+                       "opencl:N: an OpenCL device (fast on a GPU; the first pass compiles its kernels).");
   tb->addWidget(backend_);
-  connect(backend_, &QComboBox::currentTextChanged, explore_, &ExploreView::setBackend);
+  connect(backend_, &QComboBox::currentTextChanged, this, [this](const QString& name) {
+    if (name.startsWith("opencl"))
+      statusBar()->showMessage("OpenCL on " + QString::fromStdString(backend_description(name.toStdString())) +
+                               ": the first pass compiles the kernels in the background");
+    explore_->setBackend(name);
+  });
 
   warn_ = new QLabel(this);
   warn_->setStyleSheet("color: #b35900;");

@@ -1,0 +1,354 @@
+// The opencl backend: the whole forward pass on the device. CLBlast runs the matrix products
+// (plain GEMMs for projections and feed-forward, strided-batched GEMMs for the per-head score
+// and context products); our kernels (engine/opencl/kernels/*.cl) do the rest. Activations stay
+// on the device from the embedding to the logits; the host receives the final hidden states,
+// the logits and the probabilities of the layers it asked for. Weights are uploaded once per
+// model and workspaces are reused between passes. Any OpenCL failure moves the backend to cpu,
+// with notice() saying why.
+#include <cmath>
+#include <cstring>
+
+#include "engine/backend.h"
+#include "engine/opencl/cl_runtime.h"
+
+namespace attnlab {
+
+namespace {
+
+using cl::Buffer;
+using cl::Runtime;
+
+struct DeviceLayer {
+  Buffer wq, bq, wk, bk, wv, bv, wo, bo, ln1_g, ln1_b, w1, b1, w2, b2, ln2_g, ln2_b;
+};
+
+struct DeviceWeights {
+  Buffer embedding, pos, rel, fc_w, fc_b;
+  std::vector<DeviceLayer> layers;
+};
+
+struct Workspace {
+  Buffer ids, pos, x, a, q, k, v, p, g, ctx, o, h, f, pool_w, pooled, logits, blocked, additive, xa, xb;
+};
+
+// Identifies a model's weights without hashing all of them: sizes, buffer addresses and a few
+// sampled values per tensor (training changes every value, so a trained model never matches
+// its earlier self).
+uint64_t fingerprint(const Model& m) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+  auto tensor = [&](const Tensor& t) {
+    mix(t.data.size());
+    mix(reinterpret_cast<uintptr_t>(t.data.data()));
+    for (size_t k = 0; k < 8 && !t.data.empty(); ++k) {
+      uint32_t bits;
+      std::memcpy(&bits, &t.data[k * (t.data.size() - 1) / 7], 4);
+      mix(bits);
+    }
+  };
+  const ModelWeights& w = m.weights;
+  for (const Tensor* t : {&w.embedding, &w.pos_embedding, &w.rel_pos, &w.fc_w, &w.fc_b}) tensor(*t);
+  for (const auto& L : w.layers)
+    for (const Tensor* t : {&L.wq, &L.bq, &L.wk, &L.bk, &L.wv, &L.bv, &L.wo, &L.bo, &L.ln1_g, &L.ln1_b, &L.w1, &L.b1, &L.w2, &L.b2,
+                            &L.ln2_g, &L.ln2_b})
+      tensor(*t);
+  mix(static_cast<uint64_t>(m.config.num_heads));
+  return h;
+}
+
+class OpenClBackend final : public Backend {
+ public:
+  explicit OpenClBackend(const std::string& spec) {
+    try {
+      rt_ = Runtime::get(cl::resolve_device(spec));
+    } catch (const std::exception& e) {
+      fall_back(e.what());
+    }
+  }
+
+  std::string name() const override { return fallback_ ? "cpu" : "opencl"; }
+  std::string device() const override { return fallback_ ? "CPU" : rt_->device().name + " (" + rt_->device().platform + ")"; }
+  std::string notice() const override { return notice_; }
+  void set_profiling(bool on) override {
+    if (fallback_) return;
+    std::lock_guard<std::mutex> lock(rt_->mutex());
+    rt_->set_profiling(on);
+  }
+  std::pair<double, double> take_device_profile() override {
+    if (fallback_) return {0, 0};
+    std::lock_guard<std::mutex> lock(rt_->mutex());
+    const auto p = rt_->take_profile();
+    return {p.transfer_ms, p.kernel_ms};
+  }
+
+  EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask, const EncodeOptions& o) override {
+    if (!fallback_) {
+      try {
+        return encode_cl(m, ids, mask, o);
+      } catch (const std::exception& e) {
+        fall_back(e.what());
+      }
+    }
+    return fallback_->encode(m, ids, mask, o);
+  }
+
+  Tensor cross_attention(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
+    if (!fallback_) {
+      try {
+        return cross_cl(m, layer, xa, xb, mask);
+      } catch (const std::exception& e) {
+        fall_back(e.what());
+      }
+    }
+    return fallback_->cross_attention(m, layer, xa, xb, mask);
+  }
+
+ private:
+  void fall_back(const std::string& why) {
+    notice_ = why + "; using the cpu backend";
+    fallback_ = make_cpu_backend();
+  }
+
+  void up(Buffer& b, const Tensor& t) { rt_->upload(b, t.ptr(), t.data.size() * sizeof(float)); }
+
+  DeviceWeights& weights(const Model& m) {
+    const std::string key = "weights";
+    const uint64_t fp = fingerprint(m);
+    auto& cache = rt_->cache();
+    auto it = cache.find(key);
+    if (it != cache.end() && cached_fp(it->second) == fp) return static_cast<Entry*>(it->second.get())->w;
+    auto e = std::make_shared<Entry>();
+    e->fp = fp;
+    DeviceWeights& w = e->w;
+    const ModelWeights& W = m.weights;
+    up(w.embedding, W.embedding);
+    if (!W.pos_embedding.empty()) up(w.pos, W.pos_embedding);
+    if (!W.rel_pos.empty()) up(w.rel, W.rel_pos);
+    if (!W.fc_w.empty()) up(w.fc_w, W.fc_w), up(w.fc_b, W.fc_b);
+    for (const auto& L : W.layers) {
+      DeviceLayer d;
+      up(d.wq, L.wq), up(d.bq, L.bq), up(d.wk, L.wk), up(d.bk, L.bk), up(d.wv, L.wv), up(d.bv, L.bv);
+      up(d.wo, L.wo), up(d.bo, L.bo), up(d.ln1_g, L.ln1_g), up(d.ln1_b, L.ln1_b);
+      if (!L.w1.empty()) {
+        up(d.w1, L.w1), up(d.b1, L.b1), up(d.w2, L.w2), up(d.b2, L.b2), up(d.ln2_g, L.ln2_g), up(d.ln2_b, L.ln2_b);
+      }
+      w.layers.push_back(std::move(d));
+    }
+    rt_->finish();
+    cache[key] = e;  // one model at a time: a new model replaces the old one's buffers
+    return e->w;
+  }
+
+  Workspace& workspace() {
+    auto& slot = rt_->cache()["workspace"];
+    if (!slot) slot = std::make_shared<Workspace>();
+    return *static_cast<Workspace*>(slot.get());
+  }
+
+  // y (rows, out) = x (rows, in) W^T + b
+  void linear(const Buffer& x, int rows, int in, const Buffer& W, const Buffer& b, int out, Buffer& y) {
+    rt_->reserve(y, static_cast<size_t>(rows) * out * 4);
+    rt_->gemm(true, rows, out, in, x, 0, in, W, 0, in, y, 0, out);
+    rt_->add_bias(y, b, rows, out);
+  }
+
+  // P (H, T, S) = masked softmax of (Q K^T [+ relative]) / sqrt(D); Q (T, E), K (S, E).
+  void scores(const Model& m, const Buffer& Q, const Buffer& K, int T, int S, Workspace& ws, const DeviceWeights& w) {
+    const ModelConfig& c = m.config;
+    const int H = c.num_heads, D = c.head_dim(), E = c.embed_size;
+    rt_->reserve(ws.p, static_cast<size_t>(H) * T * S * 4);
+    rt_->gemm(true, T, S, D, Q, 0, E, K, 0, E, ws.p, 0, S, H, D, D, static_cast<size_t>(T) * S);
+    if (c.positional == Positional::Relative) {
+      const int lo = relative_index(0, S - 1, c.max_len), hi = relative_index(T - 1, 0, c.max_len), nrel = hi - lo + 1;
+      rt_->reserve(ws.g, static_cast<size_t>(H) * T * nrel * 4);
+      rt_->gemm(true, T, nrel, D, Q, 0, E, w.rel, static_cast<size_t>(lo) * E, E, ws.g, 0, nrel, H, D, D, static_cast<size_t>(T) * nrel);
+      rt_->add_relative(ws.p, ws.g, H, T, S, nrel, lo, c.max_len);
+    }
+  }
+
+  void upload_mask(const AttnMask& mask, Workspace& ws, const Buffer*& blocked, const Buffer*& additive) {
+    blocked = additive = nullptr;
+    if (!mask.blocked.empty()) {
+      rt_->upload(ws.blocked, mask.blocked.data(), mask.blocked.size());
+      blocked = &ws.blocked;
+    }
+    if (!mask.additive.empty()) {
+      rt_->upload(ws.additive, mask.additive.data(), mask.additive.size() * 4);
+      additive = &ws.additive;
+    }
+  }
+
+  EncodeOutput encode_cl(const Model& m, const std::vector<int>& ids, const AttnMask& mask, const EncodeOptions& opt) {
+    std::lock_guard<std::mutex> lock(rt_->mutex());
+    const ModelConfig& c = m.config;
+    const int T = static_cast<int>(ids.size()), E = c.embed_size, H = c.num_heads, D = c.head_dim(), F = c.ff_dim;
+    const size_t TE = static_cast<size_t>(T) * E;
+    DeviceWeights& w = weights(m);
+    Workspace& ws = workspace();
+    EncodeOutput out;
+    out.attention.resize(static_cast<size_t>(c.num_layers));
+
+    rt_->upload(ws.ids, ids.data(), ids.size() * sizeof(int));
+    const Buffer* pos = nullptr;
+    Tensor sin_table;
+    if (c.positional == Positional::Learned) {
+      pos = &w.pos;
+    } else if (c.positional == Positional::Sinusoidal) {
+      // Precomputed in double on the host: float sin() of angles up to max_len loses ~1e-4.
+      sin_table = Tensor({T, E});
+      for (int t = 0; t < T; ++t)
+        for (int k = 0; k < E / 2; ++k) {
+          const double angle = t / std::pow(10000.0, 2.0 * k / E);
+          sin_table.at(t, 2 * k) = static_cast<float>(std::sin(angle));
+          sin_table.at(t, 2 * k + 1) = static_cast<float>(std::cos(angle));
+        }
+      up(ws.pos, sin_table);
+      pos = &ws.pos;
+    }
+    rt_->reserve(ws.x, TE * 4);
+    rt_->embed(ws.ids, w.embedding, pos, T, E, ws.x);
+    const Buffer *blocked, *additive;
+    upload_mask(mask, ws, blocked, additive);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+    for (int l = 0; l < c.num_layers; ++l) {
+      const DeviceLayer& L = w.layers[static_cast<size_t>(l)];
+      if (opt.keep_layer_inputs) {
+        Tensor in({T, E});
+        rt_->download(ws.x, in.ptr(), TE * 4);
+        out.layer_inputs.push_back(std::move(in));
+      }
+      const bool pre = c.norm == NormPlacement::Pre;
+      const Buffer* a_in = &ws.x;
+      if (pre) {
+        rt_->reserve(ws.a, TE * 4);
+        rt_->copy(ws.a, ws.x, static_cast<int>(TE));
+        rt_->layer_norm(ws.a, L.ln1_g, L.ln1_b, T, E, c.layer_norm_eps);
+        a_in = &ws.a;
+      }
+      linear(*a_in, T, E, L.wq, L.bq, E, ws.q);
+      linear(*a_in, T, E, L.wk, L.bk, E, ws.k);
+      linear(*a_in, T, E, L.wv, L.bv, E, ws.v);
+      scores(m, ws.q, ws.k, T, T, ws, w);
+      rt_->masked_softmax(ws.p, H, T, T, scale, blocked, additive, mask.planes);
+      if (opt.keep_attention.empty() || opt.keep_attention[static_cast<size_t>(l)]) {
+        Tensor probs({H, T, T});
+        rt_->download(ws.p, probs.ptr(), probs.data.size() * 4);
+        out.attention[static_cast<size_t>(l)] = std::move(probs);
+      }
+      // ctx_h = P_h V_h, written into head h's columns
+      rt_->reserve(ws.ctx, TE * 4);
+      rt_->gemm(false, T, D, T, ws.p, 0, T, ws.v, 0, E, ws.ctx, 0, E, H, static_cast<size_t>(T) * T, D, D);
+      linear(ws.ctx, T, E, L.wo, L.bo, E, ws.o);
+      if (pre) {
+        rt_->add_inplace(ws.x, ws.o, static_cast<int>(TE));
+      } else {
+        rt_->add_inplace(ws.o, ws.x, static_cast<int>(TE));
+        rt_->layer_norm(ws.o, L.ln1_g, L.ln1_b, T, E, c.layer_norm_eps);
+        std::swap(ws.x, ws.o);
+      }
+      if (F > 0) {
+        const Buffer* f_in = &ws.x;
+        if (pre) {
+          rt_->copy(ws.a, ws.x, static_cast<int>(TE));
+          rt_->layer_norm(ws.a, L.ln2_g, L.ln2_b, T, E, c.layer_norm_eps);
+          f_in = &ws.a;
+        }
+        linear(*f_in, T, E, L.w1, L.b1, F, ws.h);
+        rt_->activation(ws.h, T * F, c.activation == Activation::Gelu);
+        linear(ws.h, T, F, L.w2, L.b2, E, ws.f);
+        if (pre) {
+          rt_->add_inplace(ws.x, ws.f, static_cast<int>(TE));
+        } else {
+          rt_->add_inplace(ws.f, ws.x, static_cast<int>(TE));
+          rt_->layer_norm(ws.f, L.ln2_g, L.ln2_b, T, E, c.layer_norm_eps);
+          std::swap(ws.x, ws.f);
+        }
+      }
+    }
+    out.hidden = Tensor({T, E});
+    rt_->download(ws.x, out.hidden.ptr(), TE * 4);
+    if (c.num_classes > 0) {
+      // pooling weights per position, then logits = pooled fc^T + b on the device
+      std::vector<float> pw(static_cast<size_t>(T), 0.0f);
+      const int pad = m.vocab.pad_id();
+      int count = 0;
+      for (int t = 0; t < T; ++t) {
+        const bool use = c.pooling == Pooling::Cls ? t == 0 : c.pooling == Pooling::MaskedMean ? ids[static_cast<size_t>(t)] != pad : true;
+        if (use) pw[static_cast<size_t>(t)] = 1.0f, ++count;
+      }
+      for (float& v : pw) v = count ? v / static_cast<float>(count) : 0.0f;
+      rt_->upload(ws.pool_w, pw.data(), pw.size() * 4);
+      rt_->reserve(ws.pooled, static_cast<size_t>(E) * 4);
+      rt_->pool(ws.x, ws.pool_w, T, E, ws.pooled);
+      linear(ws.pooled, 1, E, w.fc_w, w.fc_b, c.num_classes, ws.logits);
+      out.logits.resize(static_cast<size_t>(c.num_classes));
+      rt_->download(ws.logits, out.logits.data(), out.logits.size() * 4);
+    }
+    rt_->finish();
+    return out;
+  }
+
+  Tensor cross_cl(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) {
+    std::lock_guard<std::mutex> lock(rt_->mutex());
+    const ModelConfig& c = m.config;
+    const int T = static_cast<int>(xa.dim(0)), S = static_cast<int>(xb.dim(0)), E = c.embed_size, H = c.num_heads;
+    DeviceWeights& w = weights(m);
+    Workspace& ws = workspace();
+    const DeviceLayer& L = w.layers[static_cast<size_t>(layer)];
+    up(ws.xa, xa);
+    up(ws.xb, xb);
+    if (c.norm == NormPlacement::Pre) {
+      rt_->layer_norm(ws.xa, L.ln1_g, L.ln1_b, T, E, c.layer_norm_eps);
+      rt_->layer_norm(ws.xb, L.ln1_g, L.ln1_b, S, E, c.layer_norm_eps);
+    }
+    linear(ws.xa, T, E, L.wq, L.bq, E, ws.q);
+    linear(ws.xb, S, E, L.wk, L.bk, E, ws.k);
+    scores(m, ws.q, ws.k, T, S, ws, w);
+    const Buffer *blocked, *additive;
+    upload_mask(mask, ws, blocked, additive);
+    rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(c.head_dim())), blocked, additive, mask.planes);
+    Tensor probs({H, T, S});
+    rt_->download(ws.p, probs.ptr(), probs.data.size() * 4);
+    rt_->finish();
+    return probs;
+  }
+
+  struct Entry {
+    uint64_t fp = 0;
+    DeviceWeights w;
+  };
+  static uint64_t cached_fp(const std::shared_ptr<void>& p) { return static_cast<Entry*>(p.get())->fp; }
+
+  std::shared_ptr<Runtime> rt_;
+  std::unique_ptr<Backend> fallback_;
+  std::string notice_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_opencl_backend(const std::string& spec) { return std::make_unique<OpenClBackend>(spec); }
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names = {"cpu", "reference"};
+  try {
+    for (const auto& d : cl::list_devices()) names.push_back("opencl:" + std::to_string(d.index));
+  } catch (const std::exception&) {
+  }
+  return names;
+}
+
+bool opencl_compiled_in() { return true; }
+
+std::string backend_description(const std::string& name) {
+  if (name.rfind("opencl", 0) != 0) return "CPU";
+  try {
+    const int i = cl::resolve_device(name);
+    const auto d = cl::list_devices()[static_cast<size_t>(i)];
+    return d.name + " (" + d.platform + (d.gpu ? ", GPU" : ", CPU") + ")";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace attnlab
