@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   if (p.isSet("text")) e->setText(p.value("text"));
   else if (e->text().isEmpty()) e->setText("the film was not very good");
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
-  if (p.isSet("backend")) e->setBackend(p.value("backend"));
+  if (p.isSet("backend")) w.setBackend(p.value("backend"));
   try {
     if (p.isSet("mask")) e->setMaskArgs(p.values("mask"));
   } catch (const std::exception& ex) {

@@ -114,7 +114,10 @@ void HeatmapView::rebuild() {
       }
       return t;
     };
-    const int w = std::max(60, plot_->width() - 140), h = std::max(60, plot_->height() - 120);
+    // The axis rect's size once laid out (a first guess before that).
+    const QRect ar = plot_->axisRect()->rect();
+    const int w = std::max(60, ar.width() > 10 ? ar.width() : plot_->width() - 120);
+    const int h = std::max(60, ar.height() > 10 ? ar.height() : plot_->height() - 100);
     plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, w));
     plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, h));
     plot_->xAxis->setLabel(factor_ > 1 ? QString("keys (max of %1x%1 blocks)").arg(factor_) : "keys");

@@ -178,6 +178,12 @@ void MainWindow::dropEvent(QDropEvent* e) {
   }
 }
 
+void MainWindow::setBackend(const QString& name) {
+  const int idx = backend_->findText(name);
+  if (idx >= 0) backend_->setCurrentIndex(idx);
+  explore_->setBackend(name);  // also names the combo cannot hold (an opencl:N that is not there)
+}
+
 void MainWindow::restoreSettings() {
   QSettings s;
   restoreGeometry(s.value("window/geometry").toByteArray());

@@ -28,6 +28,7 @@ class MainWindow : public QMainWindow {
   TrainView* train() const { return train_; }
   QTabWidget* tabs() const { return tabs_; }
   QString modelDir() const { return model_dir_; }
+  void setBackend(const QString& name);  // selects it in the toolbar too
   void restoreSettings();
   void saveSettings() const;
   void showError(const QString& message);  // a dialog unless headless, and the status bar
