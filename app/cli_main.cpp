@@ -6,6 +6,8 @@
 #include <iostream>
 #include <random>
 
+#include <sys/resource.h>
+
 #include <nlohmann/json.hpp>
 
 #include "app/cli_args.h"
@@ -127,6 +129,18 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
 }
 
 
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // kilobytes on Linux
+}
+
+double probability_bytes(const ModelConfig& c, int T, const std::vector<bool>& keep) {
+  int layers = 0;
+  for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
+  return static_cast<double>(layers) * c.num_heads * T * T * 4;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -202,7 +216,15 @@ int cmd_devices(const std::vector<std::string>& argv) {
 }
 
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout"}), {"--json", "--random-init", "--train"});
+  const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
+               {"--json", "--random-init", "--train", "--sgemm"});
+  if (a.has("--sgemm")) {
+    const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
+    const double g = sgemm_gflops(n, repeat);
+    if (a.has("--json")) std::cout << json{{"sgemm", n}, {"repeat", repeat}, {"gflops", g}}.dump() << "\n";
+    else std::printf("Eigen SGEMM %dx%dx%d: %.1f GFLOP/s (median of %d)\n", n, n, n, g, repeat);
+    return 0;
+  }
   if (a.has("--train")) return bench_train(a);
   Model model;
   if (a.has("--model")) {
@@ -223,6 +245,15 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   ForwardRequest req;
   for (int t = 0; t < T; ++t) req.ids.push_back(static_cast<int>(rng() % static_cast<unsigned>(c.vocab_size)));
   req.mask = mask_from_flags(a);
+  if (a.has("--keep-layers")) {
+    // "none", or a list of layers whose probabilities are kept (default: all)
+    req.keep_layers.assign(static_cast<size_t>(c.num_layers), false);
+    if (a.get("--keep-layers") != "none")
+      for (int l : parse_int_list(a.get("--keep-layers"), "--keep-layers")) {
+        if (l < 0 || l >= c.num_layers) throw Error("--keep-layers: no layer " + std::to_string(l));
+        req.keep_layers[static_cast<size_t>(l)] = true;
+      }
+  }
   auto backend = make_backend(a.get("--backend", "cpu"));
   run_forward(model, *backend, req);  // warm-up: first-touch allocations, thread pool start
   std::vector<double> ms;
@@ -241,7 +272,9 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     json j = {{"backend", backend->name()}, {"layers", c.num_layers}, {"dim", c.embed_size}, {"heads", c.num_heads},
               {"ff", c.ff_dim}, {"seq", T}, {"mask", req.mask.describe()}, {"repeat", repeat},
               {"median_ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())}, {"gflops", gflops},
-              {"device", backend->device()}};
+              {"device", backend->device()}, {"peak_rss_mb", peak_rss_mb()},
+              {"probability_mb", probability_bytes(c, T, req.keep_layers) / 1048576.0},
+              {"model_mb", static_cast<double>(c.parameter_count()) * 4 / 1048576.0}};
     if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
     if (!backend->notice().empty()) j["notice"] = backend->notice();
     std::cout << j.dump() << "\n";

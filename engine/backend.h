@@ -56,6 +56,9 @@ std::unique_ptr<Backend> make_backend(const std::string& name);
 // What a user can pick: cpu, reference, and opencl:N for every OpenCL device found.
 std::vector<std::string> backend_names();
 bool opencl_compiled_in();
+// This machine's practical limit for benchmarks: Eigen's SGEMM rate (GFLOP/s) on n x n x n,
+// the median of `repeat` runs.
+double sgemm_gflops(int n, int repeat);
 // A short description of a backend's device ("CPU", an OpenCL device's name) without starting it.
 std::string backend_description(const std::string& name);
 

@@ -3,7 +3,9 @@
 // parallel over heads, and a vectorised masked softmax written straight into the result.
 // This is the only translation unit of the engine that includes Eigen's heavy headers.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <omp.h>
@@ -58,8 +60,41 @@ RowMat feed_forward(const RowMat& x, const LayerWeights& L, Activation act) {
   return linear(h, L.w2, L.b2);
 }
 
-// Multi-head attention without its residual. Writes probabilities (H, T, S) to `probs` and
-// returns fc_out(concat_h(P_h V_h)) when `L` has to produce an output (with_output).
+// Rows of queries handled together: one GEMM per (head, block) over the keys the block can see.
+constexpr int kQueryBlock = 64;
+
+// First and last visible key of every (plane, query) row; lo > hi when the row sees nothing.
+struct Span {
+  int lo, hi;
+};
+std::vector<Span> visible_spans(const AttnMask& mask) {
+  const int T = mask.T, S = mask.S;
+  std::vector<Span> spans(static_cast<size_t>(mask.planes) * T, Span{0, S - 1});
+  if (mask.blocked.empty()) return spans;
+  for (int p = 0; p < mask.planes; ++p)
+    for (int i = 0; i < T; ++i) {
+      const uint8_t* row = mask.blocked.data() + mask.index(p, i, 0);
+      const void* first = std::memchr(row, 0, static_cast<size_t>(S));
+      if (!first) {
+        spans[static_cast<size_t>(p) * T + i] = Span{S, -1};
+        continue;
+      }
+      const void* last = memrchr(row, 0, static_cast<size_t>(S));
+      spans[static_cast<size_t>(p) * T + i] =
+          Span{static_cast<int>(static_cast<const uint8_t*>(first) - row), static_cast<int>(static_cast<const uint8_t*>(last) - row)};
+    }
+  return spans;
+}
+
+// Multi-head attention without its residual. Writes probabilities (H, T, S) to `probs` when it
+// is not null (it must then be zero-filled: only visible ranges are written) and returns
+// fc_out(concat_h(P_h V_h)) when with_output.
+//
+// Work is split into (head, block of 64 queries) tasks. Each task multiplies only the key range
+// [lo, hi] that some query of the block can see, so sparse masks (sliding window, causal,
+// strided with a small stride's band) skip the blocked work instead of computing and discarding
+// it; keys outside the range are blocked for every row of the block, so the softmax over the
+// range equals the softmax over the row. Without a mask the range is every key.
 RowMat multi_head_attention(const Model& model, const LayerWeights& L, const RowMat& xq, const RowMat& xkv,
                             const AttnMask& mask, float* probs, bool with_output) {
   const ModelConfig& c = model.config;
@@ -71,31 +106,51 @@ RowMat multi_head_attention(const Model& model, const LayerWeights& L, const Row
   if (with_output) V = linear(xkv, L.wv, L.bv);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool relative = c.positional == Positional::Relative;
-  // Rows of the relative table any (i, j) pair can reach: i - j runs from -(S-1) to T-1.
-  const int rel_lo = relative ? relative_index(0, S - 1, c.max_len) : 0;
-  const int rel_hi = relative ? relative_index(T - 1, 0, c.max_len) : 0;
-  RowMat context(with_output ? T : 0, with_output ? c.embed_size : 0);
+  const std::vector<Span> spans = visible_spans(mask);
+  const int blocks = (T + kQueryBlock - 1) / kQueryBlock;
+  RowMat context = RowMat::Zero(with_output ? T : 0, with_output ? c.embed_size : 0);
 
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int h = 0; h < H; ++h) {
-    Eigen::Map<RowMat> P(probs + static_cast<size_t>(h) * T * S, T, S);
-    P.noalias() = Q.middleCols(h * D, D) * K.middleCols(h * D, D).transpose();
-    if (relative) {
-      // q_i . r_(i-j) for every reachable table row at once, then gathered per (i, j).
-      const ConstMap rel = as_mat(model.weights.rel_pos);
-      const RowMat G = Q.middleCols(h * D, D) * rel.block(rel_lo, h * D, rel_hi - rel_lo + 1, D).transpose();
-      for (int i = 0; i < T; ++i)
-        for (int j = 0; j < S; ++j) P(i, j) += G(i, relative_index(i, j, c.max_len) - rel_lo);
+#pragma omp parallel
+  {
+    RowMat scratch, G;
+    Eigen::ArrayXf buf;
+#pragma omp for schedule(dynamic, 1)
+    for (int task = 0; task < H * blocks; ++task) {
+      const int h = task / blocks, i0 = (task % blocks) * kQueryBlock, n = std::min(kQueryBlock, T - i0);
+      const int plane = mask.plane_of_head(h);
+      int r0 = S, r1 = -1;
+      for (int i = i0; i < i0 + n; ++i) {
+        const Span sp = spans[static_cast<size_t>(plane) * T + i];
+        if (sp.lo <= sp.hi) r0 = std::min(r0, sp.lo), r1 = std::max(r1, sp.hi);
+      }
+      if (r1 < r0) continue;  // every row of the block sees nothing: zero probabilities, zero context
+      const int R = r1 - r0 + 1;
+      float* dst;
+      Eigen::Index ld;
+      if (probs) {
+        dst = probs + (static_cast<size_t>(h) * T + i0) * S + r0, ld = S;
+      } else {
+        scratch.resize(n, R);
+        dst = scratch.data(), ld = R;
+      }
+      Eigen::Map<RowMat, 0, Eigen::OuterStride<>> P(dst, n, R, Eigen::OuterStride<>(ld));
+      const auto Qb = Q.block(i0, h * D, n, D);
+      P.noalias() = Qb * K.block(r0, h * D, R, D).transpose();
+      if (relative) {
+        // q_i . r_(i-j) for every table row the block reaches, then gathered per (i, j).
+        const int lo = relative_index(i0, r1, c.max_len), hi = relative_index(i0 + n - 1, r0, c.max_len);
+        G.noalias() = Qb * as_mat(model.weights.rel_pos).block(lo, h * D, hi - lo + 1, D).transpose();
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < R; ++j) P(i, j) += G(i, relative_index(i0 + i, r0 + j, c.max_len) - lo);
+      }
+      P *= scale;
+      for (int i = 0; i < n; ++i) {
+        const size_t off = mask.index(plane, i0 + i, r0);
+        kernels::masked_softmax_row(&P(i, 0), R, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
+                                    mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
+      }
+      if (with_output) context.block(i0, h * D, n, D).noalias() = P * V.block(r0, h * D, R, D);
     }
-    P *= scale;
-    const int plane = mask.plane_of_head(h);
-    Eigen::ArrayXf buf(S);
-    for (int i = 0; i < T; ++i) {
-      const size_t off = mask.index(plane, i, 0);
-      kernels::masked_softmax_row(&P(i, 0), S, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
-                         mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
-    }
-    if (with_output) context.middleCols(h * D, D).noalias() = P * V.middleCols(h * D, D);
   }
   if (!with_output) return {};
   return linear(context, L.wo, L.bo);
@@ -135,7 +190,6 @@ class CpuBackend final : public Backend {
     out.attention.resize(static_cast<size_t>(c.num_layers));
     const Tensor x0 = embed_tokens(model, ids);
     RowMat x = as_mat(x0);
-    std::vector<float> scratch;  // probabilities of layers the caller does not keep
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = model.weights.layers[static_cast<size_t>(l)];
       if (options.keep_layer_inputs) {
@@ -143,14 +197,13 @@ class CpuBackend final : public Backend {
         Eigen::Map<RowMat>(in.ptr(), T, c.embed_size) = x;
         out.layer_inputs.push_back(std::move(in));
       }
+      // Layers the caller does not keep never hold a [H, T, T] buffer: each task works in a
+      // per-thread block of at most 64 x T.
       const bool keep = options.keep_attention.empty() || options.keep_attention[static_cast<size_t>(l)];
-      float* probs;
+      float* probs = nullptr;
       if (keep) {
         out.attention[static_cast<size_t>(l)] = Tensor({H, T, T});
         probs = out.attention[static_cast<size_t>(l)].ptr();
-      } else {
-        scratch.resize(static_cast<size_t>(H) * T * T);
-        probs = scratch.data();
       }
       if (c.norm == NormPlacement::Post) {
         x += multi_head_attention(model, L, x, x, mask, probs, true);
@@ -188,5 +241,18 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+double sgemm_gflops(int n, int repeat) {
+  RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);
+  c.noalias() = a * b;  // warm-up
+  std::vector<double> secs;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.noalias() = a * b;
+    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(secs.begin(), secs.end());
+  return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
+}
 
 }  // namespace attnlab

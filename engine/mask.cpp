@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace attnlab {
@@ -99,22 +100,34 @@ AttnMask build_mask(const MaskSpec& spec, int T, int S, int num_heads, const std
   const size_t plane_size = static_cast<size_t>(T) * static_cast<size_t>(S);
   m.blocked.assign(plane_size * static_cast<size_t>(m.planes), 0);
   bool any_blocked = false;
-  // The structural part is the same for every plane: compute it once into plane 0.
+  // The structural part is the same for every plane: compute it once into plane 0, row by row
+  // with range fills (long sequences build their mask at memset speed, not per cell).
+  std::vector<int> pad_keys;
+  if (spec.padding)
+    for (int j = 0; j < S; ++j)
+      if (key_ids.at(static_cast<size_t>(j)) == pad_id) pad_keys.push_back(j);
+  std::vector<int> global_keys;
+  for (int j = 0; j < S; ++j)
+    if (global_k[static_cast<size_t>(j)]) global_keys.push_back(j);
   for (int i = 0; i < T; ++i) {
-    for (int j = 0; j < S; ++j) {
-      bool b = false;
-      if (spec.padding && key_ids.at(static_cast<size_t>(j)) == pad_id) b = true;
-      if (spec.causal && j > i) b = true;
-      if (spec.has_sparse_pattern()) {
-        const int d = std::abs(i - j);
-        bool visible = global_q[static_cast<size_t>(i)] || global_k[static_cast<size_t>(j)];
-        if (spec.window > 0 && d <= spec.window / 2) visible = true;
-        if (spec.stride > 0 && (d < spec.stride || (i - j) % spec.stride == 0)) visible = true;
-        if (!visible) b = true;
+    uint8_t* row = m.blocked.data() + static_cast<size_t>(i) * S;
+    if (spec.has_sparse_pattern() && !global_q[static_cast<size_t>(i)]) {
+      // blocked unless the window, the stride or a global key makes it visible
+      std::memset(row, 1, static_cast<size_t>(S));
+      auto open = [&](int lo, int hi) {  // inclusive, clipped
+        lo = std::max(lo, 0), hi = std::min(hi, S - 1);
+        if (lo <= hi) std::memset(row + lo, 0, static_cast<size_t>(hi - lo + 1));
+      };
+      if (spec.window > 0) open(i - spec.window / 2, i + spec.window / 2);
+      if (spec.stride > 0) {
+        open(i - spec.stride + 1, i + spec.stride - 1);
+        for (int j = i % spec.stride; j < S; j += spec.stride) row[j] = 0;  // (i - j) mod S == 0
       }
-      m.blocked[m.index(0, i, j)] = b;
-      any_blocked |= b;
+      for (int j : global_keys) row[j] = 0;
     }
+    if (spec.causal && i + 1 < S) std::memset(row + i + 1, 1, static_cast<size_t>(S - i - 1));
+    for (int j : pad_keys) row[j] = 1;
+    any_blocked |= std::memchr(row, 1, static_cast<size_t>(S)) != nullptr;
   }
   for (int p = 1; p < m.planes; ++p)
     std::copy(m.blocked.begin(), m.blocked.begin() + static_cast<std::ptrdiff_t>(plane_size),
@@ -160,9 +173,7 @@ std::vector<std::pair<int, int>> AttnMask::fully_blocked_rows() const {
   if (blocked.empty()) return rows;
   for (int p = 0; p < planes; ++p)
     for (int i = 0; i < T; ++i) {
-      bool all = S > 0;
-      for (int j = 0; j < S && all; ++j) all = blocked[index(p, i, j)] != 0;
-      if (all) rows.emplace_back(p, i);
+      if (S > 0 && std::memchr(blocked.data() + index(p, i, 0), 0, static_cast<size_t>(S)) == nullptr) rows.emplace_back(p, i);
     }
   return rows;
 }

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,13 +19,42 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Storage for tensor values: calloc'd, so a fresh tensor is zero without touching its pages.
+// A [heads, T, T] probability tensor of a sparse mask is mostly zeros that are never written;
+// the kernel's zero pages keep those free (a 4,096-token forward keeps 512 MB per layer).
+// Value-initialisation is therefore a no-op: memory only ever comes from calloc, and tensors
+// never shrink and regrow their storage.
+template <class T>
+struct ZeroedAllocator {
+  using value_type = T;
+  ZeroedAllocator() = default;
+  template <class U>
+  ZeroedAllocator(const ZeroedAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    void* p = std::calloc(n, sizeof(T));
+    if (!p && n) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
+  template <class U>
+  void construct(U*) noexcept {}  // already zero
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <class U>
+  bool operator==(const ZeroedAllocator<U>&) const noexcept { return true; }
+};
+using FloatStorage = std::vector<float, ZeroedAllocator<float>>;
+
 struct Tensor {
   std::vector<int64_t> shape;
-  std::vector<float> data;
+  FloatStorage data;
 
   Tensor() = default;
   explicit Tensor(std::vector<int64_t> s, float fill = 0.0f) : shape(std::move(s)) {
-    data.assign(static_cast<size_t>(numel_of(shape)), fill);
+    if (fill == 0.0f) data.resize(static_cast<size_t>(numel_of(shape)));  // fresh calloc: zeros for free
+    else data.assign(static_cast<size_t>(numel_of(shape)), fill);
   }
 
   static int64_t numel_of(const std::vector<int64_t>& s) {

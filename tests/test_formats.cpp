@@ -50,7 +50,7 @@ TEST_CASE("safetensors round trip and half-precision conversion", "[formats]") {
   const auto t = parse_safetensors(make_safetensors(
       R"({"h":{"dtype":"F16","shape":[4],"data_offsets":[0,8]},"g":{"dtype":"BF16","shape":[1],"data_offsets":[8,10]},"__metadata__":{"x":"y"}})",
       data));
-  CHECK(t.at("h").data == std::vector<float>{1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24)});
+  CHECK(t.at("h").data == FloatStorage{1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24)});
   CHECK(t.at("g").data[0] == 1.5f);
 }
 
@@ -95,11 +95,11 @@ TEST_CASE(".npy round trip and dtypes", "[formats]") {
   };
   const NpyArray b = parse_npy(npy("|b1", "(2, 2)", std::string("\x00\x01\x01\x00", 4)));
   CHECK(b.kind == NpyKind::Bool);
-  CHECK(b.tensor.data == std::vector<float>{0, 1, 1, 0});
+  CHECK(b.tensor.data == FloatStorage{0, 1, 1, 0});
   const int64_t ints[] = {-3, 7};
   const NpyArray i = parse_npy(npy("<i8", "(2,)", std::string(reinterpret_cast<const char*>(ints), 16)));
   CHECK(i.kind == NpyKind::Int);
-  CHECK(i.tensor.data == std::vector<float>{-3, 7});
+  CHECK(i.tensor.data == FloatStorage{-3, 7});
   const double ds[] = {-INFINITY, 0.5};
   const NpyArray d = parse_npy(npy("<f8", "(1, 2)", std::string(reinterpret_cast<const char*>(ds), 16)));
   CHECK(std::isinf(d.tensor.data[0]));
