@@ -2,7 +2,8 @@
 # attnlab's one set-up script. On a fresh Debian 12 machine:
 #   scripts/attnlab.sh run    install missing Debian packages, build (Release), start the app
 #   scripts/attnlab.sh test   install missing Debian packages, build (Release), run every test (ctest)
-# Also: deps (packages only), build (build only), cli ARGS... (build, then run attnlab-cli).
+# Also: deps (packages only), build (build only), cli ARGS... (build, then run attnlab-cli),
+# bench [--repeat N] [--json FILE] (the performance table against PyTorch, bench/run_bench.py).
 # Idempotent: packages already installed are not touched, an existing build is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,8 +59,13 @@ case "$cmd" in
     exec ctest --output-on-failure -j "$JOBS" "$@"
     ;;
   cli) deps; build; exec "$BUILD/app/attnlab-cli" "$@" ;;
+  bench)
+    # The performance table: attnlab side by side with PyTorch (python3-torch) in one run.
+    deps; build
+    exec /usr/bin/python3 "$ROOT/bench/run_bench.py" "$BUILD/app/attnlab-cli" "$@"
+    ;;
   *)
-    echo "usage: scripts/attnlab.sh run|test|build|deps|cli ARGS..." >&2
+    echo "usage: scripts/attnlab.sh run|test|bench|build|deps|cli ARGS..." >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""attnlab's performance table, side by side with PyTorch in one run on this machine.
+
+1. this machine's SGEMM rate (Eigen, 512^3, median): the practical limit;
+2. forward passes (cpu backend, every per-head probability kept) vs PyTorch
+   (nn.MultiheadAttention, need_weights=True, average_attn_weights=False, post-LN layers, the
+   same weights) for d=512, 8 heads, ff=2048, 6 layers at T = 128 and 512;
+3. one training step (forward + backward + Adam) vs PyTorch: d=128, 8 heads, 2 layers, ff=512,
+   T=64, batch 32;
+4. T = 2,048 and 4,096 forwards of the default-size model (d=64, 8 heads, 2 layers, ff=128),
+   full and with a sliding window of 64, with peak memory, keeping every layer / one layer / none;
+5. the opencl backend's rows (whatever device `--backend opencl` picks here);
+then prints a table (medians, ratios, GFLOP/s and their share of the SGEMM rate, peak memory) and
+writes the same as JSON. Each measurement runs in its own process (peak memory is per process).
+usage: run_bench.py PATH/TO/attnlab-cli [--repeat N] [--threads N] [--json OUT.json] [--quick]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+p = argparse.ArgumentParser()
+p.add_argument("cli")
+p.add_argument("--repeat", type=int, default=10)
+p.add_argument("--threads", type=int, default=os.cpu_count())
+p.add_argument("--json", default="bench-results.json")
+p.add_argument("--quick", action="store_true", help="fewer repeats and no T=4096 (a smoke run)")
+a = p.parse_args()
+here = os.path.dirname(os.path.abspath(__file__))
+env = {**os.environ, "OMP_NUM_THREADS": str(a.threads)}
+R = 3 if a.quick else a.repeat
+
+
+def cli(*args):
+    r = subprocess.run([a.cli, *args, "--json"], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"attnlab-cli {' '.join(args)} failed: {r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def torch(script, *args):
+    r = subprocess.run(["/usr/bin/python3", os.path.join(here, script), *args, "--threads", str(a.threads)],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"{script} failed: {r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+results = {"threads": a.threads}
+print(f"attnlab benchmark, {a.threads} thread(s), medians of {R} runs\n")
+
+sgemm = cli("bench", "--sgemm", "--seq", "512", "--repeat", "20")["gflops"]
+results["sgemm_gflops"] = sgemm
+print(f"Eigen SGEMM 512x512x512: {sgemm:.1f} GFLOP/s (the practical limit here)\n")
+
+with tempfile.TemporaryDirectory() as d:
+    model = os.path.join(d, "m")
+    subprocess.run([a.cli, "forward", "--random-init", "--seed", "1", "--vocab-size", "1000", "--dim", "512", "--heads", "8",
+                    "--layers", "6", "--ff", "2048", "--max-len", "512", "--positional", "sinusoidal", "--ids", "1",
+                    "--save-model", model], check=True, capture_output=True, env=env)
+    rows = []
+    for T in (128, 512):
+        ours = cli("bench", "--model", model, "--seq", str(T), "--repeat", str(R))
+        theirs = torch("torch_forward.py", "--model", model, "--layers", "6", "--dim", "512", "--heads", "8", "--ff", "2048",
+                       "--seq", str(T), "--repeat", str(R))
+        rows.append({"seq": T, "attnlab_ms": ours["median_ms"], "pytorch_ms": theirs["median_ms"],
+                     "speedup": theirs["median_ms"] / ours["median_ms"], "gflops": ours["gflops"],
+                     "sgemm_share": ours["gflops"] / sgemm, "peak_rss_mb": ours["peak_rss_mb"], "pytorch": theirs["impl"]})
+    results["forward"] = rows
+print("forward, d=512, 8 heads, ff=2048, 6 layers, all probabilities kept (same weights in both)")
+print(f"{'T':>6} {'attnlab':>10} {'PyTorch':>10} {'speed-up':>9} {'GFLOP/s':>8} {'of SGEMM':>9} {'peak MB':>8}")
+for r in rows:
+    print(f"{r['seq']:>6} {r['attnlab_ms']:>8.1f}ms {r['pytorch_ms']:>8.1f}ms {r['speedup']:>8.2f}x {r['gflops']:>8.1f} "
+          f"{100 * r['sgemm_share']:>8.0f}% {r['peak_rss_mb']:>8.0f}")
+
+ours = cli("bench", "--train", "--layers", "2", "--dim", "128", "--heads", "8", "--ff", "512", "--seq", "64", "--batch", "32",
+           "--repeat", str(R))
+theirs = torch("torch_train.py", "--layers", "2", "--dim", "128", "--heads", "8", "--ff", "512", "--seq", "64", "--batch", "32",
+               "--repeat", str(R))
+results["train"] = {"attnlab_ms": ours["median_ms"], "pytorch_ms": theirs["median_ms"], "speedup": theirs["median_ms"] / ours["median_ms"],
+                    "attnlab_samples_per_s": ours["samples_per_s"], "pytorch_samples_per_s": theirs["samples_per_s"]}
+t = results["train"]
+print(f"\ntraining step (forward + backward + Adam, dropout 0.1), d=128, 8 heads, 2 layers, ff=512, T=64, batch 32")
+print(f"  attnlab {t['attnlab_ms']:.1f} ms ({t['attnlab_samples_per_s']:.0f} samples/s), PyTorch {t['pytorch_ms']:.1f} ms "
+      f"({t['pytorch_samples_per_s']:.0f} samples/s): {t['speedup']:.2f}x")
+
+long_rows = []
+for T in ((2048,) if a.quick else (2048, 4096)):
+    for keep in ("all", "0", "none"):
+        for mask in ("", "window:64"):
+            args = ["bench", "--layers", "2", "--dim", "64", "--heads", "8", "--ff", "128", "--max-len", str(T), "--seq", str(T),
+                    "--repeat", str(max(3, R // 3))]
+            if keep != "all":
+                args += ["--keep-layers", keep]
+            if mask:
+                args += ["--mask", mask]
+            r = cli(*args)
+            long_rows.append({"seq": T, "keep": keep, "mask": mask or "full", "ms": r["median_ms"], "peak_rss_mb": r["peak_rss_mb"],
+                              "probability_mb": r["probability_mb"], "model_mb": r["model_mb"]})
+results["long"] = long_rows
+print("\nlong inputs, default-size model (d=64, 8 heads, 2 layers, ff=128)")
+print(f"{'T':>6} {'kept layers':>11} {'mask':>10} {'median':>9} {'window speed-up':>15} {'peak MB':>8} {'probs MB':>9} {'peak/(probs+model)':>19}")
+for r in long_rows:
+    full = next(x for x in long_rows if x["seq"] == r["seq"] and x["keep"] == r["keep"] and x["mask"] == "full")
+    r["window_speedup"] = full["ms"] / r["ms"] if r["mask"] != "full" else None
+    ratio = r["peak_rss_mb"] / (r["probability_mb"] + r["model_mb"]) if r["probability_mb"] > 0 else float("nan")
+    r["peak_ratio"] = ratio
+    speedup = f"{r['window_speedup']:.1f}x" if r["window_speedup"] else ""
+    print(f"{r['seq']:>6} {r['keep']:>11} {r['mask']:>10} {r['ms']:>7.1f}ms {speedup:>15} {r['peak_rss_mb']:>8.0f} "
+          f"{r['probability_mb']:>9.0f} {ratio:>19.2f}")
+
+ocl = []
+for T in (128, 512):
+    r = cli("bench", "--backend", "opencl", "--seq", str(T), "--repeat", str(max(2, R // 5)))
+    ocl.append({"seq": T, "backend": r["backend"], "device": r["device"], "ms": r["median_ms"], "gflops": r["gflops"],
+                "transfer_share": r.get("transfer_share"), "notice": r.get("notice", "")})
+results["opencl"] = ocl
+print("\nopencl backend, d=512, 8 heads, ff=2048, 6 layers")
+for r in ocl:
+    share = f"transfers {100 * r['transfer_share']:.2f}% of device time" if r["transfer_share"] is not None else r["notice"]
+    print(f"  T={r['seq']}: {r['ms']:.1f} ms, {r['gflops']:.1f} GFLOP/s on {r['device']} ({share})")
+
+with open(a.json, "w") as f:
+    json.dump(results, f, indent=2)
+print(f"\nJSON: {a.json}")
