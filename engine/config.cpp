@@ -94,7 +94,7 @@ void ModelConfig::validate() const {
                 std::to_string(embed_size) + ")");
   if (positional == Positional::Sinusoidal && embed_size % 2 != 0)
     throw Error("sinusoidal positions need an even embed_size, got " + std::to_string(embed_size));
-  if (!(layer_norm_eps > 0.0f)) throw Error("layer_norm_eps must be positive");
+  if (!(layer_norm_eps > 0.0f && layer_norm_eps < 1.0f)) throw Error("layer_norm_eps must be in (0, 1)");
   if (!labels.empty() && static_cast<int>(labels.size()) != num_classes)
     throw Error("labels has " + std::to_string(labels.size()) + " entries but num_classes is " +
                 std::to_string(num_classes));
@@ -122,7 +122,7 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and out_of_range for numbers like 1e99999
     throw Error(where + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw Error(where + ": expected a JSON object");

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 namespace attnlab {
 
@@ -106,6 +108,34 @@ void check_ids(const Model& model, const std::vector<int>& ids, const char* what
                   " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
 }
 
+// Memory the machine can still give us, from /proc/meminfo (0 when unknown).
+double available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  return 0;
+}
+
+// Refuses a pass whose kept probabilities alone would not fit in memory, before allocating.
+void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep) {
+  int layers = 0;
+  for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
+  const double need = static_cast<double>(layers) * c.num_heads * T * static_cast<double>(S) * 4.0 +
+                      static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0;  // mask + activations
+  const double have = available_bytes();
+  if (have > 0 && need > 0.9 * have) {
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "this pass would keep %d layer(s) x %d heads x %d x %d attention probabilities (%.1f GB), more than the "
+                  "%.1f GB of memory available; keep fewer layers or shorten the input",
+                  layers, c.num_heads, T, S, need / 1e9, have / 1e9);
+    throw Error(msg);
+  }
+}
+
 }  // namespace
 
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& req) {
@@ -119,6 +149,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   EncodeOptions opts;
   opts.keep_attention = req.keep_layers;
 
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
   if (req.cross_ids.empty()) {
     r.mask = build_mask(req.mask, T, T, c.num_heads, req.ids, pad);
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);

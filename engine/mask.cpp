@@ -97,6 +97,7 @@ AttnMask build_mask(const MaskSpec& spec, int T, int S, int num_heads, const std
     if (g < T) global_q[static_cast<size_t>(g)] = 1;
     if (g < S) global_k[static_cast<size_t>(g)] = 1;
   }
+  if (T == 0 || S == 0) return m;  // nothing to block (and no row to point at)
   const size_t plane_size = static_cast<size_t>(T) * static_cast<size_t>(S);
   m.blocked.assign(plane_size * static_cast<size_t>(m.planes), 0);
   bool any_blocked = false;

@@ -1,9 +1,17 @@
 // Model folders: loading (with layout detection and shape checks), saving, random init.
 #include "engine/model.h"
 
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "engine/io_util.h"
 
@@ -155,14 +163,36 @@ Model load_model(const std::string& dir) {
   return m;
 }
 
-void save_model(const Model& model, const std::string& dir) {
+// A model folder is replaced as a whole: the new files go into a sibling temporary folder,
+// which is then exchanged with the old folder in one atomic rename (renameat2 RENAME_EXCHANGE),
+// so a crash or kill at any moment leaves either the complete old model or the complete new one.
+void save_model(const Model& model, const std::string& dir_in) {
+  const fs::path dir = fs::path(dir_in).lexically_normal();
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) throw Error(dir + ": cannot create folder");
-  save_safetensors((fs::path(dir) / "model.safetensors").string(), weights_to_tensors(model.config, model.weights));
-  write_file_atomic((fs::path(dir) / "vocab.txt").string(), vocab_to_text(model.vocab));
-  // config.json last: a folder with a config is a complete model.
-  write_file_atomic((fs::path(dir) / "config.json").string(), config_to_json(model.config));
+  fs::create_directories(parent, ec);
+  if (fs::exists(dir) && !fs::is_directory(dir)) throw Error(dir.string() + ": exists and is not a folder");
+  const fs::path tmp = parent / ("." + dir.filename().string() + ".saving-" + std::to_string(::getpid()));
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) throw Error(dir.string() + ": cannot create a temporary folder beside it (" + ec.message() + ")");
+  try {
+    write_file_atomic((tmp / "model.safetensors").string(), serialize_safetensors(weights_to_tensors(model.config, model.weights)));
+    if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+    write_file_atomic((tmp / "vocab.txt").string(), vocab_to_text(model.vocab));
+    write_file_atomic((tmp / "config.json").string(), config_to_json(model.config));
+    if (fs::exists(dir)) {
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
+        throw Error(dir.string() + ": cannot replace the folder (" + std::strerror(errno) + ")");
+      fs::remove_all(tmp, ec);  // now holds the previous model
+    } else {
+      fs::rename(tmp, dir, ec);
+      if (ec) throw Error(dir.string() + ": cannot create (" + ec.message() + ")");
+    }
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {

@@ -3,7 +3,8 @@
 #   scripts/attnlab.sh run    install missing Debian packages, build (Release), start the app
 #   scripts/attnlab.sh test   install missing Debian packages, build (Release), run every test (ctest)
 # Also: deps (packages only), build (build only), cli ARGS... (build, then run attnlab-cli),
-# bench [--repeat N] [--json FILE] (the performance table against PyTorch, bench/run_bench.py).
+# bench [--repeat N] [--json FILE] (the performance table against PyTorch, bench/run_bench.py),
+# sanitize (the suite under ASan + UBSan in build-asan/).
 # Idempotent: packages already installed are not touched, an existing build is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ PACKAGES=(
   libeigen3-dev nlohmann-json3-dev catch2
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
   libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-  xvfb xauth
+  xvfb xauth clang libclang-rt-14-dev
   python3 python3-numpy python3-torch libopenblas0-pthread
 )
 
@@ -59,13 +60,29 @@ case "$cmd" in
     exec ctest --output-on-failure -j "$JOBS" "$@"
     ;;
   cli) deps; build; exec "$BUILD/app/attnlab-cli" "$@" ;;
+  sanitize)
+    # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
+    # The fuzz label is left out: the fuzzers carry their own sanitizers.
+    deps
+    ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+    if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then
+      cmake -S "$ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNLAB_SANITIZE=address,undefined \
+        -DATTNLAB_FUZZ_TESTS=OFF
+    fi
+    cmake --build "$ASAN_BUILD" -j "$JOBS"
+    cd "$ASAN_BUILD"
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+    export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    exec ctest --output-on-failure -j "$JOBS" -LE fuzz "$@"
+    ;;
   bench)
     # The performance table: attnlab side by side with PyTorch (python3-torch) in one run.
     deps; build
     exec /usr/bin/python3 "$ROOT/bench/run_bench.py" "$BUILD/app/attnlab-cli" "$@"
     ;;
   *)
-    echo "usage: scripts/attnlab.sh run|test|bench|build|deps|cli ARGS..." >&2
+    echo "usage: scripts/attnlab.sh run|test|sanitize|bench|build|deps|cli ARGS..." >&2
     exit 2
     ;;
 esac

@@ -85,6 +85,25 @@ r = run("bench", "--layers", "1", "--dim", "32", "--heads", "4", "--ff", "32", "
 b = json.loads(r.stdout) if r.returncode == 0 else {}
 check("bench --json reports median_ms and gflops", b.get("median_ms", 0) > 0 and b.get("gflops", 0) > 0, r.stdout + r.stderr)
 
+# --- a kill in the middle of saving a model never destroys the previous one -----------------------
+import signal
+import time
+saved = os.path.join(tmp, "saved")
+run("forward", *RANDOM, "--ids", "3,4,5", "--save-model", saved, "--attn-out", a)
+before = np.load(a)
+proc = subprocess.Popen([CLI, "forward", *RANDOM[:2], "7", *RANDOM[3:], "--dim", "64", "--ids", "3,4,5", "--save-model", saved],
+                        env={**os.environ, "ATTNLAB_TEST_SAVE_PAUSE_MS": "3000"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(1.0)  # the new weights are written into the temporary folder; config and vocab are not yet
+proc.send_signal(signal.SIGKILL)
+proc.wait()
+r = run("forward", "--model", saved, "--ids", "3,4,5", "--attn-out", h)
+check("after a kill -9 during save, the previous model still loads with the same answers",
+      r.returncode == 0 and np.array_equal(np.load(h), before), r.stderr)
+r = run("forward", *RANDOM[:2], "7", *RANDOM[3:], "--ids", "3,4,5", "--save-model", saved, "--attn-out", a)
+r2 = run("forward", "--model", saved, "--ids", "3,4,5", "--attn-out", h)
+check("a save that completes replaces the model as a whole", r.returncode == 0 and r2.returncode == 0 and
+      np.array_equal(np.load(a), np.load(h)) and not np.array_equal(np.load(h), before), r.stderr + r2.stderr)
+
 # --- train -> eval -> predict -> forward on the saved folder ---------------------------------
 data = os.path.join(tmp, "neg.tsv")
 r = run("make-data", "--task", "negation", "--n", "600", "--seed", "4", "--out", data)
@@ -196,6 +215,8 @@ bad_cases = [
     ("unknown backend", ["forward", *RANDOM, "--text", "hi", "--backend", "tpu"], "unknown backend"),
     ("heads do not divide dim", ["forward", "--random-init", "--dim", "30", "--heads", "4", "--text", "hi"], "does not divide"),
     ("unknown command", ["fly"], "unknown command"),
+    ("attention that would not fit in memory", ["forward", "--random-init", "--max-len", "200000", "--layers", "6",
+                                                "--heads", "16", "--ids", "5", "--pad-to", "150000"], "of memory available"),
 ]
 for name, args, needle in bad_cases + data_bad_cases:
     r = run(*args)

@@ -59,12 +59,13 @@ int CurveView::pointCount(int series) const { return graphs_.at(static_cast<size
 
 void CurveView::exportTo(const QString& path) const {
   const QString ext = QFileInfo(path).suffix().toLower();
+  const QString tmp = path + ".tmp." + ext;  // written whole, then renamed into place
   bool ok = true;
   if (ext == "png") {
-    ok = plot_->savePng(path, 900, 500, 2.0);
+    ok = plot_->savePng(tmp, 900, 500, 2.0);
   } else if (ext == "svg") {
     QSvgGenerator gen;
-    gen.setFileName(path);
+    gen.setFileName(tmp);
     gen.setSize(QSize(900, 500));
     gen.setViewBox(QRect(0, 0, 900, 500));
     QCPPainter p;
@@ -79,10 +80,18 @@ void CurveView::exportTo(const QString& path) const {
       for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
         out += g->name().toStdString() + "," + std::to_string(it->key) + "," + std::to_string(it->value) + "\n";
     write_file_atomic(path.toStdString(), out);
+    return;
   } else {
     throw Error("unknown curve export format \"." + ext.toStdString() + "\" (expected .png, .svg or .csv)");
   }
-  if (!ok) throw Error("could not write " + path.toStdString());
+  if (ok) {
+    QFile::remove(path);
+    ok = QFile::rename(tmp, path);
+  }
+  if (!ok) {
+    QFile::remove(tmp);
+    throw Error("could not write " + path.toStdString());
+  }
 }
 
 bool CurveView::eventFilter(QObject* obj, QEvent* ev) {

@@ -122,7 +122,7 @@ bool MainWindow::openModel(const QString& dir, bool quiet) {
   std::shared_ptr<const Model> m;
   try {
     m = std::make_shared<const Model>(load_model(dir.toStdString()));
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // Error, and anything a malformed file could still raise
     const QString msg = QString("Could not open the model: %1").arg(QString::fromStdString(e.what()));
     if (quiet) statusBar()->showMessage(msg);
     else showError(msg + (explore_->model() ? "\nThe current model stays open." : ""));

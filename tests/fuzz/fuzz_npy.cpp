@@ -1,0 +1,21 @@
+// libFuzzer harness: the .npy reader, and a custom mask built from whatever parsed.
+#include <cstdint>
+#include <string>
+
+#include "engine/mask.h"
+#include "engine/npy.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    attnlab::NpyArray a = attnlab::parse_npy(std::string(reinterpret_cast<const char*>(data), size), "fuzz.npy");
+    if (a.tensor.shape.size() >= 2 && a.tensor.shape.size() <= 3 && a.tensor.numel() <= 4096) {
+      attnlab::MaskSpec spec;
+      spec.custom = a;
+      const int S = static_cast<int>(a.tensor.shape.back()), T = static_cast<int>(a.tensor.shape[a.tensor.shape.size() - 2]);
+      const int heads = a.tensor.shape.size() == 3 ? static_cast<int>(a.tensor.shape[0]) : 2;
+      attnlab::build_mask(spec, T, S, heads, std::vector<int>(static_cast<size_t>(S), 3), 0);
+    }
+  } catch (const attnlab::Error&) {
+  }
+  return 0;
+}
