@@ -45,6 +45,7 @@ class ExploreView : public QWidget {
   QString backend() const { return backend_; }
   void setLayer(int layer);
   int layer() const { return layer_; }
+  int enlargedHead() const { return big_head_; }  // the head the Head tab shows
   // Applies --mask style arguments ("causal", "window:8", ...). Error on a bad one.
   void setMaskArgs(const QStringList& args);
   QStringList maskArgs() const;

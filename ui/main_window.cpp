@@ -155,7 +155,7 @@ void MainWindow::exportDialog(int scope) {
   const QString f = QFileDialog::getSaveFileName(this, "Export", name, filter);
   if (f.isEmpty()) return;
   try {
-    if (scope == 0) explore_->exportTo(f, explore_->layer(), 0);
+    if (scope == 0) explore_->exportTo(f, explore_->layer(), explore_->enlargedHead());
     else if (scope == 1) explore_->exportTo(f, explore_->layer(), -1);
     else if (scope == 2) explore_->exportTo(f, -1, -1);
     else explore_->exportTo(f, -1, -1);
