@@ -71,6 +71,7 @@ void add_mask_arg(MaskSpec& spec, const std::string& arg) {
 }
 
 AttnMask build_mask(const MaskSpec& spec, int T, int S, int num_heads, const std::vector<int>& key_ids, int pad_id) {
+  if (num_heads <= 0 || T < 0 || S < 0) throw Error("attention mask: invalid shape (heads must be positive)");
   AttnMask m;
   m.T = T;
   m.S = S;
