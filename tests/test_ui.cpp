@@ -266,7 +266,9 @@ TEST_CASE("Stop ends training within a second", "[ui][train]") {
   MainWindow w;
   TrainView* t = w.train();
   REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 4)))));
-  t->applyPreset("article model (d=128, 8 heads)");
+  // The guarantee is "before the next batch"; a small model keeps one batch far below a second
+  // even in the sanitizer build, so the bound tests the mechanism, not the machine's speed.
+  t->applyPreset("tiny (fast)");
   t->setEpochs(200);
   REQUIRE(t->startTraining());
   QElapsedTimer warm;
