@@ -90,4 +90,20 @@ std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& 
   return tokens;
 }
 
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd, std::vector<std::string>* tokens,
+                                  std::vector<std::string>* cross_tokens) {
+  ForwardRequest req;
+  req.ids = input_ids(a, model, "--text", "--ids", tokens);
+  if (req.ids.empty()) throw Error(cmd + " needs --text \"...\" or --ids 1,2,3");
+  req.cross_ids = input_ids(a, model, "--cross-text", "--cross-ids", cross_tokens);
+  if (a.has("--pad-to")) {
+    const int n = a.get_int("--pad-to", 0);
+    if (n <= 0) throw Error("--pad-to: expected a positive length");
+    req.ids = pad_ids(model, req.ids, n);
+    if (!req.cross_ids.empty()) req.cross_ids = pad_ids(model, req.cross_ids, n);
+  }
+  req.mask = mask_from_flags(a);
+  return req;
+}
+
 }  // namespace attnlab::cli

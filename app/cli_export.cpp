@@ -24,17 +24,7 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
   const Model model = resolve_model(a, argv0);
   std::vector<std::string> tokens, cross_tokens;
-  ForwardRequest req;
-  req.ids = input_ids(a, model, "--text", "--ids", &tokens);
-  if (req.ids.empty()) throw Error("export needs --text \"...\" or --ids 1,2,3");
-  req.cross_ids = input_ids(a, model, "--cross-text", "--cross-ids", &cross_tokens);
-  if (a.has("--pad-to")) {
-    const int n = a.get_int("--pad-to", 0);
-    if (n <= 0) throw Error("--pad-to: expected a positive length");
-    req.ids = pad_ids(model, req.ids, n);
-    if (!req.cross_ids.empty()) req.cross_ids = pad_ids(model, req.cross_ids, n);
-  }
-  req.mask = mask_from_flags(a);
+  const ForwardRequest req = request_from_flags(a, model, "export", &tokens, &cross_tokens);
   auto which = [&](const char* flag, int fallback) {
     const std::string v = a.get(flag, std::to_string(fallback));
     return v == "all" ? -1 : a.get_int(flag, fallback);

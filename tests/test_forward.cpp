@@ -121,27 +121,7 @@ TEST_CASE("every mask kind and combination agrees across backends", "[forward][m
   const int T = 11;
   std::vector<int> ids = random_ids(T - 3, c.vocab_size);
   ids = pad_ids(m, ids, T);  // three [PAD] keys at the end
-  std::vector<MaskSpec> specs;
-  for (int bits = 0; bits < 64; ++bits) {
-    MaskSpec s;
-    s.padding = bits & 1;
-    s.causal = bits & 2;
-    if (bits & 4) s.window = 3;
-    if (bits & 8) s.stride = 4;
-    if (bits & 16) s.global = {0, 5};
-    if (bits & 32) {
-      NpyArray custom;
-      custom.kind = (bits & 1) ? NpyKind::Float : NpyKind::Bool;
-      custom.tensor = Tensor({T, T});
-      std::mt19937 rng(static_cast<unsigned>(bits));
-      for (float& v : custom.tensor.data)
-        v = custom.kind == NpyKind::Bool ? static_cast<float>(rng() % 4 == 0)
-                                         : (rng() % 5 == 0 ? -INFINITY : static_cast<float>(rng() % 7) * 0.3f - 1.0f);
-      s.custom = custom;
-      s.custom_source = "generated";
-    }
-    specs.push_back(s);
-  }
+  const std::vector<MaskSpec> specs = all_mask_combinations(T, c.num_heads);
   auto cpu = make_backend("cpu");
   for (const MaskSpec& s : specs) {
     CAPTURE(s.describe());

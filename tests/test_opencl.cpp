@@ -15,14 +15,6 @@ namespace {
 
 constexpr double kTol = 1e-4;
 
-Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
-  Tensor t(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.0f, scale);
-  for (float& v : t.data) v = n(rng);
-  return t;
-}
-
 std::shared_ptr<cl::Runtime> runtime() {
   static std::shared_ptr<cl::Runtime> rt = cl::Runtime::get(cl::resolve_device("opencl"));
   return rt;
@@ -177,23 +169,7 @@ TEST_CASE("opencl: every mask kind and combination, cross-attention, T = 1000", 
   const Model m = random_model(c, 5);
   const int T = 11;
   const std::vector<int> ids = pad_ids(m, random_ids(T - 3, c.vocab_size), T);
-  for (int bits = 0; bits < 64; ++bits) {
-    MaskSpec s;
-    s.padding = bits & 1;
-    s.causal = bits & 2;
-    if (bits & 4) s.window = 3;
-    if (bits & 8) s.stride = 4;
-    if (bits & 16) s.global = {0, 5};
-    if (bits & 32) {
-      NpyArray custom;
-      custom.kind = (bits & 1) ? NpyKind::Float : NpyKind::Bool;
-      custom.tensor = Tensor(bits & 4 ? std::vector<int64_t>{4, T, T} : std::vector<int64_t>{T, T});
-      std::mt19937 rng(static_cast<unsigned>(bits));
-      for (float& v : custom.tensor.data)
-        v = custom.kind == NpyKind::Bool ? static_cast<float>(rng() % 4 == 0) : (rng() % 5 == 0 ? -INFINITY : static_cast<float>(rng() % 7) * 0.3f - 1.0f);
-      s.custom = custom;
-      s.custom_source = "generated";
-    }
+  for (const MaskSpec& s : all_mask_combinations(T, c.num_heads)) {
     CAPTURE(s.describe());
     ForwardRequest req;
     req.ids = ids;

@@ -11,14 +11,6 @@ using namespace attnlab::test;
 
 namespace {
 
-Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
-  Tensor t(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.0f, scale);
-  for (float& v : t.data) v = n(rng);
-  return t;
-}
-
 double dot(const Tensor& a, const Tensor& b) {
   double s = 0;
   for (size_t k = 0; k < a.data.size(); ++k) s += static_cast<double>(a.data[k]) * b.data[k];

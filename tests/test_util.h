@@ -41,6 +41,42 @@ inline std::vector<int> random_ids(int T, int vocab, uint64_t seed = 3, int lowe
   return ids;
 }
 
+inline Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
+  Tensor t(std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, scale);
+  for (float& v : t.data) v = n(rng);
+  return t;
+}
+
+// Every combination of the mask kinds for T x T with `heads` heads (64 specs): padding, causal,
+// window 3, stride 4, global {0, 5}, and a random custom mask (bool, or float with -inf
+// entries; per-head when the window is on).
+inline std::vector<MaskSpec> all_mask_combinations(int T, int heads) {
+  std::vector<MaskSpec> specs;
+  for (int bits = 0; bits < 64; ++bits) {
+    MaskSpec s;
+    s.padding = bits & 1;
+    s.causal = bits & 2;
+    if (bits & 4) s.window = 3;
+    if (bits & 8) s.stride = 4;
+    if (bits & 16) s.global = {0, 5};
+    if (bits & 32) {
+      NpyArray custom;
+      custom.kind = (bits & 1) ? NpyKind::Float : NpyKind::Bool;
+      custom.tensor = Tensor(bits & 4 ? std::vector<int64_t>{heads, T, T} : std::vector<int64_t>{T, T});
+      std::mt19937 rng(static_cast<unsigned>(bits));
+      for (float& v : custom.tensor.data)
+        v = custom.kind == NpyKind::Bool ? static_cast<float>(rng() % 4 == 0)
+                                         : (rng() % 5 == 0 ? -INFINITY : static_cast<float>(rng() % 7) * 0.3f - 1.0f);
+      s.custom = custom;
+      s.custom_source = "generated";
+    }
+    specs.push_back(s);
+  }
+  return specs;
+}
+
 // Largest |a - b|; NaN anywhere counts as infinite so it can never pass a bound.
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape == b.shape);
