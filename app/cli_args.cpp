@@ -6,7 +6,8 @@
 
 namespace attnlab::cli {
 
-Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& valued, const std::set<std::string>& switches) {
+Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& valued,
+           const std::set<std::string>& switches) {
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string a = argv[i];
     std::string value;

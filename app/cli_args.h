@@ -14,7 +14,8 @@ namespace attnlab::cli {
 class Args {
  public:
   // valued: flags that take a value; switches: flags that do not.
-  Args(const std::vector<std::string>& argv, const std::set<std::string>& valued, const std::set<std::string>& switches);
+  Args(const std::vector<std::string>& argv, const std::set<std::string>& valued,
+       const std::set<std::string>& switches);
 
   bool has(const std::string& flag) const { return values_.count(flag) != 0; }
   std::string get(const std::string& flag, const std::string& fallback = "") const;

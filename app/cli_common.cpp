@@ -9,9 +9,9 @@
 namespace attnlab::cli {
 
 extern const std::set<std::string> kModelValued;
-const std::set<std::string> kModelValued = {"--model", "--seed", "--vocab-size", "--dim", "--heads", "--layers", "--ff",
-                                            "--max-len", "--classes", "--positional", "--norm", "--activation",
-                                            "--pooling", "--tokenizer", "--backend", "--mask"};
+const std::set<std::string> kModelValued = {
+    "--model",   "--seed",       "--vocab-size", "--dim",        "--heads",   "--layers",    "--ff",      "--max-len",
+    "--classes", "--positional", "--norm",       "--activation", "--pooling", "--tokenizer", "--backend", "--mask"};
 
 std::set<std::string> with(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -90,8 +90,8 @@ std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& 
   return tokens;
 }
 
-ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd, std::vector<std::string>* tokens,
-                                  std::vector<std::string>* cross_tokens) {
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
+                                  std::vector<std::string>* tokens, std::vector<std::string>* cross_tokens) {
   ForwardRequest req;
   req.ids = input_ids(a, model, "--text", "--ids", tokens);
   if (req.ids.empty()) throw Error(cmd + " needs --text \"...\" or --ids 1,2,3");

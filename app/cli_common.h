@@ -24,8 +24,8 @@ std::vector<int> input_ids(const Args& a, const Model& m, const std::string& tex
 MaskSpec mask_from_flags(const Args& a);
 // --text/--ids, --cross-text/--cross-ids, --pad-to and --mask as a request ("CMD needs --text"
 // when there is no input).
-ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd, std::vector<std::string>* tokens,
-                                  std::vector<std::string>* cross_tokens);
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
+                                  std::vector<std::string>* tokens, std::vector<std::string>* cross_tokens);
 std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& ids, std::vector<std::string> tokens);
 
 }  // namespace attnlab::cli

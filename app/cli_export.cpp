@@ -18,8 +18,9 @@ void quiet_qt_messages(QtMsgType type, const QMessageLogContext&, const QString&
 }  // namespace
 
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer", "--head",
-                                         "--out", "--width", "--height", "--dpi", "--colormap", "--title"}),
+  const Args a(argv,
+               with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer", "--head",
+                                   "--out", "--width", "--height", "--dpi", "--colormap", "--title"}),
                {"--random-init", "--annotate"});
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
   const Model model = resolve_model(a, argv0);
@@ -39,7 +40,8 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   spec.title = QString::fromStdString(a.get("--title"));
   spec.annotate = a.has("--annotate");
   if (spec.dpi < 24 || spec.dpi > 1200) throw Error("--dpi must be between 24 and 1200");
-  if (spec.width < 0 || spec.height < 0 || spec.width > 20000 || spec.height > 20000) throw Error("--width/--height out of range");
+  if (spec.width < 0 || spec.height < 0 || spec.width > 20000 || spec.height > 20000)
+    throw Error("--width/--height out of range");
   if (spec.layer < -1 || spec.head < -1) throw Error("--layer and --head take a number or \"all\"");
 
   auto backend = make_backend(a.get("--backend", "cpu"));

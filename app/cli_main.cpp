@@ -66,8 +66,9 @@ Without --model or --random-init the shipped default model is used.
 )";
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
-                                         "--mask-out", "--save-model"}),
+  const Args a(argv,
+               with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
+                                   "--mask-out", "--save-model"}),
                {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   std::vector<std::string> tokens, cross_tokens;
@@ -118,7 +119,6 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   return 0;
 }
 
-
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -146,7 +146,8 @@ int bench_train(const Args& a) {
   const ModelConfig& c = model.config;
   if (c.num_classes < 2) throw Error("--train needs --classes >= 2");
   const int T = a.get_int("--seq", 64), B = a.get_int("--batch", 32), repeat = a.get_int("--repeat", 10);
-  if (T <= 0 || T > c.max_len || B <= 0 || repeat <= 0) throw Error("--seq, --batch and --repeat must be positive (seq <= max_len)");
+  if (T <= 0 || T > c.max_len || B <= 0 || repeat <= 0)
+    throw Error("--seq, --batch and --repeat must be positive (seq <= max_len)");
   std::mt19937 rng(1);
   std::vector<std::vector<int>> seqs(static_cast<size_t>(B));
   std::vector<int> labels;
@@ -174,9 +175,18 @@ int bench_train(const Args& a) {
   const double med = median(ms);
   const double sps = B / (med * 1e-3);
   if (a.has("--json")) {
-    std::cout << json{{"backend", ops->name()}, {"train", true}, {"layers", c.num_layers}, {"dim", c.embed_size},
-                      {"heads", c.num_heads}, {"ff", c.ff_dim}, {"seq", T}, {"batch", B}, {"repeat", repeat},
-                      {"median_ms", med}, {"samples_per_s", sps}}.dump()
+    std::cout << json{{"backend", ops->name()},
+                      {"train", true},
+                      {"layers", c.num_layers},
+                      {"dim", c.embed_size},
+                      {"heads", c.num_heads},
+                      {"ff", c.ff_dim},
+                      {"seq", T},
+                      {"batch", B},
+                      {"repeat", repeat},
+                      {"median_ms", med},
+                      {"samples_per_s", sps}}
+                     .dump()
               << "\n";
   } else {
     std::printf("train step: backend %s layers %d dim %d heads %d ff %d seq %d batch %d\n", ops->name().c_str(),
@@ -198,9 +208,12 @@ int cmd_devices(const std::vector<std::string>& argv) {
     std::cout << list.dump(2) << "\n";
     return 0;
   }
-  for (const auto& d : list) std::printf("%-10s %s\n", d["backend"].get<std::string>().c_str(), d["device"].get<std::string>().c_str());
-  if (!opencl_compiled_in()) std::printf("(built without OpenCL: ATTNLAB_OPENCL=OFF)\n");
-  else if (names.size() == 2) std::printf("(no OpenCL device found: install a driver such as pocl-opencl-icd)\n");
+  for (const auto& d : list)
+    std::printf("%-10s %s\n", d["backend"].get<std::string>().c_str(), d["device"].get<std::string>().c_str());
+  if (!opencl_compiled_in())
+    std::printf("(built without OpenCL: ATTNLAB_OPENCL=OFF)\n");
+  else if (names.size() == 2)
+    std::printf("(no OpenCL device found: install a driver such as pocl-opencl-icd)\n");
   std::printf("--backend opencl picks the first GPU, else the first device.\n");
   return 0;
 }
@@ -211,8 +224,10 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   if (a.has("--sgemm")) {
     const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
     const double g = sgemm_gflops(n, repeat);
-    if (a.has("--json")) std::cout << json{{"sgemm", n}, {"repeat", repeat}, {"gflops", g}}.dump() << "\n";
-    else std::printf("Eigen SGEMM %dx%dx%d: %.1f GFLOP/s (median of %d)\n", n, n, n, g, repeat);
+    if (a.has("--json"))
+      std::cout << json{{"sgemm", n}, {"repeat", repeat}, {"gflops", g}}.dump() << "\n";
+    else
+      std::printf("Eigen SGEMM %dx%dx%d: %.1f GFLOP/s (median of %d)\n", n, n, n, g, repeat);
     return 0;
   }
   if (a.has("--train")) return bench_train(a);
@@ -259,10 +274,19 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   backend->set_profiling(false);
   const double device_ms = transfer_ms + kernel_ms;
   if (a.has("--json")) {
-    json j = {{"backend", backend->name()}, {"layers", c.num_layers}, {"dim", c.embed_size}, {"heads", c.num_heads},
-              {"ff", c.ff_dim}, {"seq", T}, {"mask", req.mask.describe()}, {"repeat", repeat},
-              {"median_ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())}, {"gflops", gflops},
-              {"device", backend->device()}, {"peak_rss_mb", peak_rss_mb()},
+    json j = {{"backend", backend->name()},
+              {"layers", c.num_layers},
+              {"dim", c.embed_size},
+              {"heads", c.num_heads},
+              {"ff", c.ff_dim},
+              {"seq", T},
+              {"mask", req.mask.describe()},
+              {"repeat", repeat},
+              {"median_ms", med},
+              {"min_ms", *std::min_element(ms.begin(), ms.end())},
+              {"gflops", gflops},
+              {"device", backend->device()},
+              {"peak_rss_mb", peak_rss_mb()},
               {"probability_mb", probability_bytes(c, T, req.keep_layers) / 1048576.0},
               {"model_mb", static_cast<double>(c.parameter_count()) * 4 / 1048576.0}};
     if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
@@ -304,9 +328,11 @@ int main(int argc, char** argv) {
 #ifdef ATTNLAB_WITH_EXPORT
     if (cmd == "export") return cmd_export(args, argv[0]);
 #else
-    if (cmd == "export") throw attnlab::Error("this attnlab-cli was built without the GUI (ATTNLAB_BUILD_GUI=OFF): export is unavailable");
+    if (cmd == "export")
+      throw attnlab::Error("this attnlab-cli was built without the GUI (ATTNLAB_BUILD_GUI=OFF): export is unavailable");
 #endif
-    throw attnlab::Error("unknown command \"" + cmd + "\" (expected forward, train, eval, predict, make-data or bench; see --help)");
+    throw attnlab::Error("unknown command \"" + cmd +
+                         "\" (expected forward, train, eval, predict, make-data or bench; see --help)");
   } catch (const attnlab::Error& e) {
     std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
     return 2;

@@ -29,16 +29,18 @@ void print_eval(const Model& model, const EvalResult& ev) {
   for (size_t k = 0; k < ev.class_accuracy.size(); ++k) {
     int total = 0;
     for (int v : ev.confusion[k]) total += v;
-    std::printf("  class %-12s accuracy %.4f (%d examples)\n", model.label(static_cast<int>(k)).c_str(), ev.class_accuracy[k], total);
+    std::printf("  class %-12s accuracy %.4f (%d examples)\n", model.label(static_cast<int>(k)).c_str(),
+                ev.class_accuracy[k], total);
   }
 }
 
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& argv) {
-  const Args a(argv, with(kModelValued, {"--data", "--val-data", "--val-split", "--out", "--config", "--epochs", "--batch", "--lr",
-                                         "--weight-decay", "--dropout", "--clip", "--warmup", "--min-count",
-                                         "--text-column", "--label-column"}),
+  const Args a(argv,
+               with(kModelValued, {"--data", "--val-data", "--val-split", "--out", "--config", "--epochs", "--batch",
+                                   "--lr", "--weight-decay", "--dropout", "--clip", "--warmup", "--min-count",
+                                   "--text-column", "--label-column"}),
                {"--cosine", "--quiet", "--json"});
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
@@ -55,7 +57,8 @@ int cmd_train(const std::vector<std::string>& argv) {
   train_set.rows = train_rows;
   const std::vector<std::string> labels = train_set.label_set();
   if (labels.size() < 2)
-    throw Error(a.get("--data") + ": only one class (\"" + labels[0] + "\") in the training rows; a classifier needs two or more");
+    throw Error(a.get("--data") + ": only one class (\"" + labels[0] +
+                "\") in the training rows; a classifier needs two or more");
 
   ModelConfig defaults;
   if (a.has("--config")) {
@@ -68,7 +71,8 @@ int cmd_train(const std::vector<std::string>& argv) {
     j.erase("labels");
     defaults = parse_config_json(j.dump(), a.get("--config"));
   } else {
-    defaults.embed_size = 64, defaults.num_heads = 8, defaults.num_layers = 2, defaults.ff_dim = 128, defaults.max_len = 64;
+    defaults.embed_size = 64, defaults.num_heads = 8, defaults.num_layers = 2, defaults.ff_dim = 128,
+    defaults.max_len = 64;
     defaults.positional = Positional::Learned;
     defaults.pooling = Pooling::MaskedMean;
     defaults.vocab_size = 1 << 20;
@@ -121,7 +125,8 @@ int cmd_train(const std::vector<std::string>& argv) {
 }
 
 int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--data", "--text-column", "--label-column", "--batch"}), {"--json", "--random-init"});
+  const Args a(argv, with(kModelValued, {"--data", "--text-column", "--label-column", "--batch"}),
+               {"--json", "--random-init"});
   if (!a.has("--data")) throw Error("eval needs --data FILE.tsv");
   const Model model = resolve_model(a, argv0);
   if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
@@ -133,7 +138,8 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
     json j = {{"accuracy", ev.accuracy}, {"loss", ev.loss}, {"count", ev.count}, {"confusion", ev.confusion}};
     json per = json::object();
     for (size_t k = 0; k < ev.class_accuracy.size(); ++k)
-      per[model.label(static_cast<int>(k))] = std::isnan(ev.class_accuracy[k]) ? json(nullptr) : json(ev.class_accuracy[k]);
+      per[model.label(static_cast<int>(k))] =
+          std::isnan(ev.class_accuracy[k]) ? json(nullptr) : json(ev.class_accuracy[k]);
     j["class_accuracy"] = per;
     std::cout << j.dump(2) << "\n";
   } else {
@@ -156,7 +162,8 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) 
   if (a.has("--json")) {
     json probs = json::object();
     for (size_t k = 0; k < r.class_probs.size(); ++k) probs[model.label(static_cast<int>(k))] = r.class_probs[k];
-    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", tokens}}.dump(2) << "\n";
+    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", tokens}}.dump(2)
+              << "\n";
   } else {
     std::printf("%s\n", model.label(r.predicted).c_str());
     for (size_t k = 0; k < r.class_probs.size(); ++k)

@@ -13,7 +13,8 @@ inline std::string default_model_dir(const std::string& argv0) {
   std::error_code ec;
   const fs::path exe = fs::canonical(fs::path(argv0), ec);
   if (!ec) {
-    for (const fs::path& p : {exe.parent_path() / "../share/attnlab/models/default", exe.parent_path() / "resources/models/default"})
+    for (const fs::path& p :
+         {exe.parent_path() / "../share/attnlab/models/default", exe.parent_path() / "resources/models/default"})
       if (fs::exists(p / "config.json")) return p.lexically_normal().string();
   }
   return std::string(ATTNLAB_RESOURCE_DIR) + "/models/default";

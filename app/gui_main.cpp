@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
   p.addOption({"tab", "Open on a tab: heads, layers, head, mask (Explore) or train.", "NAME"});
-  p.addOption({"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
+  p.addOption(
+      {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu or reference.", "NAME"});
   p.addOption({"size", "Window size WxH (for screenshots).", "WxH"});
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
@@ -47,8 +48,10 @@ int main(int argc, char** argv) {
   if (use_settings) w.restoreSettings();
   attnlab::ExploreView* e = w.explore();
   if (p.isSet("perf-log")) e->setPerfLog(p.value("perf-log"));
-  if (p.isSet("text")) e->setText(p.value("text"));
-  else if (e->text().isEmpty()) e->setText("the film was not very good");
+  if (p.isSet("text"))
+    e->setText(p.value("text"));
+  else if (e->text().isEmpty())
+    e->setText("the film was not very good");
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
   if (p.isSet("backend")) w.setBackend(p.value("backend"));
   try {

@@ -24,24 +24,37 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 const char* to_string(Positional p) {
   switch (p) {
-    case Positional::None: return "none";
-    case Positional::Sinusoidal: return "sinusoidal";
-    case Positional::Learned: return "learned";
-    case Positional::Relative: return "relative";
+    case Positional::None:
+      return "none";
+    case Positional::Sinusoidal:
+      return "sinusoidal";
+    case Positional::Learned:
+      return "learned";
+    case Positional::Relative:
+      return "relative";
   }
   return "?";
 }
-const char* to_string(NormPlacement n) { return n == NormPlacement::Post ? "post" : "pre"; }
-const char* to_string(Activation a) { return a == Activation::Relu ? "relu" : "gelu"; }
+const char* to_string(NormPlacement n) {
+  return n == NormPlacement::Post ? "post" : "pre";
+}
+const char* to_string(Activation a) {
+  return a == Activation::Relu ? "relu" : "gelu";
+}
 const char* to_string(Pooling p) {
   switch (p) {
-    case Pooling::Mean: return "mean";
-    case Pooling::MaskedMean: return "masked_mean";
-    case Pooling::Cls: return "cls";
+    case Pooling::Mean:
+      return "mean";
+    case Pooling::MaskedMean:
+      return "masked_mean";
+    case Pooling::Cls:
+      return "cls";
   }
   return "?";
 }
-const char* to_string(TokenizerKind t) { return t == TokenizerKind::Word ? "word" : "char"; }
+const char* to_string(TokenizerKind t) {
+  return t == TokenizerKind::Word ? "word" : "char";
+}
 
 namespace {
 [[noreturn]] void bad_choice(const std::string& key, const std::string& v, const char* allowed) {
@@ -102,8 +115,7 @@ void ModelConfig::validate() const {
   const long long big = 1LL << 31;
   if (static_cast<long long>(vocab_size) * embed_size > big || static_cast<long long>(ff_dim) * embed_size > big ||
       max_len > (1 << 20) || num_layers > 1024)
-    throw Error("config describes a model too large to load (" + std::to_string(parameter_count()) +
-                " parameters)");
+    throw Error("config describes a model too large to load (" + std::to_string(parameter_count()) + " parameters)");
 }
 
 long long ModelConfig::parameter_count() const {

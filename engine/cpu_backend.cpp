@@ -24,8 +24,12 @@ using kernels::RowMat;
 using ConstMap = Eigen::Map<const RowMat>;
 using ConstVec = Eigen::Map<const Eigen::RowVectorXf>;
 
-ConstMap as_mat(const Tensor& t) { return ConstMap(t.ptr(), t.dim(0), t.rank() == 2 ? t.dim(1) : 1); }
-ConstVec as_vec(const Tensor& t) { return ConstVec(t.ptr(), t.numel()); }
+ConstMap as_mat(const Tensor& t) {
+  return ConstMap(t.ptr(), t.dim(0), t.rank() == 2 ? t.dim(1) : 1);
+}
+ConstVec as_vec(const Tensor& t) {
+  return ConstVec(t.ptr(), t.numel());
+}
 
 // y = x W^T + b   (nn.Linear)
 RowMat linear(const RowMat& x, const Tensor& W, const Tensor& b) {
@@ -80,8 +84,8 @@ std::vector<Span> visible_spans(const AttnMask& mask) {
         continue;
       }
       const void* last = memrchr(row, 0, static_cast<size_t>(S));
-      spans[static_cast<size_t>(p) * T + i] =
-          Span{static_cast<int>(static_cast<const uint8_t*>(first) - row), static_cast<int>(static_cast<const uint8_t*>(last) - row)};
+      spans[static_cast<size_t>(p) * T + i] = Span{static_cast<int>(static_cast<const uint8_t*>(first) - row),
+                                                   static_cast<int>(static_cast<const uint8_t*>(last) - row)};
     }
   return spans;
 }
@@ -223,10 +227,12 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
+  Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb,
+                         const AttnMask& mask) override {
     const ModelConfig& c = model.config;
     const LayerWeights& L = model.weights.layers[static_cast<size_t>(layer)];
-    const ThreadBudget threads(forward_flops(c, static_cast<double>(xa.dim(0)), static_cast<double>(xb.dim(0))) / c.num_layers);
+    const ThreadBudget threads(forward_flops(c, static_cast<double>(xa.dim(0)), static_cast<double>(xb.dim(0))) /
+                               c.num_layers);
     Tensor probs({c.num_heads, xa.dim(0), xb.dim(0)});
     RowMat a = as_mat(xa), b = as_mat(xb);
     if (c.norm == NormPlacement::Pre) {
@@ -240,7 +246,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 double sgemm_gflops(int n, int repeat) {
   RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);

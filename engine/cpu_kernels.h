@@ -62,8 +62,10 @@ inline void masked_softmax_row(float* row, int S, const uint8_t* blocked, const 
   if (blocked) {
     bool any_visible = false;
     for (int j = 0; j < S; ++j) {
-      if (blocked[j]) buf[j] = -std::numeric_limits<float>::infinity();
-      else any_visible = true;
+      if (blocked[j])
+        buf[j] = -std::numeric_limits<float>::infinity();
+      else
+        any_visible = true;
     }
     if (!any_visible) {
       std::fill(row, row + S, 0.0f);

@@ -57,8 +57,10 @@ std::vector<Record> split_records(const std::string& text, char delim, const std
     const char ch = text[i];
     if (in_quotes) {
       if (ch == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
-        else in_quotes = false;
+        if (i + 1 < text.size() && text[i + 1] == '"')
+          field += '"', ++i;
+        else
+          in_quotes = false;
       } else {
         if (ch == '\n') ++line;
         field += ch;
@@ -95,24 +97,28 @@ std::vector<Record> split_records(const std::string& text, char delim, const std
   return out;
 }
 
-int find_column(const std::vector<std::string>& names, const std::string& want, const std::string& what, bool has_header,
-                const std::string& where) {
+int find_column(const std::vector<std::string>& names, const std::string& want, const std::string& what,
+                bool has_header, const std::string& where) {
   if (want.empty()) return -1;
   if (std::all_of(want.begin(), want.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
     const int k = std::atoi(want.c_str()) - 1;
     if (k < 0 || k >= static_cast<int>(names.size()))
-      throw Error(where + ": no column " + want + " for the " + what + " (the file has " + std::to_string(names.size()) + " columns)");
+      throw Error(where + ": no column " + want + " for the " + what + " (the file has " +
+                  std::to_string(names.size()) + " columns)");
     return k;
   }
   for (size_t k = 0; k < names.size(); ++k)
     if (lower_trim(names[k]) == lower_trim(want)) return static_cast<int>(k);
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  throw Error(where + ": no column named \"" + want + "\" for the " + what + (has_header ? " (columns: " + list + ")" : " (the file has no header row)"));
+  throw Error(where + ": no column named \"" + want + "\" for the " + what +
+              (has_header ? " (columns: " + list + ")" : " (the file has no header row)"));
 }
 
-const std::set<std::string> kTextNames = {"text", "sentence", "name", "review", "input", "document", "content", "tweet"};
-const std::set<std::string> kLabelNames = {"label", "class", "category", "target", "sentiment", "y", "output", "gender"};
+const std::set<std::string> kTextNames = {"text",  "sentence", "name",    "review",
+                                          "input", "document", "content", "tweet"};
+const std::set<std::string> kLabelNames = {"label",     "class", "category", "target",
+                                           "sentiment", "y",     "output",   "gender"};
 
 }  // namespace
 
@@ -137,17 +143,21 @@ Dataset parse_dataset(const std::string& bytes, const std::string& where, const 
   const std::vector<Record> recs = split_records(text, delim, where);
   if (recs.empty()) throw Error(where + ": the file has no rows");
   const size_t ncols = recs[0].fields.size();
-  if (ncols < 2) throw Error(where + ": expected at least two columns (text and label) separated by " + (delim == '\t' ? std::string("tabs") : std::string("'") + delim + "'"));
+  if (ncols < 2)
+    throw Error(where + ": expected at least two columns (text and label) separated by " +
+                (delim == '\t' ? std::string("tabs") : std::string("'") + delim + "'"));
 
   // A header names its columns with words we know, or the user named a column that is in it.
   bool header = false;
   for (const auto& f : recs[0].fields) {
     const std::string n = lower_trim(f);
-    if (kTextNames.count(n) || kLabelNames.count(n) || n == lower_trim(opt.text_column) || n == lower_trim(opt.label_column))
+    if (kTextNames.count(n) || kLabelNames.count(n) || n == lower_trim(opt.text_column) ||
+        n == lower_trim(opt.label_column))
       header = true;
   }
   d.has_header = header;
-  if (header) d.columns = recs[0].fields;
+  if (header)
+    d.columns = recs[0].fields;
   else
     for (size_t k = 0; k < ncols; ++k) d.columns.push_back("column " + std::to_string(k + 1));
 
@@ -190,7 +200,11 @@ Dataset parse_dataset(const std::string& bytes, const std::string& where, const 
     }
     d.rows.push_back(std::move(e));
   }
-  if (d.rows.empty()) throw Error(where + ": no usable rows" + (d.issues.empty() ? "" : " (first problem, line " + std::to_string(d.issues[0].line) + ": " + d.issues[0].message + ")"));
+  if (d.rows.empty())
+    throw Error(where + ": no usable rows" +
+                (d.issues.empty()
+                     ? ""
+                     : " (first problem, line " + std::to_string(d.issues[0].line) + ": " + d.issues[0].message + ")"));
   return d;
 }
 
@@ -235,8 +249,8 @@ EncodedData encode_examples(const Model& model, const std::vector<Example>& rows
   for (const auto& r : rows) {
     auto it = index.find(r.label);
     if (it == index.end())
-      throw Error("line " + std::to_string(r.line) + ": label \"" + r.label + "\" was not seen in training (the model knows " +
-                  std::to_string(index.size()) + " labels)");
+      throw Error("line " + std::to_string(r.line) + ": label \"" + r.label +
+                  "\" was not seen in training (the model knows " + std::to_string(index.size()) + " labels)");
     Tokenized t = tokenize(r.text, model.config, model.vocab);
     if (t.ids.empty()) throw Error("line " + std::to_string(r.line) + ": the text has no tokens");
     if (static_cast<int>(t.ids.size()) > model.config.max_len) {

@@ -65,7 +65,8 @@ std::vector<float> classify(const Model& model, const Tensor& hidden, const std:
   std::vector<float> logits(static_cast<size_t>(c.num_classes));
   for (int k = 0; k < c.num_classes; ++k) {
     double s = model.weights.fc_b.data[static_cast<size_t>(k)];
-    for (int e = 0; e < E; ++e) s += model.weights.fc_w.at(k, e) * (count ? pooled[static_cast<size_t>(e)] / count : 0.0);
+    for (int e = 0; e < E; ++e)
+      s += model.weights.fc_w.at(k, e) * (count ? pooled[static_cast<size_t>(e)] / count : 0.0);
     logits[static_cast<size_t>(k)] = static_cast<float>(s);
   }
   return logits;
@@ -89,7 +90,8 @@ Tensor ForwardResult::stacked_probs() const {
   const size_t n = per_layer.front().data.size();
   for (size_t l = 0; l < per_layer.size(); ++l) {
     if (per_layer[l].data.size() != n) throw Error("attention of layer " + std::to_string(l) + " was not kept");
-    std::copy(per_layer[l].data.begin(), per_layer[l].data.end(), out.data.begin() + static_cast<std::ptrdiff_t>(l * n));
+    std::copy(per_layer[l].data.begin(), per_layer[l].data.end(),
+              out.data.begin() + static_cast<std::ptrdiff_t>(l * n));
   }
   return out;
 }
@@ -128,10 +130,11 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
   const double have = available_bytes();
   if (have > 0 && need > 0.9 * have) {
     char msg[320];
-    std::snprintf(msg, sizeof msg,
-                  "this pass would keep %d layer(s) x %d heads x %d x %d attention probabilities (%.1f GB), more than the "
-                  "%.1f GB of memory available; keep fewer layers or shorten the input",
-                  layers, c.num_heads, T, S, need / 1e9, have / 1e9);
+    std::snprintf(
+        msg, sizeof msg,
+        "this pass would keep %d layer(s) x %d heads x %d x %d attention probabilities (%.1f GB), more than the "
+        "%.1f GB of memory available; keep fewer layers or shorten the input",
+        layers, c.num_heads, T, S, need / 1e9, have / 1e9);
     throw Error(msg);
   }
 }
@@ -174,8 +177,8 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.cross_attention.resize(static_cast<size_t>(c.num_layers));
     for (int l = 0; l < c.num_layers; ++l) {
       if (!req.keep_layers.empty() && !req.keep_layers[static_cast<size_t>(l)]) continue;
-      r.cross_attention[static_cast<size_t>(l)] =
-          backend.cross_attention(model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);
+      r.cross_attention[static_cast<size_t>(l)] = backend.cross_attention(
+          model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);
     }
     r.hidden = std::move(a.hidden);
     r.cross_hidden = std::move(b.hidden);
@@ -185,7 +188,8 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
   if (!r.logits.empty()) {
     r.class_probs = softmax(r.logits);
-    r.predicted = static_cast<int>(std::max_element(r.class_probs.begin(), r.class_probs.end()) - r.class_probs.begin());
+    r.predicted =
+        static_cast<int>(std::max_element(r.class_probs.begin(), r.class_probs.end()) - r.class_probs.begin());
   }
   for (float v : r.hidden.data)
     if (!std::isfinite(v)) {

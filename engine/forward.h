@@ -14,16 +14,16 @@ namespace attnlab {
 
 struct ForwardRequest {
   std::vector<int> ids;
-  std::vector<int> cross_ids;  // non-empty: cross-attention mode, ids attend to cross_ids
-  MaskSpec mask;  // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
-                  // sequence's own encoding then uses only its padding mask (when padding is on).
+  std::vector<int> cross_ids;     // non-empty: cross-attention mode, ids attend to cross_ids
+  MaskSpec mask;                  // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
+                                  // sequence's own encoding then uses only its padding mask (when padding is on).
   std::vector<bool> keep_layers;  // which layers' probabilities to keep; empty = all
 };
 
 struct ForwardResult {
   std::vector<int> ids, cross_ids;
-  Tensor hidden;        // [T, E]
-  Tensor cross_hidden;  // [T_b, E] in cross mode
+  Tensor hidden;                           // [T, E]
+  Tensor cross_hidden;                     // [T_b, E] in cross mode
   std::vector<float> logits, class_probs;  // empty for encoder-only models
   int predicted = -1;
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty

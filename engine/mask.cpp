@@ -66,7 +66,8 @@ void add_mask_arg(MaskSpec& spec, const std::string& arg) {
     spec.custom = load_npy(value);
     spec.custom_source = value;
   } else {
-    throw Error("--mask " + arg + ": unknown mask (expected causal, padding, window:W, strided:S, global:I,J, custom:FILE.npy)");
+    throw Error("--mask " + arg +
+                ": unknown mask (expected causal, padding, window:W, strided:S, global:I,J, custom:FILE.npy)");
   }
 }
 
@@ -164,8 +165,10 @@ Tensor AttnMask::as_tensor() const {
   Tensor t({planes, T, S});
   const float ninf = -std::numeric_limits<float>::infinity();
   for (size_t k = 0; k < t.data.size(); ++k) {
-    if (!blocked.empty() && blocked[k]) t.data[k] = ninf;
-    else if (!additive.empty()) t.data[k] = additive[k];
+    if (!blocked.empty() && blocked[k])
+      t.data[k] = ninf;
+    else if (!additive.empty())
+      t.data[k] = additive[k];
   }
   return t;
 }
@@ -175,7 +178,8 @@ std::vector<std::pair<int, int>> AttnMask::fully_blocked_rows() const {
   if (blocked.empty()) return rows;
   for (int p = 0; p < planes; ++p)
     for (int i = 0; i < T; ++i) {
-      if (S > 0 && std::memchr(blocked.data() + index(p, i, 0), 0, static_cast<size_t>(S)) == nullptr) rows.emplace_back(p, i);
+      if (S > 0 && std::memchr(blocked.data() + index(p, i, 0), 0, static_cast<size_t>(S)) == nullptr)
+        rows.emplace_back(p, i);
     }
   return rows;
 }
@@ -191,10 +195,13 @@ std::vector<std::string> mask_warnings(const AttnMask& mask, const std::string& 
       list += ", ...";
       break;
     }
-    list += (list.empty() ? "" : ", ") + std::to_string(i) + (mask.planes > 1 ? " (head " + std::to_string(p) + ")" : "");
+    list +=
+        (list.empty() ? "" : ", ") + std::to_string(i) + (mask.planes > 1 ? " (head " + std::to_string(p) + ")" : "");
   }
-  out.push_back(what + ": " + std::to_string(rows.size()) + " query row(s) have every key blocked and get all-zero "
-                "attention: " + list);
+  out.push_back(what + ": " + std::to_string(rows.size()) +
+                " query row(s) have every key blocked and get all-zero "
+                "attention: " +
+                list);
   return out;
 }
 

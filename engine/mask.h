@@ -15,11 +15,11 @@
 namespace attnlab {
 
 struct MaskSpec {
-  bool padding = false;     // keys whose token is [PAD] are blocked
-  bool causal = false;      // key j > query i is blocked
-  int window = 0;           // sliding window W: j visible iff |i - j| <= floor(W / 2)
-  int stride = 0;           // strided S: j visible iff |i - j| < S or (i - j) mod S == 0
-  std::vector<int> global;  // Longformer global tokens: see all and are seen by all
+  bool padding = false;            // keys whose token is [PAD] are blocked
+  bool causal = false;             // key j > query i is blocked
+  int window = 0;                  // sliding window W: j visible iff |i - j| <= floor(W / 2)
+  int stride = 0;                  // strided S: j visible iff |i - j| < S or (i - j) mod S == 0
+  std::vector<int> global;         // Longformer global tokens: see all and are seen by all
   std::optional<NpyArray> custom;  // [T, S] or [heads, T, S]
   std::string custom_source;       // file name, for messages
 

@@ -32,10 +32,11 @@ class TensorTaker {
   TensorTaker(const TensorMap& m) : map_(m) {}
   Tensor take(const std::string& name, std::vector<int64_t> shape) const {
     auto it = map_.find(name);
-    if (it == map_.end()) throw Error("model.safetensors: missing tensor \"" + name + "\" (expected shape " + shape_str(shape) + ")");
+    if (it == map_.end())
+      throw Error("model.safetensors: missing tensor \"" + name + "\" (expected shape " + shape_str(shape) + ")");
     if (it->second.shape != shape)
-      throw Error("model.safetensors: tensor \"" + name + "\" has shape " + shape_str(it->second.shape) + ", expected " +
-                  shape_str(shape));
+      throw Error("model.safetensors: tensor \"" + name + "\" has shape " + shape_str(it->second.shape) +
+                  ", expected " + shape_str(shape));
     return it->second;
   }
   bool has(const std::string& name) const { return map_.count(name) != 0; }
@@ -58,12 +59,16 @@ ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors
   const TensorTaker t(tensors);
   const int64_t E = c.embed_size, F = c.ff_dim, V = c.vocab_size;
   WeightLayout layout;
-  if (t.has("layers.0.self_attn.in_proj_weight")) layout = WeightLayout::TorchEncoder;
-  else if (t.has("layers.0.attention.query.weight")) layout = WeightLayout::Article;
-  else if (t.has("attention.query.weight")) layout = WeightLayout::ArticleSingleLayer;
+  if (t.has("layers.0.self_attn.in_proj_weight"))
+    layout = WeightLayout::TorchEncoder;
+  else if (t.has("layers.0.attention.query.weight"))
+    layout = WeightLayout::Article;
+  else if (t.has("attention.query.weight"))
+    layout = WeightLayout::ArticleSingleLayer;
   else
-    throw Error("model.safetensors: no attention weights found (expected \"layers.0.attention.query.weight\", "
-                "\"layers.0.self_attn.in_proj_weight\" or \"attention.query.weight\")");
+    throw Error(
+        "model.safetensors: no attention weights found (expected \"layers.0.attention.query.weight\", "
+        "\"layers.0.self_attn.in_proj_weight\" or \"attention.query.weight\")");
   if (layout == WeightLayout::ArticleSingleLayer && c.num_layers != 1)
     throw Error("model.safetensors: single-layer TextClassifier weights (\"attention.*\") but num_layers is " +
                 std::to_string(c.num_layers));
@@ -142,7 +147,8 @@ TensorMap weights_to_tensors(const ModelConfig& c, const ModelWeights& w) {
 
 Model load_model(const std::string& dir) {
   if (!fs::exists(dir)) throw Error(dir + ": no such model folder");
-  if (!fs::is_directory(dir)) throw Error(dir + ": not a folder (a model is a folder with config.json, model.safetensors, vocab.txt)");
+  if (!fs::is_directory(dir))
+    throw Error(dir + ": not a folder (a model is a folder with config.json, model.safetensors, vocab.txt)");
   Model m;
   m.source = dir;
   m.config = load_config((fs::path(dir) / "config.json").string());
@@ -174,9 +180,11 @@ void save_model(const Model& model, const std::string& dir_in) {
   if (fs::exists(dir) && !fs::is_directory(dir)) throw Error(dir.string() + ": exists and is not a folder");
   const fs::path tmp = parent / ("." + dir.filename().string() + ".saving-" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec)) throw Error(dir.string() + ": cannot create a temporary folder beside it (" + ec.message() + ")");
+  if (!fs::create_directory(tmp, ec))
+    throw Error(dir.string() + ": cannot create a temporary folder beside it (" + ec.message() + ")");
   try {
-    write_file_atomic((tmp / "model.safetensors").string(), serialize_safetensors(weights_to_tensors(model.config, model.weights)));
+    write_file_atomic((tmp / "model.safetensors").string(),
+                      serialize_safetensors(weights_to_tensors(model.config, model.weights)));
     if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
     write_file_atomic((tmp / "vocab.txt").string(), vocab_to_text(model.vocab));

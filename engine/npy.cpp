@@ -82,7 +82,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
   }
   uint64_t count = 1;
   for (int64_t d : shape) {
-    if (d != 0 && count > (uint64_t(1) << 40) / static_cast<uint64_t>(d)) throw Error(where + ": shape is absurdly large");
+    if (d != 0 && count > (uint64_t(1) << 40) / static_cast<uint64_t>(d))
+      throw Error(where + ": shape is absurdly large");
     count *= static_cast<uint64_t>(d);
   }
   if (descr.size() < 3) throw Error(where + ": unsupported dtype '" + descr + "'");
@@ -90,7 +91,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
   const char kind = descr[1];
   const int size = std::atoi(descr.c_str() + 2);
   if (order == '>' && size > 1) throw Error(where + ": big-endian arrays are not supported");
-  const bool ok_kind = (kind == 'b' && size == 1) || ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
+  const bool ok_kind = (kind == 'b' && size == 1) ||
+                       ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
                        (kind == 'f' && (size == 2 || size == 4 || size == 8));
   if (!ok_kind) throw Error(where + ": unsupported dtype '" + descr + "' (bool, int, uint, float are read)");
   const size_t data_start = hstart + hlen;
@@ -104,28 +106,59 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
   for (uint64_t i = 0; i < count; ++i) {
     const char* e = p + i * static_cast<uint64_t>(size);
     float v = 0;
-    if (kind == 'b' || (kind == 'u' && size == 1)) v = static_cast<unsigned char>(*e);
-    else if (kind == 'i' && size == 1) v = static_cast<signed char>(*e);
-    else if (kind == 'f' && size == 2) { uint16_t x; std::memcpy(&x, e, 2); v = half_to_float(x); }
-    else if (kind == 'f' && size == 4) std::memcpy(&v, e, 4);
-    else if (kind == 'f' && size == 8) { double x; std::memcpy(&x, e, 8); v = static_cast<float>(x); }
-    else if (kind == 'i' && size == 2) { int16_t x; std::memcpy(&x, e, 2); v = x; }
-    else if (kind == 'i' && size == 4) { int32_t x; std::memcpy(&x, e, 4); v = static_cast<float>(x); }
-    else if (kind == 'i' && size == 8) { int64_t x; std::memcpy(&x, e, 8); v = static_cast<float>(x); }
-    else if (kind == 'u' && size == 2) { uint16_t x; std::memcpy(&x, e, 2); v = x; }
-    else if (kind == 'u' && size == 4) { uint32_t x; std::memcpy(&x, e, 4); v = static_cast<float>(x); }
-    else if (kind == 'u' && size == 8) { uint64_t x; std::memcpy(&x, e, 8); v = static_cast<float>(x); }
+    if (kind == 'b' || (kind == 'u' && size == 1))
+      v = static_cast<unsigned char>(*e);
+    else if (kind == 'i' && size == 1)
+      v = static_cast<signed char>(*e);
+    else if (kind == 'f' && size == 2) {
+      uint16_t x;
+      std::memcpy(&x, e, 2);
+      v = half_to_float(x);
+    } else if (kind == 'f' && size == 4)
+      std::memcpy(&v, e, 4);
+    else if (kind == 'f' && size == 8) {
+      double x;
+      std::memcpy(&x, e, 8);
+      v = static_cast<float>(x);
+    } else if (kind == 'i' && size == 2) {
+      int16_t x;
+      std::memcpy(&x, e, 2);
+      v = x;
+    } else if (kind == 'i' && size == 4) {
+      int32_t x;
+      std::memcpy(&x, e, 4);
+      v = static_cast<float>(x);
+    } else if (kind == 'i' && size == 8) {
+      int64_t x;
+      std::memcpy(&x, e, 8);
+      v = static_cast<float>(x);
+    } else if (kind == 'u' && size == 2) {
+      uint16_t x;
+      std::memcpy(&x, e, 2);
+      v = x;
+    } else if (kind == 'u' && size == 4) {
+      uint32_t x;
+      std::memcpy(&x, e, 4);
+      v = static_cast<float>(x);
+    } else if (kind == 'u' && size == 8) {
+      uint64_t x;
+      std::memcpy(&x, e, 8);
+      v = static_cast<float>(x);
+    }
     out.tensor.data[i] = v;
   }
   return out;
 }
 
-NpyArray load_npy(const std::string& path) { return parse_npy(read_file_bytes(path), path); }
+NpyArray load_npy(const std::string& path) {
+  return parse_npy(read_file_bytes(path), path);
+}
 
 namespace {
 std::string npy_header(const std::vector<int64_t>& dims, const char* descr) {
   std::string shape = "(";
-  for (size_t i = 0; i < dims.size(); ++i) shape += std::to_string(dims[i]) + (dims.size() == 1 ? "," : i + 1 < dims.size() ? ", " : "");
+  for (size_t i = 0; i < dims.size(); ++i)
+    shape += std::to_string(dims[i]) + (dims.size() == 1 ? "," : i + 1 < dims.size() ? ", " : "");
   shape += ")";
   std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad with spaces so that magic + version + length + header + '\n' is a multiple of 64.
@@ -158,6 +191,8 @@ void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, c
   write_file_atomic(path, serialize_npy_bool(shape, values));
 }
 
-void save_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, serialize_npy(t)); }
+void save_npy(const std::string& path, const Tensor& t) {
+  write_file_atomic(path, serialize_npy(t));
+}
 
 }  // namespace attnlab

@@ -14,7 +14,8 @@ double grad_norm(const ModelWeights& grads) {
   return std::sqrt(s);
 }
 
-Adam::Adam(const ModelWeights& like, OptimizerConfig config) : cfg_(config), m_(zeros_like(like)), v_(zeros_like(like)) {
+Adam::Adam(const ModelWeights& like, OptimizerConfig config)
+    : cfg_(config), m_(zeros_like(like)), v_(zeros_like(like)) {
   // Decay matrices only: 1-D tensors (biases, LayerNorm gains) are left alone, as is customary.
   for (const Tensor* t : parameters(like)) decay_.push_back(t->rank() == 2);
 }
@@ -24,7 +25,8 @@ float Adam::current_lr() const {
   double lr = cfg_.lr;
   if (cfg_.warmup_steps > 0 && t <= cfg_.warmup_steps) return static_cast<float>(lr * t / cfg_.warmup_steps);
   if (cfg_.cosine && cfg_.total_steps > cfg_.warmup_steps) {
-    const double progress = std::min(1.0, static_cast<double>(t - cfg_.warmup_steps) / (cfg_.total_steps - cfg_.warmup_steps));
+    const double progress =
+        std::min(1.0, static_cast<double>(t - cfg_.warmup_steps) / (cfg_.total_steps - cfg_.warmup_steps));
     lr *= 0.5 * (1.0 + std::cos(M_PI * progress));
   }
   return static_cast<float>(lr);

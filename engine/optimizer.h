@@ -12,7 +12,7 @@ struct OptimizerConfig {
   float weight_decay = 0.0f;  // > 0: AdamW (decoupled decay, skipped for biases, LayerNorm and embeddings' norms)
   float clip_norm = 1.0f;     // <= 0: no clipping
   int warmup_steps = 0;
-  int total_steps = 0;        // > 0 with cosine: decay to 0 at total_steps
+  int total_steps = 0;  // > 0 with cosine: decay to 0 at total_steps
   bool cosine = false;
 };
 

@@ -34,7 +34,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps) 
     var /= static_cast<double>(E);
     const double inv = 1.0 / std::sqrt(var + eps);
     for (int64_t e = 0; e < E; ++e)
-      y.at(t, e) = static_cast<float>((x.at(t, e) - mean) * inv * g.data[static_cast<size_t>(e)] + b.data[static_cast<size_t>(e)]);
+      y.at(t, e) = static_cast<float>((x.at(t, e) - mean) * inv * g.data[static_cast<size_t>(e)] +
+                                      b.data[static_cast<size_t>(e)]);
   }
   return y;
 }
@@ -95,7 +96,8 @@ Tensor multi_head_attention(const Model& model, const LayerWeights& L, const Ten
       for (int j = 0; j < S; ++j)
         if (!mask.is_blocked(h, i, j)) sum += std::exp(score[static_cast<size_t>(j)] - best);
       for (int j = 0; j < S; ++j)
-        p[j] = mask.is_blocked(h, i, j) ? 0.0f : static_cast<float>(std::exp(score[static_cast<size_t>(j)] - best) / sum);
+        p[j] =
+            mask.is_blocked(h, i, j) ? 0.0f : static_cast<float>(std::exp(score[static_cast<size_t>(j)] - best) / sum);
       // out_h = P_h V_h, written into head h's columns of the concatenation
       for (int d = 0; d < D; ++d) {
         double s = 0;
@@ -139,7 +141,8 @@ class ReferenceBackend final : public Backend {
     return out;
   }
 
-  Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
+  Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb,
+                         const AttnMask& mask) override {
     const ModelConfig& c = model.config;
     const LayerWeights& L = model.weights.layers[static_cast<size_t>(layer)];
     Tensor probs;
@@ -154,6 +157,8 @@ class ReferenceBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+std::unique_ptr<Backend> make_reference_backend() {
+  return std::make_unique<ReferenceBackend>();
+}
 
 }  // namespace attnlab

@@ -100,9 +100,12 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
       throw Error(at + ": malformed entry");
     const std::string dtype = info["dtype"].get<std::string>();
     size_t elem = 0;
-    if (dtype == "F32") elem = 4;
-    else if (dtype == "F16" || dtype == "BF16") elem = 2;
-    else throw Error(at + ": dtype " + dtype + " is not supported (F32, F16, BF16 are)");
+    if (dtype == "F32")
+      elem = 4;
+    else if (dtype == "F16" || dtype == "BF16")
+      elem = 2;
+    else
+      throw Error(at + ": dtype " + dtype + " is not supported (F32, F16, BF16 are)");
 
     Tensor t;
     uint64_t count = 1;
@@ -141,7 +144,9 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
   return out;
 }
 
-TensorMap load_safetensors(const std::string& path) { return parse_safetensors(read_file_bytes(path), path); }
+TensorMap load_safetensors(const std::string& path) {
+  return parse_safetensors(read_file_bytes(path), path);
+}
 
 std::string serialize_safetensors(const TensorMap& tensors) {
   json header = json::object();
@@ -158,8 +163,7 @@ std::string serialize_safetensors(const TensorMap& tensors) {
   const uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += h;
-  for (const auto& [name, t] : tensors)
-    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+  for (const auto& [name, t] : tensors) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
   return out;
 }
 

@@ -13,14 +13,17 @@ const T& pick(const std::vector<T>& v, std::mt19937_64& rng) {
 }  // namespace
 
 std::vector<Example> make_negation_task(int n, uint64_t seed) {
-  static const std::vector<std::string> subjects = {"the film", "the movie", "this book", "the food", "the service",
-                                                    "my day", "the show", "the plot", "the music", "the hotel",
-                                                    "the game", "our trip", "the class", "the room", "the story"};
+  static const std::vector<std::string> subjects = {"the film", "the movie", "this book", "the food",  "the service",
+                                                    "my day",   "the show",  "the plot",  "the music", "the hotel",
+                                                    "the game", "our trip",  "the class", "the room",  "the story"};
   static const std::vector<std::string> verbs = {"was", "is", "seemed", "felt", "looked"};
   static const std::vector<std::string> intensifiers = {"", "", "very", "really", "quite", "so", "truly", "rather"};
-  static const std::vector<std::string> positive = {"good", "great", "fine", "nice", "excellent", "wonderful", "pleasant", "fun", "lovely", "superb"};
-  static const std::vector<std::string> negative = {"bad", "awful", "terrible", "boring", "poor", "dull", "horrible", "sad", "weak", "nasty"};
-  static const std::vector<std::string> prefixes = {"", "", "", "i think", "honestly", "overall", "to be fair", "sadly"};
+  static const std::vector<std::string> positive = {"good",      "great",    "fine", "nice",   "excellent",
+                                                    "wonderful", "pleasant", "fun",  "lovely", "superb"};
+  static const std::vector<std::string> negative = {"bad",  "awful",    "terrible", "boring", "poor",
+                                                    "dull", "horrible", "sad",      "weak",   "nasty"};
+  static const std::vector<std::string> prefixes = {"",         "",        "",           "i think",
+                                                    "honestly", "overall", "to be fair", "sadly"};
   static const std::vector<std::string> suffixes = {"", "", "", "at all", "today", "to me", "in the end", "this time"};
   std::mt19937_64 rng(seed);
   std::vector<Example> out;
@@ -51,7 +54,8 @@ std::vector<Example> make_first_last_task(int n, uint64_t seed) {
     std::string s;
     for (int k = 0; k < len; ++k) s += static_cast<char>('a' + rng() % 8);
     const bool same = rng() % 2 == 0;
-    if (same) s.back() = s.front();
+    if (same)
+      s.back() = s.front();
     else
       while (s.back() == s.front()) s.back() = static_cast<char>('a' + rng() % 8);
     out.push_back({s, same ? "same" : "different", i + 2});

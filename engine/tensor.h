@@ -43,7 +43,9 @@ struct ZeroedAllocator {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   template <class U>
-  bool operator==(const ZeroedAllocator<U>&) const noexcept { return true; }
+  bool operator==(const ZeroedAllocator<U>&) const noexcept {
+    return true;
+  }
 };
 using FloatStorage = std::vector<float, ZeroedAllocator<float>>;
 
@@ -53,8 +55,10 @@ struct Tensor {
 
   Tensor() = default;
   explicit Tensor(std::vector<int64_t> s, float fill = 0.0f) : shape(std::move(s)) {
-    if (fill == 0.0f) data.resize(static_cast<size_t>(numel_of(shape)));  // fresh calloc: zeros for free
-    else data.assign(static_cast<size_t>(numel_of(shape)), fill);
+    if (fill == 0.0f)
+      data.resize(static_cast<size_t>(numel_of(shape)));  // fresh calloc: zeros for free
+    else
+      data.assign(static_cast<size_t>(numel_of(shape)), fill);
   }
 
   static int64_t numel_of(const std::vector<int64_t>& s) {

@@ -40,7 +40,9 @@ Vocab parse_vocab(const std::string& text, const std::string& where) {
   }
 }
 
-Vocab load_vocab(const std::string& path) { return parse_vocab(read_file_bytes(path), path); }
+Vocab load_vocab(const std::string& path) {
+  return parse_vocab(read_file_bytes(path), path);
+}
 
 std::string vocab_to_text(const Vocab& v) {
   std::string out;
@@ -56,7 +58,8 @@ size_t utf8_len(const std::string& s, size_t i) {
   size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
   if (n == 0 || i + n > s.size()) throw Error("text is not valid UTF-8 at byte " + std::to_string(i));
   for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) throw Error("text is not valid UTF-8 at byte " + std::to_string(i));
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2)
+      throw Error("text is not valid UTF-8 at byte " + std::to_string(i));
   return n;
 }
 

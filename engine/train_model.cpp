@@ -96,16 +96,16 @@ float act_grad(float v, Activation a) {
 }
 
 struct LayerCache {
-  Tensor x_in;                    // layer input (N, E)
-  Tensor n1, n1_hat, n1_rstd;     // pre-norm: LN1(x_in)
-  Tensor Q, K, V, P, ctx;         // attention
-  std::vector<uint8_t> p_keep;    // attention dropout
-  std::vector<uint8_t> o_keep;    // residual dropout after fc_out
-  Tensor x1, x1_hat, x1_rstd;     // post: LN1(x + o); pre: x + o (x1_hat unused)
-  Tensor n2, n2_hat, n2_rstd;     // pre-norm: LN2(x1)
-  Tensor h, a;                    // feed-forward pre-activation and activation (N, F)
-  std::vector<uint8_t> f_keep;    // residual dropout after fc2
-  Tensor x2_hat, x2_rstd;         // post: LN2 of (x1 + f)
+  Tensor x_in;                  // layer input (N, E)
+  Tensor n1, n1_hat, n1_rstd;   // pre-norm: LN1(x_in)
+  Tensor Q, K, V, P, ctx;       // attention
+  std::vector<uint8_t> p_keep;  // attention dropout
+  std::vector<uint8_t> o_keep;  // residual dropout after fc_out
+  Tensor x1, x1_hat, x1_rstd;   // post: LN1(x + o); pre: x + o (x1_hat unused)
+  Tensor n2, n2_hat, n2_rstd;   // pre-norm: LN2(x1)
+  Tensor h, a;                  // feed-forward pre-activation and activation (N, F)
+  std::vector<uint8_t> f_keep;  // residual dropout after fc2
+  Tensor x2_hat, x2_rstd;       // post: LN2 of (x1 + f)
 };
 
 }  // namespace
@@ -192,7 +192,9 @@ StepOutput train_step(const Model& model, TrainOps& ops, const TrainBatch& batch
   for (int b = 0; b < B; ++b) {
     int count = 0;
     for (int t = 0; t < T; ++t) {
-      const bool use = c.pooling == Pooling::Cls ? t == 0 : c.pooling == Pooling::MaskedMean ? !batch.is_pad[static_cast<size_t>(b * T + t)] : true;
+      const bool use = c.pooling == Pooling::Cls          ? t == 0
+                       : c.pooling == Pooling::MaskedMean ? !batch.is_pad[static_cast<size_t>(b * T + t)]
+                                                          : true;
       if (use) pool_w[static_cast<size_t>(b * T + t)] = 1.0f, ++count;
     }
     for (int t = 0; t < T; ++t) {
@@ -244,8 +246,10 @@ StepOutput train_step(const Model& model, TrainOps& ops, const TrainBatch& batch
     Tensor dx1;
     if (c.ff_dim > 0) {
       Tensor ds2;  // d / d (x1 + dropout(f))
-      if (pre) ds2 = dx;
-      else ops.layer_norm_backward(k.x2_hat, k.x2_rstd, L.ln2_g, dx, ds2, GL.ln2_g, GL.ln2_b);
+      if (pre)
+        ds2 = dx;
+      else
+        ops.layer_norm_backward(k.x2_hat, k.x2_rstd, L.ln2_g, dx, ds2, GL.ln2_g, GL.ln2_b);
       Tensor df = ds2;
       if (drop) apply_keep(df, k.f_keep, drop_scale);
       Tensor da;
@@ -267,8 +271,10 @@ StepOutput train_step(const Model& model, TrainOps& ops, const TrainBatch& batch
     }
     // Then the attention sub-layer: x1 = [LN1](x + dropout(fc_out(attn))).
     Tensor ds1;
-    if (pre) ds1 = dx1;
-    else ops.layer_norm_backward(k.x1_hat, k.x1_rstd, L.ln1_g, dx1, ds1, GL.ln1_g, GL.ln1_b);
+    if (pre)
+      ds1 = dx1;
+    else
+      ops.layer_norm_backward(k.x1_hat, k.x1_rstd, L.ln1_g, dx1, ds1, GL.ln1_g, GL.ln1_b);
     Tensor dout = ds1;
     if (drop) apply_keep(dout, k.o_keep, drop_scale);
     Tensor dctx, dQ, dK, dV;

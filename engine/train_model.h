@@ -15,9 +15,9 @@ namespace attnlab {
 // A padded batch: B sequences of length T (the longest in the batch), [PAD] after each end.
 struct TrainBatch {
   int B = 0, T = 0;
-  std::vector<int> ids;          // [B * T]
-  std::vector<uint8_t> is_pad;   // [B * T]
-  std::vector<int> labels;       // [B]
+  std::vector<int> ids;         // [B * T]
+  std::vector<uint8_t> is_pad;  // [B * T]
+  std::vector<int> labels;      // [B]
 };
 
 // Pads (and truncates to max_len) sequences into a batch. Error when a sequence is empty.
@@ -30,9 +30,9 @@ struct StepOutput {
 };
 
 struct StepOptions {
-  float dropout = 0.0f;     // on attention probabilities and on both residual branches
+  float dropout = 0.0f;  // on attention probabilities and on both residual branches
   uint64_t dropout_seed = 0;
-  bool causal = false;      // train with a causal mask as well as the padding mask
+  bool causal = false;  // train with a causal mask as well as the padding mask
 };
 
 // Forward (and, when grads is not null, backward: grads are accumulated, scaled for the mean loss).

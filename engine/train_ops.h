@@ -32,22 +32,24 @@ class TrainOps {
   // y = x W^T + b. x (N, in), W (out, in), b (out), y (N, out).
   virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;
   // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x, db += colsum(dy).
-  virtual void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW, Tensor& db) = 0;
+  virtual void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
+                               Tensor& db) = 0;
 
   // y = (x - mean) * rstd * g + b per row; saves xhat (N, E) and rstd (N) for the backward.
   virtual void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y, Tensor& xhat,
                           Tensor& rstd) = 0;
   // dx overwritten; dg, db accumulated.
-  virtual void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy, Tensor& dx,
-                                   Tensor& dg, Tensor& db) = 0;
+  virtual void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy,
+                                   Tensor& dx, Tensor& dg, Tensor& db) = 0;
 
   // P (B, H, T, T) = softmax(Q K^T / sqrt(D) [+ relative term] with blocked keys at 0);
   // ctx (N, E) = dropout(P) V, head h in columns [h*D, (h+1)*D).
   virtual void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P,
                          Tensor& ctx) = 0;
   // dQ, dK, dV overwritten; drel (when the shape has a relative table) accumulated.
-  virtual void attention_backward(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
-                                  const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) = 0;
+  virtual void attention_backward(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V,
+                                  const Tensor& P, const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV,
+                                  Tensor* drel) = 0;
 };
 
 std::unique_ptr<TrainOps> make_reference_train_ops();

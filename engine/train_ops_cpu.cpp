@@ -14,10 +14,18 @@ using kernels::RowMat;
 using Map = Eigen::Map<RowMat>;
 using ConstMap = Eigen::Map<const RowMat>;
 
-ConstMap cm(const Tensor& t) { return ConstMap(t.ptr(), t.dim(0), t.numel() / std::max<int64_t>(1, t.dim(0))); }
-Map mm(Tensor& t) { return Map(t.ptr(), t.dim(0), t.numel() / std::max<int64_t>(1, t.dim(0))); }
-Eigen::Map<const Eigen::RowVectorXf> cv(const Tensor& t) { return {t.ptr(), t.numel()}; }
-Eigen::Map<Eigen::RowVectorXf> mv(Tensor& t) { return {t.ptr(), t.numel()}; }
+ConstMap cm(const Tensor& t) {
+  return ConstMap(t.ptr(), t.dim(0), t.numel() / std::max<int64_t>(1, t.dim(0)));
+}
+Map mm(Tensor& t) {
+  return Map(t.ptr(), t.dim(0), t.numel() / std::max<int64_t>(1, t.dim(0)));
+}
+Eigen::Map<const Eigen::RowVectorXf> cv(const Tensor& t) {
+  return {t.ptr(), t.numel()};
+}
+Eigen::Map<Eigen::RowVectorXf> mv(Tensor& t) {
+  return {t.ptr(), t.numel()};
+}
 
 class CpuTrainOps final : public TrainOps {
  public:
@@ -30,7 +38,8 @@ class CpuTrainOps final : public TrainOps {
     Y.rowwise() += cv(b);
   }
 
-  void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW, Tensor& db) override {
+  void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
+                       Tensor& db) override {
     if (dx) {
       *dx = Tensor({x.dim(0), W.dim(1)});
       mm(*dx).noalias() = cm(dy) * cm(W);
@@ -75,11 +84,13 @@ class CpuTrainOps final : public TrainOps {
       const float m1 = kernels::stable_sum(dh.data(), dh.size()) * inv_e;
       tmp = dh * XH.row(n).array().transpose();
       const float m2 = kernels::stable_sum(tmp.data(), tmp.size()) * inv_e;
-      DX.row(n).array() = rstd.data[static_cast<size_t>(n)] * (dh - m1 - XH.row(n).array().transpose() * m2).transpose();
+      DX.row(n).array() =
+          rstd.data[static_cast<size_t>(n)] * (dh - m1 - XH.row(n).array().transpose() * m2).transpose();
     }
   }
 
-  void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) override {
+  void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P,
+                 Tensor& ctx) override {
     const int B = s.B, T = s.T, H = s.H, D = s.D;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     P = Tensor({B, H, T, T});
@@ -106,7 +117,8 @@ class CpuTrainOps final : public TrainOps {
         for (int i = 0; i < T; ++i) {
           bool any = false;
           for (int j = 0; j < T; ++j) {
-            blocked[static_cast<size_t>(j)] = (s.causal && j > i) || (s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * T + j)]);
+            blocked[static_cast<size_t>(j)] =
+                (s.causal && j > i) || (s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * T + j)]);
             any |= blocked[static_cast<size_t>(j)] != 0;
           }
           kernels::masked_softmax_row(&Pm(i, 0), T, any ? blocked.data() : nullptr, nullptr, buf);
@@ -114,9 +126,11 @@ class CpuTrainOps final : public TrainOps {
         if (s.drop_keep) {
           Pd = Pm;
           apply_keep(s, bh, Pd);
-          CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() = Pd * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+          CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() =
+              Pd * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
         } else {
-          CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() = Pm * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+          CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() =
+              Pm * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
         }
       }
     }
@@ -187,6 +201,8 @@ class CpuTrainOps final : public TrainOps {
 
 }  // namespace
 
-std::unique_ptr<TrainOps> make_cpu_train_ops() { return std::make_unique<CpuTrainOps>(); }
+std::unique_ptr<TrainOps> make_cpu_train_ops() {
+  return std::make_unique<CpuTrainOps>();
+}
 
 }  // namespace attnlab

@@ -24,7 +24,8 @@ class ReferenceTrainOps final : public TrainOps {
       }
   }
 
-  void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW, Tensor& db) override {
+  void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
+                       Tensor& db) override {
     const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
     if (dx) {
       *dx = Tensor({N, in});
@@ -107,7 +108,8 @@ class ReferenceTrainOps final : public TrainOps {
     return s.drop_keep ? ((*s.drop_keep)[pidx] ? s.drop_scale : 0.0) : 1.0;
   }
 
-  void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) override {
+  void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P,
+                 Tensor& ctx) override {
     const int B = s.B, T = s.T, H = s.H, D = s.D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     P = Tensor({B, H, T, T});
@@ -134,7 +136,8 @@ class ReferenceTrainOps final : public TrainOps {
           for (int j = 0; j < T; ++j)
             if (!blocked(s, b, i, j)) sum += std::exp(sc[static_cast<size_t>(j)] - best);
           for (int j = 0; j < T; ++j)
-            P.data[row + j] = blocked(s, b, i, j) ? 0.0f : static_cast<float>(std::exp(sc[static_cast<size_t>(j)] - best) / sum);
+            P.data[row + j] =
+                blocked(s, b, i, j) ? 0.0f : static_cast<float>(std::exp(sc[static_cast<size_t>(j)] - best) / sum);
           for (int d = 0; d < D; ++d) {
             double v = 0;
             for (int j = 0; j < T; ++j) v += P.data[row + j] * keep(s, row + j) * el(V, s, b, h, j, d);
@@ -187,7 +190,9 @@ class ReferenceTrainOps final : public TrainOps {
 
 }  // namespace
 
-std::unique_ptr<TrainOps> make_reference_train_ops() { return std::make_unique<ReferenceTrainOps>(); }
+std::unique_ptr<TrainOps> make_reference_train_ops() {
+  return std::make_unique<ReferenceTrainOps>();
+}
 
 std::unique_ptr<TrainOps> make_train_ops(const std::string& name) {
   if (name == "reference") return make_reference_train_ops();

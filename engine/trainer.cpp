@@ -17,12 +17,15 @@ EvalResult evaluate(const Model& model, TrainOps& ops, const EncodedData& data, 
   int correct = 0;
   for (size_t start = 0; start < data.size(); start += static_cast<size_t>(batch)) {
     const size_t end = std::min(data.size(), start + static_cast<size_t>(batch));
-    std::vector<std::vector<int>> seqs(data.seqs.begin() + static_cast<std::ptrdiff_t>(start), data.seqs.begin() + static_cast<std::ptrdiff_t>(end));
-    std::vector<int> labels(data.labels.begin() + static_cast<std::ptrdiff_t>(start), data.labels.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<std::vector<int>> seqs(data.seqs.begin() + static_cast<std::ptrdiff_t>(start),
+                                       data.seqs.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<int> labels(data.labels.begin() + static_cast<std::ptrdiff_t>(start),
+                            data.labels.begin() + static_cast<std::ptrdiff_t>(end));
     const StepOutput s = train_step(model, ops, make_batch(model, seqs, labels), {}, nullptr);
     loss += s.loss * static_cast<double>(end - start);
     correct += s.correct;
-    for (size_t i = 0; i < labels.size(); ++i) ++r.confusion[static_cast<size_t>(labels[i])][static_cast<size_t>(s.predicted[i])];
+    for (size_t i = 0; i < labels.size(); ++i)
+      ++r.confusion[static_cast<size_t>(labels[i])][static_cast<size_t>(s.predicted[i])];
   }
   r.count = data.size();
   if (r.count) {
@@ -32,7 +35,8 @@ EvalResult evaluate(const Model& model, TrainOps& ops, const EncodedData& data, 
   for (int k = 0; k < C; ++k) {
     int total = 0;
     for (int p = 0; p < C; ++p) total += r.confusion[static_cast<size_t>(k)][static_cast<size_t>(p)];
-    r.class_accuracy.push_back(total ? static_cast<double>(r.confusion[static_cast<size_t>(k)][static_cast<size_t>(k)]) / total : NAN);
+    r.class_accuracy.push_back(
+        total ? static_cast<double>(r.confusion[static_cast<size_t>(k)][static_cast<size_t>(k)]) / total : NAN);
   }
   return r;
 }
@@ -43,7 +47,8 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
   if (cfg.batch <= 0 || cfg.epochs <= 0) throw Error("epochs and batch size must be positive");
   auto ops = make_train_ops(cfg.backend);
   TrainResult result;
-  const int steps_per_epoch = static_cast<int>((train.size() + static_cast<size_t>(cfg.batch) - 1) / static_cast<size_t>(cfg.batch));
+  const int steps_per_epoch =
+      static_cast<int>((train.size() + static_cast<size_t>(cfg.batch) - 1) / static_cast<size_t>(cfg.batch));
   OptimizerConfig oc = cfg.optimizer;
   oc.total_steps = steps_per_epoch * cfg.epochs;
   Adam adam(model.weights, oc);
@@ -95,7 +100,8 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
       if (cb.on_step) {
         TrainProgress p;
         p.epoch = epoch, p.epochs = cfg.epochs, p.step = step, p.total_steps = oc.total_steps, p.loss = s.loss;
-        p.samples_per_s = static_cast<double>(seen) / std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        p.samples_per_s = static_cast<double>(seen) /
+                          std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         p.lr = adam.current_lr();
         cb.on_step(p);
       }
@@ -104,7 +110,8 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
     EpochReport rep;
     rep.epoch = epoch;
     rep.train_loss = loss_sum / static_cast<double>(seen);
-    rep.samples_per_s = static_cast<double>(seen) / std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    rep.samples_per_s = static_cast<double>(seen) /
+                        std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (val.size() > 0) {
       const EvalResult ev = evaluate(model, *ops, val);
       rep.val_loss = ev.loss;

@@ -27,8 +27,8 @@ struct TrainConfig {
 struct TrainProgress {
   int epoch = 0, epochs = 0;  // epoch is 1-based
   int step = 0, total_steps = 0;
-  double loss = 0;            // this batch's loss
-  double samples_per_s = 0;   // over the epoch so far
+  double loss = 0;           // this batch's loss
+  double samples_per_s = 0;  // over the epoch so far
   double lr = 0;
 };
 

@@ -60,14 +60,18 @@ TEST_CASE("malformed safetensors are errors naming the problem", "[formats][erro
   std::string huge(8, '\xff');
   CHECK_THROWS_WITH(parse_safetensors(huge + "{}"), Catch::Contains("runs past the end"));
   CHECK_THROWS_WITH(parse_safetensors(make_safetensors("{not json", "")), Catch::Contains("not valid JSON"));
-  CHECK_THROWS_WITH(parse_safetensors(make_safetensors(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", good_data)),
-                    Catch::Contains("\"w\"") && Catch::Contains("I64"));
-  CHECK_THROWS_WITH(parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", good_data)),
-                    Catch::Contains("outside the data"));
-  CHECK_THROWS_WITH(parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", good_data)),
-                    Catch::Contains("needs 12 bytes"));
-  CHECK_THROWS_WITH(parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", good_data)),
-                    Catch::Contains("non-negative"));
+  CHECK_THROWS_WITH(
+      parse_safetensors(make_safetensors(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", good_data)),
+      Catch::Contains("\"w\"") && Catch::Contains("I64"));
+  CHECK_THROWS_WITH(
+      parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", good_data)),
+      Catch::Contains("outside the data"));
+  CHECK_THROWS_WITH(
+      parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", good_data)),
+      Catch::Contains("needs 12 bytes"));
+  CHECK_THROWS_WITH(
+      parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", good_data)),
+      Catch::Contains("non-negative"));
   CHECK_THROWS_WITH(parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[2]}})", good_data)),
                     Catch::Contains("data_offsets"));
   CHECK_THROWS_WITH(load_safetensors("/nonexistent/model.safetensors"), Catch::Contains("cannot open"));
@@ -126,14 +130,20 @@ TEST_CASE("config.json: defaults, validation, unknown keys ignored", "[formats][
 
   CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": 100, "embed_size": 64, "num_heads": 8, "num_layers": 2})"),
                     Catch::Contains("missing required key \"max_len\""));
-  CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": 100, "embed_size": 60, "num_heads": 8, "num_layers": 2, "max_len": 8})"),
-                    Catch::Contains("does not divide"));
-  CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": 100, "embed_size": 64, "num_heads": 8, "num_layers": 2, "max_len": 8, "norm": "middle"})"),
-                    Catch::Contains("norm") && Catch::Contains("middle"));
-  CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": 100, "embed_size": 64, "num_heads": 8, "num_layers": 2, "max_len": 8, "num_classes": 2, "labels": ["x"]})"),
-                    Catch::Contains("labels has 1"));
+  CHECK_THROWS_WITH(
+      parse_config_json(R"({"vocab_size": 100, "embed_size": 60, "num_heads": 8, "num_layers": 2, "max_len": 8})"),
+      Catch::Contains("does not divide"));
+  CHECK_THROWS_WITH(
+      parse_config_json(
+          R"({"vocab_size": 100, "embed_size": 64, "num_heads": 8, "num_layers": 2, "max_len": 8, "norm": "middle"})"),
+      Catch::Contains("norm") && Catch::Contains("middle"));
+  CHECK_THROWS_WITH(
+      parse_config_json(
+          R"({"vocab_size": 100, "embed_size": 64, "num_heads": 8, "num_layers": 2, "max_len": 8, "num_classes": 2, "labels": ["x"]})"),
+      Catch::Contains("labels has 1"));
   CHECK_THROWS_WITH(parse_config_json("{"), Catch::Contains("not valid JSON"));
-  CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": "many", "embed_size": 64})"), Catch::Contains("must be an integer"));
+  CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": "many", "embed_size": 64})"),
+                    Catch::Contains("must be an integer"));
 }
 
 TEST_CASE("tokenizers and vocabulary", "[formats][tokenizer]") {
@@ -197,7 +207,8 @@ TEST_CASE("model folder round trip, and PyTorch encoder layout loads", "[formats
   torch.erase("layers.1.linear2.bias");
   CHECK_THROWS_WITH(weights_from_tensors(c, torch), Catch::Contains("missing tensor \"layers.1.linear2.bias\""));
   torch["layers.1.linear2.bias"] = Tensor({15});
-  CHECK_THROWS_WITH(weights_from_tensors(c, torch), Catch::Contains("\"layers.1.linear2.bias\" has shape [15], expected [16]"));
+  CHECK_THROWS_WITH(weights_from_tensors(c, torch),
+                    Catch::Contains("\"layers.1.linear2.bias\" has shape [15], expected [16]"));
 
   // The article's one-layer TextClassifier: attention.* without layers.0.
   ModelConfig one = small_config(16, 8, 1, 0, 20);

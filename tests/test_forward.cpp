@@ -40,8 +40,10 @@ void check_prob_invariants(const ForwardResult& r) {
         for (int j = 0; j < S; ++j) {
           const float v = p.data[(static_cast<size_t>(h) * T + i) * S + j];
           REQUIRE(std::isfinite(v));
-          if (r.mask.is_blocked(h, i, j)) REQUIRE(v == 0.0f);
-          else all_blocked = false;
+          if (r.mask.is_blocked(h, i, j))
+            REQUIRE(v == 0.0f);
+          else
+            all_blocked = false;
           sum += v;
         }
         REQUIRE(std::fabs(sum - (all_blocked ? 0.0 : 1.0)) < 1e-5);
@@ -84,12 +86,15 @@ TEST_CASE("hand-worked two-token case matches the formula", "[forward]") {
 }
 
 TEST_CASE("cpu matches reference on awkward shapes", "[forward][cpu]") {
-  struct Shape { int T, E, H, layers, ff; };
+  struct Shape {
+    int T, E, H, layers, ff;
+  };
   for (const Shape s : {Shape{1, 16, 1, 1, 8}, Shape{1, 16, 16, 2, 0}, Shape{7, 18, 2, 2, 9}, Shape{13, 24, 8, 3, 31},
                         Shape{33, 32, 16, 1, 64}, Shape{5, 8, 8, 2, 0}}) {
     for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
       for (const Activation act : {Activation::Relu, Activation::Gelu})
-        for (const Positional pos : {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
+        for (const Positional pos :
+             {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
           CAPTURE(s.T, s.E, s.H, s.layers, s.ff, to_string(norm), to_string(act), to_string(pos));
           ModelConfig c = small_config(s.E, s.H, s.layers, s.ff, 40);
           c.norm = norm, c.activation = act, c.positional = pos;
@@ -153,8 +158,10 @@ TEST_CASE("per-head custom masks apply to their own head only", "[forward][masks
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j) {
         const float v = r.attention[0].data[(static_cast<size_t>(h) * T + i) * T + j];
-        if (j == h) CHECK(v == 0.0f);
-        else CHECK(v > 0.0f);
+        if (j == h)
+          CHECK(v == 0.0f);
+        else
+          CHECK(v > 0.0f);
       }
 }
 
@@ -208,7 +215,8 @@ TEST_CASE("cross-attention gives [heads, T_a, T_b] per layer and agrees across b
       ForwardRequest self;
       self.ids = req.ids;
       const ForwardResult s = run_forward(m, *cpu, self);
-      for (int l = 0; l < 2; ++l) CHECK(max_abs_diff(x.cross_attention[static_cast<size_t>(l)], s.attention[static_cast<size_t>(l)]) < 1e-6);
+      for (int l = 0; l < 2; ++l)
+        CHECK(max_abs_diff(x.cross_attention[static_cast<size_t>(l)], s.attention[static_cast<size_t>(l)]) < 1e-6);
     }
 }
 
@@ -225,7 +233,8 @@ TEST_CASE("batches pad to the longest sequence and block the padding", "[forward
     check_prob_invariants(rs[b]);
     for (int l = 0; l < 2; ++l)
       for (int i = 0; i < 6; ++i)
-        for (size_t j = batch[b].size(); j < 6; ++j) CHECK(rs[b].attention[static_cast<size_t>(l)].data[static_cast<size_t>(i * 6) + j] == 0.0f);
+        for (size_t j = batch[b].size(); j < 6; ++j)
+          CHECK(rs[b].attention[static_cast<size_t>(l)].data[static_cast<size_t>(i * 6) + j] == 0.0f);
   }
   // The real tokens' attention over real keys is what the unpadded sequence gives in layer 0
   // (keys are blocked, queries are unaffected; later layers differ only through pad queries'
@@ -237,8 +246,9 @@ TEST_CASE("batches pad to the longest sequence and block the padding", "[forward
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j)
-          CHECK(rs[0].attention[static_cast<size_t>(l)].data[(static_cast<size_t>(h) * 6 + i) * 6 + j] ==
-                Approx(a.attention[static_cast<size_t>(l)].data[(static_cast<size_t>(h) * 3 + i) * 3 + j]).margin(1e-5));
+          CHECK(
+              rs[0].attention[static_cast<size_t>(l)].data[(static_cast<size_t>(h) * 6 + i) * 6 + j] ==
+              Approx(a.attention[static_cast<size_t>(l)].data[(static_cast<size_t>(h) * 3 + i) * 3 + j]).margin(1e-5));
 }
 
 TEST_CASE("keep_layers drops the other layers' probabilities but not the result", "[forward]") {

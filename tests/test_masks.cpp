@@ -92,8 +92,8 @@ TEST_CASE("--mask arguments parse or fail with a message", "[masks][cli]") {
   CHECK(s.stride == 4);
   CHECK(s.global == std::vector<int>{0, 7});
   CHECK(s.describe() == "padding + causal + window:8 + strided:4 + global:0,7");
-  for (const char* bad : {"window", "window:", "window:0", "window:-3", "window:x", "strided:2.5", "global:", "global:1,,2",
-                          "casual", "causal:1", "custom:", "custom:/nonexistent/m.npy"}) {
+  for (const char* bad : {"window", "window:", "window:0", "window:-3", "window:x", "strided:2.5",
+                          "global:", "global:1,,2", "casual", "causal:1", "custom:", "custom:/nonexistent/m.npy"}) {
     CAPTURE(bad);
     MaskSpec t;
     CHECK_THROWS_AS(add_mask_arg(t, bad), Error);

@@ -68,7 +68,8 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
       mean /= E;
       for (int e = 0; e < E; ++e) var += (x.at(r, e) - mean) * (x.at(r, e) - mean);
       var /= E;
-      for (int e = 0; e < E; ++e) CHECK(std::fabs(y.at(r, e) - ((x.at(r, e) - mean) / std::sqrt(var + 1e-5) * g.data[e] + b.data[e])) < kTol);
+      for (int e = 0; e < E; ++e)
+        CHECK(std::fabs(y.at(r, e) - ((x.at(r, e) - mean) / std::sqrt(var + 1e-5) * g.data[e] + b.data[e])) < kTol);
     }
     // bias, residual, relu, gelu
     rt->upload(bx, x.ptr(), x.data.size() * 4);
@@ -130,16 +131,20 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
       for (int i = 0; i < T; ++i) {
         double m = -INFINITY, sum = 0;
         for (int j = 0; j < S; ++j)
-          if (!mask.is_blocked(h, i, j)) m = std::max(m, 0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j));
+          if (!mask.is_blocked(h, i, j))
+            m = std::max(m, 0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j));
         for (int j = 0; j < S; ++j)
-          if (!mask.is_blocked(h, i, j)) sum += std::exp(0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j) - m);
+          if (!mask.is_blocked(h, i, j))
+            sum += std::exp(0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j) - m);
         for (int j = 0; j < S; ++j) {
           const float got = out.data[(static_cast<size_t>(h) * T + i) * S + j];
           REQUIRE(std::isfinite(got));
           if (mask.is_blocked(h, i, j)) {
             CHECK(got == 0.0f);
           } else {
-            CHECK(std::fabs(got - std::exp(0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j) - m) / sum) < 1e-5);
+            CHECK(std::fabs(got -
+                            std::exp(0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j) - m) /
+                                sum) < 1e-5);
           }
         }
       }
@@ -147,11 +152,15 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
 }
 
 TEST_CASE("the opencl forward pass matches the reference on every case", "[opencl][forward]") {
-  struct Shape { int T, E, H, layers, ff; };
-  for (const Shape s : {Shape{1, 16, 1, 1, 8}, Shape{7, 18, 2, 2, 9}, Shape{13, 32, 8, 2, 31}, Shape{9, 32, 16, 1, 0}}) {
+  struct Shape {
+    int T, E, H, layers, ff;
+  };
+  for (const Shape s :
+       {Shape{1, 16, 1, 1, 8}, Shape{7, 18, 2, 2, 9}, Shape{13, 32, 8, 2, 31}, Shape{9, 32, 16, 1, 0}}) {
     for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
       for (const Activation act : {Activation::Relu, Activation::Gelu})
-        for (const Positional pos : {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
+        for (const Positional pos :
+             {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
           CAPTURE(s.T, s.E, s.H, s.layers, s.ff, to_string(norm), to_string(act), to_string(pos));
           ModelConfig c = small_config(s.E, s.H, s.layers, s.ff, 40);
           c.norm = norm, c.activation = act, c.positional = pos;

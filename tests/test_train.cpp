@@ -37,8 +37,8 @@ void check_grad(double fd, double an, const std::string& what) {
   CHECK(std::fabs(fd - an) <= 2e-3 + 2e-2 * std::fabs(fd));
 }
 
-AttnShape attn_shape(int B, int T, int H, int D, const std::vector<uint8_t>* pad, bool causal, const Tensor* rel, int max_len,
-                     const std::vector<uint8_t>* keep) {
+AttnShape attn_shape(int B, int T, int H, int D, const std::vector<uint8_t>* pad, bool causal, const Tensor* rel,
+                     int max_len, const std::vector<uint8_t>* keep) {
   AttnShape s;
   s.B = B, s.T = T, s.H = H, s.D = D, s.key_blocked = pad, s.causal = causal, s.rel = rel, s.max_len = max_len;
   s.drop_keep = keep;
@@ -50,7 +50,8 @@ AttnShape attn_shape(int B, int T, int H, int D, const std::vector<uint8_t>* pad
 
 TEST_CASE("reference linear and LayerNorm backward match finite differences", "[train][fd]") {
   auto ops = make_reference_train_ops();
-  Tensor x = random_tensor({3, 5}, 1), W = random_tensor({4, 5}, 2), b = random_tensor({4}, 3), R = random_tensor({3, 4}, 4);
+  Tensor x = random_tensor({3, 5}, 1), W = random_tensor({4, 5}, 2), b = random_tensor({4}, 3),
+         R = random_tensor({3, 4}, 4);
   auto loss = [&] {
     Tensor y;
     ops->linear(x, W, b, y);
@@ -62,7 +63,8 @@ TEST_CASE("reference linear and LayerNorm backward match finite differences", "[
   for (size_t k = 0; k < W.data.size(); ++k) check_grad(central_diff(W, k, loss), dW.data[k], "linear dW");
   for (size_t k = 0; k < b.data.size(); ++k) check_grad(central_diff(b, k, loss), db.data[k], "linear db");
 
-  Tensor g = random_tensor({6}, 5), beta = random_tensor({6}, 6), xl = random_tensor({4, 6}, 7), Rl = random_tensor({4, 6}, 8);
+  Tensor g = random_tensor({6}, 5), beta = random_tensor({6}, 6), xl = random_tensor({4, 6}, 7),
+         Rl = random_tensor({4, 6}, 8);
   auto ln_loss = [&] {
     Tensor y, xh, rs;
     ops->layer_norm(xl, g, beta, 1e-5f, y, xh, rs);
@@ -71,9 +73,11 @@ TEST_CASE("reference linear and LayerNorm backward match finite differences", "[
   Tensor y, xh, rs, dxl, dg({6}), dbeta({6});
   ops->layer_norm(xl, g, beta, 1e-5f, y, xh, rs);
   ops->layer_norm_backward(xh, rs, g, Rl, dxl, dg, dbeta);
-  for (size_t k = 0; k < xl.data.size(); ++k) check_grad(central_diff(xl, k, ln_loss, 1e-3f), dxl.data[k], "layer_norm dx");
+  for (size_t k = 0; k < xl.data.size(); ++k)
+    check_grad(central_diff(xl, k, ln_loss, 1e-3f), dxl.data[k], "layer_norm dx");
   for (size_t k = 0; k < g.data.size(); ++k) check_grad(central_diff(g, k, ln_loss), dg.data[k], "layer_norm dg");
-  for (size_t k = 0; k < beta.data.size(); ++k) check_grad(central_diff(beta, k, ln_loss), dbeta.data[k], "layer_norm db");
+  for (size_t k = 0; k < beta.data.size(); ++k)
+    check_grad(central_diff(beta, k, ln_loss), dbeta.data[k], "layer_norm db");
 }
 
 TEST_CASE("reference attention backward matches finite differences with masks, dropout, relative", "[train][fd]") {
@@ -88,7 +92,8 @@ TEST_CASE("reference attention backward matches finite differences with masks, d
     for (const bool use_rel : {false, true})
       for (const bool use_drop : {false, true}) {
         CAPTURE(causal, use_rel, use_drop);
-        const AttnShape s = attn_shape(B, T, H, D, &pad, causal, use_rel ? &rel : nullptr, max_len, use_drop ? &keep : nullptr);
+        const AttnShape s =
+            attn_shape(B, T, H, D, &pad, causal, use_rel ? &rel : nullptr, max_len, use_drop ? &keep : nullptr);
         Tensor Q = random_tensor({B * T, E}, 10), K = random_tensor({B * T, E}, 11), V = random_tensor({B * T, E}, 12);
         const Tensor R = random_tensor({B * T, E}, 13);
         auto loss = [&] {
@@ -116,7 +121,9 @@ TEST_CASE("reference attention backward matches finite differences with masks, d
 TEST_CASE("cpu training ops match the reference on awkward shapes", "[train][cpu]") {
   auto ref = make_reference_train_ops();
   auto cpu = make_train_ops("cpu");
-  struct S { int B, T, H, D; };
+  struct S {
+    int B, T, H, D;
+  };
   for (const S sh : {S{1, 1, 1, 1}, S{1, 1, 8, 4}, S{3, 7, 2, 5}, S{2, 33, 16, 2}, S{1, 200, 4, 8}}) {
     CAPTURE(sh.B, sh.T, sh.H, sh.D);
     const int E = sh.H * sh.D, N = sh.B * sh.T, max_len = 256;
@@ -154,7 +161,8 @@ TEST_CASE("cpu training ops match the reference on awkward shapes", "[train][cpu
     for (auto& k : keep) k = rng() % 4 != 0;
     const Tensor rel = random_tensor({2 * max_len - 1, E}, 8, 0.3f);
     for (const bool variant : {false, true}) {
-      const AttnShape s = attn_shape(sh.B, sh.T, sh.H, sh.D, &pad, variant, variant ? &rel : nullptr, max_len, variant ? &keep : nullptr);
+      const AttnShape s = attn_shape(sh.B, sh.T, sh.H, sh.D, &pad, variant, variant ? &rel : nullptr, max_len,
+                                     variant ? &keep : nullptr);
       const Tensor Q = random_tensor({N, E}, 9), K = random_tensor({N, E}, 10), V = random_tensor({N, E}, 11);
       Tensor P1, P2, c1, c2;
       ref->attention(s, Q, K, V, P1, c1);
@@ -193,7 +201,14 @@ Model tiny_model(NormPlacement norm, Activation act, Positional pos, Pooling poo
 }  // namespace
 
 TEST_CASE("whole-model backward matches finite differences", "[train][fd]") {
-  struct V { NormPlacement norm; Activation act; Positional pos; Pooling pool; float dropout; int ff; };
+  struct V {
+    NormPlacement norm;
+    Activation act;
+    Positional pos;
+    Pooling pool;
+    float dropout;
+    int ff;
+  };
   for (const V v : {V{NormPlacement::Post, Activation::Gelu, Positional::Learned, Pooling::Mean, 0.0f, 6},
                     V{NormPlacement::Pre, Activation::Gelu, Positional::Relative, Pooling::MaskedMean, 0.0f, 6},
                     V{NormPlacement::Post, Activation::Gelu, Positional::Sinusoidal, Pooling::Cls, 0.2f, 6},

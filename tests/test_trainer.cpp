@@ -41,8 +41,10 @@ TEST_CASE("TSV and CSV: header detection, quoted fields, column choice", "[datas
 }
 
 TEST_CASE("bad dataset rows are errors naming the line, or listed when not strict", "[dataset][errors]") {
-  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\n\tneg\n", "d.tsv"), Catch::Contains("d.tsv:3: the text is empty"));
-  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\nbad\xff\tneg\n", "d.tsv"), Catch::Contains("d.tsv:3: invalid UTF-8"));
+  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\n\tneg\n", "d.tsv"),
+                    Catch::Contains("d.tsv:3: the text is empty"));
+  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\nbad\xff\tneg\n", "d.tsv"),
+                    Catch::Contains("d.tsv:3: invalid UTF-8"));
   CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\tx\n", "d.tsv"), Catch::Contains("expected 2 fields, found 3"));
   CHECK_THROWS_WITH(parse_dataset("text,label\n\"open,pos\n", "d.csv"), Catch::Contains("never closed"));
   CHECK_THROWS_WITH(parse_dataset("just one column\n", "d.tsv"), Catch::Contains("at least two columns"));

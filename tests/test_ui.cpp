@@ -112,7 +112,7 @@ TEST_CASE("a click in the mask editor blocks that cell and the heads change", "[
     CHECK(e->result()->mask.is_blocked(h, 2, 1));
   }
   CHECK(e->headView(0)->data().value(2, 0) != before);  // renormalised without key 1
-  m->undoStack()->undo();  // undo unblocks it again
+  m->undoStack()->undo();                               // undo unblocks it again
   e->flush();
   CHECK_FALSE(m->blocked(0, 2, 1));
   CHECK(e->headView(0)->data().value(2, 1) > 0.0f);
@@ -152,7 +152,7 @@ TEST_CASE("layers, cross-attention and long inputs", "[ui]") {
   CHECK(e->result()->ids.size() == 2048);
   CHECK(e->headView(0)->data().rows == 2048);
   CHECK(e->headView(0)->drawnSize().width() <= 256);  // downsampled for display
-  text += "zz";  // past max_len: cut, with a notice
+  text += "zz";                                       // past max_len: cut, with a notice
   e->setText(QString::fromStdString(text));
   e->flush();
   CHECK(e->result()->ids.size() == 2048);
@@ -247,9 +247,9 @@ TEST_CASE("training a tiny dataset adds curve points; the saved model opens in E
   CHECK(t->isTraining());
   t->waitForFinish();
   CHECK_FALSE(t->isTraining());
-  CHECK(t->lossCurve()->pointCount(0) > 10);        // one point per step
-  CHECK(t->accuracyCurve()->pointCount(0) == 3);    // one per epoch
-  CHECK(t->snapshotCount() >= 2);                   // the probe's heads over time
+  CHECK(t->lossCurve()->pointCount(0) > 10);      // one point per step
+  CHECK(t->accuracyCurve()->pointCount(0) == 3);  // one per epoch
+  CHECK(t->snapshotCount() >= 2);                 // the probe's heads over time
   REQUIRE(t->trainedModel());
   const QString out = dir.filePath("model");
   REQUIRE(t->saveModel(out));
@@ -273,7 +273,8 @@ TEST_CASE("Stop ends training within a second", "[ui][train]") {
   REQUIRE(t->startTraining());
   QElapsedTimer warm;
   warm.start();
-  while (t->lossCurve()->pointCount(0) < 2 && warm.elapsed() < 20000) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  while (t->lossCurve()->pointCount(0) < 2 && warm.elapsed() < 20000)
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
   QElapsedTimer timer;
   timer.start();
   t->stopTraining();
@@ -289,7 +290,8 @@ TEST_CASE("a malformed TSV shows its errors and does not start training", "[ui][
   QTemporaryDir dir;
   MainWindow w;
   TrainView* t = w.train();
-  const QString bad = write_tsv(dir, "bad.tsv", "text\tlabel\nthe film was good\tpositive\n\tnegative\nok\tpositive\textra\n");
+  const QString bad =
+      write_tsv(dir, "bad.tsv", "text\tlabel\nthe film was good\tpositive\n\tnegative\nok\tpositive\textra\n");
   CHECK_FALSE(t->loadDataset(bad));
   CHECK(t->message().contains("2 row(s) have problems"));
   CHECK_FALSE(t->startTraining());

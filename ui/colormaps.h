@@ -10,8 +10,8 @@ class QCPColorGradient;
 
 namespace attnlab {
 
-QStringList colormap_names();  // "viridis" first (the default, as in article 003)
+QStringList colormap_names();                         // "viridis" first (the default, as in article 003)
 QCPColorGradient make_gradient(const QString& name);  // unknown names fall back to viridis
-inline const QColor kBlockedColor(235, 235, 235);  // light grey, drawn with a hatch where space allows
+inline const QColor kBlockedColor(235, 235, 235);     // light grey, drawn with a hatch where space allows
 
 }  // namespace attnlab

@@ -55,7 +55,9 @@ void CurveView::clear() {
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
-int CurveView::pointCount(int series) const { return graphs_.at(static_cast<size_t>(series))->dataCount(); }
+int CurveView::pointCount(int series) const {
+  return graphs_.at(static_cast<size_t>(series))->dataCount();
+}
 
 void CurveView::exportTo(const QString& path) const {
   const QString ext = QFileInfo(path).suffix().toLower();
@@ -110,8 +112,10 @@ bool CurveView::eventFilter(QObject* obj, QEvent* ev) {
         }
       }
     }
-    if (best.isEmpty()) QToolTip::hideText();
-    else QToolTip::showText(me->globalPosition().toPoint(), best, plot_);
+    if (best.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(me->globalPosition().toPoint(), best, plot_);
   }
   return QWidget::eventFilter(obj, ev);
 }

@@ -70,7 +70,8 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   token_view_->setResizeMode(QListView::Adjust);
   token_view_->setSpacing(2);
   token_view_->setMaximumHeight(74);
-  token_view_->setToolTip("Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token.");
+  token_view_->setToolTip(
+      "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token.");
   root->addWidget(token_view_);
   notice_ = new QLabel(this);
   notice_->setStyleSheet("color: #b35900;");
@@ -177,7 +178,8 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
     cross_text_->setEnabled(on);
     schedule();
   });
-  for (QCheckBox* c : {padding_, causal_, window_on_, strided_on_, custom_on_}) connect(c, &QCheckBox::toggled, this, &ExploreView::schedule);
+  for (QCheckBox* c : {padding_, causal_, window_on_, strided_on_, custom_on_})
+    connect(c, &QCheckBox::toggled, this, &ExploreView::schedule);
   for (QSpinBox* s : {pad_to_, window_, stride_}) connect(s, &QSpinBox::valueChanged, this, &ExploreView::schedule);
   connect(token_model_, &TokenListModel::globalsChanged, this, &ExploreView::schedule);
   connect(editor_, &MaskEditor::maskChanged, this, [this] {
@@ -201,7 +203,9 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   connect(&runner_, &ForwardRunner::finished, this, &ExploreView::onResult);
 }
 
-ExploreView::~ExploreView() { runner_.waitForIdle(); }
+ExploreView::~ExploreView() {
+  runner_.waitForIdle();
+}
 
 void ExploreView::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);
@@ -249,8 +253,12 @@ void ExploreView::rebuildHeadGrid(int heads) {
   }
 }
 
-void ExploreView::setText(const QString& text) { text_->setText(text); }
-QString ExploreView::text() const { return text_->text(); }
+void ExploreView::setText(const QString& text) {
+  text_->setText(text);
+}
+QString ExploreView::text() const {
+  return text_->text();
+}
 
 void ExploreView::setCrossText(const QString& text) {
   cross_on_->setChecked(!text.isEmpty());
@@ -278,7 +286,8 @@ void ExploreView::setLayer(int layer) {
     if (perf_log_) {
       const int n = result_ ? static_cast<int>(result_->ids.size()) : 0;
       QTimer::singleShot(0, this, [this, start, n] {
-        perf_log_->write(QString("layer\t%1\t\t%2\n").arg(n).arg((clock_.nsecsElapsed() - start) / 1e6, 0, 'f', 2).toUtf8());
+        perf_log_->write(
+            QString("layer\t%1\t\t%2\n").arg(n).arg((clock_.nsecsElapsed() - start) / 1e6, 0, 'f', 2).toUtf8());
         perf_log_->flush();
       });
     }
@@ -406,7 +415,8 @@ void ExploreView::recompute() {
   }
   const int T = static_cast<int>(job.request.ids.size());
   const int S = cross_on_->isChecked() ? static_cast<int>(job.request.cross_ids.size()) : T;
-  editor_->setShape(T, S, m.config.num_heads, to_labels(tokens_), to_labels(cross_on_->isChecked() ? cross_tokens_ : tokens_));
+  editor_->setShape(T, S, m.config.num_heads, to_labels(tokens_),
+                    to_labels(cross_on_->isChecked() ? cross_tokens_ : tokens_));
   notice_->setText(notes.join(" "));
   if (T == 0 || (cross_on_->isChecked() && S == 0)) {
     result_.reset();
@@ -477,9 +487,12 @@ void ExploreView::render() {
   overview_dirty_ = true;
   if (tabs_->currentIndex() == 1) renderOverview();
   if (r.predicted >= 0) {
-    QString html = QString("<b>Prediction: %1</b><br>").arg(QString::fromStdString(model_->label(r.predicted)).toHtmlEscaped());
+    QString html =
+        QString("<b>Prediction: %1</b><br>").arg(QString::fromStdString(model_->label(r.predicted)).toHtmlEscaped());
     for (size_t k = 0; k < r.class_probs.size(); ++k)
-      html += QString("%1: %2<br>").arg(QString::fromStdString(model_->label(static_cast<int>(k))).toHtmlEscaped()).arg(r.class_probs[k], 0, 'f', 3);
+      html += QString("%1: %2<br>")
+                  .arg(QString::fromStdString(model_->label(static_cast<int>(k))).toHtmlEscaped())
+                  .arg(r.class_probs[k], 0, 'f', 3);
     prediction_->setText(html);
   } else {
     prediction_->setText("Encoder-only model: no prediction.");
@@ -509,7 +522,9 @@ void ExploreView::openHead(int layer, int head) {
   if (tabs_->currentIndex() != 2) tabs_->setCurrentIndex(2);
 }
 
-HeatmapView* ExploreView::headView(int head) const { return heads_.at(static_cast<size_t>(head)); }
+HeatmapView* ExploreView::headView(int head) const {
+  return heads_.at(static_cast<size_t>(head));
+}
 
 void ExploreView::flush() {
   if (debounce_->isActive()) {

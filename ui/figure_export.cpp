@@ -56,8 +56,10 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
   const int L = static_cast<int>(r.is_cross() ? r.cross_attention.size() : r.attention.size());
   if (L == 0) throw Error("nothing to export: no attention was computed");
   const int H = static_cast<int>(r.probs(0).dim(0));
-  if (spec.layer >= L || spec.layer < -1) throw Error("layer " + std::to_string(spec.layer) + " does not exist (the model has " + std::to_string(L) + ")");
-  if (spec.head >= H || spec.head < -1) throw Error("head " + std::to_string(spec.head) + " does not exist (the model has " + std::to_string(H) + ")");
+  if (spec.layer >= L || spec.layer < -1)
+    throw Error("layer " + std::to_string(spec.layer) + " does not exist (the model has " + std::to_string(L) + ")");
+  if (spec.head >= H || spec.head < -1)
+    throw Error("head " + std::to_string(spec.head) + " does not exist (the model has " + std::to_string(H) + ")");
   std::vector<Panel> panels;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h)
@@ -76,9 +78,12 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
       std::copy_n(t.data.begin() + static_cast<std::ptrdiff_t>(panels[k].head * T * S), T * S,
                   out.data.begin() + static_cast<std::ptrdiff_t>(k * T * S));
     }
-    if (spec.layer >= 0 && spec.head >= 0) out.shape = {T, S};
-    else if (spec.layer >= 0) out.shape = {H, T, S};
-    else if (spec.head < 0) out.shape = {L, H, T, S};
+    if (spec.layer >= 0 && spec.head >= 0)
+      out.shape = {T, S};
+    else if (spec.layer >= 0)
+      out.shape = {H, T, S};
+    else if (spec.head < 0)
+      out.shape = {L, H, T, S};
     save_npy(path.toStdString(), out);
     return;
   }
@@ -90,7 +95,8 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
   // Long head rows wrap into a grid of at most 4 columns.
   const int grid_cols = spec.layer < 0 ? cols_of_panels : std::min(4, cols_of_panels);
   const int grid_rows = spec.layer < 0 ? rows_of_panels : (cols_of_panels + grid_cols - 1) / grid_cols;
-  const int T = static_cast<int>(r.probs(panels[0].layer).dim(1)), S = static_cast<int>(r.probs(panels[0].layer).dim(2));
+  const int T = static_cast<int>(r.probs(panels[0].layer).dim(1)),
+            S = static_cast<int>(r.probs(panels[0].layer).dim(2));
   const bool labels = T <= 64 && S <= 64;
   const int panel_px = labels ? std::max(260, 18 * std::max(T, S) + 90) : 320;
   const int width = spec.width > 0 ? spec.width : grid_cols * panel_px + 110;
@@ -100,8 +106,9 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
   plot.plotLayout()->clear();
   QString title = spec.title;
   if (title.isEmpty())
-    title = spec.layer < 0 ? "Attention, all layers" : spec.head >= 0 ? QString("Layer %1, head %2").arg(spec.layer).arg(spec.head)
-                                                                       : QString("Layer %1, all heads").arg(spec.layer);
+    title = spec.layer < 0   ? "Attention, all layers"
+            : spec.head >= 0 ? QString("Layer %1, head %2").arg(spec.layer).arg(spec.head)
+                             : QString("Layer %1, all heads").arg(spec.layer);
   plot.plotLayout()->addElement(0, 0, new QCPTextElement(&plot, title, QFont("DejaVu Sans", 12, QFont::Bold)));
   auto* grid = new QCPLayoutGrid;
   plot.plotLayout()->addElement(1, 0, grid);
@@ -115,14 +122,16 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
   float vmax = 0;
   for (const Panel& p : panels) {
     const Tensor& t = r.probs(p.layer);
-    for (int64_t k = 0; k < static_cast<int64_t>(T) * S; ++k) vmax = std::max(vmax, t.data[static_cast<size_t>(p.head * T * S + k)]);
+    for (int64_t k = 0; k < static_cast<int64_t>(T) * S; ++k)
+      vmax = std::max(vmax, t.data[static_cast<size_t>(p.head * T * S + k)]);
   }
   const QCPColorGradient gradient = make_gradient(spec.colormap);
   auto ticker = [](const std::vector<std::string>& tokens, bool on) {
     QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
     const int n = static_cast<int>(tokens.size());
     const int step = on ? 1 : std::max(1, n / 8);
-    for (int k = 0; k < n; k += step) t->addTick(k, on ? QString::fromStdString(tokens[static_cast<size_t>(k)]).left(14) : QString::number(k));
+    for (int k = 0; k < n; k += step)
+      t->addTick(k, on ? QString::fromStdString(tokens[static_cast<size_t>(k)]).left(14) : QString::number(k));
     return t;
   };
   for (size_t k = 0; k < panels.size(); ++k) {
@@ -154,8 +163,9 @@ void export_attention(const ForwardResult& r, const std::vector<std::string>& qt
     const Tensor& t = r.probs(p.layer);
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < S; ++j)
-        map->data()->setCell(j, i, r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
-                                                                   : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
+        map->data()->setCell(j, i,
+                             r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
+                                                             : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
     map->setColorScale(scale);  // the map takes the scale's gradient: set it there
     scale->setGradient(gradient);
     map->setDataRange(QCPRange(0, vmax > 0 ? vmax : 1));

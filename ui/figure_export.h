@@ -12,8 +12,8 @@
 namespace attnlab {
 
 struct ExportSpec {
-  int layer = 0;  // -1: every layer
-  int head = -1;  // -1: every head
+  int layer = 0;              // -1: every layer
+  int head = -1;              // -1: every head
   int width = 0, height = 0;  // pixels at 96 DPI; 0 = chosen from the grid size
   int dpi = 150;
   QString colormap = "viridis";

@@ -27,8 +27,8 @@ struct ForwardJob {
 struct ForwardOutcome {
   quint64 id = 0;
   std::shared_ptr<const ForwardResult> result;  // null on error
-  std::vector<HeatmapData> heads;                // [layer * heads + head], ready to draw
-  HeatmapData mask;                              // the effective mask (head 0's plane)
+  std::vector<HeatmapData> heads;               // [layer * heads + head], ready to draw
+  HeatmapData mask;                             // the effective mask (head 0's plane)
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
   qint64 submitted_ns = 0;

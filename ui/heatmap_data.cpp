@@ -40,7 +40,8 @@ HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& r, int laye
   const size_t n = static_cast<size_t>(d.rows) * d.cols;
   d.owner = r;
   d.values = t.data.data() + static_cast<size_t>(head) * n;
-  if (!r->mask.blocked.empty()) d.blocked = r->mask.blocked.data() + static_cast<size_t>(r->mask.plane_of_head(head)) * n;
+  if (!r->mask.blocked.empty())
+    d.blocked = r->mask.blocked.data() + static_cast<size_t>(r->mask.plane_of_head(head)) * n;
   draw(d, max_cells);
   return d;
 }
@@ -53,8 +54,12 @@ HeatmapData mask_heatmap(const std::shared_ptr<const ForwardResult>& r, int head
   d.values = values->data();
   if (!r->mask.blocked.empty())
     d.blocked = r->mask.blocked.data() + static_cast<size_t>(r->mask.plane_of_head(head)) * values->size();
-  d.owner = std::shared_ptr<const void>(new std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>(r, values),
-                                        [](const void* p) { delete static_cast<const std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>*>(p); });
+  d.owner = std::shared_ptr<const void>(
+      new std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>(r, values),
+      [](const void* p) {
+        delete static_cast<const std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>*>(
+            p);
+      });
   draw(d, max_cells);
   return d;
 }
@@ -76,7 +81,8 @@ HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocke
 }
 
 void pool_drawn(HeatmapData& d, int max_cells) {
-  const int f = std::max(1, static_cast<int>(std::ceil(std::max(d.drawn_rows, d.drawn_cols) / static_cast<double>(max_cells))));
+  const int f =
+      std::max(1, static_cast<int>(std::ceil(std::max(d.drawn_rows, d.drawn_cols) / static_cast<double>(max_cells))));
   if (f == 1) return;
   const int r = (d.drawn_rows + f - 1) / f, c = (d.drawn_cols + f - 1) / f;
   std::vector<float> out(static_cast<size_t>(r) * c, std::numeric_limits<float>::quiet_NaN());

@@ -15,9 +15,9 @@ namespace attnlab {
 struct HeatmapData {
   int rows = 0, cols = 0;  // full resolution: T queries x S keys
   std::shared_ptr<const void> owner;
-  const float* values = nullptr;    // [rows * cols], owned by `owner`
+  const float* values = nullptr;     // [rows * cols], owned by `owner`
   const uint8_t* blocked = nullptr;  // [rows * cols] or null
-  int factor = 1;                   // drawn cell = factor x factor full cells
+  int factor = 1;                    // drawn cell = factor x factor full cells
   int drawn_rows = 0, drawn_cols = 0;
   std::vector<float> drawn;  // [drawn_rows * drawn_cols], max of each block, NaN = all blocked
   float vmax = 0;            // largest visible value

@@ -19,7 +19,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
-  map_->setInterpolate(false);  // one flat colour per cell
+  map_->setInterpolate(false);    // one flat colour per cell
   map_->setTightBoundary(false);  // cells extend half a cell past the first and last centres
   scale_ = new QCPColorScale(plot_);
   plot_->plotLayout()->addElement(0, 1, scale_);
@@ -69,7 +69,9 @@ void HeatmapView::setData(HeatmapData data) {
   rebuild();
 }
 
-QSize HeatmapView::drawnSize() const { return {map_->data()->keySize(), map_->data()->valueSize()}; }
+QSize HeatmapView::drawnSize() const {
+  return {map_->data()->keySize(), map_->data()->valueSize()};
+}
 
 void HeatmapView::rebuild() {
   plot_->clearItems();
@@ -126,7 +128,8 @@ void HeatmapView::rebuild() {
   if (!data_.title.isEmpty()) {
     if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {
       plot_->plotLayout()->insertRow(0);
-      plot_->plotLayout()->addElement(0, 0, new QCPTextElement(plot_, data_.title, QFont(font().family(), compact_ ? 7 : 10, QFont::Bold)));
+      plot_->plotLayout()->addElement(
+          0, 0, new QCPTextElement(plot_, data_.title, QFont(font().family(), compact_ ? 7 : 10, QFont::Bold)));
     } else {
       static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(data_.title);
     }
@@ -170,7 +173,8 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
                          .arg(i)
                          .arg(q, QString::number(j), kk,
                               blocked ? QString("blocked") : QString::number(data_.value(i, j), 'g', 4));
-      if (factor_ > 1) text += QString("\n(block of %1x%1 cells; zoom the enlarged view for single cells)").arg(factor_);
+      if (factor_ > 1)
+        text += QString("\n(block of %1x%1 cells; zoom the enlarged view for single cells)").arg(factor_);
       QToolTip::showText(me->globalPosition().toPoint(), text, plot_);
     } else {
       QToolTip::hideText();

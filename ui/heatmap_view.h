@@ -26,7 +26,7 @@ class HeatmapView : public QWidget {
   void setGradient(const QString& name);
   // Thumbnails: no axis labels, no colour bar, no interaction.
   void setCompact(bool compact);
-  void setAnnotate(bool annotate);  // print values in cells (for short inputs)
+  void setAnnotate(bool annotate);             // print values in cells (for short inputs)
   void setMaxCells(int n) { max_cells_ = n; }  // per axis: data drawn finer is pooled further
   // Colour range: 0..max of the data (default), or fixed 0..1.
   void setFixedRange(bool fixed) { fixed_range_ = fixed; }

@@ -48,8 +48,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     backend_->addItem(QString::fromStdString(b));
     backend_->setItemData(backend_->count() - 1, QString::fromStdString(backend_description(b)), Qt::ToolTipRole);
   }
-  backend_->setToolTip("cpu: Eigen, multi-threaded (the fast choice on a CPU). reference: plain loops (slow, for checking).\n"
-                       "opencl:N: an OpenCL device (fast on a GPU; the first pass compiles its kernels).");
+  backend_->setToolTip(
+      "cpu: Eigen, multi-threaded (the fast choice on a CPU). reference: plain loops (slow, for checking).\n"
+      "opencl:N: an OpenCL device (fast on a GPU; the first pass compiles its kernels).");
   tb->addWidget(backend_);
   connect(backend_, &QComboBox::currentTextChanged, this, [this](const QString& name) {
     if (name.startsWith("opencl"))
@@ -105,8 +106,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   redo->setShortcut(QKeySequence::Redo);
   mask->addAction(redo);
   QMenu* view = menuBar()->addMenu("&View");
-  view->addAction("&Previous layer", QKeySequence(Qt::ALT | Qt::Key_Up), this, [this] { explore_->setLayer(explore_->layer() - 1); });
-  view->addAction("&Next layer", QKeySequence(Qt::ALT | Qt::Key_Down), this, [this] { explore_->setLayer(explore_->layer() + 1); });
+  view->addAction("&Previous layer", QKeySequence(Qt::ALT | Qt::Key_Up), this,
+                  [this] { explore_->setLayer(explore_->layer() - 1); });
+  view->addAction("&Next layer", QKeySequence(Qt::ALT | Qt::Key_Down), this,
+                  [this] { explore_->setLayer(explore_->layer() + 1); });
   resize(1400, 900);
 }
 
@@ -124,8 +127,10 @@ bool MainWindow::openModel(const QString& dir, bool quiet) {
     m = std::make_shared<const Model>(load_model(dir.toStdString()));
   } catch (const std::exception& e) {  // Error, and anything a malformed file could still raise
     const QString msg = QString("Could not open the model: %1").arg(QString::fromStdString(e.what()));
-    if (quiet) statusBar()->showMessage(msg);
-    else showError(msg + (explore_->model() ? "\nThe current model stays open." : ""));
+    if (quiet)
+      statusBar()->showMessage(msg);
+    else
+      showError(msg + (explore_->model() ? "\nThe current model stays open." : ""));
     return false;
   }
   useModel(m, dir);
@@ -155,10 +160,14 @@ void MainWindow::exportDialog(int scope) {
   const QString f = QFileDialog::getSaveFileName(this, "Export", name, filter);
   if (f.isEmpty()) return;
   try {
-    if (scope == 0) explore_->exportTo(f, explore_->layer(), explore_->enlargedHead());
-    else if (scope == 1) explore_->exportTo(f, explore_->layer(), -1);
-    else if (scope == 2) explore_->exportTo(f, -1, -1);
-    else explore_->exportTo(f, -1, -1);
+    if (scope == 0)
+      explore_->exportTo(f, explore_->layer(), explore_->enlargedHead());
+    else if (scope == 1)
+      explore_->exportTo(f, explore_->layer(), -1);
+    else if (scope == 2)
+      explore_->exportTo(f, -1, -1);
+    else
+      explore_->exportTo(f, -1, -1);
     statusBar()->showMessage("exported " + f);
   } catch (const Error& e) {
     showError(QString::fromStdString(e.what()));

@@ -79,8 +79,10 @@ class MaskGrid : public QWidget {
       }
     if (c >= 6) {
       p.setPen(QPen(palette().base().color(), 1));
-      for (int i = 0; i <= e_->T_; ++i) p.drawLine(QPointF(a.left(), a.top() + i * c), QPointF(a.right(), a.top() + i * c));
-      for (int j = 0; j <= e_->S_; ++j) p.drawLine(QPointF(a.left() + j * c, a.top()), QPointF(a.left() + j * c, a.bottom()));
+      for (int i = 0; i <= e_->T_; ++i)
+        p.drawLine(QPointF(a.left(), a.top() + i * c), QPointF(a.right(), a.top() + i * c));
+      for (int j = 0; j <= e_->S_; ++j)
+        p.drawLine(QPointF(a.left() + j * c, a.top()), QPointF(a.left() + j * c, a.bottom()));
     }
     if (c >= 12) {
       p.setPen(palette().text().color());
@@ -88,7 +90,8 @@ class MaskGrid : public QWidget {
       f.setPointSize(7);
       p.setFont(f);
       for (int i = 0; i < e_->T_ && i < e_->row_labels_.size(); ++i)
-        p.drawText(QRectF(0, a.top() + i * c, a.left() - 2, c), Qt::AlignRight | Qt::AlignVCenter, e_->row_labels_[i].left(6));
+        p.drawText(QRectF(0, a.top() + i * c, a.left() - 2, c), Qt::AlignRight | Qt::AlignVCenter,
+                   e_->row_labels_[i].left(6));
       for (int j = 0; j < e_->S_ && j < e_->col_labels_.size(); ++j) {
         p.save();
         p.translate(a.left() + j * c + c / 2, a.top() - 2);
@@ -143,12 +146,14 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
   undo->setDefaultAction(undo_.createUndoAction(this, "Undo"));
   auto* redo = new QToolButton(this);
   redo->setDefaultAction(undo_.createRedoAction(this, "Redo"));
-  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear, undo, redo}) bar->addWidget(w);
+  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear, undo, redo})
+    bar->addWidget(w);
   bar->addStretch();
   layout->addLayout(bar);
   grid_ = new MaskGrid(this);
   layout->addWidget(grid_, 1);
-  connect(head, &QComboBox::currentIndexChanged, this, [this, head](int) { setTargetHead(head->currentData().toInt()); });
+  connect(head, &QComboBox::currentIndexChanged, this,
+          [this, head](int) { setTargetHead(head->currentData().toInt()); });
   connect(apply, &QPushButton::clicked, this, [this, preset, param] {
     const Preset p[] = {Preset::Band, Preset::BlockDiagonal, Preset::Dilated};
     applyPreset(p[preset->currentIndex()], param->value());
@@ -168,7 +173,8 @@ void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels
   Planes p(static_cast<size_t>(heads), std::vector<uint8_t>(static_cast<size_t>(T) * S, 0));
   for (int h = 0; h < std::min(heads, H_); ++h)
     for (int i = 0; i < std::min(T, T_); ++i)
-      for (int j = 0; j < std::min(S, S_); ++j) p[static_cast<size_t>(h)][static_cast<size_t>(i) * S + j] = blocked(h, i, j);
+      for (int j = 0; j < std::min(S, S_); ++j)
+        p[static_cast<size_t>(h)][static_cast<size_t>(i) * S + j] = blocked(h, i, j);
   if (heads != H_) {
     head_box_->blockSignals(true);
     while (head_box_->count() > 1) head_box_->removeItem(1);
@@ -227,11 +233,21 @@ void MaskEditor::applyPreset(Preset preset, int param) {
       for (int j = 0; j < S_; ++j) {
         uint8_t& v = plane[static_cast<size_t>(i) * S_ + j];
         switch (preset) {
-          case Preset::Band: v = std::abs(i - j) > param; break;
-          case Preset::BlockDiagonal: v = i / param != j / param; break;
-          case Preset::Dilated: v = std::abs(i - j) % param != 0; break;
-          case Preset::Invert: v = !v; break;
-          case Preset::Clear: v = 0; break;
+          case Preset::Band:
+            v = std::abs(i - j) > param;
+            break;
+          case Preset::BlockDiagonal:
+            v = i / param != j / param;
+            break;
+          case Preset::Dilated:
+            v = std::abs(i - j) % param != 0;
+            break;
+          case Preset::Invert:
+            v = !v;
+            break;
+          case Preset::Clear:
+            v = 0;
+            break;
         }
       }
   }
@@ -262,12 +278,15 @@ void MaskEditor::loadNpy(const NpyArray& a) {
   const bool per_head = s.size() == 3 && s[0] == H_ && s[1] == T_ && s[2] == S_;
   if (!shared && !per_head)
     throw Error("the mask has shape " + shape_str(s) + "; the current text needs [" + std::to_string(T_) + ", " +
-                std::to_string(S_) + "] or [" + std::to_string(H_) + ", " + std::to_string(T_) + ", " + std::to_string(S_) + "]");
-  if (a.kind == NpyKind::Float) throw Error("the editor edits blocked/visible masks; this file holds float (additive) values");
+                std::to_string(S_) + "] or [" + std::to_string(H_) + ", " + std::to_string(T_) + ", " +
+                std::to_string(S_) + "]");
+  if (a.kind == NpyKind::Float)
+    throw Error("the editor edits blocked/visible masks; this file holds float (additive) values");
   Planes p(static_cast<size_t>(H_), std::vector<uint8_t>(static_cast<size_t>(T_) * S_));
   const size_t n = static_cast<size_t>(T_) * S_;
   for (int h = 0; h < H_; ++h)
-    for (size_t k = 0; k < n; ++k) p[static_cast<size_t>(h)][k] = a.tensor.data[(per_head ? static_cast<size_t>(h) * n : 0) + k] != 0.0f;
+    for (size_t k = 0; k < n; ++k)
+      p[static_cast<size_t>(h)][k] = a.tensor.data[(per_head ? static_cast<size_t>(h) * n : 0) + k] != 0.0f;
   replace(p, "load mask");
 }
 
@@ -278,9 +297,15 @@ void MaskEditor::save(const QString& path) const {
   save_npy_bool(path.toStdString(), a.tensor.shape, v);
 }
 
-void MaskEditor::load(const QString& path) { loadNpy(load_npy(path.toStdString())); }
+void MaskEditor::load(const QString& path) {
+  loadNpy(load_npy(path.toStdString()));
+}
 
-QWidget* MaskEditor::gridWidget() const { return grid_; }
-QPoint MaskEditor::cellCenter(int i, int j) const { return grid_->center(i, j); }
+QWidget* MaskEditor::gridWidget() const {
+  return grid_;
+}
+QPoint MaskEditor::cellCenter(int i, int j) const {
+  return grid_->center(i, j);
+}
 
 }  // namespace attnlab

@@ -28,7 +28,9 @@ class MaskEditor : public QWidget {
   // -1: edits apply to every head; else to that head only.
   void setTargetHead(int head);
   int targetHead() const { return target_; }
-  bool blocked(int head, int i, int j) const { return planes_[static_cast<size_t>(head)][static_cast<size_t>(i) * S_ + j] != 0; }
+  bool blocked(int head, int i, int j) const {
+    return planes_[static_cast<size_t>(head)][static_cast<size_t>(i) * S_ + j] != 0;
+  }
   bool isEmpty() const;
   // [T, S] when every head has the same mask, else [heads, T, S]; bool kind.
   NpyArray toNpy() const;

@@ -13,7 +13,8 @@ void TokenListModel::setTokens(const std::vector<std::string>& tokens, const std
   ids_ = ids;
   unknown_ = unknown;
   unknown_.resize(tokens_.size(), false);
-  for (auto it = global_.begin(); it != global_.end();) it = *it >= static_cast<int>(tokens_.size()) ? global_.erase(it) : std::next(it);
+  for (auto it = global_.begin(); it != global_.end();)
+    it = *it >= static_cast<int>(tokens_.size()) ? global_.erase(it) : std::next(it);
   endResetModel();
 }
 
@@ -58,8 +59,10 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
 
 bool TokenListModel::setData(const QModelIndex& index, const QVariant& value, int role) {
   if (!index.isValid() || role != Qt::CheckStateRole) return false;
-  if (value.toInt() == Qt::Checked) global_.insert(index.row());
-  else global_.erase(index.row());
+  if (value.toInt() == Qt::Checked)
+    global_.insert(index.row());
+  else
+    global_.erase(index.row());
   emit dataChanged(index, index, {Qt::CheckStateRole, Qt::BackgroundRole, Qt::ToolTipRole});
   emit globalsChanged();
   return true;

@@ -243,7 +243,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent) {
   connect(data_choice_, &QComboBox::currentIndexChanged, this, [this](int i) {
     const QString file = data_choice_->itemData(i).toString();
     if (file.isEmpty()) {
-      const QString f = QFileDialog::getOpenFileName(this, "Open dataset", {}, "Datasets (*.tsv *.csv *.txt);;All files (*)");
+      const QString f =
+          QFileDialog::getOpenFileName(this, "Open dataset", {}, "Datasets (*.tsv *.csv *.txt);;All files (*)");
       if (!f.isEmpty()) loadDataset(f);
       return;
     }
@@ -270,7 +271,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent) {
     if (trained_) emit openInExplore(trained_, "trained on " + QFileInfo(dataset_path_).fileName());
   });
   connect(export_curves, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, "Export curves", "loss.png", "PNG (*.png);;SVG (*.svg);;CSV (*.csv)");
+    const QString f =
+        QFileDialog::getSaveFileName(this, "Export curves", "loss.png", "PNG (*.png);;SVG (*.svg);;CSV (*.csv)");
     if (f.isEmpty()) return;
     try {
       loss_->exportTo(f);
@@ -309,7 +311,9 @@ void TrainView::fail(const QString& message) {
   emit status(message);
 }
 
-QString TrainView::message() const { return message_->text(); }
+QString TrainView::message() const {
+  return message_->text();
+}
 
 bool TrainView::loadDataset(const QString& path) {
   DatasetOptions opt;
@@ -340,7 +344,8 @@ bool TrainView::loadDataset(const QString& path) {
   }
   text_col_->setCurrentIndex(dataset_.text_column);
   label_col_->setCurrentIndex(dataset_.label_column);
-  preview_model_->setRows(std::vector<Example>(dataset_.rows.begin(), dataset_.rows.begin() + std::min<size_t>(dataset_.rows.size(), 500)));
+  preview_model_->setRows(
+      std::vector<Example>(dataset_.rows.begin(), dataset_.rows.begin() + std::min<size_t>(dataset_.rows.size(), 500)));
   std::map<std::string, int> counts;
   for (const auto& r : dataset_.rows) ++counts[r.label];
   QStringList parts;
@@ -354,7 +359,8 @@ bool TrainView::loadDataset(const QString& path) {
     issues_->addItem(QString("line %1: %2").arg(issue.line).arg(QString::fromStdString(issue.message)));
   issues_->setVisible(!dataset_.issues.empty());
   if (!dataset_.issues.empty()) {
-    fail(QString("%1 row(s) have problems (listed under the preview); fix the file before training.").arg(dataset_.issues.size()));
+    fail(QString("%1 row(s) have problems (listed under the preview); fix the file before training.")
+             .arg(dataset_.issues.size()));
     return false;
   }
   message_->clear();
@@ -375,7 +381,9 @@ void TrainView::applyPreset(const QString& name) {
   }
 }
 
-void TrainView::setEpochs(int epochs) { epochs_->setValue(epochs); }
+void TrainView::setEpochs(int epochs) {
+  epochs_->setValue(epochs);
+}
 
 ModelConfig TrainView::configFromForm() const {
   ModelConfig c;
@@ -419,7 +427,8 @@ bool TrainView::startTraining() {
     Dataset tmp;
     tmp.rows = tr;
     const auto labels = tmp.label_set();
-    if (labels.size() < 2) throw Error("the training rows have only one class (\"" + labels[0] + "\"); a classifier needs two or more");
+    if (labels.size() < 2)
+      throw Error("the training rows have only one class (\"" + labels[0] + "\"); a classifier needs two or more");
     ModelConfig c = configFromForm();
     model->vocab = build_vocab(tr, c.tokenizer, c.lowercase, 20000, 1);
     c.vocab_size = model->vocab.size();
@@ -485,7 +494,8 @@ bool TrainView::startTraining() {
       try {
         Tokenized t = tokenize(text, model->config, model->vocab);
         if (t.ids.empty()) return;
-        if (static_cast<int>(t.ids.size()) > model->config.max_len) t.ids.resize(static_cast<size_t>(model->config.max_len)), t.tokens.resize(t.ids.size());
+        if (static_cast<int>(t.ids.size()) > model->config.max_len)
+          t.ids.resize(static_cast<size_t>(model->config.max_len)), t.tokens.resize(t.ids.size());
         auto backend = make_backend("cpu");
         ForwardRequest req;
         req.ids = t.ids;
@@ -588,7 +598,8 @@ void TrainView::onFinished(const TrainResult& r, const EvalResult& ev, std::shar
     fail(QString::fromStdString(r.message));
   } else {
     message_->setStyleSheet("color: #060;");
-    message_->setText(QString("Done: validation accuracy %1 (weights of epoch %2).").arg(ev.accuracy, 0, 'f', 4).arg(r.best_epoch));
+    message_->setText(
+        QString("Done: validation accuracy %1 (weights of epoch %2).").arg(ev.accuracy, 0, 'f', 4).arg(r.best_epoch));
   }
   if (r.diverged) message_->setStyleSheet("color: #a00;");
   const int C = static_cast<int>(ev.confusion.size());
@@ -600,7 +611,8 @@ void TrainView::onFinished(const TrainResult& r, const EvalResult& ev, std::shar
   confusion_->setHorizontalHeaderLabels(QStringList(labels) << "class accuracy");
   for (int a = 0; a < C; ++a) {
     for (int b = 0; b < C; ++b)
-      confusion_->setItem(a, b, new QTableWidgetItem(QString::number(ev.confusion[static_cast<size_t>(a)][static_cast<size_t>(b)])));
+      confusion_->setItem(
+          a, b, new QTableWidgetItem(QString::number(ev.confusion[static_cast<size_t>(a)][static_cast<size_t>(b)])));
     const double acc = ev.class_accuracy[static_cast<size_t>(a)];
     confusion_->setItem(a, C, new QTableWidgetItem(std::isnan(acc) ? "-" : QString::number(acc, 'f', 4)));
   }

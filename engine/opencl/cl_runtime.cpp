@@ -18,22 +18,23 @@ const char* error_name(cl_int code) {
 #define CASE(c) \
   case c:       \
     return #c;
-    CASE(CL_DEVICE_NOT_FOUND) CASE(CL_DEVICE_NOT_AVAILABLE) CASE(CL_COMPILER_NOT_AVAILABLE)
-    CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE) CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY)
-    CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE) CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT)
-    CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT) CASE(CL_INVALID_PROGRAM) CASE(CL_INVALID_KERNEL_NAME)
-    CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX) CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE)
-    CASE(CL_INVALID_KERNEL_ARGS) CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE)
-    CASE(CL_INVALID_WORK_ITEM_SIZE) CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_BUFFER_SIZE)
-    CASE(CL_INVALID_PLATFORM) CASE(CL_PLATFORM_NOT_FOUND_KHR)
+    CASE(CL_DEVICE_NOT_FOUND)
+    CASE(CL_DEVICE_NOT_AVAILABLE) CASE(CL_COMPILER_NOT_AVAILABLE) CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY) CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE)
+            CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT) CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT)
+                CASE(CL_INVALID_PROGRAM) CASE(CL_INVALID_KERNEL_NAME) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
+                    CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE) CASE(CL_INVALID_KERNEL_ARGS)
+                        CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE) CASE(CL_INVALID_WORK_ITEM_SIZE)
+                            CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_BUFFER_SIZE) CASE(CL_INVALID_PLATFORM)
+                                CASE(CL_PLATFORM_NOT_FOUND_KHR)
 #undef CASE
-    default:
-      return "unknown OpenCL error";
+                                    default : return "unknown OpenCL error";
   }
 }
 
 void check(cl_int code, const char* what) {
-  if (code != CL_SUCCESS) throw Error(std::string("OpenCL: ") + what + " failed: " + error_name(code) + " (" + std::to_string(code) + ")");
+  if (code != CL_SUCCESS)
+    throw Error(std::string("OpenCL: ") + what + " failed: " + error_name(code) + " (" + std::to_string(code) + ")");
 }
 
 namespace {
@@ -155,7 +156,8 @@ std::shared_ptr<Runtime> Runtime::get(int device_index) {
 
 Runtime::Runtime(int device_index) {
   const auto devs = raw_devices();
-  if (device_index < 0 || device_index >= static_cast<int>(devs.size())) throw Error("OpenCL: no device " + std::to_string(device_index));
+  if (device_index < 0 || device_index >= static_cast<int>(devs.size()))
+    throw Error("OpenCL: no device " + std::to_string(device_index));
   device_ = devs[static_cast<size_t>(device_index)].id;
   info_ = devs[static_cast<size_t>(device_index)].info;
   cl_int err = CL_SUCCESS;
@@ -175,8 +177,9 @@ Runtime::Runtime(int device_index) {
     std::string log(n, '\0');
     clGetProgramBuildInfo(program_, device_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
     const size_t first_line = log.find('\n', log.find("error"));
-    throw Error(std::string("OpenCL: building attnlab's kernels failed: ") +
-                log.substr(0, std::min(first_line == std::string::npos ? log.size() : first_line, static_cast<size_t>(300))));
+    throw Error(
+        std::string("OpenCL: building attnlab's kernels failed: ") +
+        log.substr(0, std::min(first_line == std::string::npos ? log.size() : first_line, static_cast<size_t>(300))));
   }
   size_t wg = 0;
   clGetDeviceInfo(device_, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
@@ -214,16 +217,22 @@ void Runtime::reserve(Buffer& b, size_t bytes) {
 
 void Runtime::upload(Buffer& b, const void* data, size_t bytes) {
   reserve(b, bytes);
-  if (bytes) check(clEnqueueWriteBuffer(queue_, b.mem_, CL_FALSE, 0, bytes, data, 0, nullptr, event(true)), "clEnqueueWriteBuffer");
+  if (bytes)
+    check(clEnqueueWriteBuffer(queue_, b.mem_, CL_FALSE, 0, bytes, data, 0, nullptr, event(true)),
+          "clEnqueueWriteBuffer");
   // Non-blocking: the caller's data must live until the next finish(); every caller finishes
   // before returning, and the queue is in order.
 }
 
 void Runtime::download(const Buffer& b, void* data, size_t bytes, size_t offset) {
-  if (bytes) check(clEnqueueReadBuffer(queue_, b.mem_, CL_TRUE, offset, bytes, data, 0, nullptr, event(true)), "clEnqueueReadBuffer");
+  if (bytes)
+    check(clEnqueueReadBuffer(queue_, b.mem_, CL_TRUE, offset, bytes, data, 0, nullptr, event(true)),
+          "clEnqueueReadBuffer");
 }
 
-void Runtime::finish() { check(clFinish(queue_), "clFinish"); }
+void Runtime::finish() {
+  check(clFinish(queue_), "clFinish");
+}
 
 cl_event* Runtime::event(bool transfer) {
   if (!profiling_) return nullptr;
@@ -256,7 +265,9 @@ template <class T>
 void arg(cl_kernel k, cl_uint i, const T& v) {
   check(clSetKernelArg(k, i, sizeof(T), &v), "clSetKernelArg");
 }
-size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+size_t round_up(size_t n, size_t m) {
+  return (n + m - 1) / m * m;
+}
 }  // namespace
 
 void Runtime::embed(const Buffer& ids, const Buffer& table, const Buffer* pos, int T, int E, Buffer& x) {
@@ -330,26 +341,29 @@ void Runtime::add_relative(Buffer& P, const Buffer& G, int H, int T, int S, int 
 
 void Runtime::pool(const Buffer& x, const Buffer& w, int T, int E, Buffer& pooled) {
   cl_kernel k = kernel("pool");
-  arg(k, 0, x.get()), arg(k, 1, w.get()), arg(k, 2, static_cast<cl_int>(T)), arg(k, 3, static_cast<cl_int>(E)), arg(k, 4, pooled.get());
+  arg(k, 0, x.get()), arg(k, 1, w.get()), arg(k, 2, static_cast<cl_int>(T)), arg(k, 3, static_cast<cl_int>(E)),
+      arg(k, 4, pooled.get());
   const size_t g = static_cast<size_t>(E);
   run(k, 1, &g, nullptr);
 }
 
-void Runtime::gemm(bool b_trans, size_t m, size_t n, size_t k, const Buffer& A, size_t a_off, size_t lda, const Buffer& B,
-                   size_t b_off, size_t ldb, Buffer& C, size_t c_off, size_t ldc, size_t batch, size_t a_stride,
-                   size_t b_stride, size_t c_stride, bool a_trans) {
+void Runtime::gemm(bool b_trans, size_t m, size_t n, size_t k, const Buffer& A, size_t a_off, size_t lda,
+                   const Buffer& B, size_t b_off, size_t ldb, Buffer& C, size_t c_off, size_t ldc, size_t batch,
+                   size_t a_stride, size_t b_stride, size_t c_stride, bool a_trans) {
   using namespace clblast;
   const Transpose ta = a_trans ? Transpose::kYes : Transpose::kNo;
   const Transpose tb = b_trans ? Transpose::kYes : Transpose::kNo;
   StatusCode s;
   if (batch == 1) {
-    s = Gemm<float>(Layout::kRowMajor, ta, tb, m, n, k, 1.0f, A.get(), a_off, lda, B.get(), b_off, ldb, 0.0f, C.get(), c_off, ldc,
-                    &queue_, event(false));
+    s = Gemm<float>(Layout::kRowMajor, ta, tb, m, n, k, 1.0f, A.get(), a_off, lda, B.get(), b_off, ldb, 0.0f, C.get(),
+                    c_off, ldc, &queue_, event(false));
   } else {
-    s = GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, 1.0f, A.get(), a_off, lda, a_stride, B.get(), b_off, ldb,
-                                  b_stride, 0.0f, C.get(), c_off, ldc, c_stride, batch, &queue_, event(false));
+    s = GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, 1.0f, A.get(), a_off, lda, a_stride, B.get(),
+                                  b_off, ldb, b_stride, 0.0f, C.get(), c_off, ldc, c_stride, batch, &queue_,
+                                  event(false));
   }
-  if (s != StatusCode::kSuccess) throw Error("OpenCL: CLBlast GEMM failed with status " + std::to_string(static_cast<int>(s)));
+  if (s != StatusCode::kSuccess)
+    throw Error("OpenCL: CLBlast GEMM failed with status " + std::to_string(static_cast<int>(s)));
 }
 
 }  // namespace attnlab::cl

@@ -7,8 +7,11 @@ namespace {
 class NoOpenClBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
-  std::string notice() const override { return "OpenCL: this build has no OpenCL support (ATTNLAB_OPENCL=OFF); using cpu"; }
-  EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask, const EncodeOptions& o) override {
+  std::string notice() const override {
+    return "OpenCL: this build has no OpenCL support (ATTNLAB_OPENCL=OFF); using cpu";
+  }
+  EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask,
+                      const EncodeOptions& o) override {
     return cpu_->encode(m, ids, mask, o);
   }
   Tensor cross_attention(const Model& m, int l, const Tensor& a, const Tensor& b, const AttnMask& mask) override {
@@ -20,9 +23,15 @@ class NoOpenClBackend final : public Backend {
 };
 }  // namespace
 
-std::unique_ptr<Backend> make_opencl_backend(const std::string&) { return std::make_unique<NoOpenClBackend>(); }
-std::vector<std::string> backend_names() { return {"cpu", "reference"}; }
-bool opencl_compiled_in() { return false; }
+std::unique_ptr<Backend> make_opencl_backend(const std::string&) {
+  return std::make_unique<NoOpenClBackend>();
+}
+std::vector<std::string> backend_names() {
+  return {"cpu", "reference"};
+}
+bool opencl_compiled_in() {
+  return false;
+}
 std::string backend_description(const std::string& name) {
   return name.rfind("opencl", 0) == 0 ? "not available (built without OpenCL)" : "CPU";
 }

@@ -49,8 +49,8 @@ uint64_t fingerprint(const Model& m) {
   const ModelWeights& w = m.weights;
   for (const Tensor* t : {&w.embedding, &w.pos_embedding, &w.rel_pos, &w.fc_w, &w.fc_b}) tensor(*t);
   for (const auto& L : w.layers)
-    for (const Tensor* t : {&L.wq, &L.bq, &L.wk, &L.bk, &L.wv, &L.bv, &L.wo, &L.bo, &L.ln1_g, &L.ln1_b, &L.w1, &L.b1, &L.w2, &L.b2,
-                            &L.ln2_g, &L.ln2_b})
+    for (const Tensor* t : {&L.wq, &L.bq, &L.wk, &L.bk, &L.wv, &L.bv, &L.wo, &L.bo, &L.ln1_g, &L.ln1_b, &L.w1, &L.b1,
+                            &L.w2, &L.b2, &L.ln2_g, &L.ln2_b})
       tensor(*t);
   mix(static_cast<uint64_t>(m.config.num_heads));
   return h;
@@ -67,7 +67,9 @@ class OpenClBackend final : public Backend {
   }
 
   std::string name() const override { return fallback_ ? "cpu" : "opencl"; }
-  std::string device() const override { return fallback_ ? "CPU" : rt_->device().name + " (" + rt_->device().platform + ")"; }
+  std::string device() const override {
+    return fallback_ ? "CPU" : rt_->device().name + " (" + rt_->device().platform + ")";
+  }
   std::string notice() const override { return notice_; }
   void set_profiling(bool on) override {
     if (fallback_) return;
@@ -81,7 +83,8 @@ class OpenClBackend final : public Backend {
     return {p.transfer_ms, p.kernel_ms};
   }
 
-  EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask, const EncodeOptions& o) override {
+  EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask,
+                      const EncodeOptions& o) override {
     if (!fallback_) {
       try {
         return encode_cl(m, ids, mask, o);
@@ -161,7 +164,8 @@ class OpenClBackend final : public Backend {
     if (c.positional == Positional::Relative) {
       const int lo = relative_index(0, S - 1, c.max_len), hi = relative_index(T - 1, 0, c.max_len), nrel = hi - lo + 1;
       rt_->reserve(ws.g, static_cast<size_t>(H) * T * nrel * 4);
-      rt_->gemm(true, T, nrel, D, Q, 0, E, w.rel, static_cast<size_t>(lo) * E, E, ws.g, 0, nrel, H, D, D, static_cast<size_t>(T) * nrel);
+      rt_->gemm(true, T, nrel, D, Q, 0, E, w.rel, static_cast<size_t>(lo) * E, E, ws.g, 0, nrel, H, D, D,
+                static_cast<size_t>(T) * nrel);
       rt_->add_relative(ws.p, ws.g, H, T, S, nrel, lo, c.max_len);
     }
   }
@@ -274,7 +278,9 @@ class OpenClBackend final : public Backend {
       const int pad = m.vocab.pad_id();
       int count = 0;
       for (int t = 0; t < T; ++t) {
-        const bool use = c.pooling == Pooling::Cls ? t == 0 : c.pooling == Pooling::MaskedMean ? ids[static_cast<size_t>(t)] != pad : true;
+        const bool use = c.pooling == Pooling::Cls          ? t == 0
+                         : c.pooling == Pooling::MaskedMean ? ids[static_cast<size_t>(t)] != pad
+                                                            : true;
         if (use) pw[static_cast<size_t>(t)] = 1.0f, ++count;
       }
       for (float& v : pw) v = count ? v / static_cast<float>(count) : 0.0f;
@@ -307,7 +313,8 @@ class OpenClBackend final : public Backend {
     scores(m, ws.q, ws.k, T, S, ws, w);
     const Buffer *blocked, *additive;
     upload_mask(mask, ws, blocked, additive);
-    rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(c.head_dim())), blocked, additive, mask.planes);
+    rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(c.head_dim())), blocked, additive,
+                        mask.planes);
     Tensor probs({H, T, S});
     rt_->download(ws.p, probs.ptr(), probs.data.size() * 4);
     rt_->finish();
@@ -327,7 +334,9 @@ class OpenClBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_opencl_backend(const std::string& spec) { return std::make_unique<OpenClBackend>(spec); }
+std::unique_ptr<Backend> make_opencl_backend(const std::string& spec) {
+  return std::make_unique<OpenClBackend>(spec);
+}
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names = {"cpu", "reference"};
@@ -338,7 +347,9 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
-bool opencl_compiled_in() { return true; }
+bool opencl_compiled_in() {
+  return true;
+}
 
 std::string backend_description(const std::string& name) {
   if (name.rfind("opencl", 0) != 0) return "CPU";

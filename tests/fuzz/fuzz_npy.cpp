@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (small) {
       attnlab::MaskSpec spec;
       spec.custom = a;
-      const int S = static_cast<int>(a.tensor.shape.back()), T = static_cast<int>(a.tensor.shape[a.tensor.shape.size() - 2]);
+      const int S = static_cast<int>(a.tensor.shape.back()),
+                T = static_cast<int>(a.tensor.shape[a.tensor.shape.size() - 2]);
       const int heads = a.tensor.shape.size() == 3 ? static_cast<int>(a.tensor.shape[0]) : 2;
       attnlab::build_mask(spec, T, S, heads, std::vector<int>(static_cast<size_t>(S), 3), 0);
     }
