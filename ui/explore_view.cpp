@@ -544,6 +544,7 @@ void ExploreView::exportTo(const QString& path, int layer, int head) {
   spec.head = head;
   spec.colormap = colormap_;
   spec.annotate = annotate_->isChecked();
+  spec.dpi = export_dpi_;
   export_attention(*result_, tokens_, result_->is_cross() ? cross_tokens_ : tokens_, spec, path);
 }
 

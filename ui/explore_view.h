@@ -62,6 +62,8 @@ class ExploreView : public QWidget {
   MaskEditor* maskEditor() const { return editor_; }
   TokenListModel* tokenModel() const { return token_model_; }
   QTabWidget* tabs() const { return tabs_; }
+  int exportDpi() const { return export_dpi_; }
+  void setExportDpi(int dpi) { export_dpi_ = dpi; }
   // Writes the current head / layer / every layer to FILE (.png .svg .pdf .csv .npy).
   void exportTo(const QString& path, int layer, int head);
 
@@ -92,6 +94,7 @@ class ExploreView : public QWidget {
   QString backend_ = "cpu", colormap_ = "viridis";
   QElapsedTimer clock_;
   qint64 last_input_ns_ = 0;
+  int export_dpi_ = 150;
   bool dirty_ = false;  // an input arrived inside the debounce window
   std::unique_ptr<QFile> perf_log_;
 

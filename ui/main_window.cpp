@@ -159,6 +159,12 @@ void MainWindow::exportDialog(int scope) {
   const QString name = scope == 3 ? "attention.csv" : scope == 2 ? "all-layers.png" : "attention.png";
   const QString f = QFileDialog::getSaveFileName(this, "Export", name, filter);
   if (f.isEmpty()) return;
+  if (f.endsWith(".png", Qt::CaseInsensitive)) {
+    bool ok = false;
+    const int dpi = QInputDialog::getInt(this, "Export", "Resolution (DPI):", explore_->exportDpi(), 48, 1200, 50, &ok);
+    if (!ok) return;
+    explore_->setExportDpi(dpi);
+  }
   try {
     if (scope == 0)
       explore_->exportTo(f, explore_->layer(), explore_->enlargedHead());
