@@ -63,6 +63,9 @@ double sgemm_gflops(int n, int repeat);
 std::string backend_description(const std::string& name);
 
 // Shared by the backends (plain code, cheap next to the layers):
+// the weight of each position in the pooled vector: mean 1/T everywhere, masked_mean 1/n on
+// the n positions that are not [PAD] (is_pad[t] != 0), cls 1 at position 0.
+std::vector<float> pooling_weights(Pooling pooling, const uint8_t* is_pad, int T);
 // token embedding + positional term, [T, E].
 Tensor embed_tokens(const Model& model, const std::vector<int>& ids);
 // Row index into the relative-position table for query i and key j: (i - j) + max_len - 1,

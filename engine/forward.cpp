@@ -49,24 +49,38 @@ std::vector<float> softmax(const std::vector<float>& logits) {
   return p;
 }
 
+std::vector<float> pooling_weights(Pooling pooling, const uint8_t* is_pad, int T) {
+  std::vector<float> w(static_cast<size_t>(T), 0.0f);
+  int count = 0;
+  for (int t = 0; t < T; ++t) {
+    const bool use = pooling == Pooling::Cls ? t == 0 : pooling == Pooling::MaskedMean ? !is_pad[t] : true;
+    if (use) w[static_cast<size_t>(t)] = 1.0f, ++count;
+  }
+  for (float& v : w) v = count ? v / static_cast<float>(count) : 0.0f;
+  return w;
+}
+
+std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids) {
+  const int pad = model.vocab.pad_id();
+  std::vector<uint8_t> flags(ids.size());
+  for (size_t t = 0; t < ids.size(); ++t) flags[t] = ids[t] == pad;
+  return flags;
+}
+
 std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids) {
   const ModelConfig& c = model.config;
   if (c.num_classes == 0) return {};
   const int T = static_cast<int>(hidden.dim(0)), E = c.embed_size;
+  const std::vector<float> w = pooling_weights(c.pooling, pad_flags(model, ids).data(), T);
   std::vector<double> pooled(static_cast<size_t>(E), 0.0);
-  const int pad = model.vocab.pad_id();
-  int count = 0;
-  for (int t = 0; t < T; ++t) {
-    if (c.pooling == Pooling::Cls && t > 0) break;
-    if (c.pooling == Pooling::MaskedMean && ids[static_cast<size_t>(t)] == pad) continue;
-    for (int e = 0; e < E; ++e) pooled[static_cast<size_t>(e)] += hidden.at(t, e);
-    ++count;
-  }
+  for (int t = 0; t < T; ++t)
+    if (w[static_cast<size_t>(t)] != 0.0f)
+      for (int e = 0; e < E; ++e)
+        pooled[static_cast<size_t>(e)] += static_cast<double>(w[static_cast<size_t>(t)]) * hidden.at(t, e);
   std::vector<float> logits(static_cast<size_t>(c.num_classes));
   for (int k = 0; k < c.num_classes; ++k) {
     double s = model.weights.fc_b.data[static_cast<size_t>(k)];
-    for (int e = 0; e < E; ++e)
-      s += model.weights.fc_w.at(k, e) * (count ? pooled[static_cast<size_t>(e)] / count : 0.0);
+    for (int e = 0; e < E; ++e) s += model.weights.fc_w.at(k, e) * pooled[static_cast<size_t>(e)];
     logits[static_cast<size_t>(k)] = static_cast<float>(s);
   }
   return logits;

@@ -52,6 +52,8 @@ std::vector<ForwardResult> run_forward_batch(const Model& model, Backend& backen
 // Appends [PAD] ids up to length n (no-op when already that long).
 std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n);
 
+// 1 where ids[t] is the vocabulary's [PAD].
+std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids);
 // Pools hidden states [T, E] to [E] per the config, then applies the classifier.
 std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids);
 std::vector<float> softmax(const std::vector<float>& logits);

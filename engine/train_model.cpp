@@ -188,21 +188,13 @@ StepOutput train_step(const Model& model, TrainOps& ops, const TrainBatch& batch
   // ---- pooling (B, E), classifier, softmax cross-entropy
   const int C = c.num_classes;
   Tensor pooled({B, E});
-  std::vector<float> pool_w(static_cast<size_t>(N), 0.0f);  // d pooled_b / d x_(b,t)
+  std::vector<float> pool_w;  // d pooled_b / d x_(b,t), [B * T]
   for (int b = 0; b < B; ++b) {
-    int count = 0;
-    for (int t = 0; t < T; ++t) {
-      const bool use = c.pooling == Pooling::Cls          ? t == 0
-                       : c.pooling == Pooling::MaskedMean ? !batch.is_pad[static_cast<size_t>(b * T + t)]
-                                                          : true;
-      if (use) pool_w[static_cast<size_t>(b * T + t)] = 1.0f, ++count;
-    }
-    for (int t = 0; t < T; ++t) {
-      float& w = pool_w[static_cast<size_t>(b * T + t)];
-      if (w == 0.0f) continue;
-      w /= static_cast<float>(count);
-      for (int e = 0; e < E; ++e) pooled.at(b, e) += w * x.at(b * T + t, e);
-    }
+    const std::vector<float> w = pooling_weights(c.pooling, batch.is_pad.data() + static_cast<size_t>(b) * T, T);
+    pool_w.insert(pool_w.end(), w.begin(), w.end());
+    for (int t = 0; t < T; ++t)
+      if (w[static_cast<size_t>(t)] != 0.0f)
+        for (int e = 0; e < E; ++e) pooled.at(b, e) += w[static_cast<size_t>(t)] * x.at(b * T + t, e);
   }
   Tensor logits;
   ops.linear(pooled, W.fc_w, W.fc_b, logits);

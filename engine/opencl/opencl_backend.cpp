@@ -274,16 +274,9 @@ class OpenClBackend final : public Backend {
     rt_->download(ws.x, out.hidden.ptr(), TE * 4);
     if (c.num_classes > 0) {
       // pooling weights per position, then logits = pooled fc^T + b on the device
-      std::vector<float> pw(static_cast<size_t>(T), 0.0f);
-      const int pad = m.vocab.pad_id();
-      int count = 0;
-      for (int t = 0; t < T; ++t) {
-        const bool use = c.pooling == Pooling::Cls          ? t == 0
-                         : c.pooling == Pooling::MaskedMean ? ids[static_cast<size_t>(t)] != pad
-                                                            : true;
-        if (use) pw[static_cast<size_t>(t)] = 1.0f, ++count;
-      }
-      for (float& v : pw) v = count ? v / static_cast<float>(count) : 0.0f;
+      std::vector<uint8_t> is_pad(ids.size());
+      for (size_t t = 0; t < ids.size(); ++t) is_pad[t] = ids[t] == m.vocab.pad_id();
+      const std::vector<float> pw = pooling_weights(c.pooling, is_pad.data(), T);
       rt_->upload(ws.pool_w, pw.data(), pw.size() * 4);
       rt_->reserve(ws.pooled, static_cast<size_t>(E) * 4);
       rt_->pool(ws.x, ws.pool_w, T, E, ws.pooled);
