@@ -6,6 +6,7 @@
 #include <QImage>
 #include <QLineEdit>
 #include <QStatusBar>
+#include <QSettings>
 #include <QTemporaryDir>
 #include <QTest>
 #include <catch2/catch.hpp>
@@ -337,4 +338,25 @@ TEST_CASE("closing the window during a long forward pass is clean", "[ui][errors
   w->close();
   delete w;  // waits for the worker, drops its result; nothing touches the deleted widgets
   CHECK(timer.elapsed() < 10000);
+}
+
+TEST_CASE("settings keep the text, masks, layer and backend between runs", "[ui][settings]") {
+  {
+    MainWindow w;
+    w.useModel(test_model(), "test");
+    w.explore()->setText("kept text");
+    w.explore()->setMaskArgs({"causal", "window:5"});
+    w.explore()->flush();
+    w.explore()->setLayer(1);
+    w.setBackend("reference");
+    w.saveSettings();
+  }
+  MainWindow w2;
+  w2.useModel(test_model(), "test");
+  w2.restoreSettings();
+  CHECK(w2.explore()->text() == "kept text");
+  CHECK(w2.explore()->maskArgs() == QStringList{"causal", "window:5"});
+  CHECK(w2.explore()->layer() == 1);
+  CHECK(w2.explore()->backend() == "reference");
+  QSettings().clear();
 }

@@ -79,6 +79,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   root->addWidget(notice_);
 
   auto* split = new QSplitter(Qt::Horizontal, this);
+  split->setObjectName("exploreSplitter");
   root->addWidget(split, 1);
 
   // --- left: masks, prediction, display options
@@ -203,9 +204,9 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   connect(&runner_, &ForwardRunner::finished, this, &ExploreView::onResult);
 }
 
-ExploreView::~ExploreView() {
-  runner_.waitForIdle();
-}
+// Waiting with waitForIdle() here would process events, and a result arriving then would reach
+// a half-destroyed window: shut the runner down silently instead.
+ExploreView::~ExploreView() { runner_.shutdown(); }
 
 void ExploreView::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);

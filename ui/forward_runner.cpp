@@ -11,8 +11,12 @@ ForwardRunner::ForwardRunner(QObject* parent) : QObject(parent) {
   connect(&watcher_, &QFutureWatcher<ForwardOutcome>::finished, this, &ForwardRunner::onDone);
 }
 
-ForwardRunner::~ForwardRunner() {
+ForwardRunner::~ForwardRunner() { shutdown(); }
+
+void ForwardRunner::shutdown() {
   pending_.reset();
+  blockSignals(true);
+  watcher_.disconnect(this);
   watcher_.waitForFinished();
 }
 

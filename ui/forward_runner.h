@@ -41,8 +41,11 @@ class ForwardRunner : public QObject {
   ~ForwardRunner() override;
   void submit(ForwardJob job);
   bool busy() const { return running_; }
-  // Blocks until the current and pending jobs have finished (tests, shutdown).
+  // Blocks until the current and pending jobs have finished, delivering their results (tests).
   void waitForIdle();
+  // For the owner's destructor: drops the waiting job, waits for the running one and delivers
+  // nothing (no signal, no event processing: the receivers are being destroyed).
+  void shutdown();
 
  signals:
   void finished(const attnlab::ForwardOutcome& outcome);

@@ -12,6 +12,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSettings>
+#include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QToolBar>
@@ -202,6 +203,9 @@ void MainWindow::setBackend(const QString& name) {
 void MainWindow::restoreSettings() {
   QSettings s;
   restoreGeometry(s.value("window/geometry").toByteArray());
+  for (QSplitter* sp : findChildren<QSplitter*>())  // the layout: splitter positions
+    if (!sp->objectName().isEmpty()) sp->restoreState(s.value("layout/" + sp->objectName()).toByteArray());
+  tabs_->setCurrentIndex(s.value("layout/tab").toInt());
   const QString text = s.value("explore/text").toString();
   if (!text.isEmpty()) explore_->setText(text);
   try {
@@ -217,6 +221,9 @@ void MainWindow::restoreSettings() {
 void MainWindow::saveSettings() const {
   QSettings s;
   s.setValue("window/geometry", saveGeometry());
+  for (QSplitter* sp : findChildren<QSplitter*>())
+    if (!sp->objectName().isEmpty()) s.setValue("layout/" + sp->objectName(), sp->saveState());
+  s.setValue("layout/tab", tabs_->currentIndex());
   s.setValue("model/dir", model_dir_);
   s.setValue("explore/text", explore_->text());
   s.setValue("explore/masks", explore_->maskArgs());

@@ -84,6 +84,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent) {
   setAcceptDrops(true);
   auto* root = new QHBoxLayout(this);
   auto* split = new QSplitter(Qt::Horizontal, this);
+  split->setObjectName("trainSplitter");
   root->addWidget(split);
 
   // ---------- left column: data and settings
