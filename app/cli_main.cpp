@@ -41,7 +41,8 @@ usage:
                       [--pad-to N] [--backend cpu|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--mask-out M.npy] [--json] [--save-model DIR]
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
-                      [--mask ...] [--backend cpu] [--repeat N] [--json]
+                      [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
+  attnlab-cli bench --sgemm [--seq 512]    this machine's Eigen SGEMM rate
   attnlab-cli bench --train [--layers 2 --dim 128 --heads 8 --ff 512] [--seq 64] [--batch 32] [--dropout 0.1]
   attnlab-cli train --data FILE.tsv [--val-data FILE.tsv | --val-split 0.1] --out DIR
                       [--config config.json | --layers N --heads H --dim D --ff F --max-len T
