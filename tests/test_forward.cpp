@@ -86,24 +86,14 @@ TEST_CASE("hand-worked two-token case matches the formula", "[forward]") {
 }
 
 TEST_CASE("cpu matches reference on awkward shapes", "[forward][cpu]") {
-  struct Shape {
-    int T, E, H, layers, ff;
-  };
-  for (const Shape s : {Shape{1, 16, 1, 1, 8}, Shape{1, 16, 16, 2, 0}, Shape{7, 18, 2, 2, 9}, Shape{13, 24, 8, 3, 31},
-                        Shape{33, 32, 16, 1, 64}, Shape{5, 8, 8, 2, 0}}) {
-    for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
-      for (const Activation act : {Activation::Relu, Activation::Gelu})
-        for (const Positional pos :
-             {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
-          CAPTURE(s.T, s.E, s.H, s.layers, s.ff, to_string(norm), to_string(act), to_string(pos));
-          ModelConfig c = small_config(s.E, s.H, s.layers, s.ff, 40);
-          c.norm = norm, c.activation = act, c.positional = pos;
-          const Model m = random_model(c, static_cast<uint64_t>(s.T * 31 + s.E));
-          ForwardRequest req;
-          req.ids = random_ids(s.T, c.vocab_size);
-          compare_backends(m, req);
-        }
-  }
+  for_each_config(
+      {{1, 16, 1, 1, 8}, {1, 16, 16, 2, 0}, {7, 18, 2, 2, 9}, {13, 24, 8, 3, 31}, {33, 32, 16, 1, 64}, {5, 8, 8, 2, 0}},
+      [](const ShapeCase& s, const ModelConfig& c) {
+        const Model m = random_model(c, static_cast<uint64_t>(s.T * 31 + s.E));
+        ForwardRequest req;
+        req.ids = random_ids(s.T, c.vocab_size);
+        compare_backends(m, req);
+      });
 }
 
 TEST_CASE("cpu matches reference at T = 1000", "[forward][cpu][long]") {

@@ -152,25 +152,14 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
 }
 
 TEST_CASE("the opencl forward pass matches the reference on every case", "[opencl][forward]") {
-  struct Shape {
-    int T, E, H, layers, ff;
-  };
-  for (const Shape s :
-       {Shape{1, 16, 1, 1, 8}, Shape{7, 18, 2, 2, 9}, Shape{13, 32, 8, 2, 31}, Shape{9, 32, 16, 1, 0}}) {
-    for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
-      for (const Activation act : {Activation::Relu, Activation::Gelu})
-        for (const Positional pos :
-             {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
-          CAPTURE(s.T, s.E, s.H, s.layers, s.ff, to_string(norm), to_string(act), to_string(pos));
-          ModelConfig c = small_config(s.E, s.H, s.layers, s.ff, 40);
-          c.norm = norm, c.activation = act, c.positional = pos;
-          c.pooling = pos == Positional::Learned ? Pooling::MaskedMean : Pooling::Mean;
-          const Model m = random_model(c, static_cast<uint64_t>(s.T * 7 + s.H));
-          ForwardRequest req;
-          req.ids = random_ids(s.T, c.vocab_size);
-          compare_with_reference(m, req);
-        }
-  }
+  for_each_config({{1, 16, 1, 1, 8}, {7, 18, 2, 2, 9}, {13, 32, 8, 2, 31}, {9, 32, 16, 1, 0}},
+                  [](const ShapeCase& s, ModelConfig c) {
+                    c.pooling = c.positional == Positional::Learned ? Pooling::MaskedMean : Pooling::Mean;
+                    const Model m = random_model(c, static_cast<uint64_t>(s.T * 7 + s.H));
+                    ForwardRequest req;
+                    req.ids = random_ids(s.T, c.vocab_size);
+                    compare_with_reference(m, req);
+                  });
 }
 
 TEST_CASE("opencl: every mask kind and combination, cross-attention, T = 1000", "[opencl][masks]") {

@@ -77,6 +77,26 @@ inline std::vector<MaskSpec> all_mask_combinations(int T, int heads) {
   return specs;
 }
 
+struct ShapeCase {
+  int T, E, H, layers, ff;
+};
+
+// Calls fn(shape, config) for every shape x norm (post, pre) x activation (relu, gelu) x
+// positional kind, with the failing combination captured in the test's output.
+template <class F>
+void for_each_config(const std::vector<ShapeCase>& shapes, F fn) {
+  for (const ShapeCase& s : shapes)
+    for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
+      for (const Activation act : {Activation::Relu, Activation::Gelu})
+        for (const Positional pos :
+             {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
+          CAPTURE(s.T, s.E, s.H, s.layers, s.ff, to_string(norm), to_string(act), to_string(pos));
+          ModelConfig c = small_config(s.E, s.H, s.layers, s.ff, 40);
+          c.norm = norm, c.activation = act, c.positional = pos;
+          fn(s, c);
+        }
+}
+
 // Largest |a - b|; NaN anywhere counts as infinite so it can never pass a bound.
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape == b.shape);
