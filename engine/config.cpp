@@ -118,18 +118,6 @@ void ModelConfig::validate() const {
     throw Error("config describes a model too large to load (" + std::to_string(parameter_count()) + " parameters)");
 }
 
-long long ModelConfig::parameter_count() const {
-  const long long E = embed_size, F = ff_dim;
-  long long n = static_cast<long long>(vocab_size) * E;
-  if (positional == Positional::Learned) n += static_cast<long long>(max_len) * E;
-  if (positional == Positional::Relative) n += (2LL * max_len - 1) * E;
-  long long layer = 4 * (E * E + E) + 2 * E;
-  if (F > 0) layer += E * F + F + F * E + E + 2 * E;
-  n += layer * num_layers;
-  if (num_classes > 0) n += static_cast<long long>(num_classes) * E + num_classes;
-  return n;
-}
-
 ModelConfig parse_config_json(const std::string& text, const std::string& where) {
   json j;
   try {

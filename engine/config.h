@@ -34,7 +34,7 @@ struct ModelConfig {
   int head_dim() const { return embed_size / num_heads; }
   // Throws Error naming the first inconsistent value.
   void validate() const;
-  // Number of float parameters the weights hold.
+  // Number of float parameters the weights hold (from the weight table, engine/weights.cpp).
   long long parameter_count() const;
 };
 

@@ -27,43 +27,14 @@ const std::string& Model::label(int c) const {
 
 namespace {
 
-class TensorTaker {
- public:
-  TensorTaker(const TensorMap& m) : map_(m) {}
-  Tensor take(const std::string& name, std::vector<int64_t> shape) const {
-    auto it = map_.find(name);
-    if (it == map_.end())
-      throw Error("model.safetensors: missing tensor \"" + name + "\" (expected shape " + shape_str(shape) + ")");
-    if (it->second.shape != shape)
-      throw Error("model.safetensors: tensor \"" + name + "\" has shape " + shape_str(it->second.shape) +
-                  ", expected " + shape_str(shape));
-    return it->second;
-  }
-  bool has(const std::string& name) const { return map_.count(name) != 0; }
-
- private:
-  const TensorMap& map_;
-};
-
-// Rows [r0, r0 + n) of a 2-D tensor, or elements [r0, r0 + n) of a 1-D one.
-Tensor slice_rows(const Tensor& t, int64_t r0, int64_t n) {
-  const int64_t cols = t.rank() == 2 ? t.dim(1) : 1;
-  Tensor out(t.rank() == 2 ? std::vector<int64_t>{n, cols} : std::vector<int64_t>{n});
-  std::copy(t.data.begin() + r0 * cols, t.data.begin() + (r0 + n) * cols, out.data.begin());
-  return out;
-}
-
-}  // namespace
-
-ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
-  const TensorTaker t(tensors);
-  const int64_t E = c.embed_size, F = c.ff_dim, V = c.vocab_size;
+// Which layout a set of tensor names follows, from the name of its first attention weight.
+WeightLayout detect_layout(const ModelConfig& c, const TensorMap& tensors) {
   WeightLayout layout;
-  if (t.has("layers.0.self_attn.in_proj_weight"))
+  if (tensors.count("layers.0.self_attn.in_proj_weight"))
     layout = WeightLayout::TorchEncoder;
-  else if (t.has("layers.0.attention.query.weight"))
+  else if (tensors.count("layers.0.attention.query.weight"))
     layout = WeightLayout::Article;
-  else if (t.has("attention.query.weight"))
+  else if (tensors.count("attention.query.weight"))
     layout = WeightLayout::ArticleSingleLayer;
   else
     throw Error(
@@ -72,76 +43,41 @@ ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors
   if (layout == WeightLayout::ArticleSingleLayer && c.num_layers != 1)
     throw Error("model.safetensors: single-layer TextClassifier weights (\"attention.*\") but num_layers is " +
                 std::to_string(c.num_layers));
-  if (layout_out) *layout_out = layout;
+  return layout;
+}
 
-  ModelWeights w;
-  w.embedding = t.take("embedding.weight", {V, E});
-  if (c.positional == Positional::Learned) w.pos_embedding = t.take("pos_embedding.weight", {c.max_len, E});
-  if (c.positional == Positional::Relative) w.rel_pos = t.take("rel_pos.embedding.weight", {2LL * c.max_len - 1, E});
-  for (int i = 0; i < c.num_layers; ++i) {
-    LayerWeights L;
-    if (layout == WeightLayout::TorchEncoder) {
-      const std::string p = "layers." + std::to_string(i) + ".";
-      const Tensor in_w = t.take(p + "self_attn.in_proj_weight", {3 * E, E});
-      const Tensor in_b = t.take(p + "self_attn.in_proj_bias", {3 * E});
-      L.wq = slice_rows(in_w, 0, E), L.wk = slice_rows(in_w, E, E), L.wv = slice_rows(in_w, 2 * E, E);
-      L.bq = slice_rows(in_b, 0, E), L.bk = slice_rows(in_b, E, E), L.bv = slice_rows(in_b, 2 * E, E);
-      L.wo = t.take(p + "self_attn.out_proj.weight", {E, E});
-      L.bo = t.take(p + "self_attn.out_proj.bias", {E});
-      L.ln1_g = t.take(p + "norm1.weight", {E});
-      L.ln1_b = t.take(p + "norm1.bias", {E});
-      if (F > 0) {
-        L.w1 = t.take(p + "linear1.weight", {F, E});
-        L.b1 = t.take(p + "linear1.bias", {F});
-        L.w2 = t.take(p + "linear2.weight", {E, F});
-        L.b2 = t.take(p + "linear2.bias", {E});
-        L.ln2_g = t.take(p + "norm2.weight", {E});
-        L.ln2_b = t.take(p + "norm2.bias", {E});
-      }
-    } else {
-      const std::string p = layout == WeightLayout::Article ? "layers." + std::to_string(i) + "." : "";
-      const std::string a = p + "attention.";
-      L.wq = t.take(a + "query.weight", {E, E}), L.bq = t.take(a + "query.bias", {E});
-      L.wk = t.take(a + "key.weight", {E, E}), L.bk = t.take(a + "key.bias", {E});
-      L.wv = t.take(a + "value.weight", {E, E}), L.bv = t.take(a + "value.bias", {E});
-      L.wo = t.take(a + "fc_out.weight", {E, E}), L.bo = t.take(a + "fc_out.bias", {E});
-      L.ln1_g = t.take(a + "layer_norm.weight", {E}), L.ln1_b = t.take(a + "layer_norm.bias", {E});
-      if (F > 0) {
-        const std::string f = p + "ffn.";
-        L.w1 = t.take(f + "fc1.weight", {F, E}), L.b1 = t.take(f + "fc1.bias", {F});
-        L.w2 = t.take(f + "fc2.weight", {E, F}), L.b2 = t.take(f + "fc2.bias", {E});
-        L.ln2_g = t.take(f + "layer_norm.weight", {E}), L.ln2_b = t.take(f + "layer_norm.bias", {E});
-      }
+}  // namespace
+
+ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
+  const WeightLayout layout = detect_layout(c, tensors);
+  if (layout_out) *layout_out = layout;
+  ModelWeights w = empty_weights(c);
+  for (const WeightEntry& e : weight_entries(c)) {
+    const LayoutName n = layout_name(layout, e, c);
+    auto it = tensors.find(n.name);
+    if (it == tensors.end())
+      throw Error("model.safetensors: missing tensor \"" + n.name + "\" (expected shape " + shape_str(n.stored_shape) +
+                  ")");
+    const Tensor& t = it->second;
+    if (t.shape != n.stored_shape)
+      throw Error("model.safetensors: tensor \"" + n.name + "\" has shape " + shape_str(t.shape) + ", expected " +
+                  shape_str(n.stored_shape));
+    Tensor& dst = e.in(w);
+    if (n.rows < 0) {
+      dst = t;
+    } else {  // rows [row0, row0 + rows) of a fused tensor
+      dst = Tensor(e.shape);
+      const int64_t cols = Tensor::numel_of(e.shape) / n.rows;
+      std::copy(t.data.begin() + n.row0 * cols, t.data.begin() + (n.row0 + n.rows) * cols, dst.data.begin());
     }
-    w.layers.push_back(std::move(L));
   }
-  if (c.num_classes > 0) {
-    w.fc_w = t.take("fc.weight", {c.num_classes, E});
-    w.fc_b = t.take("fc.bias", {c.num_classes});
-  }
+  w.version = next_weights_version();
   return w;
 }
 
 TensorMap weights_to_tensors(const ModelConfig& c, const ModelWeights& w) {
   TensorMap m;
-  m["embedding.weight"] = w.embedding;
-  if (c.positional == Positional::Learned) m["pos_embedding.weight"] = w.pos_embedding;
-  if (c.positional == Positional::Relative) m["rel_pos.embedding.weight"] = w.rel_pos;
-  for (int i = 0; i < c.num_layers; ++i) {
-    const LayerWeights& L = w.layers[static_cast<size_t>(i)];
-    const std::string p = "layers." + std::to_string(i) + ".";
-    m[p + "attention.query.weight"] = L.wq, m[p + "attention.query.bias"] = L.bq;
-    m[p + "attention.key.weight"] = L.wk, m[p + "attention.key.bias"] = L.bk;
-    m[p + "attention.value.weight"] = L.wv, m[p + "attention.value.bias"] = L.bv;
-    m[p + "attention.fc_out.weight"] = L.wo, m[p + "attention.fc_out.bias"] = L.bo;
-    m[p + "attention.layer_norm.weight"] = L.ln1_g, m[p + "attention.layer_norm.bias"] = L.ln1_b;
-    if (c.ff_dim > 0) {
-      m[p + "ffn.fc1.weight"] = L.w1, m[p + "ffn.fc1.bias"] = L.b1;
-      m[p + "ffn.fc2.weight"] = L.w2, m[p + "ffn.fc2.bias"] = L.b2;
-      m[p + "ffn.layer_norm.weight"] = L.ln2_g, m[p + "ffn.layer_norm.bias"] = L.ln2_b;
-    }
-  }
-  if (c.num_classes > 0) m["fc.weight"] = w.fc_w, m["fc.bias"] = w.fc_b;
+  for (const WeightEntry& e : weight_entries(c)) m[e.name()] = e.in(w);
   return m;
 }
 
@@ -205,40 +141,23 @@ void save_model(const Model& model, const std::string& dir_in) {
 
 ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto normal_t = [&](std::vector<int64_t> shape) {
-    Tensor t(std::move(shape));
-    for (float& v : t.data) v = normal(rng);
-    return t;
-  };
-  auto linear = [&](int64_t out, int64_t in, Tensor& w, Tensor& b) {
-    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    std::uniform_real_distribution<float> u(-bound, bound);
-    w = Tensor({out, in});
-    b = Tensor({out});
-    for (float& v : w.data) v = u(rng);
-    for (float& v : b.data) v = u(rng);
-  };
-  const int64_t E = c.embed_size, F = c.ff_dim;
-  ModelWeights w;
-  w.embedding = normal_t({c.vocab_size, E});
-  if (c.positional == Positional::Learned) w.pos_embedding = normal_t({c.max_len, E});
-  if (c.positional == Positional::Relative) w.rel_pos = normal_t({2LL * c.max_len - 1, E});
-  for (int i = 0; i < c.num_layers; ++i) {
-    LayerWeights L;
-    linear(E, E, L.wq, L.bq);
-    linear(E, E, L.wk, L.bk);
-    linear(E, E, L.wv, L.bv);
-    linear(E, E, L.wo, L.bo);
-    L.ln1_g = Tensor({E}, 1.0f), L.ln1_b = Tensor({E}, 0.0f);
-    if (F > 0) {
-      linear(F, E, L.w1, L.b1);
-      linear(E, F, L.w2, L.b2);
-      L.ln2_g = Tensor({E}, 1.0f), L.ln2_b = Tensor({E}, 0.0f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);  // one stream for every Normal tensor, in table order
+  ModelWeights w = empty_weights(c);
+  int64_t fan_in = 1;  // a bias follows its weight in the table and shares its fan-in
+  for (const WeightEntry& e : weight_entries(c)) {
+    Tensor& t = e.in(w);
+    t = Tensor(e.shape, e.spec->init == Init::Ones ? 1.0f : 0.0f);
+    if (e.spec->init == Init::Normal) {
+      for (float& v : t.data) v = normal(rng);
+    } else if (e.spec->init == Init::FanInUniform) {
+      // nn.Linear: weight and bias both U(-1/sqrt(in), 1/sqrt(in)) with in = the weight's second axis
+      if (e.shape.size() == 2) fan_in = e.shape[1];
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+      std::uniform_real_distribution<float> u(-bound, bound);
+      for (float& v : t.data) v = u(rng);
     }
-    w.layers.push_back(std::move(L));
   }
-  if (c.num_classes > 0) linear(c.num_classes, E, w.fc_w, w.fc_b);
+  w.version = next_weights_version();
   return w;
 }
 

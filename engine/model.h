@@ -10,25 +10,9 @@
 #include "engine/safetensors.h"
 #include "engine/tensor.h"
 #include "engine/tokenizer.h"
+#include "engine/weights.h"
 
 namespace attnlab {
-
-// nn.Linear convention: weight is [out, in], y = x W^T + b.
-struct LayerWeights {
-  Tensor wq, bq, wk, bk, wv, bv;  // [E, E], [E]
-  Tensor wo, bo;                  // output projection (fc_out / out_proj)
-  Tensor ln1_g, ln1_b;            // the attention sub-layer's LayerNorm
-  Tensor w1, b1, w2, b2;          // feed-forward [F, E], [F], [E, F], [E]; empty when ff_dim == 0
-  Tensor ln2_g, ln2_b;            // the feed-forward sub-layer's LayerNorm
-};
-
-struct ModelWeights {
-  Tensor embedding;      // [vocab, E]
-  Tensor pos_embedding;  // learned: [max_len, E]
-  Tensor rel_pos;        // relative: [2 * max_len - 1, E], split per head along E
-  std::vector<LayerWeights> layers;
-  Tensor fc_w, fc_b;  // classifier [classes, E], [classes]
-};
 
 struct Model {
   ModelConfig config;
@@ -38,9 +22,6 @@ struct Model {
 
   const std::string& label(int c) const;
 };
-
-// Which PyTorch module layout a set of tensor names follows.
-enum class WeightLayout { Article, ArticleSingleLayer, TorchEncoder };
 
 Model load_model(const std::string& dir);
 // Builds weights from named tensors (any supported layout). Error names a missing or mis-shaped tensor.

@@ -34,6 +34,7 @@ float Adam::current_lr() const {
 
 double Adam::step(ModelWeights& weights, const ModelWeights& grads) {
   ++t_;
+  weights.version = next_weights_version();  // new values: device caches must not reuse the old ones
   const double norm = grad_norm(grads);
   const double clip = cfg_.clip_norm > 0 && norm > cfg_.clip_norm ? cfg_.clip_norm / (norm + 1e-6) : 1.0;
   const double lr = current_lr();

@@ -7,31 +7,6 @@
 
 namespace attnlab {
 
-std::vector<Tensor*> parameters(ModelWeights& w) {
-  std::vector<Tensor*> p = {&w.embedding, &w.pos_embedding, &w.rel_pos};
-  for (auto& L : w.layers)
-    for (Tensor* t : {&L.wq, &L.bq, &L.wk, &L.bk, &L.wv, &L.bv, &L.wo, &L.bo, &L.ln1_g, &L.ln1_b, &L.w1, &L.b1, &L.w2,
-                      &L.b2, &L.ln2_g, &L.ln2_b})
-      p.push_back(t);
-  p.push_back(&w.fc_w);
-  p.push_back(&w.fc_b);
-  std::vector<Tensor*> out;
-  for (Tensor* t : p)
-    if (!t->empty()) out.push_back(t);
-  return out;
-}
-
-std::vector<const Tensor*> parameters(const ModelWeights& w) {
-  auto p = parameters(const_cast<ModelWeights&>(w));
-  return {p.begin(), p.end()};
-}
-
-ModelWeights zeros_like(const ModelWeights& w) {
-  ModelWeights z = w;
-  for (Tensor* t : parameters(z)) std::fill(t->data.begin(), t->data.end(), 0.0f);
-  return z;
-}
-
 TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& seqs, const std::vector<int>& labels) {
   TrainBatch b;
   b.B = static_cast<int>(seqs.size());

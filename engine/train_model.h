@@ -39,10 +39,4 @@ struct StepOptions {
 StepOutput train_step(const Model& model, TrainOps& ops, const TrainBatch& batch, const StepOptions& options,
                       ModelWeights* grads);
 
-// Every weight tensor of a model, in a fixed order (empty tensors skipped).
-std::vector<Tensor*> parameters(ModelWeights& w);
-std::vector<const Tensor*> parameters(const ModelWeights& w);
-// Same structure, all zeros.
-ModelWeights zeros_like(const ModelWeights& w);
-
 }  // namespace attnlab

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "engine/io_util.h"
 #include "engine/npy.h"
+#include "engine/optimizer.h"
 #include "tests/test_util.h"
 
 using namespace attnlab;
@@ -223,4 +225,58 @@ TEST_CASE("model folder round trip, and PyTorch encoder layout loads", "[formats
   CHECK_THROWS_WITH(load_model(dir.string()), Catch::Contains("vocab.txt: cannot open"));
   CHECK_THROWS_WITH(load_model((dir / "nope").string()), Catch::Contains("no such model folder"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("the weight table: one entry per parameter, count, parameter order, versions", "[formats][weights]") {
+  for (const int ff : {0, 12})
+    for (const int classes : {0, 3})
+      for (const Positional pos : {Positional::None, Positional::Learned, Positional::Relative}) {
+        CAPTURE(ff, classes, to_string(pos));
+        ModelConfig c = small_config(16, 4, 3, ff, 20);
+        c.num_classes = classes;
+        c.labels.clear();
+        c.positional = pos;
+        const Model m = random_model(c, 5);
+        const auto entries = weight_entries(c);
+        // every tensor that exists is an entry with the shape it was made with, each name once
+        long long count = 0;
+        std::set<std::string> names;
+        const auto params = parameters(m.weights);
+        REQUIRE(params.size() == entries.size());
+        for (size_t i = 0; i < entries.size(); ++i) {
+          CHECK(&entries[i].in(m.weights) == params[i]);
+          CHECK(params[i]->shape == entries[i].shape);
+          CHECK(names.insert(entries[i].name()).second);
+          count += params[i]->numel();
+        }
+        CHECK(count == c.parameter_count());
+        CHECK(names.count("layers.2.attention.fc_out.bias") == 1);
+        CHECK(names.count("layers.2.ffn.fc2.weight") == (ff > 0 ? 1u : 0u));
+        CHECK(names.count("fc.bias") == (classes > 0 ? 1u : 0u));
+        CHECK(names.count("rel_pos.embedding.weight") == (pos == Positional::Relative ? 1u : 0u));
+        // zeros_like keeps the structure and zeroes every value
+        const ModelWeights z = zeros_like(m.weights);
+        const auto zp = parameters(z);
+        REQUIRE(zp.size() == params.size());
+        for (size_t i = 0; i < zp.size(); ++i) {
+          CHECK(zp[i]->shape == params[i]->shape);
+          CHECK(std::all_of(zp[i]->data.begin(), zp[i]->data.end(), [](float v) { return v == 0.0f; }));
+        }
+        // saving and loading walks the same table
+        const ModelWeights back = weights_from_tensors(c, weights_to_tensors(c, m.weights));
+        const auto bp = parameters(back);
+        REQUIRE(bp.size() == params.size());
+        for (size_t i = 0; i < bp.size(); ++i) CHECK(bp[i]->data == params[i]->data);
+      }
+  // Versions: fresh for every set of weights made or loaded, and after every optimiser step.
+  const ModelConfig c = small_config();
+  Model a = random_model(c, 1);
+  const Model b = random_model(c, 1);
+  CHECK(a.weights.version != 0);
+  CHECK(a.weights.version != b.weights.version);
+  const uint64_t before = a.weights.version;
+  Adam adam(a.weights, OptimizerConfig{});
+  adam.step(a.weights, zeros_like(a.weights));
+  CHECK(a.weights.version != before);
+  CHECK(weights_from_tensors(c, weights_to_tensors(c, a.weights)).version != a.weights.version);
 }

@@ -18,43 +18,28 @@ namespace {
 using cl::Buffer;
 using cl::Runtime;
 
-struct DeviceLayer {
-  Buffer wq, bq, wk, bk, wv, bv, wo, bo, ln1_g, ln1_b, w1, b1, w2, b2, ln2_g, ln2_b;
-};
-
+// Device copies of the weights: one buffer per weight-table entry, found by the same member
+// the host code uses (w.at(l, &LayerWeights::wq) where the cpu code reads L(&LayerWeights::wq)).
 struct DeviceWeights {
-  Buffer embedding, pos, rel, fc_w, fc_b;
-  std::vector<DeviceLayer> layers;
+  std::vector<WeightEntry> entries;
+  std::vector<Buffer> buffers;  // parallel to entries
+
+  const Buffer& at(int layer, Tensor LayerWeights::*member) const { return find(layer, nullptr, member); }
+  const Buffer& at(Tensor ModelWeights::*member) const { return find(-1, member, nullptr); }
+
+ private:
+  const Buffer& find(int layer, Tensor ModelWeights::*model_member, Tensor LayerWeights::*layer_member) const {
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (entries[i].layer == layer && entries[i].spec->model_member == model_member &&
+          entries[i].spec->layer_member == layer_member)
+        return buffers[i];
+    throw Error("internal: a weight the model does not have was asked of the device");
+  }
 };
 
 struct Workspace {
   Buffer ids, pos, x, a, q, k, v, p, g, ctx, o, h, f, pool_w, pooled, logits, blocked, additive, xa, xb;
 };
-
-// Identifies a model's weights without hashing all of them: sizes, buffer addresses and a few
-// sampled values per tensor (training changes every value, so a trained model never matches
-// its earlier self).
-uint64_t fingerprint(const Model& m) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
-  auto tensor = [&](const Tensor& t) {
-    mix(t.data.size());
-    mix(reinterpret_cast<uintptr_t>(t.data.data()));
-    for (size_t k = 0; k < 8 && !t.data.empty(); ++k) {
-      uint32_t bits;
-      std::memcpy(&bits, &t.data[k * (t.data.size() - 1) / 7], 4);
-      mix(bits);
-    }
-  };
-  const ModelWeights& w = m.weights;
-  for (const Tensor* t : {&w.embedding, &w.pos_embedding, &w.rel_pos, &w.fc_w, &w.fc_b}) tensor(*t);
-  for (const auto& L : w.layers)
-    for (const Tensor* t : {&L.wq, &L.bq, &L.wk, &L.bk, &L.wv, &L.bv, &L.wo, &L.bo, &L.ln1_g, &L.ln1_b, &L.w1, &L.b1,
-                            &L.w2, &L.b2, &L.ln2_g, &L.ln2_b})
-      tensor(*t);
-  mix(static_cast<uint64_t>(m.config.num_heads));
-  return h;
-}
 
 class OpenClBackend final : public Backend {
  public:
@@ -114,29 +99,19 @@ class OpenClBackend final : public Backend {
 
   void up(Buffer& b, const Tensor& t) { rt_->upload(b, t.ptr(), t.data.size() * sizeof(float)); }
 
+  // The model's weights on the device, uploaded once per weights version.
   DeviceWeights& weights(const Model& m) {
     const std::string key = "weights";
-    const uint64_t fp = fingerprint(m);
     auto& cache = rt_->cache();
     auto it = cache.find(key);
-    if (it != cache.end() && cached_fp(it->second) == fp) return static_cast<Entry*>(it->second.get())->w;
+    const uint64_t version = m.weights.version;
+    if (it != cache.end() && version != 0 && static_cast<Entry*>(it->second.get())->version == version)
+      return static_cast<Entry*>(it->second.get())->w;
     auto e = std::make_shared<Entry>();
-    e->fp = fp;
-    DeviceWeights& w = e->w;
-    const ModelWeights& W = m.weights;
-    up(w.embedding, W.embedding);
-    if (!W.pos_embedding.empty()) up(w.pos, W.pos_embedding);
-    if (!W.rel_pos.empty()) up(w.rel, W.rel_pos);
-    if (!W.fc_w.empty()) up(w.fc_w, W.fc_w), up(w.fc_b, W.fc_b);
-    for (const auto& L : W.layers) {
-      DeviceLayer d;
-      up(d.wq, L.wq), up(d.bq, L.bq), up(d.wk, L.wk), up(d.bk, L.bk), up(d.wv, L.wv), up(d.bv, L.bv);
-      up(d.wo, L.wo), up(d.bo, L.bo), up(d.ln1_g, L.ln1_g), up(d.ln1_b, L.ln1_b);
-      if (!L.w1.empty()) {
-        up(d.w1, L.w1), up(d.b1, L.b1), up(d.w2, L.w2), up(d.b2, L.b2), up(d.ln2_g, L.ln2_g), up(d.ln2_b, L.ln2_b);
-      }
-      w.layers.push_back(std::move(d));
-    }
+    e->version = version;
+    e->w.entries = weight_entries(m.config);
+    e->w.buffers.resize(e->w.entries.size());
+    for (size_t i = 0; i < e->w.entries.size(); ++i) up(e->w.buffers[i], e->w.entries[i].in(m.weights));
     rt_->finish();
     cache[key] = e;  // one model at a time: a new model replaces the old one's buffers
     return e->w;
@@ -164,8 +139,8 @@ class OpenClBackend final : public Backend {
     if (c.positional == Positional::Relative) {
       const int lo = relative_index(0, S - 1, c.max_len), hi = relative_index(T - 1, 0, c.max_len), nrel = hi - lo + 1;
       rt_->reserve(ws.g, static_cast<size_t>(H) * T * nrel * 4);
-      rt_->gemm(true, T, nrel, D, Q, 0, E, w.rel, static_cast<size_t>(lo) * E, E, ws.g, 0, nrel, H, D, D,
-                static_cast<size_t>(T) * nrel);
+      rt_->gemm(true, T, nrel, D, Q, 0, E, w.at(&ModelWeights::rel_pos), static_cast<size_t>(lo) * E, E, ws.g, 0, nrel,
+                H, D, D, static_cast<size_t>(T) * nrel);
       rt_->add_relative(ws.p, ws.g, H, T, S, nrel, lo, c.max_len);
     }
   }
@@ -196,7 +171,7 @@ class OpenClBackend final : public Backend {
     const Buffer* pos = nullptr;
     Tensor sin_table;
     if (c.positional == Positional::Learned) {
-      pos = &w.pos;
+      pos = &w.at(&ModelWeights::pos_embedding);
     } else if (c.positional == Positional::Sinusoidal) {
       // Precomputed in double on the host: float sin() of angles up to max_len loses ~1e-4.
       sin_table = Tensor({T, E});
@@ -210,13 +185,13 @@ class OpenClBackend final : public Backend {
       pos = &ws.pos;
     }
     rt_->reserve(ws.x, TE * 4);
-    rt_->embed(ws.ids, w.embedding, pos, T, E, ws.x);
+    rt_->embed(ws.ids, w.at(&ModelWeights::embedding), pos, T, E, ws.x);
     const Buffer *blocked, *additive;
     upload_mask(mask, ws, blocked, additive);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
     for (int l = 0; l < c.num_layers; ++l) {
-      const DeviceLayer& L = w.layers[static_cast<size_t>(l)];
+      const auto L = [&](Tensor LayerWeights::*member) -> const Buffer& { return w.at(l, member); };
       if (opt.keep_layer_inputs) {
         Tensor in({T, E});
         rt_->download(ws.x, in.ptr(), TE * 4);
@@ -227,12 +202,12 @@ class OpenClBackend final : public Backend {
       if (pre) {
         rt_->reserve(ws.a, TE * 4);
         rt_->copy(ws.a, ws.x, static_cast<int>(TE));
-        rt_->layer_norm(ws.a, L.ln1_g, L.ln1_b, T, E, c.layer_norm_eps);
+        rt_->layer_norm(ws.a, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), T, E, c.layer_norm_eps);
         a_in = &ws.a;
       }
-      linear(*a_in, T, E, L.wq, L.bq, E, ws.q);
-      linear(*a_in, T, E, L.wk, L.bk, E, ws.k);
-      linear(*a_in, T, E, L.wv, L.bv, E, ws.v);
+      linear(*a_in, T, E, L(&LayerWeights::wq), L(&LayerWeights::bq), E, ws.q);
+      linear(*a_in, T, E, L(&LayerWeights::wk), L(&LayerWeights::bk), E, ws.k);
+      linear(*a_in, T, E, L(&LayerWeights::wv), L(&LayerWeights::bv), E, ws.v);
       scores(m, ws.q, ws.k, T, T, ws, w);
       rt_->masked_softmax(ws.p, H, T, T, scale, blocked, additive, mask.planes);
       if (opt.keep_attention.empty() || opt.keep_attention[static_cast<size_t>(l)]) {
@@ -243,29 +218,29 @@ class OpenClBackend final : public Backend {
       // ctx_h = P_h V_h, written into head h's columns
       rt_->reserve(ws.ctx, TE * 4);
       rt_->gemm(false, T, D, T, ws.p, 0, T, ws.v, 0, E, ws.ctx, 0, E, H, static_cast<size_t>(T) * T, D, D);
-      linear(ws.ctx, T, E, L.wo, L.bo, E, ws.o);
+      linear(ws.ctx, T, E, L(&LayerWeights::wo), L(&LayerWeights::bo), E, ws.o);
       if (pre) {
         rt_->add_inplace(ws.x, ws.o, static_cast<int>(TE));
       } else {
         rt_->add_inplace(ws.o, ws.x, static_cast<int>(TE));
-        rt_->layer_norm(ws.o, L.ln1_g, L.ln1_b, T, E, c.layer_norm_eps);
+        rt_->layer_norm(ws.o, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), T, E, c.layer_norm_eps);
         std::swap(ws.x, ws.o);
       }
       if (F > 0) {
         const Buffer* f_in = &ws.x;
         if (pre) {
           rt_->copy(ws.a, ws.x, static_cast<int>(TE));
-          rt_->layer_norm(ws.a, L.ln2_g, L.ln2_b, T, E, c.layer_norm_eps);
+          rt_->layer_norm(ws.a, L(&LayerWeights::ln2_g), L(&LayerWeights::ln2_b), T, E, c.layer_norm_eps);
           f_in = &ws.a;
         }
-        linear(*f_in, T, E, L.w1, L.b1, F, ws.h);
+        linear(*f_in, T, E, L(&LayerWeights::w1), L(&LayerWeights::b1), F, ws.h);
         rt_->activation(ws.h, T * F, c.activation == Activation::Gelu);
-        linear(ws.h, T, F, L.w2, L.b2, E, ws.f);
+        linear(ws.h, T, F, L(&LayerWeights::w2), L(&LayerWeights::b2), E, ws.f);
         if (pre) {
           rt_->add_inplace(ws.x, ws.f, static_cast<int>(TE));
         } else {
           rt_->add_inplace(ws.f, ws.x, static_cast<int>(TE));
-          rt_->layer_norm(ws.f, L.ln2_g, L.ln2_b, T, E, c.layer_norm_eps);
+          rt_->layer_norm(ws.f, L(&LayerWeights::ln2_g), L(&LayerWeights::ln2_b), T, E, c.layer_norm_eps);
           std::swap(ws.x, ws.f);
         }
       }
@@ -280,7 +255,7 @@ class OpenClBackend final : public Backend {
       rt_->upload(ws.pool_w, pw.data(), pw.size() * 4);
       rt_->reserve(ws.pooled, static_cast<size_t>(E) * 4);
       rt_->pool(ws.x, ws.pool_w, T, E, ws.pooled);
-      linear(ws.pooled, 1, E, w.fc_w, w.fc_b, c.num_classes, ws.logits);
+      linear(ws.pooled, 1, E, w.at(&ModelWeights::fc_w), w.at(&ModelWeights::fc_b), c.num_classes, ws.logits);
       out.logits.resize(static_cast<size_t>(c.num_classes));
       rt_->download(ws.logits, out.logits.data(), out.logits.size() * 4);
     }
@@ -294,15 +269,15 @@ class OpenClBackend final : public Backend {
     const int T = static_cast<int>(xa.dim(0)), S = static_cast<int>(xb.dim(0)), E = c.embed_size, H = c.num_heads;
     DeviceWeights& w = weights(m);
     Workspace& ws = workspace();
-    const DeviceLayer& L = w.layers[static_cast<size_t>(layer)];
+    const auto L = [&](Tensor LayerWeights::*member) -> const Buffer& { return w.at(layer, member); };
     up(ws.xa, xa);
     up(ws.xb, xb);
     if (c.norm == NormPlacement::Pre) {
-      rt_->layer_norm(ws.xa, L.ln1_g, L.ln1_b, T, E, c.layer_norm_eps);
-      rt_->layer_norm(ws.xb, L.ln1_g, L.ln1_b, S, E, c.layer_norm_eps);
+      rt_->layer_norm(ws.xa, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), T, E, c.layer_norm_eps);
+      rt_->layer_norm(ws.xb, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), S, E, c.layer_norm_eps);
     }
-    linear(ws.xa, T, E, L.wq, L.bq, E, ws.q);
-    linear(ws.xb, S, E, L.wk, L.bk, E, ws.k);
+    linear(ws.xa, T, E, L(&LayerWeights::wq), L(&LayerWeights::bq), E, ws.q);
+    linear(ws.xb, S, E, L(&LayerWeights::wk), L(&LayerWeights::bk), E, ws.k);
     scores(m, ws.q, ws.k, T, S, ws, w);
     const Buffer *blocked, *additive;
     upload_mask(mask, ws, blocked, additive);
@@ -315,10 +290,9 @@ class OpenClBackend final : public Backend {
   }
 
   struct Entry {
-    uint64_t fp = 0;
+    uint64_t version = 0;
     DeviceWeights w;
   };
-  static uint64_t cached_fp(const std::shared_ptr<void>& p) { return static_cast<Entry*>(p.get())->fp; }
 
   std::shared_ptr<Runtime> rt_;
   std::unique_ptr<Backend> fallback_;

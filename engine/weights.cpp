@@ -1,0 +1,225 @@
+// The weight table and what is derived from it: entries for a config, names in each PyTorch
+// layout, the parameter list and the parameter count.
+#include "engine/weights.h"
+
+#include <atomic>
+
+namespace attnlab {
+
+uint64_t next_weights_version() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t E(const ModelConfig& c) {
+  return c.embed_size;
+}
+bool has_ff(const ModelConfig& c) {
+  return c.ff_dim > 0;
+}
+
+// The table. Model-level rows before the layer rows come first, the layer rows are repeated for
+// every layer, and the model-level rows after them come last: that order is the parameter
+// order (random initialisation draws in it, so it also fixes what a seed produces).
+const WeightSpec kTable[] = {
+    {"embedding.weight", &ModelWeights::embedding, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return Shape{c.vocab_size, E(c)};
+     }},
+    {"pos_embedding.weight", &ModelWeights::pos_embedding, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return c.positional == Positional::Learned ? Shape{c.max_len, E(c)} : Shape{};
+     }},
+    {"rel_pos.embedding.weight", &ModelWeights::rel_pos, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return c.positional == Positional::Relative ? Shape{2LL * c.max_len - 1, E(c)} : Shape{};
+     }},
+    // ---- per layer (the articles' MultiHeadAttention and FeedForward)
+    {"attention.query.weight", nullptr, &LayerWeights::wq, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{E(c), E(c)};
+     }},
+    {"attention.query.bias", nullptr, &LayerWeights::bq, Init::FanInUniform,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"attention.key.weight", nullptr, &LayerWeights::wk, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{E(c), E(c)};
+     }},
+    {"attention.key.bias", nullptr, &LayerWeights::bk, Init::FanInUniform,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"attention.value.weight", nullptr, &LayerWeights::wv, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{E(c), E(c)};
+     }},
+    {"attention.value.bias", nullptr, &LayerWeights::bv, Init::FanInUniform,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"attention.fc_out.weight", nullptr, &LayerWeights::wo, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{E(c), E(c)};
+     }},
+    {"attention.fc_out.bias", nullptr, &LayerWeights::bo, Init::FanInUniform,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"attention.layer_norm.weight", nullptr, &LayerWeights::ln1_g, Init::Ones,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"attention.layer_norm.bias", nullptr, &LayerWeights::ln1_b, Init::Zeros,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"ffn.fc1.weight", nullptr, &LayerWeights::w1, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return has_ff(c) ? Shape{c.ff_dim, E(c)} : Shape{};
+     }},
+    {"ffn.fc1.bias", nullptr, &LayerWeights::b1, Init::FanInUniform,
+     [](const ModelConfig& c) { return has_ff(c) ? Shape{c.ff_dim} : Shape{}; }},
+    {"ffn.fc2.weight", nullptr, &LayerWeights::w2, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return has_ff(c) ? Shape{E(c), c.ff_dim} : Shape{};
+     }},
+    {"ffn.fc2.bias", nullptr, &LayerWeights::b2, Init::FanInUniform,
+     [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
+    {"ffn.layer_norm.weight", nullptr, &LayerWeights::ln2_g, Init::Ones,
+     [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
+    {"ffn.layer_norm.bias", nullptr, &LayerWeights::ln2_b, Init::Zeros,
+     [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
+    // ---- the classifier after pooling (TextClassifier.fc)
+    {"fc.weight", &ModelWeights::fc_w, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.num_classes > 0 ? Shape{c.num_classes, E(c)} : Shape{};
+     }},
+    {"fc.bias", &ModelWeights::fc_b, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.num_classes > 0 ? Shape{c.num_classes} : Shape{}; }},
+};
+
+// Visits every row in parameter order: model rows before the layers, layer rows for each of
+// `layers` layers, model rows after. f(spec, layer) with layer -1 for model rows.
+template <class F>
+void walk(int layers, F f) {
+  const size_t n = sizeof kTable / sizeof kTable[0];
+  size_t first_layer_row = n, end_layer_rows = n;
+  for (size_t i = 0; i < n; ++i)
+    if (kTable[i].layer_member) {
+      if (first_layer_row == n) first_layer_row = i;
+      end_layer_rows = i + 1;
+    }
+  for (size_t i = 0; i < first_layer_row; ++i) f(kTable[i], -1);
+  for (int l = 0; l < layers; ++l)
+    for (size_t i = first_layer_row; i < end_layer_rows; ++i) f(kTable[i], l);
+  for (size_t i = end_layer_rows; i < n; ++i) f(kTable[i], -1);
+}
+
+}  // namespace
+
+std::string WeightEntry::name() const {
+  return layer < 0 ? std::string(spec->name) : "layers." + std::to_string(layer) + "." + spec->name;
+}
+
+Tensor& WeightEntry::in(ModelWeights& w) const {
+  if (layer < 0) return w.*(spec->model_member);
+  return w.layers.at(static_cast<size_t>(layer)).*(spec->layer_member);
+}
+const Tensor& WeightEntry::in(const ModelWeights& w) const {
+  return in(const_cast<ModelWeights&>(w));
+}
+
+std::vector<WeightEntry> weight_entries(const ModelConfig& c) {
+  std::vector<WeightEntry> out;
+  walk(c.num_layers, [&](const WeightSpec& s, int layer) {
+    Shape shape = s.shape(c);
+    if (!shape.empty()) out.push_back(WeightEntry{&s, layer, std::move(shape)});
+  });
+  return out;
+}
+
+LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelConfig& c) {
+  LayoutName n;
+  n.stored_shape = e.shape;
+  n.name = e.name();
+  if (layout == WeightLayout::Article || e.layer < 0) return n;
+  const std::string own = e.spec->name;
+  if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."
+    n.name = own;
+    return n;
+  }
+  // nn.TransformerEncoder(Layer): self_attn.in_proj_{weight,bias} hold q, k, v stacked.
+  const std::string p = "layers." + std::to_string(e.layer) + ".";
+  static const struct {
+    const char* ours;
+    const char* torch;
+    int third;  // q, k, v: 0, 1, 2 of the stacked in_proj; -1 otherwise
+  } kTorch[] = {
+      {"attention.query.weight", "self_attn.in_proj_weight", 0},
+      {"attention.key.weight", "self_attn.in_proj_weight", 1},
+      {"attention.value.weight", "self_attn.in_proj_weight", 2},
+      {"attention.query.bias", "self_attn.in_proj_bias", 0},
+      {"attention.key.bias", "self_attn.in_proj_bias", 1},
+      {"attention.value.bias", "self_attn.in_proj_bias", 2},
+      {"attention.fc_out.weight", "self_attn.out_proj.weight", -1},
+      {"attention.fc_out.bias", "self_attn.out_proj.bias", -1},
+      {"attention.layer_norm.weight", "norm1.weight", -1},
+      {"attention.layer_norm.bias", "norm1.bias", -1},
+      {"ffn.fc1.weight", "linear1.weight", -1},
+      {"ffn.fc1.bias", "linear1.bias", -1},
+      {"ffn.fc2.weight", "linear2.weight", -1},
+      {"ffn.fc2.bias", "linear2.bias", -1},
+      {"ffn.layer_norm.weight", "norm2.weight", -1},
+      {"ffn.layer_norm.bias", "norm2.bias", -1},
+  };
+  for (const auto& t : kTorch)
+    if (own == t.ours) {
+      n.name = p + t.torch;
+      if (t.third >= 0) {
+        n.rows = e.shape[0];
+        n.row0 = t.third * n.rows;
+        n.stored_shape[0] = 3 * n.rows;
+      }
+      return n;
+    }
+  throw Error("internal: no nn.TransformerEncoder name for " + own + " (config E=" + std::to_string(c.embed_size) +
+              ")");
+}
+
+std::vector<Tensor*> parameters(ModelWeights& w) {
+  std::vector<Tensor*> out;
+  walk(static_cast<int>(w.layers.size()), [&](const WeightSpec& s, int layer) {
+    Tensor& t = layer < 0 ? w.*(s.model_member) : w.layers[static_cast<size_t>(layer)].*(s.layer_member);
+    if (!t.empty()) out.push_back(&t);
+  });
+  return out;
+}
+
+std::vector<const Tensor*> parameters(const ModelWeights& w) {
+  auto p = parameters(const_cast<ModelWeights&>(w));
+  return {p.begin(), p.end()};
+}
+
+ModelWeights zeros_like(const ModelWeights& w) {
+  ModelWeights z;
+  z.layers.resize(w.layers.size());
+  walk(static_cast<int>(w.layers.size()), [&](const WeightSpec& s, int layer) {
+    const Tensor& from = layer < 0 ? w.*(s.model_member) : w.layers[static_cast<size_t>(layer)].*(s.layer_member);
+    Tensor& to = layer < 0 ? z.*(s.model_member) : z.layers[static_cast<size_t>(layer)].*(s.layer_member);
+    if (!from.empty()) to = Tensor(from.shape);
+  });
+  return z;
+}
+
+ModelWeights empty_weights(const ModelConfig& c) {
+  ModelWeights w;
+  w.layers.resize(static_cast<size_t>(std::max(0, c.num_layers)));
+  return w;
+}
+
+long long ModelConfig::parameter_count() const {
+  // One layer's rows times num_layers (a config being validated may claim absurd sizes).
+  long long n = 0;
+  walk(1, [&](const WeightSpec& s, int layer) {
+    const Shape shape = s.shape(*this);
+    const long long size = shape.empty() ? 0 : Tensor::numel_of(shape);
+    n += layer < 0 ? size : size * num_layers;
+  });
+  return n;
+}
+
+}  // namespace attnlab
