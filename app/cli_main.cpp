@@ -157,7 +157,7 @@ int bench_train(const Args& a) {
     labels.push_back(static_cast<int>(rng() % 2));
   }
   const TrainBatch batch = make_batch(model, seqs, labels);
-  auto ops = make_train_ops(a.get("--backend", "cpu"));
+  auto ops = make_ops(a.get("--backend", "cpu"));
   Adam adam(model.weights, OptimizerConfig{});
   ModelWeights grads = zeros_like(model.weights);
   StepOptions so;

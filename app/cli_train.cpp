@@ -132,7 +132,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
   if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
   const Dataset data = load_dataset(a.get("--data"), dataset_options(a));
   const EncodedData enc = encode_examples(model, data.rows);
-  auto ops = make_train_ops(a.get("--backend", "cpu"));
+  auto ops = make_ops(a.get("--backend", "cpu"));
   const EvalResult ev = evaluate(model, *ops, enc, a.get_int("--batch", 64));
   if (a.has("--json")) {
     json j = {{"accuracy", ev.accuracy}, {"loss", ev.loss}, {"count", ev.count}, {"confusion", ev.confusion}};

@@ -1,22 +1,32 @@
 // The narrow backend interface: a backend runs the encoder stack on one sequence and computes
 // one layer's cross-attention probabilities. Everything else (tokens, masks, pooling, the
-// classifier, warnings) is shared code in forward.cpp. Backends: "reference" (plain loops, the
-// one to read next to the articles) and "cpu" (Eigen + OpenMP, the fast one).
+// classifier, warnings) is shared code in forward.cpp. Backends: "reference" and "cpu" run the
+// one layer plan (engine/plan.h) over the reference or cpu ops; "opencl" follows the same plan
+// with device ops.
 #pragma once
 
+#include <atomic>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/mask.h"
 #include "engine/model.h"
+#include "engine/ops.h"
 
 namespace attnlab {
 
+// Thrown out of a pass whose cancel flag was set: not an error, there is nothing to show.
+struct Cancelled : std::exception {
+  const char* what() const noexcept override { return "cancelled"; }
+};
+
 struct EncodeOptions {
   // Which layers' [heads, T, S] probabilities to return; the others are left empty.
-  std::vector<bool> keep_attention;  // empty = keep every layer
-  bool keep_layer_inputs = false;    // return each layer's input [T, E] (cross-attention needs them)
+  std::vector<bool> keep_attention;           // empty = keep every layer
+  bool keep_layer_inputs = false;             // return each layer's input [T, E] (cross-attention needs them)
+  const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
 };
 
 struct EncodeOutput {
@@ -66,16 +76,4 @@ std::string backend_description(const std::string& name);
 // the weight of each position in the pooled vector: mean 1/T everywhere, masked_mean 1/n on
 // the n positions that are not [PAD] (is_pad[t] != 0), cls 1 at position 0.
 std::vector<float> pooling_weights(Pooling pooling, const uint8_t* is_pad, int T);
-// token embedding + positional term, [T, E].
-Tensor embed_tokens(const Model& model, const std::vector<int>& ids);
-// Row index into the relative-position table for query i and key j: (i - j) + max_len - 1,
-// clipped to the table. Shaw et al. 2018 with the article's RelativePositionEmbedding
-// orientation (positions[:, None] - positions[None, :]).
-inline int relative_index(int i, int j, int max_len) {
-  int d = i - j;
-  if (d > max_len - 1) d = max_len - 1;
-  if (d < -(max_len - 1)) d = -(max_len - 1);
-  return d + max_len - 1;
-}
-
 }  // namespace attnlab

@@ -17,27 +17,6 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   throw Error("unknown backend \"" + name + "\" (expected cpu, reference, opencl or opencl:N)");
 }
 
-Tensor embed_tokens(const Model& model, const std::vector<int>& ids) {
-  const ModelConfig& c = model.config;
-  const int T = static_cast<int>(ids.size()), E = c.embed_size;
-  Tensor x({T, E});
-  for (int t = 0; t < T; ++t) {
-    const float* row = model.weights.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(t)]) * E;
-    for (int e = 0; e < E; ++e) x.at(t, e) = row[e];
-    if (c.positional == Positional::Learned) {
-      for (int e = 0; e < E; ++e) x.at(t, e) += model.weights.pos_embedding.at(t, e);
-    } else if (c.positional == Positional::Sinusoidal) {
-      // Vaswani et al.: PE(t, 2k) = sin(t / 10000^(2k/E)), PE(t, 2k+1) = cos(same); added unscaled.
-      for (int k = 0; k < E / 2; ++k) {
-        const double angle = t / std::pow(10000.0, 2.0 * k / E);
-        x.at(t, 2 * k) += static_cast<float>(std::sin(angle));
-        x.at(t, 2 * k + 1) += static_cast<float>(std::cos(angle));
-      }
-    }
-  }
-  return x;
-}
-
 std::vector<float> softmax(const std::vector<float>& logits) {
   std::vector<float> p(logits.size());
   if (logits.empty()) return p;

@@ -61,6 +61,16 @@ struct Tensor {
       data.assign(static_cast<size_t>(numel_of(shape)), fill);
   }
 
+  // Gives the tensor this shape for an op that overwrites every element: the storage is kept
+  // when the size is unchanged (stale values until overwritten: no allocation, no page faults
+  // on a pass's hot path), else replaced by fresh zeros.
+  void reshape_for_overwrite(std::vector<int64_t> s) {
+    if (numel_of(s) == numel())
+      shape = std::move(s);
+    else
+      *this = Tensor(std::move(s));
+  }
+
   static int64_t numel_of(const std::vector<int64_t>& s) {
     int64_t n = 1;
     for (int64_t d : s) n *= d;

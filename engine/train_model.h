@@ -1,14 +1,13 @@
-// The whole model's training pass: a batch forward that keeps what the backward needs, the
-// backward to every weight, and the cross-entropy loss. Composes the TrainOps (linear,
-// LayerNorm, attention) with plain shared code for embedding, activations, dropout, residuals,
-// pooling and the classifier.
+// The whole model's training pass: the layer plan (plan.h) run over a padded batch keeping what
+// the backward needs, pooling, the classifier and the cross-entropy loss, and the backward to
+// every weight through the same plan in reverse.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "engine/model.h"
-#include "engine/train_ops.h"
+#include "engine/ops.h"
 
 namespace attnlab {
 
@@ -26,17 +25,20 @@ TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& s
 struct StepOutput {
   double loss = 0;  // mean cross-entropy over the batch
   int correct = 0;
-  std::vector<int> predicted;  // [B]
+  std::vector<int> predicted;     // [B]
+  Tensor logits;                  // [B, classes]
+  std::vector<Tensor> attention;  // per layer [B, heads, T, T], when StepOptions::keep_attention
 };
 
 struct StepOptions {
   float dropout = 0.0f;  // on attention probabilities and on both residual branches
   uint64_t dropout_seed = 0;
-  bool causal = false;  // train with a causal mask as well as the padding mask
+  bool causal = false;          // train with a causal mask as well as the padding mask
+  bool keep_attention = false;  // return every layer's probabilities (tests, training probes)
 };
 
 // Forward (and, when grads is not null, backward: grads are accumulated, scaled for the mean loss).
-StepOutput train_step(const Model& model, TrainOps& ops, const TrainBatch& batch, const StepOptions& options,
+StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, const StepOptions& options,
                       ModelWeights* grads);
 
 }  // namespace attnlab

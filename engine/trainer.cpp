@@ -9,7 +9,7 @@
 
 namespace attnlab {
 
-EvalResult evaluate(const Model& model, TrainOps& ops, const EncodedData& data, int batch) {
+EvalResult evaluate(const Model& model, Ops& ops, const EncodedData& data, int batch) {
   EvalResult r;
   const int C = model.config.num_classes;
   r.confusion.assign(static_cast<size_t>(C), std::vector<int>(static_cast<size_t>(C), 0));
@@ -45,7 +45,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
                         const TrainCallbacks& cb) {
   if (train.size() == 0) throw Error("no training examples");
   if (cfg.batch <= 0 || cfg.epochs <= 0) throw Error("epochs and batch size must be positive");
-  auto ops = make_train_ops(cfg.backend);
+  auto ops = make_ops(cfg.backend);
   TrainResult result;
   const int steps_per_epoch =
       static_cast<int>((train.size() + static_cast<size_t>(cfg.batch) - 1) / static_cast<size_t>(cfg.batch));

@@ -10,7 +10,7 @@
 
 #include "engine/dataset.h"
 #include "engine/optimizer.h"
-#include "engine/train_ops.h"
+#include "engine/ops.h"
 
 namespace attnlab {
 
@@ -63,6 +63,6 @@ struct TrainResult {
 TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& config,
                         const TrainCallbacks& callbacks = {});
 
-EvalResult evaluate(const Model& model, TrainOps& ops, const EncodedData& data, int batch = 64);
+EvalResult evaluate(const Model& model, Ops& ops, const EncodedData& data, int batch = 64);
 
 }  // namespace attnlab

@@ -189,7 +189,7 @@ TEST_CASE("the trainer learns a task that needs attention, deterministically", "
   CHECK(steps == 12 * 38);
   REQUIRE(seen.size() == 12);
   CHECK(seen.back().train_loss < seen.front().train_loss);
-  auto ops = make_train_ops("cpu");
+  auto ops = make_ops("cpu");
   const EvalResult ev = evaluate(a.model, *ops, a.val);
   INFO("validation accuracy " << ev.accuracy);
   CHECK(ev.accuracy > 0.9);

@@ -527,7 +527,7 @@ bool TrainView::startTraining() {
     EvalResult ev;
     try {
       result = train_model(*model, train, val, tc, cb);
-      auto ops = make_train_ops("cpu");
+      auto ops = make_ops("cpu");
       ev = evaluate(*model, *ops, val);
       if (last_step != last_snapshot) snapshot(last_step);  // the final weights (best epoch restored)
     } catch (const std::exception& e) {

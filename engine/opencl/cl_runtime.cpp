@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/opencl/opencl_kernels.h"  // generated: kKernelSources
+#include "engine/tuning.h"
 
 namespace attnlab::cl {
 
@@ -19,10 +20,11 @@ const char* error_name(cl_int code) {
   case c:       \
     return #c;
     CASE(CL_DEVICE_NOT_FOUND)
-    CASE(CL_DEVICE_NOT_AVAILABLE) CASE(CL_COMPILER_NOT_AVAILABLE) CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
-        CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY) CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE)
-            CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT) CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT)
-                CASE(CL_INVALID_PROGRAM) CASE(CL_INVALID_KERNEL_NAME) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
+    CASE(CL_DEVICE_NOT_AVAILABLE)
+    CASE(CL_COMPILER_NOT_AVAILABLE) CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE) CASE(CL_OUT_OF_RESOURCES)
+        CASE(CL_OUT_OF_HOST_MEMORY) CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE) CASE(CL_INVALID_DEVICE)
+            CASE(CL_INVALID_CONTEXT) CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT) CASE(CL_INVALID_PROGRAM)
+                CASE(CL_INVALID_KERNEL_NAME) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
                     CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE) CASE(CL_INVALID_KERNEL_ARGS)
                         CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE) CASE(CL_INVALID_WORK_ITEM_SIZE)
                             CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_BUFFER_SIZE) CASE(CL_INVALID_PLATFORM)
@@ -184,7 +186,7 @@ Runtime::Runtime(int device_index) {
   size_t wg = 0;
   clGetDeviceInfo(device_, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
   max_local_ = 1;
-  while (max_local_ * 2 <= std::min<size_t>(wg, 256)) max_local_ *= 2;
+  while (max_local_ * 2 <= std::min<size_t>(wg, static_cast<size_t>(kTuning.opencl_max_work_group))) max_local_ *= 2;
 }
 
 Runtime::~Runtime() {

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "engine/backend.h"
+#include "engine/plan.h"
 #include "engine/opencl/cl_runtime.h"
 
 namespace attnlab {
@@ -174,13 +175,7 @@ class OpenClBackend final : public Backend {
       pos = &w.at(&ModelWeights::pos_embedding);
     } else if (c.positional == Positional::Sinusoidal) {
       // Precomputed in double on the host: float sin() of angles up to max_len loses ~1e-4.
-      sin_table = Tensor({T, E});
-      for (int t = 0; t < T; ++t)
-        for (int k = 0; k < E / 2; ++k) {
-          const double angle = t / std::pow(10000.0, 2.0 * k / E);
-          sin_table.at(t, 2 * k) = static_cast<float>(std::sin(angle));
-          sin_table.at(t, 2 * k + 1) = static_cast<float>(std::cos(angle));
-        }
+      sin_table = sinusoid_table(T, E);
       up(ws.pos, sin_table);
       pos = &ws.pos;
     }

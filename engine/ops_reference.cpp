@@ -1,15 +1,15 @@
-// Reference training ops: plain loops with double accumulators, the definition the fast ops
-// and the finite-difference checks are held to.
+// The reference ops: plain loops with double accumulators, written to be read next to the seed
+// articles (MultiHeadAttention.forward, FeedForward.forward); the definition the fast ops and
+// the finite-difference checks are held to.
 #include <cmath>
 
-#include "engine/backend.h"  // relative_index
-#include "engine/train_ops.h"
+#include "engine/ops.h"
 
 namespace attnlab {
 
 namespace {
 
-class ReferenceTrainOps final : public TrainOps {
+class ReferenceOps final : public Ops {
  public:
   std::string name() const override { return "reference"; }
 
@@ -93,95 +93,124 @@ class ReferenceTrainOps final : public TrainOps {
     }
   }
 
-  static bool blocked(const AttnShape& s, int b, int i, int j) {
+  void activation(const Tensor& h, Activation act, Tensor& a) override {
+    a = Tensor(h.shape);
+    for (size_t k = 0; k < h.data.size(); ++k) a.data[k] = static_cast<float>(act_forward(h.data[k], act));
+  }
+
+  void activation_backward(const Tensor& h, Activation act, Tensor& da) override {
+    for (size_t k = 0; k < h.data.size(); ++k) da.data[k] = static_cast<float>(da.data[k] * act_grad(h.data[k], act));
+  }
+
+  static double act_forward(double v, Activation a) {
+    if (a == Activation::Relu) return v > 0 ? v : 0.0;
+    return 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));  // exact GELU, as nn.GELU()
+  }
+  static double act_grad(double v, Activation a) {
+    if (a == Activation::Relu) return v > 0 ? 1.0 : 0.0;
+    return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * std::exp(-0.5 * v * v) * 0.3989422804014327;  // cdf + x pdf
+  }
+
+  // Can query i of head h in sequence b see key j, and the additive term on its score.
+  static bool blocked(const AttnArgs& s, int b, int h, int i, int j) {
+    if (s.mask) return s.mask->is_blocked(h, i, j);
     if (s.causal && j > i) return true;
-    return s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * s.T + j)] != 0;
+    return s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * s.keys() + j)] != 0;
   }
-  // Element (row, col) of head h of sequence b in a (N, E) tensor.
-  static float& el(Tensor& t, const AttnShape& s, int b, int h, int row, int d) {
-    return t.at(static_cast<int64_t>(b) * s.T + row, h * s.D + d);
+  static double additive(const AttnArgs& s, int h, int i, int j) { return s.mask ? s.mask->add(h, i, j) : 0.0; }
+  // Element d of head h at row `row` of sequence b, in a (B * rows, E) tensor.
+  static float& el(Tensor& t, const AttnArgs& s, int rows, int b, int h, int row, int d) {
+    return t.at(static_cast<int64_t>(b) * rows + row, h * s.D + d);
   }
-  static float el(const Tensor& t, const AttnShape& s, int b, int h, int row, int d) {
-    return t.at(static_cast<int64_t>(b) * s.T + row, h * s.D + d);
+  static float el(const Tensor& t, const AttnArgs& s, int rows, int b, int h, int row, int d) {
+    return t.at(static_cast<int64_t>(b) * rows + row, h * s.D + d);
   }
-  static double keep(const AttnShape& s, size_t pidx) {
+  static double keep(const AttnArgs& s, size_t pidx) {
     return s.drop_keep ? ((*s.drop_keep)[pidx] ? s.drop_scale : 0.0) : 1.0;
   }
 
-  void attention(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P,
-                 Tensor& ctx) override {
-    const int B = s.B, T = s.T, H = s.H, D = s.D;
+  void attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor* V, Tensor* Pout,
+                 Tensor* ctx) override {
+    const int B = s.B, T = s.T, S = s.keys(), H = s.H, D = s.D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    P = Tensor({B, H, T, T});
-    ctx = Tensor({static_cast<int64_t>(B) * T, static_cast<int64_t>(H) * D});
-    std::vector<double> sc(static_cast<size_t>(T));
+    Tensor Plocal;
+    Tensor& P = Pout ? *Pout : Plocal;
+    P = Tensor({B, H, T, S});
+    if (ctx) *ctx = Tensor({static_cast<int64_t>(B) * T, static_cast<int64_t>(H) * D});
+    std::vector<double> sc(static_cast<size_t>(S));
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < T; ++i) {
+          // scores = q_i . (k_j + r_(i-j)) / sqrt(d) + additive mask (Shaw et al. for the relative term)
           double best = -INFINITY;
-          for (int j = 0; j < T; ++j) {
-            if (blocked(s, b, i, j)) continue;
+          for (int j = 0; j < S; ++j) {
+            if (blocked(s, b, h, i, j)) continue;
             double v = 0;
             for (int d = 0; d < D; ++d) {
-              double k = el(K, s, b, h, j, d);
+              double k = el(K, s, S, b, h, j, d);
               if (s.rel) k += s.rel->at(relative_index(i, j, s.max_len), h * D + d);
-              v += el(Q, s, b, h, i, d) * k;
+              v += el(Q, s, T, b, h, i, d) * k;
             }
-            sc[static_cast<size_t>(j)] = v * scale;
-            best = std::max(best, v * scale);
+            v = v * scale + additive(s, h, i, j);
+            sc[static_cast<size_t>(j)] = v;
+            best = std::max(best, v);
           }
-          const size_t row = ((static_cast<size_t>(b) * H + h) * T + i) * T;
+          // softmax over the visible keys; blocked keys stay exactly 0, a fully blocked row all 0
+          const size_t row = ((static_cast<size_t>(b) * H + h) * T + i) * S;
           if (best == -INFINITY) continue;
           double sum = 0;
-          for (int j = 0; j < T; ++j)
-            if (!blocked(s, b, i, j)) sum += std::exp(sc[static_cast<size_t>(j)] - best);
-          for (int j = 0; j < T; ++j)
+          for (int j = 0; j < S; ++j)
+            if (!blocked(s, b, h, i, j)) sum += std::exp(sc[static_cast<size_t>(j)] - best);
+          for (int j = 0; j < S; ++j)
             P.data[row + j] =
-                blocked(s, b, i, j) ? 0.0f : static_cast<float>(std::exp(sc[static_cast<size_t>(j)] - best) / sum);
+                blocked(s, b, h, i, j) ? 0.0f : static_cast<float>(std::exp(sc[static_cast<size_t>(j)] - best) / sum);
+          if (!ctx || !V) continue;
+          // out_h = dropout(P_h) V_h, written into head h's columns of the concatenation
           for (int d = 0; d < D; ++d) {
             double v = 0;
-            for (int j = 0; j < T; ++j) v += P.data[row + j] * keep(s, row + j) * el(V, s, b, h, j, d);
-            el(ctx, s, b, h, i, d) = static_cast<float>(v);
+            for (int j = 0; j < S; ++j) v += P.data[row + j] * keep(s, row + j) * el(*V, s, S, b, h, j, d);
+            el(*ctx, s, T, b, h, i, d) = static_cast<float>(v);
           }
         }
   }
 
-  void attention_backward(const AttnShape& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
+  void attention_backward(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                           const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) override {
-    const int B = s.B, T = s.T, H = s.H, D = s.D;
+    const int B = s.B, T = s.T, S = s.keys(), H = s.H, D = s.D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     dQ = Tensor(Q.shape);
     dK = Tensor(K.shape);
     dV = Tensor(V.shape);
-    std::vector<double> dP(static_cast<size_t>(T));
+    std::vector<double> dP(static_cast<size_t>(S));
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < T; ++i) {
-          const size_t row = ((static_cast<size_t>(b) * H + h) * T + i) * T;
+          const size_t row = ((static_cast<size_t>(b) * H + h) * T + i) * S;
           // ctx_i = sum_j keep_ij P_ij V_j  =>  dV_j += keep_ij P_ij dctx_i,  dP_ij = keep_ij dctx_i . V_j
           double dot = 0;
-          for (int j = 0; j < T; ++j) {
+          for (int j = 0; j < S; ++j) {
             double g = 0;
             for (int d = 0; d < D; ++d) {
-              g += static_cast<double>(el(dctx, s, b, h, i, d)) * el(V, s, b, h, j, d);
-              el(dV, s, b, h, j, d) += static_cast<float>(keep(s, row + j) * P.data[row + j] * el(dctx, s, b, h, i, d));
+              g += static_cast<double>(el(dctx, s, T, b, h, i, d)) * el(V, s, S, b, h, j, d);
+              el(dV, s, S, b, h, j, d) +=
+                  static_cast<float>(keep(s, row + j) * P.data[row + j] * el(dctx, s, T, b, h, i, d));
             }
             dP[static_cast<size_t>(j)] = g * keep(s, row + j);
             dot += dP[static_cast<size_t>(j)] * P.data[row + j];
           }
           // softmax: dscore_ij = P_ij (dP_ij - sum_k P_ik dP_ik); score = scale * q_i . (k_j + r_ij)
-          for (int j = 0; j < T; ++j) {
+          for (int j = 0; j < S; ++j) {
             const double ds = P.data[row + j] * (dP[static_cast<size_t>(j)] - dot) * scale;
             if (ds == 0.0) continue;
             for (int d = 0; d < D; ++d) {
-              double k = el(K, s, b, h, j, d);
+              double k = el(K, s, S, b, h, j, d);
               if (s.rel) {
                 const int r = relative_index(i, j, s.max_len);
                 k += s.rel->at(r, h * D + d);
-                if (drel) drel->at(r, h * D + d) += static_cast<float>(ds * el(Q, s, b, h, i, d));
+                if (drel) drel->at(r, h * D + d) += static_cast<float>(ds * el(Q, s, T, b, h, i, d));
               }
-              el(dQ, s, b, h, i, d) += static_cast<float>(ds * k);
-              el(dK, s, b, h, j, d) += static_cast<float>(ds * el(Q, s, b, h, i, d));
+              el(dQ, s, T, b, h, i, d) += static_cast<float>(ds * k);
+              el(dK, s, S, b, h, j, d) += static_cast<float>(ds * el(Q, s, T, b, h, i, d));
             }
           }
         }
@@ -190,13 +219,13 @@ class ReferenceTrainOps final : public TrainOps {
 
 }  // namespace
 
-std::unique_ptr<TrainOps> make_reference_train_ops() {
-  return std::make_unique<ReferenceTrainOps>();
+std::unique_ptr<Ops> make_reference_ops() {
+  return std::make_unique<ReferenceOps>();
 }
 
-std::unique_ptr<TrainOps> make_train_ops(const std::string& name) {
-  if (name == "reference") return make_reference_train_ops();
-  if (name == "cpu") return make_cpu_train_ops();
+std::unique_ptr<Ops> make_ops(const std::string& name) {
+  if (name == "reference") return make_reference_ops();
+  if (name == "cpu") return make_cpu_ops();
   throw Error("unknown training backend \"" + name + "\" (expected cpu or reference)");
 }
 

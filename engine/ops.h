@@ -1,0 +1,88 @@
+// The op interface: forward/backward pairs for the ops that do real work (linear, LayerNorm,
+// activations, multi-head attention). The model is written once over it (engine/plan.h), and
+// inference and training both run that plan. Two implementations: "reference" (plain loops
+// with double accumulators, checked by finite differences) and "cpu" (Eigen + OpenMP, checked
+// against the reference). Shapes in comments: N = B * T rows, E = embed, H heads of D = E / H.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/mask.h"
+#include "engine/tensor.h"
+
+namespace attnlab {
+
+// What the attention op needs to know beyond Q, K, V: the batch shape and which keys each
+// query may see, in one of two forms.
+struct AttnArgs {
+  int B = 1, T = 1, H = 1, D = 1;
+  int S = 0;  // keys per sequence; 0 = T (self-attention)
+  // (a) any mask the engine builds, [planes, T, S] with additive terms; a single sequence (B == 1)
+  const AttnMask* mask = nullptr;
+  // (b) batches: 1 where the key is [PAD] ([B, S]; may be null), plus an optional causal mask
+  const std::vector<uint8_t>* key_blocked = nullptr;
+  bool causal = false;
+  const Tensor* rel = nullptr;  // relative table [2 * max_len - 1, E] or null
+  int max_len = 0;
+  const std::vector<uint8_t>* drop_keep = nullptr;  // [B, H, T, S] dropout keep flags on P; null = no dropout
+  float drop_scale = 1.0f;                          // 1 / (1 - p)
+
+  int keys() const { return S > 0 ? S : T; }
+};
+
+// Row index into the relative-position table for query i and key j: (i - j) + max_len - 1,
+// clipped to the table. Shaw et al. 2018 with the article's RelativePositionEmbedding
+// orientation (positions[:, None] - positions[None, :]).
+inline int relative_index(int i, int j, int max_len) {
+  int d = i - j;
+  if (d > max_len - 1) d = max_len - 1;
+  if (d < -(max_len - 1)) d = -(max_len - 1);
+  return d + max_len - 1;
+}
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string name() const = 0;
+
+  // y = x W^T + b. x (N, in), W (out, in), b (out), y (N, out).
+  virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;
+  // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x, db += colsum(dy).
+  virtual void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
+                               Tensor& db) = 0;
+
+  // y = (x - mean) * rstd * g + b per row; saves xhat (N, E) and rstd (N) for the backward.
+  virtual void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y, Tensor& xhat,
+                          Tensor& rstd) = 0;
+  // dx overwritten; dg, db accumulated.
+  virtual void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy,
+                                   Tensor& dx, Tensor& dg, Tensor& db) = 0;
+
+  // a = act(h) elementwise (ReLU, or exact GELU as nn.GELU()).
+  virtual void activation(const Tensor& h, Activation act, Tensor& a) = 0;
+  // dh = da * act'(h), in place on da.
+  virtual void activation_backward(const Tensor& h, Activation act, Tensor& da) = 0;
+
+  // P (B, H, T, S) = softmax(Q K^T / sqrt(D) [+ relative term] [+ additive mask]) with blocked
+  // keys at exactly 0 (a row with every key blocked is all 0); ctx (N, E) = dropout(P) V, head h
+  // in columns [h*D, (h+1)*D). Q is (B*T, E), K and V (B*S, E). P may be null (not kept), and
+  // V and ctx may be null (probabilities only).
+  virtual void attention(const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor* V, Tensor* P,
+                         Tensor* ctx) = 0;
+  void attention(const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) {
+    attention(a, Q, K, &V, &P, &ctx);
+  }
+  // Self-attention batches only (form (b)). dQ, dK, dV overwritten; drel (when the args have a
+  // relative table) accumulated.
+  virtual void attention_backward(const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
+                                  const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) = 0;
+};
+
+std::unique_ptr<Ops> make_reference_ops();
+std::unique_ptr<Ops> make_cpu_ops();
+std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
+
+}  // namespace attnlab

@@ -1,0 +1,376 @@
+// The cpu ops: Eigen GEMMs (multi-threaded through OpenMP) for linear layers, attention in
+// parallel tasks with a vectorised masked softmax, vectorised activations. Held to
+// ops_reference.cpp by tests. This is the only translation unit of the engine that includes
+// Eigen's heavy headers (with train-free kernels in cpu_kernels.h).
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include <malloc.h>
+
+#include <omp.h>
+
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include "engine/cpu_kernels.h"
+#include "engine/ops.h"
+#include "engine/tuning.h"
+
+namespace attnlab {
+
+namespace {
+
+using kernels::RowMat;
+using Map = Eigen::Map<RowMat>;
+using ConstMap = Eigen::Map<const RowMat>;
+
+ConstMap cm(const Tensor& t) {
+  return ConstMap(t.ptr(), t.dim(0), t.numel() / std::max<int64_t>(1, t.dim(0)));
+}
+Map mm(Tensor& t) {
+  return Map(t.ptr(), t.dim(0), t.numel() / std::max<int64_t>(1, t.dim(0)));
+}
+Eigen::Map<const Eigen::RowVectorXf> cv(const Tensor& t) {
+  return {t.ptr(), t.numel()};
+}
+Eigen::Map<Eigen::RowVectorXf> mv(Tensor& t) {
+  return {t.ptr(), t.numel()};
+}
+
+// First and last visible key of every (plane, query) row; lo > hi when the row sees nothing.
+struct Span {
+  int lo, hi;
+};
+std::vector<Span> visible_spans(const AttnMask& mask) {
+  const int T = mask.T, S = mask.S;
+  std::vector<Span> spans(static_cast<size_t>(mask.planes) * T, Span{0, S - 1});
+  if (mask.blocked.empty()) return spans;
+  for (int p = 0; p < mask.planes; ++p)
+    for (int i = 0; i < T; ++i) {
+      const uint8_t* row = mask.blocked.data() + mask.index(p, i, 0);
+      const void* first = std::memchr(row, 0, static_cast<size_t>(S));
+      if (!first) {
+        spans[static_cast<size_t>(p) * T + i] = Span{S, -1};
+        continue;
+      }
+      const void* last = memrchr(row, 0, static_cast<size_t>(S));
+      spans[static_cast<size_t>(p) * T + i] = Span{static_cast<int>(static_cast<const uint8_t*>(first) - row),
+                                                   static_cast<int>(static_cast<const uint8_t*>(last) - row)};
+    }
+  return spans;
+}
+
+class CpuOps final : public Ops {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) override {
+    y.reshape_for_overwrite({x.dim(0), W.dim(0)});
+    auto Y = mm(y);
+    Y.noalias() = cm(x) * cm(W).transpose();
+    Y.rowwise() += cv(b);
+  }
+
+  void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
+                       Tensor& db) override {
+    if (dx) {
+      *dx = Tensor({x.dim(0), W.dim(1)});
+      mm(*dx).noalias() = cm(dy) * cm(W);
+    }
+    mm(dW).noalias() += cm(dy).transpose() * cm(x);
+    // Column sums in a fixed order (row by row), so gradients do not depend on the heap.
+    auto DB = mv(db);
+    const auto DY = cm(dy);
+    for (Eigen::Index n = 0; n < DY.rows(); ++n) DB += DY.row(n);
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y, Tensor& xhat,
+                  Tensor& rstd) override {
+    xhat = x;
+    y.reshape_for_overwrite(x.shape);
+    rstd.reshape_for_overwrite({x.dim(0)});
+    auto XH = mm(xhat);
+    auto Y = mm(y);
+    const auto gv = cv(g).array();
+    const auto bv = cv(b).array();
+    for (Eigen::Index n = 0; n < XH.rows(); ++n) {
+      rstd.data[static_cast<size_t>(n)] = kernels::normalize_row(XH.row(n).data(), XH.cols(), eps);
+      Y.row(n).array() = XH.row(n).array() * gv + bv;
+    }
+  }
+
+  void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy, Tensor& dx,
+                           Tensor& dg, Tensor& db) override {
+    const auto XH = cm(xhat);
+    const auto DY = cm(dy);
+    dx = Tensor(xhat.shape);
+    auto DX = mm(dx);
+    auto DG = mv(dg);
+    auto DB = mv(db);
+    const auto gv = cv(g).array();
+    const float inv_e = 1.0f / static_cast<float>(XH.cols());
+    Eigen::ArrayXf dh(XH.cols()), tmp(XH.cols());
+    for (Eigen::Index n = 0; n < XH.rows(); ++n) {
+      DG += DY.row(n).cwiseProduct(XH.row(n));
+      DB += DY.row(n);
+      dh = (DY.row(n).array() * gv).transpose();
+      const float m1 = kernels::stable_sum(dh.data(), dh.size()) * inv_e;
+      tmp = dh * XH.row(n).array().transpose();
+      const float m2 = kernels::stable_sum(tmp.data(), tmp.size()) * inv_e;
+      DX.row(n).array() =
+          rstd.data[static_cast<size_t>(n)] * (dh - m1 - XH.row(n).array().transpose() * m2).transpose();
+    }
+  }
+
+  void activation(const Tensor& h, Activation act, Tensor& a) override {
+    a.reshape_for_overwrite(h.shape);
+    if (act == Activation::Relu) {
+      mv(a).array() = cv(h).array().cwiseMax(0.0f);
+      return;
+    }
+    // Exact GELU with Eigen's vectorised erf, in aligned chunks: on an unaligned buffer Eigen
+    // computes the first elements with the scalar erf and the rest with its own, which differ in
+    // the last bit, so results would depend on where the heap put the tensor.
+    Eigen::ArrayXf buf(kChunk);
+    for (int64_t k0 = 0; k0 < h.numel(); k0 += kChunk) {
+      const Eigen::Index n = std::min<int64_t>(kChunk, h.numel() - k0);
+      auto x = buf.head(n);
+      x = Eigen::Map<const Eigen::ArrayXf>(h.ptr() + k0, n);
+      x = 0.5f * x * (1.0f + (x * static_cast<float>(M_SQRT1_2)).erf());
+      Eigen::Map<Eigen::ArrayXf>(a.ptr() + k0, n) = x;
+    }
+  }
+
+  void activation_backward(const Tensor& h, Activation act, Tensor& da) override {
+    for (size_t i = 0; i < da.data.size(); ++i) da.data[i] *= act_grad(h.data[i], act);
+  }
+
+  void attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor* V, Tensor* P,
+                 Tensor* ctx) override {
+    if (s.mask) return masked_attention(s, Q, K, V, P, ctx);
+    if (!V || !ctx) throw Error("internal: batched attention needs V and ctx");
+    Tensor unkept;
+    batched_attention(s, Q, K, *V, P ? *P : unkept, *ctx);
+  }
+
+  // Form (b): batches with padding and causal masks, parallel over (sequence, head) pairs.
+  void batched_attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) {
+    if (s.keys() != s.T) throw Error("internal: batched attention is self-attention");
+    const int B = s.B, T = s.T, H = s.H, D = s.D;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    P.reshape_for_overwrite({B, H, T, T});
+    ctx.reshape_for_overwrite({static_cast<int64_t>(B) * T, static_cast<int64_t>(H) * D});
+    const auto QM = cm(Q), KM = cm(K), VM = cm(V);
+    auto CM = mm(ctx);
+#pragma omp parallel
+    {
+      Eigen::ArrayXf buf(T);
+      RowMat Pd;
+      std::vector<uint8_t> blocked(static_cast<size_t>(T));
+#pragma omp for schedule(dynamic, 1)
+      for (int bh = 0; bh < B * H; ++bh) {
+        const int b = bh / H, h = bh % H;
+        const auto Qb = QM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+        const auto Kb = KM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+        Map Pm(P.ptr() + static_cast<size_t>(bh) * T * T, T, T);
+        Pm.noalias() = Qb * Kb.transpose();
+        if (s.rel)
+          for (int i = 0; i < T; ++i)
+            for (int j = 0; j < T; ++j)
+              Pm(i, j) += Qb.row(i).dot(cm(*s.rel).row(relative_index(i, j, s.max_len)).segment(h * D, D));
+        Pm *= scale;
+        for (int i = 0; i < T; ++i) {
+          bool any = false;
+          for (int j = 0; j < T; ++j) {
+            blocked[static_cast<size_t>(j)] =
+                (s.causal && j > i) || (s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * T + j)]);
+            any |= blocked[static_cast<size_t>(j)] != 0;
+          }
+          kernels::masked_softmax_row(&Pm(i, 0), T, any ? blocked.data() : nullptr, nullptr, buf);
+        }
+        if (s.drop_keep) {
+          Pd = Pm;
+          apply_keep(s, bh, Pd);
+          CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() =
+              Pd * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+        } else {
+          CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() =
+              Pm * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+        }
+      }
+    }
+  }
+
+  void attention_backward(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
+                          const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) override {
+    if (s.mask || s.keys() != s.T) throw Error("internal: attention_backward takes self-attention batches");
+    const int B = s.B, T = s.T, H = s.H, D = s.D;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    dQ = Tensor(Q.shape);
+    dK = Tensor(K.shape);
+    dV = Tensor(V.shape);
+    const auto QM = cm(Q), KM = cm(K), VM = cm(V), DC = cm(dctx);
+    auto DQ = mm(dQ), DK = mm(dK), DV = mm(dV);
+    // Relative-table gradients from different sequences land in the same rows: one buffer per
+    // thread, summed in thread order afterwards (deterministic for a thread count).
+    const int threads = omp_get_max_threads();
+    std::vector<Tensor> drel_local(s.rel && drel ? static_cast<size_t>(threads) : 0);
+    for (auto& t : drel_local) t = Tensor(drel->shape);
+#pragma omp parallel
+    {
+      RowMat Pd, dP, dS;
+      Eigen::VectorXf rowdot;
+      Tensor* my_drel = drel_local.empty() ? nullptr : &drel_local[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+      for (int bh = 0; bh < B * H; ++bh) {
+        const int b = bh / H, h = bh % H;
+        const Eigen::Index r0 = static_cast<Eigen::Index>(b) * T;
+        const ConstMap Pm(P.ptr() + static_cast<size_t>(bh) * T * T, T, T);
+        const auto Qb = QM.block(r0, h * D, T, D), Kb = KM.block(r0, h * D, T, D), Vb = VM.block(r0, h * D, T, D);
+        const auto dC = DC.block(r0, h * D, T, D);
+        Pd = Pm;
+        if (s.drop_keep) apply_keep(s, bh, Pd);
+        DV.block(r0, h * D, T, D).noalias() = Pd.transpose() * dC;  // ctx = Pd V
+        dP.noalias() = dC * Vb.transpose();
+        if (s.drop_keep) apply_keep(s, bh, dP);
+        // softmax backward: dS = P * (dP - rowsum(dP * P)), times the score scale
+        dS = Pm.cwiseProduct(dP);
+        for (int i = 0; i < T; ++i) {
+          const float dot = kernels::stable_sum(&dS(i, 0), T);
+          dS.row(i) = (Pm.row(i).array() * (dP.row(i).array() - dot) * scale).matrix();
+        }
+        DQ.block(r0, h * D, T, D).noalias() = dS * Kb;
+        DK.block(r0, h * D, T, D).noalias() = dS.transpose() * Qb;
+        if (s.rel) {
+          const auto R = cm(*s.rel);
+          for (int i = 0; i < T; ++i)
+            for (int j = 0; j < T; ++j) {
+              const float g = dS(i, j);
+              if (g == 0.0f) continue;
+              const int r = relative_index(i, j, s.max_len);
+              DQ.row(r0 + i).segment(h * D, D) += g * R.row(r).segment(h * D, D);
+              if (my_drel) mm(*my_drel).row(r).segment(h * D, D) += g * Qb.row(i);
+            }
+        }
+      }
+    }
+    for (auto& t : drel_local) mm(*drel) += cm(t);
+  }
+
+  // Form (a): one sequence with any mask (planes per head, additive terms). Work is split into
+  // (head, block of 64 queries) tasks. Each task multiplies only the key range [lo, hi] that
+  // some query of the block can see, so sparse masks (sliding window, causal, strided with a
+  // small stride's band) skip the blocked work instead of computing and discarding it; keys
+  // outside the range are blocked for every row of the block, so the softmax over the range
+  // equals the softmax over the row. Probabilities go straight into P when it is kept (a
+  // calloc'd tensor: only visible ranges are written), else into a per-thread block.
+  void masked_attention(const AttnArgs& s, const Tensor& Qt, const Tensor& Kt, const Tensor* Vt, Tensor* Pt,
+                        Tensor* ctx) {
+    const AttnMask& mask = *s.mask;
+    if (s.B != 1 || s.drop_keep) throw Error("internal: masked attention takes one sequence, without dropout");
+    const int T = s.T, S = s.keys(), H = s.H, D = s.D;
+    const bool with_output = Vt && ctx;
+    const auto Q = cm(Qt), K = cm(Kt);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const std::vector<Span> spans = visible_spans(mask);
+    const int blocks = (T + kTuning.query_block - 1) / kTuning.query_block;
+    float* probs = nullptr;
+    if (Pt) {
+      *Pt = Tensor({1, H, T, S});
+      probs = Pt->ptr();
+    }
+    if (with_output) ctx->reshape_for_overwrite({T, static_cast<int64_t>(H) * D});
+#pragma omp parallel
+    {
+      RowMat scratch, G;
+      Eigen::ArrayXf buf;
+#pragma omp for schedule(dynamic, 1)
+      for (int task = 0; task < H * blocks; ++task) {
+        const int h = task / blocks, i0 = (task % blocks) * kTuning.query_block;
+        const int n = std::min(kTuning.query_block, T - i0);
+        const int plane = mask.plane_of_head(h);
+        int r0 = S, r1 = -1;
+        for (int i = i0; i < i0 + n; ++i) {
+          const Span sp = spans[static_cast<size_t>(plane) * T + i];
+          if (sp.lo <= sp.hi) r0 = std::min(r0, sp.lo), r1 = std::max(r1, sp.hi);
+        }
+        if (r1 < r0) {  // every row of the block sees nothing: zero probabilities, zero context
+          if (with_output) mm(*ctx).block(i0, h * D, n, D).setZero();
+          continue;
+        }
+        const int R = r1 - r0 + 1;
+        float* dst;
+        Eigen::Index ld;
+        if (probs) {
+          dst = probs + (static_cast<size_t>(h) * T + i0) * S + r0, ld = S;
+        } else {
+          scratch.resize(n, R);
+          dst = scratch.data(), ld = R;
+        }
+        Eigen::Map<RowMat, 0, Eigen::OuterStride<>> P(dst, n, R, Eigen::OuterStride<>(ld));
+        const auto Qb = Q.block(i0, h * D, n, D);
+        P.noalias() = Qb * K.block(r0, h * D, R, D).transpose();
+        if (s.rel) {
+          // q_i . r_(i-j) for every table row the block reaches, then gathered per (i, j).
+          const int lo = relative_index(i0, r1, s.max_len), hi = relative_index(i0 + n - 1, r0, s.max_len);
+          G.noalias() = Qb * cm(*s.rel).block(lo, h * D, hi - lo + 1, D).transpose();
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < R; ++j) P(i, j) += G(i, relative_index(i0 + i, r0 + j, s.max_len) - lo);
+        }
+        P *= scale;
+        for (int i = 0; i < n; ++i) {
+          const size_t off = mask.index(plane, i0 + i, r0);
+          kernels::masked_softmax_row(&P(i, 0), R, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
+                                      mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
+        }
+        if (with_output) mm(*ctx).block(i0, h * D, n, D).noalias() = P * cm(*Vt).block(r0, h * D, R, D);
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
+
+  static float act_grad(float v, Activation a) {
+    if (a == Activation::Relu) return v > 0 ? 1.0f : 0.0f;
+    const float cdf = 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
+    const float pdf = std::exp(-0.5f * v * v) * 0.3989422804014327f;
+    return cdf + v * pdf;
+  }
+
+  static void apply_keep(const AttnArgs& s, int bh, RowMat& M) {
+    const uint8_t* keep = s.drop_keep->data() + static_cast<size_t>(bh) * s.T * s.T;
+    float* m = M.data();
+    for (int k = 0; k < s.T * s.T; ++k) m[k] = keep[k] ? m[k] * s.drop_scale : 0.0f;
+  }
+};
+
+}  // namespace
+
+void apply_process_tuning() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, static_cast<int>(kTuning.malloc_mmap_threshold));
+    mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTuning.malloc_trim_threshold));
+  });
+}
+
+std::unique_ptr<Ops> make_cpu_ops() {
+  apply_process_tuning();
+  return std::make_unique<CpuOps>();
+}
+
+double sgemm_gflops(int n, int repeat) {
+  RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);
+  c.noalias() = a * b;  // warm-up
+  std::vector<double> secs;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.noalias() = a * b;
+    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(secs.begin(), secs.end());
+  return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,35 @@
+// Tuning values in one place, as data with a default and the reason for it (CLBlast keeps its
+// per-device parameters the same way). Fast paths read them from here; nothing else hard-codes
+// a block size or a threshold. apply_process_tuning() sets the process-wide ones (malloc).
+#pragma once
+
+namespace attnlab {
+
+struct Tuning {
+  // Queries handled together by one cpu attention task: one GEMM per (head, block) over the key
+  // range the block can see. Small enough that a sliding window skips most blocked keys, large
+  // enough for an efficient GEMM.
+  int query_block = 64;
+  // cpu passes below this many FLOPs run on one thread: below a few tens of MFLOP the fork/join
+  // and barrier costs of a second thread outweigh the work, and on a busy 2-core machine (the
+  // GUI thread painting) a descheduled worker turns a 0.3 ms pass into a 40 ms one.
+  double single_thread_flops = 5e7;
+  // Largest OpenCL work-group our row kernels (LayerNorm, softmax) use: a power of two; larger
+  // groups gave no gain on PoCL and are not available on every device.
+  int opencl_max_work_group = 256;
+  // glibc malloc: allocations above this are mmapped (fresh zero pages), below it come from the
+  // heap. Eigen allocates its GEMM packing buffers (hundreds of KB) on every product; with
+  // glibc's default of 128 KB each one was a new mapping whose pages fault in and are zeroed by
+  // the kernel (10-15% of a d = 512 forward). Tensors above it (the large [heads, T, T]
+  // probability arrays of long inputs) are still mmapped, so their never-written zeros are free.
+  long malloc_mmap_threshold = 32L << 20;
+  // Free heap memory kept for reuse before it is given back to the system.
+  long malloc_trim_threshold = 128L << 20;
+};
+
+inline constexpr Tuning kTuning{};
+
+// Applies the process-wide settings once (called when a cpu backend or cpu ops are made).
+void apply_process_tuning();
+
+}  // namespace attnlab
