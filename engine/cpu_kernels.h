@@ -1,7 +1,6 @@
-// Small Eigen kernels shared by the two Eigen translation units (cpu_backend.cpp for inference,
-// ops_cpu.cpp for training): fixed-order sums, row-wise LayerNorm, masked softmax rows.
-// Include only from those files; everything here is written so results do not depend on the
-// alignment of the buffers (see stable_sum and masked_softmax_row).
+// Small Eigen kernels of the cpu ops (ops_cpu.cpp): fixed-order sums, row-wise LayerNorm,
+// masked softmax rows. Everything here is written so results do not depend on the alignment of
+// the buffers (see stable_sum and masked_softmax_row).
 #pragma once
 
 #include <algorithm>

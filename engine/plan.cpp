@@ -1,5 +1,5 @@
-// The one layer plan: embedding, encoder layer forward and backward, inference encode and
-// cross-attention, all as sequences of Ops calls (see plan.h).
+// The layer plan (make_layer_plan), its host executors (forward and backward), inference
+// encode and cross-attention (see plan.h).
 #include "engine/plan.h"
 
 #include <cmath>
@@ -18,7 +18,88 @@ void check_cancel(const EncodeOptions& o) {
   if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw Cancelled();
 }
 
+// Appends steps, numbering each new value.
+class PlanBuilder {
+ public:
+  using LW = LayerWeights;
+  int linear(int x, Tensor LW::*w, Tensor LW::*b) { return add(OpKind::Linear, {x, -1, -1}, w, b); }
+  int layer_norm(int x, Tensor LW::*g, Tensor LW::*b) { return add(OpKind::LayerNorm, {x, -1, -1}, g, b); }
+  int activation(int x) { return add(OpKind::Activation, {x, -1, -1}); }
+  int attention(int q, int k, int v) {
+    plan_.attention_step = static_cast<int>(plan_.steps.size());
+    return add(OpKind::Attention, {q, k, v});
+  }
+  int residual(int branch, int x) { return add(OpKind::Add, {branch, x, -1}); }
+  int dropout(int x) { return add(OpKind::Dropout, {x, -1, -1}); }
+
+  LayerPlan finish(int output) {
+    plan_.output = output;
+    plan_.last_use.assign(static_cast<size_t>(plan_.values), -1);
+    for (size_t i = 0; i < plan_.steps.size(); ++i)
+      for (int in : plan_.steps[i].in)
+        if (in >= 0) plan_.last_use[static_cast<size_t>(in)] = static_cast<int>(i);
+    return plan_;
+  }
+
+ private:
+  int add(OpKind op, std::array<int, 3> in, Tensor LW::*w = nullptr, Tensor LW::*b = nullptr) {
+    Step s;
+    s.op = op, s.in = in, s.out = plan_.values++, s.w = w, s.b = b;
+    plan_.steps.push_back(s);
+    return s.out;
+  }
+  LayerPlan plan_;
+};
+
 }  // namespace
+
+LayerPlan make_layer_plan(const ModelConfig& c) {
+  using LW = LayerWeights;
+  PlanBuilder p;
+  const bool pre = c.norm == NormPlacement::Pre;
+  const int x = 0;
+  // ---- attention sub-layer (MultiHeadAttention: query/key/value, heads, fc_out)
+  const int a_in = pre ? p.layer_norm(x, &LW::ln1_g, &LW::ln1_b) : x;
+  const int q = p.linear(a_in, &LW::wq, &LW::bq);  // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
+  const int k = p.linear(a_in, &LW::wk, &LW::bk);
+  const int v = p.linear(a_in, &LW::wv, &LW::bv);
+  const int ctx = p.attention(q, k, v);
+  const int o = p.dropout(p.linear(ctx, &LW::wo, &LW::bo));
+  const int s1 = p.residual(o, x);
+  const int x1 = pre ? s1 : p.layer_norm(s1, &LW::ln1_g, &LW::ln1_b);
+  if (c.ff_dim == 0) return p.finish(x1);  // the article's TextClassifier: attention only
+  // ---- feed-forward sub-layer: fc2(act(fc1(.)))
+  const int f_in = pre ? p.layer_norm(x1, &LW::ln2_g, &LW::ln2_b) : x1;
+  const int h = p.linear(f_in, &LW::w1, &LW::b1);  // (N, F)
+  const int f = p.dropout(p.linear(p.activation(h), &LW::w2, &LW::b2));
+  const int s2 = p.residual(f, x1);
+  return p.finish(pre ? s2 : p.layer_norm(s2, &LW::ln2_g, &LW::ln2_b));
+}
+
+std::string LayerPlan::describe() const {
+  static const char* names[] = {"Linear", "LayerNorm", "Activation", "Attention", "Add", "Dropout"};
+  std::string out;
+  for (const Step& s : steps) {
+    out += "x" + std::to_string(s.out) + " = " + names[static_cast<int>(s.op)] + "(";
+    for (size_t j = 0; j < s.in.size() && s.in[j] >= 0; ++j) out += (j ? ", x" : "x") + std::to_string(s.in[j]);
+    out += ")\n";
+  }
+  return out + "output x" + std::to_string(output) + "\n";
+}
+
+std::vector<int> steps_for(const LayerPlan& plan, int target) {
+  std::vector<bool> needed(static_cast<size_t>(plan.values), false);
+  needed[static_cast<size_t>(target)] = true;
+  std::vector<int> steps;
+  for (int i = static_cast<int>(plan.steps.size()) - 1; i >= 0; --i) {
+    const Step& s = plan.steps[static_cast<size_t>(i)];
+    if (!needed[static_cast<size_t>(s.out)]) continue;
+    steps.insert(steps.begin(), i);
+    for (int in : s.in)
+      if (in >= 0) needed[static_cast<size_t>(in)] = true;
+  }
+  return steps;
+}
 
 uint64_t Dropout::next() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
@@ -36,10 +117,6 @@ std::vector<uint8_t> Dropout::keep_mask(size_t n) {
     if (k + 1 < n) keep[k + 1] = static_cast<uint32_t>(r >> 32) >= threshold;
   }
   return keep;
-}
-
-void Dropout::apply(Tensor& t, const std::vector<uint8_t>& keep) const {
-  for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = keep[k] ? t.data[k] * scale_ : 0.0f;
 }
 
 AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int T, int S) {
@@ -92,125 +169,153 @@ void embed_backward(const Model& model, const std::vector<int>& ids, int T, cons
   }
 }
 
-// The articles' TransformerLayer, post-norm:  x = LN1(x + MHA(x));      x = LN2(x + FFN(x))
-//                        pre-norm (norm_first): x = x + MHA(LN1(x));    x = x + FFN(LN2(x))
-// with dropout on P and on each residual branch when training.
-void layer_forward(const ModelConfig& c, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in, Tensor& x,
-                   LayerCache& k, const LayerRun& run) {
-  const float eps = c.layer_norm_eps;
-  const bool pre = c.norm == NormPlacement::Pre;
+namespace {
+
+// Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
+void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
+               LayerState& st, const LayerRun& run, const std::vector<int>& which) {
   Dropout* drop = run.dropout;
-  if (run.for_backward) k.x_in = x;
-  // ---- attention sub-layer
-  if (pre) ops.layer_norm(x, L.ln1_g, L.ln1_b, eps, k.n1, k.n1_hat, k.n1_rstd);
-  const Tensor& a_in = pre ? k.n1 : x;  // (N, E)
-  ops.linear(a_in, L.wq, L.bq, k.Q);    // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
-  ops.linear(a_in, L.wk, L.bk, k.K);
-  ops.linear(a_in, L.wv, L.bv, k.V);
-  AttnArgs attn = attn_in;
-  if (drop) k.p_keep = drop->keep_mask(static_cast<size_t>(attn.B) * attn.H * attn.T * attn.keys());
-  attn.drop_keep = drop ? &k.p_keep : nullptr;
-  attn.drop_scale = drop ? drop->scale() : 1.0f;
-  ops.attention(attn, k.Q, k.K, &k.V, run.for_backward ? &k.P : run.probs, &k.ctx);  // P (B, H, T, S), ctx (N, E)
-  if (run.for_backward && run.probs) *run.probs = k.P;
-  // Buffers are swapped rather than moved, so a cache reused by the next layer keeps every
-  // buffer it had (no allocation and no page faults per layer).
-  ops.linear(k.ctx, L.wo, L.bo, k.o);  // fc_out
-  if (drop) {
-    k.o_keep = drop->keep_mask(k.o.data.size());
-    drop->apply(k.o, k.o_keep);
+  for (const int i : which) {
+    const Step& s = plan.steps[static_cast<size_t>(i)];
+    Tensor& out = st.v[static_cast<size_t>(s.out)];
+    Tensor& in0 = st.v[static_cast<size_t>(s.in[0])];
+    // Inference may take over an input's buffer at its last use (nothing else reads it, and
+    // there is no backward): buffers then circulate and nothing is allocated per layer.
+    const bool steal = !run.for_backward && plan.last_use[static_cast<size_t>(s.in[0])] == i;
+    switch (s.op) {
+      case OpKind::Linear:
+        ops.linear(in0, L.*s.w, L.*s.b, out);
+        break;
+      case OpKind::LayerNorm:
+        ops.layer_norm(in0, L.*s.w, L.*s.b, c.layer_norm_eps, out, st.xhat[static_cast<size_t>(i)],
+                       st.rstd[static_cast<size_t>(i)]);
+        break;
+      case OpKind::Activation:
+        ops.activation(in0, c.activation, out);
+        break;
+      case OpKind::Attention: {
+        AttnArgs a = attn_in;
+        std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
+        if (drop) keep = drop->keep_mask(static_cast<size_t>(a.B) * a.H * a.T * a.keys());
+        a.drop_keep = drop ? &keep : nullptr;
+        a.drop_scale = drop ? drop->scale() : 1.0f;
+        // q, k, v -> ctx (N, E); P (B, H, T, S) kept for the backward or handed to the caller
+        ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])],
+                      run.for_backward ? &st.P : run.probs, &out);
+        if (run.for_backward && run.probs) *run.probs = st.P;
+        break;
+      }
+      case OpKind::Add: {
+        const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
+        if (steal) {
+          std::swap(out, in0);
+        } else {
+          out.reshape_for_overwrite(in0.shape);
+          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
+        }
+        add_into(out, in1);
+        break;
+      }
+      case OpKind::Dropout: {
+        if (steal) {
+          std::swap(out, in0);
+        } else {
+          out.reshape_for_overwrite(in0.shape);
+          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
+        }
+        if (drop) {
+          std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
+          keep = drop->keep_mask(out.data.size());
+          const float scale = drop->scale();
+          for (size_t k = 0; k < out.data.size(); ++k) out.data[k] = keep[k] ? out.data[k] * scale : 0.0f;
+        }
+        break;
+      }
+    }
   }
-  add_into(k.o, x);  // o = x + dropout(fc_out(ctx))
-  if (pre)
-    std::swap(k.x1, k.o);
-  else
-    ops.layer_norm(k.o, L.ln1_g, L.ln1_b, eps, k.x1, k.x1_hat, k.x1_rstd);
-  if (c.ff_dim == 0) {  // the article's TextClassifier: attention only
-    if (run.for_backward)
-      x = k.x1;
-    else
-      std::swap(x, k.x1);
-    return;
-  }
-  // ---- feed-forward sub-layer: fc2(act(fc1(.)))
-  if (pre) ops.layer_norm(k.x1, L.ln2_g, L.ln2_b, eps, k.n2, k.n2_hat, k.n2_rstd);
-  ops.linear(pre ? k.n2 : k.x1, L.w1, L.b1, k.h);  // (N, F)
-  ops.activation(k.h, c.activation, k.a);
-  ops.linear(k.a, L.w2, L.b2, k.f);  // (N, E)
-  if (drop) {
-    k.f_keep = drop->keep_mask(k.f.data.size());
-    drop->apply(k.f, k.f_keep);
-  }
-  add_into(k.f, k.x1);
-  if (pre)
-    std::swap(x, k.f);
-  else
-    ops.layer_norm(k.f, L.ln2_g, L.ln2_b, eps, x, k.x2_hat, k.x2_rstd);
 }
 
-void layer_backward(const ModelConfig& c, const LayerWeights& L, LayerWeights& GL, Ops& ops, const AttnArgs& attn_in,
-                    const LayerCache& k, float drop_scale, Tensor& dx, Tensor* drel) {
-  const bool pre = c.norm == NormPlacement::Pre;
-  const bool drop = !k.p_keep.empty();
-  auto apply_keep = [&](Tensor& t, const std::vector<uint8_t>& keep) {
-    for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = keep[i] ? t.data[i] * drop_scale : 0.0f;
-  };
-  // dx is d loss / d (layer output). First the feed-forward sub-layer.
-  Tensor dx1;
-  if (c.ff_dim > 0) {
-    Tensor ds2;  // d / d (x1 + dropout(f))
-    if (pre)
-      ds2 = dx;
+void size_state(const LayerPlan& plan, LayerState& st) {
+  st.v.resize(static_cast<size_t>(plan.values));
+  st.xhat.resize(plan.steps.size());
+  st.rstd.resize(plan.steps.size());
+  st.keep.resize(plan.steps.size());
+}
+
+std::vector<int> all_steps(const LayerPlan& plan) {
+  std::vector<int> all(plan.steps.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+}  // namespace
+
+void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn,
+                   Tensor& x, LayerState& st, const LayerRun& run) {
+  size_state(plan, st);
+  std::swap(st.v[0], x);  // value 0: the layer input (kept for the backward)
+  run_steps(c, plan, L, ops, attn, st, run, all_steps(plan));
+  std::swap(x, st.v[static_cast<size_t>(plan.output)]);
+}
+
+void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
+                    const AttnArgs& attn_in, LayerState& st, float drop_scale, Tensor& dx, Tensor* drel) {
+  std::vector<Tensor> d(static_cast<size_t>(plan.values));  // d loss / d value
+  d[static_cast<size_t>(plan.output)] = std::move(dx);
+  auto accumulate = [&](int value, Tensor&& g) {
+    Tensor& acc = d[static_cast<size_t>(value)];
+    if (acc.empty())
+      acc = std::move(g);
     else
-      ops.layer_norm_backward(k.x2_hat, k.x2_rstd, L.ln2_g, dx, ds2, GL.ln2_g, GL.ln2_b);
-    Tensor df = ds2;
-    if (drop) apply_keep(df, k.f_keep);
-    Tensor da;
-    ops.linear_backward(k.a, L.w2, df, &da, GL.w2, GL.b2);
-    ops.activation_backward(k.h, c.activation, da);
-    Tensor dffn_in;
-    ops.linear_backward(pre ? k.n2 : k.x1, L.w1, da, &dffn_in, GL.w1, GL.b1);
-    if (pre) {
-      Tensor dn2;
-      ops.layer_norm_backward(k.n2_hat, k.n2_rstd, L.ln2_g, dffn_in, dn2, GL.ln2_g, GL.ln2_b);
-      dx1 = std::move(ds2);
-      add_into(dx1, dn2);
-    } else {
-      dx1 = std::move(ds2);
-      add_into(dx1, dffn_in);
+      add_into(acc, g);
+  };
+  auto dropped = [&](Tensor& t, const std::vector<uint8_t>& keep) {
+    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = keep[k] ? t.data[k] * drop_scale : 0.0f;
+  };
+  for (int i = static_cast<int>(plan.steps.size()) - 1; i >= 0; --i) {
+    const Step& s = plan.steps[static_cast<size_t>(i)];
+    Tensor dout = std::move(d[static_cast<size_t>(s.out)]);
+    if (dout.empty()) continue;  // nothing downstream depends on this value
+    const Tensor& in0 = st.v[static_cast<size_t>(s.in[0])];
+    const std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
+    Tensor g;
+    switch (s.op) {
+      case OpKind::Linear:
+        ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, G.*s.b);
+        accumulate(s.in[0], std::move(g));
+        break;
+      case OpKind::LayerNorm:
+        ops.layer_norm_backward(st.xhat[static_cast<size_t>(i)], st.rstd[static_cast<size_t>(i)], L.*s.w, dout, g,
+                                G.*s.w, G.*s.b);
+        accumulate(s.in[0], std::move(g));
+        break;
+      case OpKind::Activation:
+        ops.activation_backward(in0, c.activation, dout);
+        accumulate(s.in[0], std::move(dout));
+        break;
+      case OpKind::Attention: {
+        AttnArgs a = attn_in;
+        a.drop_keep = keep.empty() ? nullptr : &keep;
+        a.drop_scale = drop_scale;
+        Tensor dQ, dK, dV;
+        ops.attention_backward(a, in0, st.v[static_cast<size_t>(s.in[1])], st.v[static_cast<size_t>(s.in[2])], st.P,
+                               dout, dQ, dK, dV, a.rel ? drel : nullptr);
+        accumulate(s.in[0], std::move(dQ));
+        accumulate(s.in[1], std::move(dK));
+        accumulate(s.in[2], std::move(dV));
+        break;
+      }
+      case OpKind::Add:
+        accumulate(s.in[0], Tensor(dout));
+        accumulate(s.in[1], std::move(dout));
+        break;
+      case OpKind::Dropout:
+        if (!keep.empty()) dropped(dout, keep);
+        accumulate(s.in[0], std::move(dout));
+        break;
     }
-  } else {
-    dx1 = std::move(dx);
   }
-  // Then the attention sub-layer: x1 = [LN1](x + dropout(fc_out(attn))).
-  Tensor ds1;
-  if (pre)
-    ds1 = dx1;
-  else
-    ops.layer_norm_backward(k.x1_hat, k.x1_rstd, L.ln1_g, dx1, ds1, GL.ln1_g, GL.ln1_b);
-  Tensor dout = ds1;
-  if (drop) apply_keep(dout, k.o_keep);
-  Tensor dctx, dQ, dK, dV;
-  ops.linear_backward(k.ctx, L.wo, dout, &dctx, GL.wo, GL.bo);
-  AttnArgs attn = attn_in;
-  attn.drop_keep = drop ? &k.p_keep : nullptr;
-  attn.drop_scale = drop_scale;
-  ops.attention_backward(attn, k.Q, k.K, k.V, k.P, dctx, dQ, dK, dV, attn.rel ? drel : nullptr);
-  const Tensor& a_in = pre ? k.n1 : k.x_in;
-  Tensor da_in, tmp;
-  ops.linear_backward(a_in, L.wq, dQ, &da_in, GL.wq, GL.bq);
-  ops.linear_backward(a_in, L.wk, dK, &tmp, GL.wk, GL.bk);
-  add_into(da_in, tmp);
-  ops.linear_backward(a_in, L.wv, dV, &tmp, GL.wv, GL.bv);
-  add_into(da_in, tmp);
-  dx = std::move(ds1);  // residual path
-  if (pre) {
-    Tensor dn1;
-    ops.layer_norm_backward(k.n1_hat, k.n1_rstd, L.ln1_g, da_in, dn1, GL.ln1_g, GL.ln1_b);
-    add_into(dx, dn1);
-  } else {
-    add_into(dx, da_in);
-  }
+  dx = std::move(d[0]);
 }
 
 EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, const AttnMask& mask,
@@ -219,10 +324,11 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   const int T = static_cast<int>(ids.size());
   EncodeOutput out;
   out.attention.resize(static_cast<size_t>(c.num_layers));
+  const LayerPlan plan = make_layer_plan(c);
   Tensor x = embed_forward(model, ids, T);  // (T, E)
   AttnArgs attn = attention_args(c, model.weights, 1, T, T);
   attn.mask = &mask;
-  LayerCache cache;  // reused by every layer: inference keeps nothing of a layer once it is done
+  LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
   for (int l = 0; l < c.num_layers; ++l) {
     check_cancel(options);
     if (options.keep_layer_inputs) out.layer_inputs.push_back(x);
@@ -230,7 +336,7 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
     // Layers the caller does not keep never hold a [H, T, T] buffer.
     if (options.keep_attention.empty() || options.keep_attention[static_cast<size_t>(l)])
       run.probs = &out.attention[static_cast<size_t>(l)];
-    layer_forward(c, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, cache, run);
+    layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
   }
   out.hidden = std::move(x);
@@ -241,21 +347,21 @@ Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tens
                              const AttnMask& mask) {
   const ModelConfig& c = model.config;
   const LayerWeights& L = model.weights.layers.at(static_cast<size_t>(layer));
-  const int T = static_cast<int>(xa.dim(0)), S = static_cast<int>(xb.dim(0));
-  Tensor Q, K, probs;
-  if (c.norm == NormPlacement::Pre) {  // the layer's attention reads LN1 of its input
-    Tensor na, nb, hat, rstd;
-    ops.layer_norm(xa, L.ln1_g, L.ln1_b, c.layer_norm_eps, na, hat, rstd);
-    ops.layer_norm(xb, L.ln1_g, L.ln1_b, c.layer_norm_eps, nb, hat, rstd);
-    ops.linear(na, L.wq, L.bq, Q);
-    ops.linear(nb, L.wk, L.bk, K);
-  } else {
-    ops.linear(xa, L.wq, L.bq, Q);
-    ops.linear(xb, L.wk, L.bk, K);
-  }
-  AttnArgs attn = attention_args(c, model.weights, 1, T, S);
+  const LayerPlan plan = make_layer_plan(c);
+  const Step& att = plan.steps[static_cast<size_t>(plan.attention_step)];
+  // The value an attention input is computed from the layer input x (pre-norm: Linear(LN1(x))).
+  auto value_from = [&](int target, const Tensor& x) {
+    LayerState st;
+    size_state(plan, st);
+    st.v[0] = x;
+    run_steps(c, plan, L, ops, AttnArgs{}, st, LayerRun{}, steps_for(plan, target));
+    return std::move(st.v[static_cast<size_t>(target)]);
+  };
+  const Tensor q = value_from(att.in[0], xa), k = value_from(att.in[1], xb);
+  AttnArgs attn = attention_args(c, model.weights, 1, static_cast<int>(xa.dim(0)), static_cast<int>(xb.dim(0)));
   attn.mask = &mask;
-  ops.attention(attn, Q, K, nullptr, &probs, nullptr);
+  Tensor probs;
+  ops.attention(attn, q, k, nullptr, &probs, nullptr);
   probs.shape.erase(probs.shape.begin());  // (1, H, T, S) -> (H, T, S)
   return probs;
 }

@@ -1,12 +1,13 @@
-// The model written once: the embedding, then each encoder layer as a flat sequence of op calls
-// (llm.c's gpt2_forward), and the backward walking the same sequence in reverse. Inference (the
-// reference and cpu backends, through encode) and training (train_step) run this same code
-// with different ops and options, so they cannot drift apart. The OpenCL backend follows the
-// same sequence with device ops (engine/opencl/opencl_backend.cpp).
+// The model written once. A layer is a LayerPlan: a flat list of op steps over numbered values
+// (llm.c's gpt2_forward as data), made from the config in one place (make_layer_plan). Three
+// executors walk it: the host forward (reference and cpu ops; inference and training), the host
+// backward (the same steps in reverse, calling each op's *_backward), and the OpenCL backend's
+// device forward. A new architecture is a new plan builder plus any op it lacks.
 #pragma once
 
-#include <atomic>
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -15,21 +16,37 @@
 
 namespace attnlab {
 
-// One layer's intermediate values. Inference reuses one for every layer; training keeps one per
-// layer for the backward.
-struct LayerCache {
-  Tensor x_in;                  // layer input (N, E) (kept for the backward only)
-  Tensor n1, n1_hat, n1_rstd;   // pre-norm: LN1(x_in)
-  Tensor Q, K, V, P, ctx;       // attention; P (B, H, T, T) is kept for the backward only
-  std::vector<uint8_t> p_keep;  // attention dropout
-  std::vector<uint8_t> o_keep;  // residual dropout after fc_out
-  Tensor o, f;                  // fc_out and fc2 outputs (work buffers)
-  Tensor x1, x1_hat, x1_rstd;   // post: LN1(x + o); pre: x + o (x1_hat unused)
-  Tensor n2, n2_hat, n2_rstd;   // pre-norm: LN2(x1)
-  Tensor h, a;                  // feed-forward pre-activation and activation (N, F)
-  std::vector<uint8_t> f_keep;  // residual dropout after fc2
-  Tensor x2_hat, x2_rstd;       // post: LN2 of (x1 + f)
+enum class OpKind {
+  Linear,      // out = in0 W^T + b                          (weights w, b)
+  LayerNorm,   // out = LN(in0) * g + b                       (weights w = g, b)
+  Activation,  // out = act(in0)                              (the config's activation)
+  Attention,   // out = concat_h(softmax(q k^T / sqrt(d) ...) v), in = {q, k, v}
+  Add,         // out = in0 + in1                              (residual)
+  Dropout,     // out = dropout(in0) when training, else in0
 };
+
+struct Step {
+  OpKind op;
+  std::array<int, 3> in = {-1, -1, -1};  // value numbers read
+  int out = -1;                          // value number written (each value is written once)
+  Tensor LayerWeights::*w = nullptr;     // weight, or LayerNorm gain
+  Tensor LayerWeights::*b = nullptr;     // bias
+};
+
+struct LayerPlan {
+  std::vector<Step> steps;
+  int values = 1;             // value 0 is the layer input
+  int output = 0;             // the value that is the layer output
+  int attention_step = -1;    // the step whose probabilities are the layer's attention
+  std::vector<int> last_use;  // per value: the last step that reads it (-1: none)
+  // "x1 = LayerNorm(x0 + ...)": one line per step, for messages and documentation.
+  std::string describe() const;
+};
+
+// The articles' TransformerLayer for the config: post-norm (x = LN1(x + MHA(x)); x = LN2(x +
+// FFN(x))) or pre-norm (x = x + MHA(LN1(x)); x = x + FFN(LN2(x))), with dropout steps on both
+// residual branches, and without the feed-forward half when ff_dim is 0.
+LayerPlan make_layer_plan(const ModelConfig& config);
 
 // Dropout (training): on the attention probabilities and on both residual branches, with a
 // cheap seedable generator (splitmix64; millions of draws per step), drawn in plan order.
@@ -38,8 +55,6 @@ class Dropout {
   Dropout(float p, uint64_t seed) : p_(p), scale_(1.0f / (1.0f - p)), state_(seed) {}
   float scale() const { return scale_; }
   std::vector<uint8_t> keep_mask(size_t n);  // 1 = kept
-  // t <- t * keep * scale
-  void apply(Tensor& t, const std::vector<uint8_t>& keep) const;
 
  private:
   uint64_t next();
@@ -47,10 +62,20 @@ class Dropout {
   uint64_t state_;
 };
 
+// The host executor's state for one layer: every value of the plan, and what each step keeps for
+// the backward. Inference reuses one for every layer (buffers circulate, nothing is allocated
+// after the first layer); training keeps one per layer.
+struct LayerState {
+  std::vector<Tensor> v;                   // by value number
+  std::vector<Tensor> xhat, rstd;          // by step: LayerNorm's saved normalised input, 1/std
+  std::vector<std::vector<uint8_t>> keep;  // by step: dropout keep flags (Dropout, Attention)
+  Tensor P;                                // the attention probabilities (training)
+};
+
 struct LayerRun {
-  bool for_backward = false;   // keep in the cache what layer_backward needs
+  bool for_backward = false;   // keep in the state what layer_backward needs
   Dropout* dropout = nullptr;  // training only
-  Tensor* probs = nullptr;     // receives the (B, H, T, S) probabilities when not null (inference)
+  Tensor* probs = nullptr;     // receives the (B, H, T, S) probabilities when not null
 };
 
 // AttnArgs of a model's attention for B sequences of T queries and S keys (no mask yet).
@@ -63,21 +88,25 @@ void embed_backward(const Model& model, const std::vector<int>& ids, int T, cons
 // Vaswani et al.: PE(t, 2k) = sin(t / 10000^(2k/E)), PE(t, 2k+1) = cos(same), [T, E], in double.
 Tensor sinusoid_table(int T, int E);
 
-// One encoder layer on x (N, E), in place.
-void layer_forward(const ModelConfig& c, const LayerWeights& L, Ops& ops, const AttnArgs& attn, Tensor& x,
-                   LayerCache& k, const LayerRun& run);
+// One layer on x (N, E), in place.
+void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn,
+                   Tensor& x, LayerState& state, const LayerRun& run);
 // dx: d loss / d (layer output) in, d loss / d (layer input) out. Weight gradients are
 // accumulated into G (and drel, the relative table's, when the model has one).
-void layer_backward(const ModelConfig& c, const LayerWeights& L, LayerWeights& G, Ops& ops, const AttnArgs& attn,
-                    const LayerCache& k, float drop_scale, Tensor& dx, Tensor* drel);
+void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
+                    const AttnArgs& attn, LayerState& state, float drop_scale, Tensor& dx, Tensor* drel);
 
 // Inference on one sequence: the encoder stack, keeping what options ask for. Throws Cancelled
 // when options.cancel is set (checked before every layer).
 EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, const AttnMask& mask,
                     const EncodeOptions& options);
 // Layer `layer`'s attention probabilities [heads, T_a, T_b], queries from xa and keys from xb
-// (each that layer's input; pre-norm models normalise them first, as the layer does).
+// (each that layer's input): the plan's steps that lead to the attention's q (from xa) and k
+// (from xb), then the attention op without values.
 Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tensor& xa, const Tensor& xb,
                              const AttnMask& mask);
+
+// Steps (indices, in plan order) that value `target` depends on.
+std::vector<int> steps_for(const LayerPlan& plan, int target);
 
 }  // namespace attnlab

@@ -43,7 +43,8 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   attn.causal = opt.causal;
   std::optional<Dropout> dropout;
   if (opt.dropout > 0.0f) dropout.emplace(opt.dropout, opt.dropout_seed);
-  std::vector<LayerCache> caches(static_cast<size_t>(c.num_layers));
+  const LayerPlan plan = make_layer_plan(c);
+  std::vector<LayerState> states(static_cast<size_t>(c.num_layers));
   LayerRun run;
   run.for_backward = grads != nullptr;
   run.dropout = dropout ? &*dropout : nullptr;
@@ -51,7 +52,7 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   if (opt.keep_attention) out.attention.resize(static_cast<size_t>(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     run.probs = opt.keep_attention ? &out.attention[static_cast<size_t>(l)] : nullptr;
-    layer_forward(c, W.layers[static_cast<size_t>(l)], ops, attn, x, caches[static_cast<size_t>(l)], run);
+    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x, states[static_cast<size_t>(l)], run);
   }
 
   // ---- pooling (B, E), classifier, softmax cross-entropy
@@ -98,8 +99,8 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
         for (int e = 0; e < E; ++e) dx.at(b * T + t, e) = w * dpooled.at(b, e);
     }
   for (int l = c.num_layers - 1; l >= 0; --l)
-    layer_backward(c, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn,
-                   caches[static_cast<size_t>(l)], dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
+    layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn,
+                   states[static_cast<size_t>(l)], dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
   embed_backward(model, batch.ids, T, dx, G);  // embedding and learned positions (sinusoidal has no weights)
   return out;
 }

@@ -38,8 +38,15 @@ struct DeviceWeights {
   }
 };
 
+// A value of the layer plan on the device: a (rows, cols) float matrix.
+struct DeviceValue {
+  Buffer buf;
+  int rows = 0, cols = 0;
+};
+
 struct Workspace {
-  Buffer ids, pos, x, a, q, k, v, p, g, ctx, o, h, f, pool_w, pooled, logits, blocked, additive, xa, xb;
+  std::vector<DeviceValue> v;  // the plan's values, reused from pass to pass
+  Buffer ids, pos, p, g, pool_w, pooled, logits, blocked, additive;
 };
 
 class OpenClBackend final : public Backend {
@@ -158,15 +165,83 @@ class OpenClBackend final : public Backend {
     }
   }
 
+  // The device executor of the layer plan (engine/plan.h): the same steps as the host forward,
+  // on device buffers. Steps that are the last reader of their input take its buffer over, so
+  // residuals and post-norm LayerNorms run in place as before.
+  void run_steps(const Model& m, int layer, const LayerPlan& plan, const std::vector<int>& which, Workspace& ws,
+                 const DeviceWeights& w, const Buffer* blocked, const Buffer* additive, int planes, Tensor* probs) {
+    const ModelConfig& c = m.config;
+    const auto W = [&](Tensor LayerWeights::*member) -> const Buffer& { return w.at(layer, member); };
+    for (const int i : which) {
+      const Step& s = plan.steps[static_cast<size_t>(i)];
+      DeviceValue& out = ws.v[static_cast<size_t>(s.out)];
+      DeviceValue& in0 = ws.v[static_cast<size_t>(s.in[0])];
+      const bool last_use = plan.last_use[static_cast<size_t>(s.in[0])] == i;
+      // out = in0, by taking its buffer at its last use, else by a device copy
+      auto take_or_copy = [&] {
+        if (last_use) {
+          std::swap(out.buf, in0.buf);
+        } else {
+          rt_->reserve(out.buf, static_cast<size_t>(in0.rows) * in0.cols * 4);
+          rt_->copy(out.buf, in0.buf, in0.rows * in0.cols);
+        }
+        out.rows = in0.rows, out.cols = in0.cols;
+      };
+      switch (s.op) {
+        case OpKind::Linear: {
+          const int n_out = static_cast<int>((m.weights.layers[static_cast<size_t>(layer)].*s.w).dim(0));
+          linear(in0.buf, in0.rows, in0.cols, W(s.w), W(s.b), n_out, out.buf);
+          out.rows = in0.rows, out.cols = n_out;
+          break;
+        }
+        case OpKind::LayerNorm:
+          take_or_copy();
+          rt_->layer_norm(out.buf, W(s.w), W(s.b), out.rows, out.cols, c.layer_norm_eps);
+          break;
+        case OpKind::Activation:
+          take_or_copy();
+          rt_->activation(out.buf, out.rows * out.cols, c.activation == Activation::Gelu);
+          break;
+        case OpKind::Attention: {
+          const DeviceValue &q = in0, &k = ws.v[static_cast<size_t>(s.in[1])];
+          const int T = q.rows, S = k.rows, H = c.num_heads, D = c.head_dim(), E = c.embed_size;
+          scores(m, q.buf, k.buf, T, S, ws, w);  // P (H, T, S)
+          rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(D)), blocked, additive, planes);
+          if (probs) {
+            *probs = Tensor({H, T, S});
+            rt_->download(ws.p, probs->ptr(), probs->data.size() * 4);
+          }
+          // ctx_h = P_h V_h, written into head h's columns
+          rt_->reserve(out.buf, static_cast<size_t>(T) * E * 4);
+          rt_->gemm(false, T, D, S, ws.p, 0, S, ws.v[static_cast<size_t>(s.in[2])].buf, 0, E, out.buf, 0, E, H,
+                    static_cast<size_t>(T) * S, D, D);
+          out.rows = T, out.cols = E;
+          break;
+        }
+        case OpKind::Add:
+          take_or_copy();
+          rt_->add_inplace(out.buf, ws.v[static_cast<size_t>(s.in[1])].buf, out.rows * out.cols);
+          break;
+        case OpKind::Dropout:  // inference: identity
+          take_or_copy();
+          break;
+      }
+    }
+  }
+
   EncodeOutput encode_cl(const Model& m, const std::vector<int>& ids, const AttnMask& mask, const EncodeOptions& opt) {
     std::lock_guard<std::mutex> lock(rt_->mutex());
     const ModelConfig& c = m.config;
-    const int T = static_cast<int>(ids.size()), E = c.embed_size, H = c.num_heads, D = c.head_dim(), F = c.ff_dim;
+    const int T = static_cast<int>(ids.size()), E = c.embed_size;
     const size_t TE = static_cast<size_t>(T) * E;
     DeviceWeights& w = weights(m);
     Workspace& ws = workspace();
     EncodeOutput out;
     out.attention.resize(static_cast<size_t>(c.num_layers));
+    const LayerPlan plan = make_layer_plan(c);
+    ws.v.resize(static_cast<size_t>(plan.values));
+    std::vector<int> all(plan.steps.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
 
     rt_->upload(ws.ids, ids.data(), ids.size() * sizeof(int));
     const Buffer* pos = nullptr;
@@ -179,69 +254,28 @@ class OpenClBackend final : public Backend {
       up(ws.pos, sin_table);
       pos = &ws.pos;
     }
-    rt_->reserve(ws.x, TE * 4);
-    rt_->embed(ws.ids, w.at(&ModelWeights::embedding), pos, T, E, ws.x);
+    DeviceValue& x = ws.v[0];
+    rt_->reserve(x.buf, TE * 4);
+    rt_->embed(ws.ids, w.at(&ModelWeights::embedding), pos, T, E, x.buf);
+    x.rows = T, x.cols = E;
     const Buffer *blocked, *additive;
     upload_mask(mask, ws, blocked, additive);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
     for (int l = 0; l < c.num_layers; ++l) {
-      const auto L = [&](Tensor LayerWeights::*member) -> const Buffer& { return w.at(l, member); };
+      if (opt.cancel && opt.cancel->load()) throw Cancelled();
       if (opt.keep_layer_inputs) {
         Tensor in({T, E});
-        rt_->download(ws.x, in.ptr(), TE * 4);
+        rt_->download(ws.v[0].buf, in.ptr(), TE * 4);
         out.layer_inputs.push_back(std::move(in));
       }
-      const bool pre = c.norm == NormPlacement::Pre;
-      const Buffer* a_in = &ws.x;
-      if (pre) {
-        rt_->reserve(ws.a, TE * 4);
-        rt_->copy(ws.a, ws.x, static_cast<int>(TE));
-        rt_->layer_norm(ws.a, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), T, E, c.layer_norm_eps);
-        a_in = &ws.a;
-      }
-      linear(*a_in, T, E, L(&LayerWeights::wq), L(&LayerWeights::bq), E, ws.q);
-      linear(*a_in, T, E, L(&LayerWeights::wk), L(&LayerWeights::bk), E, ws.k);
-      linear(*a_in, T, E, L(&LayerWeights::wv), L(&LayerWeights::bv), E, ws.v);
-      scores(m, ws.q, ws.k, T, T, ws, w);
-      rt_->masked_softmax(ws.p, H, T, T, scale, blocked, additive, mask.planes);
-      if (opt.keep_attention.empty() || opt.keep_attention[static_cast<size_t>(l)]) {
-        Tensor probs({H, T, T});
-        rt_->download(ws.p, probs.ptr(), probs.data.size() * 4);
-        out.attention[static_cast<size_t>(l)] = std::move(probs);
-      }
-      // ctx_h = P_h V_h, written into head h's columns
-      rt_->reserve(ws.ctx, TE * 4);
-      rt_->gemm(false, T, D, T, ws.p, 0, T, ws.v, 0, E, ws.ctx, 0, E, H, static_cast<size_t>(T) * T, D, D);
-      linear(ws.ctx, T, E, L(&LayerWeights::wo), L(&LayerWeights::bo), E, ws.o);
-      if (pre) {
-        rt_->add_inplace(ws.x, ws.o, static_cast<int>(TE));
-      } else {
-        rt_->add_inplace(ws.o, ws.x, static_cast<int>(TE));
-        rt_->layer_norm(ws.o, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), T, E, c.layer_norm_eps);
-        std::swap(ws.x, ws.o);
-      }
-      if (F > 0) {
-        const Buffer* f_in = &ws.x;
-        if (pre) {
-          rt_->copy(ws.a, ws.x, static_cast<int>(TE));
-          rt_->layer_norm(ws.a, L(&LayerWeights::ln2_g), L(&LayerWeights::ln2_b), T, E, c.layer_norm_eps);
-          f_in = &ws.a;
-        }
-        linear(*f_in, T, E, L(&LayerWeights::w1), L(&LayerWeights::b1), F, ws.h);
-        rt_->activation(ws.h, T * F, c.activation == Activation::Gelu);
-        linear(ws.h, T, F, L(&LayerWeights::w2), L(&LayerWeights::b2), E, ws.f);
-        if (pre) {
-          rt_->add_inplace(ws.x, ws.f, static_cast<int>(TE));
-        } else {
-          rt_->add_inplace(ws.f, ws.x, static_cast<int>(TE));
-          rt_->layer_norm(ws.f, L(&LayerWeights::ln2_g), L(&LayerWeights::ln2_b), T, E, c.layer_norm_eps);
-          std::swap(ws.x, ws.f);
-        }
-      }
+      const bool keep = opt.keep_attention.empty() || opt.keep_attention[static_cast<size_t>(l)];
+      run_steps(m, l, plan, all, ws, w, blocked, additive, mask.planes,
+                keep ? &out.attention[static_cast<size_t>(l)] : nullptr);
+      std::swap(ws.v[0], ws.v[static_cast<size_t>(plan.output)]);  // the output is the next layer's input
     }
+    const Buffer& hidden = ws.v[0].buf;
     out.hidden = Tensor({T, E});
-    rt_->download(ws.x, out.hidden.ptr(), TE * 4);
+    rt_->download(hidden, out.hidden.ptr(), TE * 4);
     if (c.num_classes > 0) {
       // pooling weights per position, then logits = pooled fc^T + b on the device
       std::vector<uint8_t> is_pad(ids.size());
@@ -249,7 +283,7 @@ class OpenClBackend final : public Backend {
       const std::vector<float> pw = pooling_weights(c.pooling, is_pad.data(), T);
       rt_->upload(ws.pool_w, pw.data(), pw.size() * 4);
       rt_->reserve(ws.pooled, static_cast<size_t>(E) * 4);
-      rt_->pool(ws.x, ws.pool_w, T, E, ws.pooled);
+      rt_->pool(hidden, ws.pool_w, T, E, ws.pooled);
       linear(ws.pooled, 1, E, w.at(&ModelWeights::fc_w), w.at(&ModelWeights::fc_b), c.num_classes, ws.logits);
       out.logits.resize(static_cast<size_t>(c.num_classes));
       rt_->download(ws.logits, out.logits.data(), out.logits.size() * 4);
@@ -258,24 +292,28 @@ class OpenClBackend final : public Backend {
     return out;
   }
 
+  // The steps leading to the attention's q (from xa) and k (from xb), then the scores.
   Tensor cross_cl(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) {
     std::lock_guard<std::mutex> lock(rt_->mutex());
     const ModelConfig& c = m.config;
-    const int T = static_cast<int>(xa.dim(0)), S = static_cast<int>(xb.dim(0)), E = c.embed_size, H = c.num_heads;
     DeviceWeights& w = weights(m);
     Workspace& ws = workspace();
-    const auto L = [&](Tensor LayerWeights::*member) -> const Buffer& { return w.at(layer, member); };
-    up(ws.xa, xa);
-    up(ws.xb, xb);
-    if (c.norm == NormPlacement::Pre) {
-      rt_->layer_norm(ws.xa, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), T, E, c.layer_norm_eps);
-      rt_->layer_norm(ws.xb, L(&LayerWeights::ln1_g), L(&LayerWeights::ln1_b), S, E, c.layer_norm_eps);
+    const LayerPlan plan = make_layer_plan(c);
+    const Step& att = plan.steps[static_cast<size_t>(plan.attention_step)];
+    ws.v.resize(static_cast<size_t>(plan.values));
+    std::vector<DeviceValue> qk(2);
+    for (int side = 0; side < 2; ++side) {
+      const Tensor& x = side == 0 ? xa : xb;
+      up(ws.v[0].buf, x);
+      ws.v[0].rows = static_cast<int>(x.dim(0)), ws.v[0].cols = c.embed_size;
+      const int target = att.in[side];
+      run_steps(m, layer, plan, steps_for(plan, target), ws, w, nullptr, nullptr, 1, nullptr);
+      std::swap(qk[static_cast<size_t>(side)], ws.v[static_cast<size_t>(target)]);
     }
-    linear(ws.xa, T, E, L(&LayerWeights::wq), L(&LayerWeights::bq), E, ws.q);
-    linear(ws.xb, S, E, L(&LayerWeights::wk), L(&LayerWeights::bk), E, ws.k);
-    scores(m, ws.q, ws.k, T, S, ws, w);
     const Buffer *blocked, *additive;
     upload_mask(mask, ws, blocked, additive);
+    const int T = qk[0].rows, S = qk[1].rows, H = c.num_heads;
+    scores(m, qk[0].buf, qk[1].buf, T, S, ws, w);
     rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(c.head_dim())), blocked, additive,
                         mask.planes);
     Tensor probs({H, T, S});
