@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "engine/opencl/cl_runtime.h"
+#include "engine/ops.h"
 #include "engine/optimizer.h"
 #include "tests/test_util.h"
 
@@ -51,9 +52,10 @@ TEST_CASE("an OpenCL device is present (CI installs PoCL)", "[opencl]") {
   CHECK_THROWS_WITH(cl::resolve_device("opencl:x"), Catch::Contains("expected opencl or opencl:N"));
 }
 
-TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
+TEST_CASE("each kernel matches the reference ops", "[opencl][kernels]") {
   auto rt = runtime();
   std::lock_guard<std::mutex> lock(rt->mutex());
+  auto ref = make_reference_ops();
   for (const int E : {1, 7, 64, 300}) {
     CAPTURE(E);
     const int rows = 5;
@@ -62,16 +64,9 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
     cl::Buffer bx, bg, bb;
     rt->upload(bx, x.ptr(), x.data.size() * 4), rt->upload(bg, g.ptr(), E * 4), rt->upload(bb, b.ptr(), E * 4);
     rt->layer_norm(bx, bg, bb, rows, E, 1e-5f);
-    const Tensor y = download(*rt, bx, {rows, E});
-    for (int r = 0; r < rows; ++r) {
-      double mean = 0, var = 0;
-      for (int e = 0; e < E; ++e) mean += x.at(r, e);
-      mean /= E;
-      for (int e = 0; e < E; ++e) var += (x.at(r, e) - mean) * (x.at(r, e) - mean);
-      var /= E;
-      for (int e = 0; e < E; ++e)
-        CHECK(std::fabs(y.at(r, e) - ((x.at(r, e) - mean) / std::sqrt(var + 1e-5) * g.data[e] + b.data[e])) < kTol);
-    }
+    Tensor want, xhat, rstd;
+    ref->layer_norm(x, g, b, 1e-5f, want, xhat, rstd);
+    CHECK(max_abs_diff(download(*rt, bx, {rows, E}), want) < kTol);
     // bias, residual, relu, gelu
     rt->upload(bx, x.ptr(), x.data.size() * 4);
     rt->add_bias(bx, bb, rows, E);
@@ -84,14 +79,11 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
     z = download(*rt, bx, {rows, E});
     for (int r = 0; r < rows; ++r)
       for (int e = 0; e < E; ++e) CHECK(z.at(r, e) == Approx(2 * x.at(r, e) + b.data[e]).margin(1e-5));
-    for (const bool gelu : {false, true}) {
+    for (const Activation act : {Activation::Relu, Activation::Gelu}) {
       rt->upload(bx, x.ptr(), x.data.size() * 4);
-      rt->activation(bx, rows * E, gelu);
-      z = download(*rt, bx, {rows, E});
-      for (size_t k = 0; k < x.data.size(); ++k) {
-        const double v = x.data[k];
-        CHECK(std::fabs(z.data[k] - (gelu ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))) : std::max(v, 0.0))) < kTol);
-      }
+      rt->activation(bx, rows * E, act == Activation::Gelu);
+      ref->activation(x, act, want);
+      CHECK(max_abs_diff(download(*rt, bx, {rows, E}), want) < kTol);
     }
     // pooling
     std::vector<float> w(static_cast<size_t>(rows), 0.25f);
@@ -128,27 +120,30 @@ TEST_CASE("each kernel matches plain loops", "[opencl][kernels]") {
     rt->upload(ba, mask.additive.data(), mask.additive.size() * 4);
     rt->masked_softmax(bP, H, T, S, 0.5f, &bm, &ba, H);
     const Tensor out = download(*rt, bP, {H, T, S});
+    for (const float v : out.data) REQUIRE(std::isfinite(v));
+    // The reference attention op computes the same softmax when its scores q_i . k_j / sqrt(D)
+    // are the kernel's 0.5 * P: D = 4 (scale 1/2), one query row per (head, i) with q = e_0 and
+    // keys k_j = P[h, i, j] e_0, i.e. one sequence per (head, query) with the mask row as its own.
+    Tensor want_all({H, T, S});
     for (int h = 0; h < H; ++h)
       for (int i = 0; i < T; ++i) {
-        double m = -INFINITY, sum = 0;
-        for (int j = 0; j < S; ++j)
-          if (!mask.is_blocked(h, i, j))
-            m = std::max(m, 0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j));
-        for (int j = 0; j < S; ++j)
-          if (!mask.is_blocked(h, i, j))
-            sum += std::exp(0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j) - m);
-        for (int j = 0; j < S; ++j) {
-          const float got = out.data[(static_cast<size_t>(h) * T + i) * S + j];
-          REQUIRE(std::isfinite(got));
-          if (mask.is_blocked(h, i, j)) {
-            CHECK(got == 0.0f);
-          } else {
-            CHECK(std::fabs(got -
-                            std::exp(0.5 * P.data[(static_cast<size_t>(h) * T + i) * S + j] + mask.add(h, i, j) - m) /
-                                sum) < 1e-5);
-          }
-        }
+        AttnMask row;
+        row.T = 1, row.S = S;
+        row.blocked.assign(mask.blocked.begin() + mask.index(h, i, 0), mask.blocked.begin() + mask.index(h, i, 0) + S);
+        row.additive.assign(mask.additive.begin() + mask.index(h, i, 0),
+                            mask.additive.begin() + mask.index(h, i, 0) + S);
+        AttnArgs a;
+        a.T = 1, a.S = S, a.H = 1, a.D = 4, a.mask = &row;
+        Tensor q({1, 4}), k({S, 4}), p;
+        q.data[0] = 1.0f;
+        for (int j = 0; j < S; ++j) k.at(j, 0) = P.data[(static_cast<size_t>(h) * T + i) * S + j];
+        ref->attention(a, q, k, nullptr, &p, nullptr);
+        std::copy(p.data.begin(), p.data.end(), want_all.data.begin() + (static_cast<size_t>(h) * T + i) * S);
       }
+    CHECK(max_abs_diff(out, want_all) < 1e-5);
+    for (int j = 0; j < S; ++j) CHECK(out.data[(static_cast<size_t>(1) * T + 2) * S + j] == 0.0f);  // fully blocked
+    for (size_t k = 0; k < mask.blocked.size(); ++k)
+      if (mask.blocked[k]) CHECK(out.data[k] == 0.0f);
   }
 }
 

@@ -3,6 +3,9 @@
 // forward agrees with the inference forward.
 #include <cmath>
 
+#include <map>
+
+#include "engine/plan.h"
 #include "engine/train_model.h"
 #include "tests/test_util.h"
 
@@ -356,5 +359,37 @@ TEST_CASE("a padded training batch equals inference of each padded sequence with
             CHECK(std::fabs(s.logits.at(b, k) - r[static_cast<size_t>(b)].logits[static_cast<size_t>(k)]) < 1e-4);
         }
       }
+    }
+}
+
+TEST_CASE("the layer plan: one list of steps per norm placement", "[train][plan]") {
+  for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
+    for (const int ff : {0, 24}) {
+      CAPTURE(to_string(norm), ff);
+      ModelConfig c = small_config(16, 2, 1, ff, 20);
+      c.norm = norm;
+      const LayerPlan plan = make_layer_plan(c);
+      INFO(plan.describe());
+      std::map<OpKind, int> count;
+      std::vector<int> written(static_cast<size_t>(plan.values), 0);
+      for (const Step& s : plan.steps) {
+        ++count[s.op];
+        ++written[static_cast<size_t>(s.out)];
+        for (int in : s.in) CHECK(in < s.out);  // reads only values written before
+      }
+      CHECK(std::count(written.begin() + 1, written.end(), 1) == plan.values - 1);  // each value written once
+      CHECK(count[OpKind::Attention] == 1);
+      CHECK(count[OpKind::LayerNorm] == (ff > 0 ? 2 : 1));
+      CHECK(count[OpKind::Activation] == (ff > 0 ? 1 : 0));
+      CHECK(count[OpKind::Linear] == (ff > 0 ? 6 : 4));
+      CHECK(count[OpKind::Add] == (ff > 0 ? 2 : 1));
+      const OpKind last = plan.steps.back().op;
+      CHECK(plan.steps.back().out == plan.output);
+      // post-norm ends in a LayerNorm, pre-norm in the residual Add; pre-norm's q reads LN1(x)
+      CHECK(last == (norm == NormPlacement::Post ? OpKind::LayerNorm : OpKind::Add));
+      const Step& att = plan.steps[static_cast<size_t>(plan.attention_step)];
+      const std::vector<int> q_steps = steps_for(plan, att.in[0]);
+      CHECK(q_steps.size() == (norm == NormPlacement::Pre ? 2u : 1u));
+      CHECK(plan.steps[static_cast<size_t>(q_steps.back())].w == &LayerWeights::wq);
     }
 }
