@@ -30,7 +30,10 @@ ModelConfig config_from_flags(const Args& a, const ModelConfig& defaults) {
   if (a.has("--positional")) c.positional = parse_positional(a.get("--positional"));
   if (a.has("--norm")) c.norm = parse_norm(a.get("--norm"));
   if (a.has("--activation")) c.activation = parse_activation(a.get("--activation"));
-  if (a.has("--pooling")) c.pooling = parse_pooling(a.get("--pooling"));
+  if (a.has("--pooling")) {
+    c.pooling = parse_pooling(a.get("--pooling"));
+    c.add_cls = c.pooling == Pooling::Cls;  // a new model that pools on [CLS] gets a tokenizer that adds it
+  }
   if (a.has("--tokenizer")) c.tokenizer = parse_tokenizer(a.get("--tokenizer"));
   c.labels.clear();
   for (int k = 0; k < c.num_classes; ++k) c.labels.push_back("class_" + std::to_string(k));
@@ -61,22 +64,23 @@ Model resolve_model(const Args& a, const std::string& argv0) {
   return load_model(dir);
 }
 
-// Ids for --text / --ids (and the --cross- variants).
-std::vector<int> input_ids(const Args& a, const Model& m, const std::string& text_flag, const std::string& ids_flag,
-                           std::vector<std::string>* tokens) {
+// The input of --text / --ids (and the --cross- variants): the engine's input preparation, with
+// more tokens than max_len an error (a silent cut would change a user's numbers). Empty when
+// neither flag is given.
+PreparedInput input_from_flags(const Args& a, const Model& m, const std::string& text_flag, const std::string& ids_flag,
+                               int pad_to) {
   if (a.has(text_flag) && a.has(ids_flag)) throw Error(text_flag + " and " + ids_flag + " are exclusive");
-  Tokenized t;
+  InputOptions o;
+  o.overflow = Overflow::Error;
+  o.pad_to = pad_to;
+  o.what = text_flag.substr(2);
   if (a.has(text_flag)) {
-    const std::string text = a.get(text_flag);
-    t = tokenize(text, m.config, m.vocab);
-    if (t.ids.empty()) throw Error(text_flag + ": the text has no tokens");
-  } else if (a.has(ids_flag)) {
-    t = from_ids(parse_int_list(a.get(ids_flag), ids_flag), m.config, m.vocab);
-  } else {
-    return {};
+    PreparedInput in = prepare_text(m, a.get(text_flag), o);
+    if (in.ids.empty()) throw Error(text_flag + ": the text has no tokens");
+    return in;
   }
-  if (tokens) *tokens = t.tokens;
-  return t.ids;
+  if (a.has(ids_flag)) return prepare_ids(m, parse_int_list(a.get(ids_flag), ids_flag), o);
+  return {};
 }
 
 MaskSpec mask_from_flags(const Args& a) {
@@ -85,23 +89,18 @@ MaskSpec mask_from_flags(const Args& a) {
   return spec;
 }
 
-std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& ids, std::vector<std::string> tokens) {
-  for (size_t i = tokens.size(); i < ids.size(); ++i) tokens.push_back(m.vocab.token(ids[i]));
-  return tokens;
-}
-
-ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
-                                  std::vector<std::string>* tokens, std::vector<std::string>* cross_tokens) {
-  ForwardRequest req;
-  req.ids = input_ids(a, model, "--text", "--ids", tokens);
-  if (req.ids.empty()) throw Error(cmd + " needs --text \"...\" or --ids 1,2,3");
-  req.cross_ids = input_ids(a, model, "--cross-text", "--cross-ids", cross_tokens);
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd) {
+  int pad_to = 0;
   if (a.has("--pad-to")) {
-    const int n = a.get_int("--pad-to", 0);
-    if (n <= 0) throw Error("--pad-to: expected a positive length");
-    req.ids = pad_ids(model, req.ids, n);
-    if (!req.cross_ids.empty()) req.cross_ids = pad_ids(model, req.cross_ids, n);
+    pad_to = a.get_int("--pad-to", 0);
+    if (pad_to <= 0) throw Error("--pad-to: expected a positive length");
   }
+  ForwardRequest req;
+  const PreparedInput in = input_from_flags(a, model, "--text", "--ids", pad_to);
+  if (in.ids.empty()) throw Error(cmd + " needs --text \"...\" or --ids 1,2,3");
+  req.ids = in.ids, req.tokens = in.tokens;
+  const PreparedInput cross = input_from_flags(a, model, "--cross-text", "--cross-ids", pad_to);
+  req.cross_ids = cross.ids, req.cross_tokens = cross.tokens;
   req.mask = mask_from_flags(a);
   return req;
 }

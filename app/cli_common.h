@@ -7,6 +7,7 @@
 
 #include "app/cli_args.h"
 #include "engine/forward.h"
+#include "engine/input.h"
 
 namespace attnlab::cli {
 
@@ -19,13 +20,13 @@ ModelConfig config_from_flags(const Args& a, const ModelConfig& defaults);
 Model random_model(const ModelConfig& c, uint64_t seed);
 // --model DIR, --random-init, or the shipped default model.
 Model resolve_model(const Args& a, const std::string& argv0);
-std::vector<int> input_ids(const Args& a, const Model& m, const std::string& text_flag, const std::string& ids_flag,
-                           std::vector<std::string>* tokens);
+// --text/--ids (or the given pair of flags) through the engine's input preparation; more tokens
+// than max_len is an error. Empty when neither flag is given.
+PreparedInput input_from_flags(const Args& a, const Model& m, const std::string& text_flag, const std::string& ids_flag,
+                               int pad_to = 0);
 MaskSpec mask_from_flags(const Args& a);
 // --text/--ids, --cross-text/--cross-ids, --pad-to and --mask as a request ("CMD needs --text"
 // when there is no input).
-ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
-                                  std::vector<std::string>* tokens, std::vector<std::string>* cross_tokens);
-std::vector<std::string> display_tokens(const Model& m, const std::vector<int>& ids, std::vector<std::string> tokens);
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd);
 
 }  // namespace attnlab::cli

@@ -24,8 +24,7 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
                {"--random-init", "--annotate"});
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
   const Model model = resolve_model(a, argv0);
-  std::vector<std::string> tokens, cross_tokens;
-  const ForwardRequest req = request_from_flags(a, model, "export", &tokens, &cross_tokens);
+  const ForwardRequest req = request_from_flags(a, model, "export");
   auto which = [&](const char* flag, int fallback) {
     const std::string v = a.get(flag, std::to_string(fallback));
     return v == "all" ? -1 : a.get_int(flag, fallback);
@@ -53,9 +52,7 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   char name[] = "attnlab-cli";
   char* qargv[] = {name, nullptr};
   QApplication app(qargc, qargv);
-  tokens = display_tokens(model, r.ids, tokens);
-  cross_tokens = r.is_cross() ? display_tokens(model, r.cross_ids, cross_tokens) : tokens;
-  export_attention(r, tokens, cross_tokens, spec, QString::fromStdString(a.get("--out")));
+  export_attention(r, spec, QString::fromStdString(a.get("--out")));
   std::printf("wrote %s\n", a.get("--out").c_str());
   return 0;
 }

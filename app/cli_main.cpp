@@ -72,8 +72,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
                                    "--mask-out", "--save-model"}),
                {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
-  std::vector<std::string> tokens, cross_tokens;
-  const ForwardRequest req = request_from_flags(a, model, "forward", &tokens, &cross_tokens);
+  const ForwardRequest req = request_from_flags(a, model, "forward");
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);
 
@@ -83,15 +82,14 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   if (a.has("--save-model")) save_model(model, a.get("--save-model"));
   for (const auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
 
-  tokens = display_tokens(model, r.ids, tokens);
   if (a.has("--json")) {
     json j;
     j["model"] = model.source;
     j["backend"] = backend->name();
-    j["tokens"] = tokens;
+    j["tokens"] = r.tokens;
     j["ids"] = r.ids;
     if (r.is_cross()) {
-      j["cross_tokens"] = display_tokens(model, r.cross_ids, cross_tokens);
+      j["cross_tokens"] = r.cross_tokens;
       j["cross_ids"] = r.cross_ids;
     }
     j["mask"] = req.mask.describe();
@@ -108,7 +106,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
               << (r.is_cross() ? ", cross " + std::to_string(r.cross_ids.size()) + " tokens" : "") << ", mask "
               << req.mask.describe() << ", " << r.millis << " ms\n";
     std::cout << "tokens:";
-    for (const auto& t : tokens) std::cout << " " << t;
+    for (const auto& t : r.tokens) std::cout << " " << t;
     std::cout << "\n";
     if (r.predicted >= 0) {
       std::cout << "predicted " << model.label(r.predicted) << " (";

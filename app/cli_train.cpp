@@ -152,17 +152,17 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) 
   const Args a(argv, with(kModelValued, {"--text", "--ids"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
-  std::vector<std::string> tokens;
   ForwardRequest req;
-  req.ids = input_ids(a, model, "--text", "--ids", &tokens);
-  if (req.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");
+  const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
+  if (in.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");
+  req.ids = in.ids, req.tokens = in.tokens;
   req.keep_layers.assign(static_cast<size_t>(model.config.num_layers), false);
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);
   if (a.has("--json")) {
     json probs = json::object();
     for (size_t k = 0; k < r.class_probs.size(); ++k) probs[model.label(static_cast<int>(k))] = r.class_probs[k];
-    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", tokens}}.dump(2)
+    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", r.tokens}}.dump(2)
               << "\n";
   } else {
     std::printf("%s\n", model.label(r.predicted).c_str());

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@ struct EncodeOptions {
   std::vector<bool> keep_attention;           // empty = keep every layer
   bool keep_layer_inputs = false;             // return each layer's input [T, E] (cross-attention needs them)
   const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
+  std::function<void(int layer)> on_layer;    // called as each layer starts (progress, tests)
 };
 
 struct EncodeOutput {

@@ -169,6 +169,12 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
     if (!it->is_boolean()) throw Error(where + ": \"lowercase\" must be true or false");
     c.lowercase = it->get<bool>();
   }
+  // Folders written before "add_cls" existed prepended [CLS] exactly when they pooled on it.
+  c.add_cls = c.pooling == Pooling::Cls;
+  if (auto it = j.find("add_cls"); it != j.end()) {
+    if (!it->is_boolean()) throw Error(where + ": \"add_cls\" must be true or false");
+    c.add_cls = it->get<bool>();
+  }
   if (auto it = j.find("labels"); it != j.end()) {
     if (!it->is_array()) throw Error(where + ": \"labels\" must be an array of strings");
     for (const auto& l : *it) {
@@ -210,6 +216,7 @@ std::string config_to_json(const ModelConfig& c) {
   j["pooling"] = to_string(c.pooling);
   j["tokenizer"] = to_string(c.tokenizer);
   j["lowercase"] = c.lowercase;
+  j["add_cls"] = c.add_cls;
   j["labels"] = c.labels;
   return j.dump(2) + "\n";
 }

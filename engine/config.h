@@ -29,6 +29,7 @@ struct ModelConfig {
   Pooling pooling = Pooling::Mean;
   TokenizerKind tokenizer = TokenizerKind::Word;
   bool lowercase = true;
+  bool add_cls = false;  // the tokenizer prepends [CLS] (config "add_cls"; see parse_config_json)
   std::vector<std::string> labels;
 
   int head_dim() const { return embed_size / num_heads; }

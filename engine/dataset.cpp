@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "engine/input.h"
 #include "engine/io_util.h"
 
 namespace attnlab {
@@ -251,13 +252,12 @@ EncodedData encode_examples(const Model& model, const std::vector<Example>& rows
     if (it == index.end())
       throw Error("line " + std::to_string(r.line) + ": label \"" + r.label +
                   "\" was not seen in training (the model knows " + std::to_string(index.size()) + " labels)");
-    Tokenized t = tokenize(r.text, model.config, model.vocab);
-    if (t.ids.empty()) throw Error("line " + std::to_string(r.line) + ": the text has no tokens");
-    if (static_cast<int>(t.ids.size()) > model.config.max_len) {
-      t.ids.resize(static_cast<size_t>(model.config.max_len));
-      ++out.truncated;
-    }
-    out.seqs.push_back(std::move(t.ids));
+    InputOptions o;
+    o.what = "line " + std::to_string(r.line);
+    PreparedInput in = prepare_text(model, r.text, o);  // cut at max_len, counted
+    if (in.ids.empty()) throw Error("line " + std::to_string(r.line) + ": the text has no tokens");
+    if (!in.notices.empty()) ++out.truncated;
+    out.seqs.push_back(std::move(in.ids));
     out.labels.push_back(it->second);
   }
   return out;

@@ -103,6 +103,18 @@ void check_ids(const Model& model, const std::vector<int>& ids, const char* what
                   " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
 }
 
+// The request's labels, or the vocabulary's tokens when it gave none (ids typed by hand).
+std::vector<std::string> labels_for(const Model& model, const std::vector<int>& ids,
+                                    const std::vector<std::string>& given) {
+  if (given.size() == ids.size()) return given;
+  if (!given.empty())
+    throw Error("internal: " + std::to_string(given.size()) + " token labels for " + std::to_string(ids.size()) +
+                " ids");
+  std::vector<std::string> labels;
+  for (const int id : ids) labels.push_back(id < model.vocab.size() ? model.vocab.token(id) : "#" + std::to_string(id));
+  return labels;
+}
+
 // Memory the machine can still give us, from /proc/meminfo (0 when unknown).
 double available_bytes() {
   std::ifstream f("/proc/meminfo");
@@ -140,10 +152,13 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   check_ids(model, req.ids, "the sequence");
   ForwardResult r;
   r.ids = req.ids;
+  r.tokens = labels_for(model, req.ids, req.tokens);
   const int T = static_cast<int>(req.ids.size());
   const int pad = model.vocab.pad_id();
   EncodeOptions opts;
   opts.keep_attention = req.keep_layers;
+  opts.cancel = req.cancel;
+  opts.on_layer = req.on_layer;
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
   if (req.cross_ids.empty()) {
@@ -156,6 +171,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   } else {
     check_ids(model, req.cross_ids, "the cross sequence");
     r.cross_ids = req.cross_ids;
+    r.cross_tokens = labels_for(model, req.cross_ids, req.cross_tokens);
     const int S = static_cast<int>(req.cross_ids.size());
     r.mask = build_mask(req.mask, T, S, c.num_heads, req.cross_ids, pad);
     MaskSpec own;
@@ -165,11 +181,14 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     EncodeOptions inner;
     inner.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
     inner.keep_layer_inputs = true;
-    EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
+    inner.cancel = req.cancel;
     EncodeOutput b = backend.encode(model, req.cross_ids, mask_b, inner);
+    inner.on_layer = req.on_layer;
+    EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
     r.cross_attention.resize(static_cast<size_t>(c.num_layers));
     for (int l = 0; l < c.num_layers; ++l) {
       if (!req.keep_layers.empty() && !req.keep_layers[static_cast<size_t>(l)]) continue;
+      if (req.cancel && req.cancel->load()) throw Cancelled();
       r.cross_attention[static_cast<size_t>(l)] = backend.cross_attention(
           model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);
     }

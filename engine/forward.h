@@ -18,13 +18,20 @@ struct ForwardRequest {
   MaskSpec mask;                  // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
                                   // sequence's own encoding then uses only its padding mask (when padding is on).
   std::vector<bool> keep_layers;  // which layers' probabilities to keep; empty = all
+  // Labels of ids and cross_ids, as prepare_text gave them; empty: the vocabulary's tokens.
+  std::vector<std::string> tokens, cross_tokens;
+  // When set, the pass stops before its next layer and run_forward throws Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(int layer)> on_layer;  // called as each layer of the (first) encoding starts
 };
 
 struct ForwardResult {
   std::vector<int> ids, cross_ids;
-  Tensor hidden;                           // [T, E]
-  Tensor cross_hidden;                     // [T_b, E] in cross mode
-  std::vector<float> logits, class_probs;  // empty for encoder-only models
+  std::vector<std::string> tokens, cross_tokens;  // what ids and cross_ids are labelled with: every view
+                                                  // labels what it draws from the result it draws
+  Tensor hidden;                                  // [T, E]
+  Tensor cross_hidden;                            // [T_b, E] in cross mode
+  std::vector<float> logits, class_probs;         // empty for encoder-only models
   int predicted = -1;
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)

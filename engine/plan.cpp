@@ -331,6 +331,7 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
   for (int l = 0; l < c.num_layers; ++l) {
     check_cancel(options);
+    if (options.on_layer) options.on_layer(l);
     if (options.keep_layer_inputs) out.layer_inputs.push_back(x);
     LayerRun run;
     // Layers the caller does not keep never hold a [H, T, T] buffer.

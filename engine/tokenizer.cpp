@@ -105,9 +105,9 @@ std::vector<std::string> split_text(const std::string& text, TokenizerKind kind,
 
 Tokenized tokenize(const std::string& text, const ModelConfig& config, const Vocab& vocab) {
   Tokenized out;
-  if (config.pooling == Pooling::Cls) {
+  if (config.add_cls) {
     const int cls = vocab.cls_id();
-    if (cls < 0) throw Error("the model pools on [CLS] but its vocabulary has no [CLS] token");
+    if (cls < 0) throw Error("the tokenizer adds [CLS] (add_cls) but the vocabulary has no [CLS] token");
     out.tokens.push_back(kClsToken);
     out.ids.push_back(cls);
     out.unknown.push_back(false);

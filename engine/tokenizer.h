@@ -44,7 +44,7 @@ struct Tokenized {
 
 // Splits text into pieces (no vocabulary involved). Error on invalid UTF-8.
 std::vector<std::string> split_text(const std::string& text, TokenizerKind kind, bool lowercase);
-// Pieces -> ids; prepends [CLS] when the model pools on it.
+// Pieces -> ids; prepends [CLS] when the tokenizer description says so (config.add_cls).
 Tokenized tokenize(const std::string& text, const ModelConfig& config, const Vocab& vocab);
 // Ids -> tokens for display; Error naming the first id outside [0, vocab_size).
 Tokenized from_ids(const std::vector<int>& ids, const ModelConfig& config, const Vocab& vocab);

@@ -157,8 +157,24 @@ TEST_CASE("tokenizers and vocabulary", "[formats][tokenizer]") {
   CHECK(t.tokens == std::vector<std::string>{"the", "film", "was", "not", "good", "!"});
   CHECK(t.ids == std::vector<int>{3, 4, 5, 6, 7, 1});
   CHECK(t.unknown.back());
-  c.pooling = Pooling::Cls;
+  c.pooling = Pooling::Cls;  // pooling alone adds nothing: [CLS] comes from the tokenizer description
+  CHECK(tokenize("good", c, v).ids == std::vector<int>{7});
+  c.pooling = Pooling::Mean, c.add_cls = true;
   CHECK(tokenize("good", c, v).ids == std::vector<int>{2, 7});
+  // config.json: add_cls is read and written; folders from before it existed added [CLS] for cls pooling
+  CHECK(parse_config_json(config_to_json(c)).add_cls);
+  ModelConfig old = c;
+  old.pooling = Pooling::Cls;
+  std::string json = config_to_json(old);
+  json.replace(json.find("\"add_cls\": true,"), std::string("\"add_cls\": true,").size(), "");
+  CHECK(parse_config_json(json).add_cls);
+  old.pooling = Pooling::Mean;
+  json = config_to_json(old);
+  json.replace(json.find("\"add_cls\": true,"), std::string("\"add_cls\": true,").size(), "");
+  CHECK_FALSE(parse_config_json(json).add_cls);
+  CHECK_THROWS_WITH(parse_config_json(R"({"vocab_size": 8, "embed_size": 4, "num_heads": 1, "num_layers": 1,
+                                          "max_len": 8, "add_cls": 1})"),
+                    Catch::Contains("\"add_cls\" must be true or false"));
   CHECK(split_text("Añb c", TokenizerKind::Char, true) == std::vector<std::string>{"a", "ñ", "b", " ", "c"});
   CHECK_THROWS_WITH(split_text("a\xff", TokenizerKind::Char, true), Catch::Contains("not valid UTF-8 at byte 1"));
   CHECK_THROWS_WITH(parse_vocab("a\nb\na\n"), Catch::Contains("appears twice"));

@@ -2,6 +2,7 @@
 // case worked out by hand, cross-attention, batches, and the invariants of the probabilities.
 #include <cmath>
 
+#include "engine/input.h"
 #include "tests/test_util.h"
 
 using namespace attnlab;
@@ -271,4 +272,82 @@ TEST_CASE("bad input is a clear error", "[forward][errors]") {
   req.mask.custom_source = "m.npy";
   CHECK_THROWS_WITH(run_forward(m, *cpu, req), Catch::Contains("m.npy has shape [3, 4], expected [4, 4]"));
   CHECK_THROWS_WITH(make_backend("gpu"), Catch::Contains("unknown backend"));
+}
+
+TEST_CASE("a cancelled pass stops before its next layer, on every backend", "[forward][cancel]") {
+  const Model m = random_model(small_config(16, 2, 6, 24, 64), 2);
+  for (const std::string name : {"reference", "cpu", "opencl"}) {
+    for (const bool cross : {false, true}) {
+      CAPTURE(name, cross);
+      auto backend = make_backend(name);
+      std::atomic<bool> cancel{false};
+      std::vector<int> started;
+      ForwardRequest req;
+      req.ids = random_ids(20, m.config.vocab_size, 1);
+      if (cross) req.cross_ids = random_ids(9, m.config.vocab_size, 2);
+      req.cancel = &cancel;
+      req.on_layer = [&](int l) {
+        started.push_back(l);
+        if (l == 2) cancel = true;  // the user typed again while layer 2 runs
+      };
+      CHECK_THROWS_AS(run_forward(m, *backend, req), Cancelled);
+      CHECK(started == std::vector<int>{0, 1, 2});  // layer 3 never starts
+      // the same request without the flag completes, and a flag set before the start stops at once
+      cancel = false;
+      req.on_layer = nullptr;
+      CHECK(run_forward(m, *backend, req).hidden.dim(0) == 20);
+      cancel = true;
+      CHECK_THROWS_AS(run_forward(m, *backend, req), Cancelled);
+    }
+  }
+}
+
+TEST_CASE("input preparation: one policy for text and ids", "[forward][input]") {
+  ModelConfig c = small_config(16, 2, 1, 8, 6);
+  c.tokenizer = TokenizerKind::Word;
+  Model m = random_model(c, 1);
+  m.vocab = parse_vocab("[PAD]\n[UNK]\n[CLS]\nthe\nfilm\nwas\nnot\ngood\n");
+  // within max_len: tokens as typed, [UNK] flagged, nothing special, no notice
+  PreparedInput in = prepare_text(m, "the film was bad", {});
+  CHECK(in.tokens == std::vector<std::string>{"the", "film", "was", "bad"});
+  CHECK(in.ids == std::vector<int>{3, 4, 5, 1});
+  CHECK(in.unknown == std::vector<uint8_t>{0, 0, 0, 1});
+  CHECK(in.special == std::vector<uint8_t>{0, 0, 0, 0});
+  CHECK(in.notices.empty());
+  // past max_len (6): cut with a notice by default, an error when asked
+  const std::string long_text = "the film was not good the film was not good";
+  in = prepare_text(m, long_text, {});
+  CHECK(in.ids.size() == 6);
+  CHECK(in.tokens.size() == 6);
+  REQUIRE(in.notices.size() == 1);
+  CHECK_THAT(in.notices[0], Catch::Contains("10 tokens, more than the model's max_len 6; it was cut to 6"));
+  InputOptions strict;
+  strict.overflow = Overflow::Error;
+  strict.what = "text";
+  CHECK_THROWS_WITH(prepare_text(m, long_text, strict), Catch::Contains("the text has 10 tokens"));
+  // padding: [PAD] tokens flagged special, never past max_len
+  InputOptions pad;
+  pad.pad_to = 20;
+  in = prepare_text(m, "good", pad);
+  CHECK(in.ids == std::vector<int>{7, 0, 0, 0, 0, 0});
+  CHECK(in.special == std::vector<uint8_t>{0, 1, 1, 1, 1, 1});
+  // [CLS] comes from the tokenizer description (add_cls), flagged special; empty text is no input
+  m.config.add_cls = true;
+  in = prepare_text(m, "good", {});
+  CHECK(in.tokens == std::vector<std::string>{"[CLS]", "good"});
+  CHECK(in.special == std::vector<uint8_t>{1, 0});
+  CHECK(prepare_text(m, "", {}).ids.empty());
+  CHECK(prepare_text(m, "   ", {}).ids.empty());
+  // ids typed by hand: labels from the vocabulary, the same length policy
+  in = prepare_ids(m, {3, 4, 1}, {});
+  CHECK(in.tokens == std::vector<std::string>{"the", "film", "[UNK]"});
+  CHECK_THROWS_WITH(prepare_ids(m, {3, 99}, {}), Catch::Contains("id 99 at position 1"));
+  // a forward result carries the labels it was given, or the vocabulary's
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.ids = {3, 4, 1};
+  req.tokens = {"the", "film", "bad"};
+  CHECK(run_forward(m, *cpu, req).tokens == req.tokens);
+  req.tokens.clear();
+  CHECK(run_forward(m, *cpu, req).tokens == std::vector<std::string>{"the", "film", "[UNK]"});
 }

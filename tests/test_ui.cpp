@@ -7,13 +7,20 @@
 #include <QLineEdit>
 #include <QStatusBar>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
+#include <QTimer>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "engine/forward.h"
 #include "ui/explore_view.h"
+#include "ui/forward_runner.h"
 #include "ui/heatmap_view.h"
 #include "ui/main_window.h"
 #include "ui/mask_editor.h"
@@ -99,7 +106,7 @@ TEST_CASE("a click in the mask editor blocks that cell and the heads change", "[
   ExploreView* e = w.explore();
   e->setText("abcd");
   e->flush();
-  e->tabs()->setCurrentIndex(3);
+  e->tabs()->setCurrentWidget(e->maskEditor());
   QApplication::processEvents();
   MaskEditor* m = e->maskEditor();
   REQUIRE(m->rows() == 4);
@@ -359,4 +366,160 @@ TEST_CASE("settings keep the text, masks, layer and backend between runs", "[ui]
   CHECK(w2.explore()->layer() == 1);
   CHECK(w2.explore()->backend() == "reference");
   QSettings().clear();
+}
+
+namespace {
+
+// Holds a pass at the start of a layer until released (the worker thread waits; the GUI thread
+// goes on), so tests can submit while a pass is in flight without depending on timing.
+struct Gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  void wait() {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [this] { return open; });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+ForwardJob gated_job(const std::shared_ptr<const Model>& m, quint64 id, const std::shared_ptr<Gate>& gate) {
+  ForwardJob job;
+  job.model = m;
+  job.id = id;
+  job.request.ids = {5, 6, 7, 8};
+  if (gate)
+    job.request.on_layer = [gate](int layer) {
+      if (layer == 0) gate->wait();
+    };
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("the forward runner: newest wins, a cancelled pass never delivers, shutdown in flight", "[ui][runner]") {
+  const auto m = test_model();
+  SECTION("a pass in flight is restarted by newer input; only the newest delivers") {
+    ForwardRunner runner;
+    std::vector<quint64> delivered;
+    QObject::connect(&runner, &ForwardRunner::finished, [&](const ForwardOutcome& o) { delivered.push_back(o.id); });
+    auto gate = std::make_shared<Gate>();
+    runner.submit(gated_job(m, 1, gate));  // held at layer 0
+    runner.submit(gated_job(m, 2, nullptr));
+    runner.submit(gated_job(m, 3, nullptr));  // replaces 2 while it waits
+    gate->release();
+    runner.waitForIdle();
+    CHECK(delivered == std::vector<quint64>{3});
+    CHECK(runner.cancelledCount() == 1);
+  }
+  SECTION("with no result for a while, the pass in flight finishes, so typing shows intermediate results") {
+    ForwardRunner runner;
+    std::vector<quint64> delivered;
+    QObject::connect(&runner, &ForwardRunner::finished, [&](const ForwardOutcome& o) { delivered.push_back(o.id); });
+    auto gate = std::make_shared<Gate>();
+    runner.submit(gated_job(m, 1, gate));
+    QThread::msleep(ForwardRunner::max_result_gap_ms + 50);
+    runner.submit(gated_job(m, 2, nullptr));
+    gate->release();
+    runner.waitForIdle();
+    CHECK(delivered == std::vector<quint64>{1, 2});
+    CHECK(runner.cancelledCount() == 0);
+  }
+  SECTION("shutdown with a pass in flight delivers nothing and returns") {
+    int delivered = 0;
+    auto gate = std::make_shared<Gate>();
+    {
+      ForwardRunner runner;
+      QObject::connect(&runner, &ForwardRunner::finished, [&](const ForwardOutcome&) { ++delivered; });
+      runner.submit(gated_job(m, 1, gate));
+      std::thread release([gate] {
+        QThread::msleep(50);
+        gate->release();
+      });
+      runner.shutdown();  // cancels, waits for the worker, emits nothing
+      release.join();
+    }
+    QApplication::processEvents();
+    CHECK(delivered == 0);
+  }
+}
+
+TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale results are dropped", "[ui][runner]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  ExploreView* e = w.explore();
+  ExploreController* c = e->controller();
+  int checked = 0;
+  QObject::connect(c, &ExploreController::resultChanged, [&](const ForwardOutcome& o) {
+    // the views have drawn this outcome when its receivers after us run; check the outcome and,
+    // on the next turn of the event loop, the head views
+    const std::vector<std::string> tokens = o.result->tokens;
+    REQUIRE(tokens.size() == o.result->ids.size());
+    CHECK(o.heads.at(0).rows == static_cast<int>(tokens.size()));
+    QTimer::singleShot(0, e, [e, tokens, &checked] {
+      if (!e->result() || e->result()->tokens != tokens) return;  // a newer one arrived meanwhile
+      QStringList want;
+      for (const auto& t : tokens) want << (t == " " ? QStringLiteral("\u2423") : QString::fromStdString(t));
+      for (int h = 0; h < e->headCount(); ++h) CHECK(e->headView(h)->data().row_labels == want);
+      ++checked;
+    });
+  });
+  // Typing at 30 ms a key, each key a different text length: results arrive while typing (not
+  // only after it stops), and whatever is delivered matches its own input.
+  auto* edit = e->findChild<QLineEdit*>("text");
+  for (const char ch : std::string("the quick brown fox jumps")) {
+    QTest::keyClick(edit, ch);
+    QTest::qWait(30);
+  }
+  const int while_typing = checked;
+  e->flush();
+  QApplication::processEvents();
+  CHECK(while_typing >= 3);  // 25 keys at 30 ms: results keep coming while typing
+  CHECK(e->result()->tokens.size() == std::string("the quick brown fox jumps").size());
+  // A pass for "abc" held in flight while "abcd" is typed (after a quiet spell, so it is not
+  // restarted): its result arrives when the token strip already shows four tokens, and is still
+  // drawn with its own three labels.
+  {
+    auto hold = std::make_shared<Gate>();
+    c->setRequestHook([hold](ForwardRequest& r) {
+      r.on_layer = [hold](int layer) {
+        if (layer == 0) hold->wait();
+      };
+    });
+    e->setText("abc");
+    c->setRequestHook(nullptr);
+    QThread::msleep(ForwardRunner::max_result_gap_ms + 50);
+    e->setText("abcd");
+    CHECK(e->tokenModel()->rowCount() == 4);
+    hold->release();
+    QSignalSpy spy(c, &ExploreController::resultChanged);
+    REQUIRE(spy.wait(5000));
+    QApplication::processEvents();
+    CHECK(e->result()->tokens.size() == 3);
+    CHECK(e->headView(0)->data().row_labels == QStringList({"a", "b", "c"}));
+    CHECK(e->headView(0)->data().rows == 3);
+    e->flush();
+    CHECK(e->headView(0)->data().row_labels == QStringList({"a", "b", "c", "d"}));
+  }
+  // Clearing the text while a pass is held in flight: that pass's result is stale and dropped.
+  auto gate = std::make_shared<Gate>();
+  c->setRequestHook([gate](ForwardRequest& r) {
+    r.on_layer = [gate](int layer) {
+      if (layer == 0) gate->wait();
+    };
+  });
+  e->setText("abc");  // held at layer 0
+  QApplication::processEvents();
+  c->setRequestHook(nullptr);
+  e->setText("");
+  gate->release();
+  e->flush();
+  CHECK(e->result() == nullptr);
+  CHECK(e->headView(0)->data().rows == 0);
 }

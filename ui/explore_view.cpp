@@ -42,7 +42,7 @@ QStringList to_labels(const std::vector<std::string>& tokens) {
 
 }  // namespace
 
-ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
+ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new ExploreController(this)) {
   clock_.start();
   auto* root = new QVBoxLayout(this);
 
@@ -166,14 +166,6 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   split->addWidget(right);
   split->setStretchFactor(1, 1);
 
-  debounce_ = new QTimer(this);
-  debounce_->setSingleShot(true);
-  debounce_->setInterval(30);
-  connect(debounce_, &QTimer::timeout, this, [this] {
-    if (!dirty_) return;
-    dirty_ = false;
-    recompute();
-  });
   for (QLineEdit* e : {text_, cross_text_}) connect(e, &QLineEdit::textChanged, this, &ExploreView::schedule);
   connect(cross_on_, &QCheckBox::toggled, this, [this](bool on) {
     cross_text_->setEnabled(on);
@@ -197,16 +189,30 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent) {
   connect(next, &QPushButton::clicked, this, [this] { setLayer(layer_ + 1); });
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageUp), this, [this] { setLayer(layer_ - 1); });
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageDown), this, [this] { setLayer(layer_ + 1); });
-  connect(tabs_, &QTabWidget::currentChanged, this, [this](int index) {
-    if (index == 1 && overview_dirty_) renderOverview();
-    if (index == 2) openHead(layer_, big_head_);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this, scroll] {
+    if (tabs_->currentWidget() == scroll && overview_dirty_) renderOverview();
+    if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
   });
-  connect(&runner_, &ForwardRunner::finished, this, &ExploreView::onResult);
+  overview_tab_ = scroll;
+  controller_->setMaskProvider([this] { return currentMask(); });
+  connect(controller_, &ExploreController::inputPrepared, this, &ExploreView::onInputPrepared);
+  connect(controller_, &ExploreController::resultChanged, this, &ExploreView::onResult);
+  connect(controller_, &ExploreController::resultCleared, this, [this] {
+    result_.reset();
+    grids_.clear();
+    mask_grid_ = {};
+    render();
+  });
+  connect(controller_, &ExploreController::failed, this, [this](const QString& error) {
+    notice_->setText(error);
+    emit status("error: " + error);
+  });
 }
 
-// Waiting with waitForIdle() here would process events, and a result arriving then would reach
-// a half-destroyed window: shut the runner down silently instead.
-ExploreView::~ExploreView() { runner_.shutdown(); }
+// The controller stops its runner first, so no result reaches the half-destroyed window.
+ExploreView::~ExploreView() {
+  controller_->shutdown();
+}
 
 void ExploreView::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);
@@ -227,7 +233,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
       t->setToolTip(QString("layer %1, head %2: click to open this layer").arg(l).arg(h));
       connect(t, &HeatmapView::clicked, this, [this, l] {
         setLayer(l);
-        tabs_->setCurrentIndex(0);
+        tabs_->setCurrentWidget(heads_page_);
       });
       overview_grid_->addWidget(t, l, h + 1);
       thumbs_.push_back(t);
@@ -235,7 +241,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
   }
   if (layer_ >= c.num_layers) layer_ = 0;
   result_.reset();
-  schedule();
+  controller_->setModel(model_);
 }
 
 void ExploreView::rebuildHeadGrid(int heads) {
@@ -267,8 +273,7 @@ void ExploreView::setCrossText(const QString& text) {
 }
 
 void ExploreView::setBackend(const QString& name) {
-  backend_ = name;
-  schedule();
+  controller_->setBackend(name);
 }
 
 void ExploreView::setLayer(int layer) {
@@ -354,95 +359,34 @@ MaskSpec ExploreView::currentMask() const {
   return s;
 }
 
-// Leading-edge debounce: an input after a quiet spell is computed at once; inputs arriving within
-// the next 30 ms are coalesced into one computation when the window closes. The runner then
-// keeps only the newest request, so fast typing never builds a backlog.
 void ExploreView::schedule() {
-  last_input_ns_ = clock_.nsecsElapsed();
-  if (!debounce_->isActive() && !runner_.busy()) {
-    dirty_ = false;
-    debounce_->start();
-    recompute();
-  } else {
-    dirty_ = true;
-    debounce_->start();
-  }
+  ExploreInput in;
+  in.text = text_->text().toStdString();
+  in.cross = cross_on_->isChecked();
+  in.cross_text = cross_text_->text().toStdString();
+  in.pad_to = pad_to_->value();
+  controller_->setInput(std::move(in));
 }
 
-void ExploreView::recompute() {
-  if (!model_) return;
-  const Model& m = *model_;
-  QStringList notes;
-  auto prepare = [&](const QString& text, std::vector<std::string>& tokens, const char* what) -> std::vector<int> {
-    Tokenized t;
-    try {
-      t = tokenize(text.toStdString(), m.config, m.vocab);
-    } catch (const Error& e) {
-      notes << QString::fromStdString(e.what());
-      tokens.clear();
-      return {};
-    }
-    if (static_cast<int>(t.ids.size()) > m.config.max_len) {
-      notes << QString("The %1 has %2 tokens; the model reads at most %3, so it was cut to that length.")
-                   .arg(what)
-                   .arg(t.ids.size())
-                   .arg(m.config.max_len);
-      t.ids.resize(static_cast<size_t>(m.config.max_len));
-      t.tokens.resize(t.ids.size());
-      t.unknown.resize(t.ids.size());
-    }
-    if (pad_to_->value() > static_cast<int>(t.ids.size())) {
-      const int n = std::min(pad_to_->value(), m.config.max_len);
-      try {
-        t.ids = pad_ids(m, t.ids, n);
-        t.tokens.resize(t.ids.size(), kPadToken);
-        t.unknown.resize(t.ids.size(), false);
-      } catch (const Error& e) {
-        notes << QString::fromStdString(e.what());
-      }
-    }
-    tokens = t.tokens;
-    if (std::string(what) == "text") token_model_->setTokens(t.tokens, t.ids, t.unknown);
-    return t.ids;
-  };
-  ForwardJob job;
-  job.model = model_;
-  job.backend = backend_.toStdString();
-  job.request.ids = prepare(text_->text(), tokens_, "text");
-  cross_tokens_.clear();
-  if (cross_on_->isChecked()) {
-    job.request.cross_ids = prepare(cross_text_->text(), cross_tokens_, "cross text");
-    if (job.request.cross_ids.empty()) notes << "Type a second text for cross-attention.";
-  }
-  const int T = static_cast<int>(job.request.ids.size());
-  const int S = cross_on_->isChecked() ? static_cast<int>(job.request.cross_ids.size()) : T;
-  editor_->setShape(T, S, m.config.num_heads, to_labels(tokens_),
-                    to_labels(cross_on_->isChecked() ? cross_tokens_ : tokens_));
-  notice_->setText(notes.join(" "));
-  if (T == 0 || (cross_on_->isChecked() && S == 0)) {
-    result_.reset();
-    render();
-    return;
-  }
-  job.request.mask = currentMask();
-  job.id = next_id_++;
-  job.submitted_ns = last_input_ns_;  // latency is measured from the input, debounce included
-  runner_.submit(std::move(job));
+// The new input as the model reads it: the token strip and the mask editor take its shape at
+// once (the editor's mask for the next pass is read right after this).
+void ExploreView::onInputPrepared(const QStringList& notices) {
+  const PreparedInput& a = controller_->prepared();
+  const PreparedInput& b = controller_->preparedCross();
+  token_model_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));
+  const bool cross = cross_on_->isChecked();
+  const int T = static_cast<int>(a.size()), S = cross ? static_cast<int>(b.size()) : T;
+  if (model_)
+    editor_->setShape(T, S, model_->config.num_heads, to_labels(a.tokens), to_labels(cross ? b.tokens : a.tokens));
+  notice_->setText(notices.join(" "));
 }
 
 void ExploreView::onResult(const ForwardOutcome& out) {
-  if (out.id < shown_id_) return;  // an older pass finishing late
-  shown_id_ = out.id;
-  if (!out.result) {
-    notice_->setText(out.error);
-    emit status("error: " + out.error);
-    return;
-  }
   result_ = out.result;
   grids_ = out.heads;
   mask_grid_ = out.mask;
-  row_labels_ = to_labels(tokens_);
-  col_labels_ = to_labels(result_->is_cross() ? cross_tokens_ : tokens_);
+  row_labels_ = to_labels(result_->tokens);  // the result's own tokens: never another input's
+  col_labels_ = to_labels(result_->is_cross() ? result_->cross_tokens : result_->tokens);
   render();
   QStringList warn;
   for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
@@ -458,7 +402,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     const int n = static_cast<int>(result_->ids.size());
     // Measured once the queued replots have run: the next turn of the event loop.
     QTimer::singleShot(0, this, [this, submitted, fwd, n] {
-      const double latency = (clock_.nsecsElapsed() - submitted) / 1e6;
+      const double latency = (controller_->nowNs() - submitted) / 1e6;
       perf_log_->write(QString("forward\t%1\t%2\t%3\n").arg(n).arg(fwd, 0, 'f', 2).arg(latency, 0, 'f', 2).toUtf8());
       perf_log_->flush();
     });
@@ -484,9 +428,9 @@ void ExploreView::render() {
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
   }
   mask_view_->setData(mask_grid_);
-  if (tabs_->currentIndex() == 2) openHead(layer_, big_head_);
+  if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
   overview_dirty_ = true;
-  if (tabs_->currentIndex() == 1) renderOverview();
+  if (tabs_->currentWidget() == overview_tab_) renderOverview();
   if (r.predicted >= 0) {
     QString html =
         QString("<b>Prediction: %1</b><br>").arg(QString::fromStdString(model_->label(r.predicted)).toHtmlEscaped());
@@ -520,7 +464,7 @@ void ExploreView::openHead(int layer, int head) {
   d.col_labels = col_labels_;
   d.title = QString("layer %1, head %2").arg(layer).arg(head);
   big_->setData(std::move(d));
-  if (tabs_->currentIndex() != 2) tabs_->setCurrentIndex(2);
+  if (tabs_->currentWidget() != big_) tabs_->setCurrentWidget(big_);
 }
 
 HeatmapView* ExploreView::headView(int head) const {
@@ -528,13 +472,7 @@ HeatmapView* ExploreView::headView(int head) const {
 }
 
 void ExploreView::flush() {
-  if (debounce_->isActive()) {
-    debounce_->stop();
-    if (dirty_) recompute();
-    dirty_ = false;
-  }
-  runner_.waitForIdle();
-  QCoreApplication::processEvents();
+  controller_->flush();
 }
 
 void ExploreView::exportTo(const QString& path, int layer, int head) {
@@ -546,7 +484,7 @@ void ExploreView::exportTo(const QString& path, int layer, int head) {
   spec.colormap = colormap_;
   spec.annotate = annotate_->isChecked();
   spec.dpi = export_dpi_;
-  export_attention(*result_, tokens_, result_->is_cross() ? cross_tokens_ : tokens_, spec, path);
+  export_attention(*result_, spec, path);
 }
 
 }  // namespace attnlab

@@ -1,7 +1,7 @@
-// ExploreView: the Explore tab. Text (and optional cross text) in; all heads of the chosen layer
-// out, live. Owns the mask panel, mask editor, layer controls, the all-layers overview, the
-// enlarged head and the prediction. Forward passes run in a ForwardRunner; this widget only
-// turns ForwardResult values into heatmap data.
+// ExploreView: the Explore tab's widgets. Text (and optional cross text) in; all heads of the
+// chosen layer out, live. Owns the mask panel, mask editor, layer controls, the all-layers
+// overview, the enlarged head and the prediction. Engine calls live in its ExploreController;
+// this widget sends it the input and draws each outcome it announces.
 #pragma once
 
 #include <QElapsedTimer>
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "engine/forward.h"
-#include "ui/forward_runner.h"
+#include "ui/explore_controller.h"
 #include "ui/heatmap_data.h"
 
 class QCheckBox;
@@ -42,7 +42,7 @@ class ExploreView : public QWidget {
   QString text() const;
   void setCrossText(const QString& text);  // empty: self-attention
   void setBackend(const QString& name);
-  QString backend() const { return backend_; }
+  QString backend() const { return controller_->backend(); }
   void setLayer(int layer);
   int layer() const { return layer_; }
   int enlargedHead() const { return big_head_; }  // the head the Head tab shows
@@ -54,9 +54,8 @@ class ExploreView : public QWidget {
 
   // Runs any pending recomputation now and waits for it (tests, screenshots, export).
   void flush();
-  const ForwardResult* result() const { return result_.get(); }
-  const std::vector<std::string>& queryTokens() const { return tokens_; }
-  const std::vector<std::string>& keyTokens() const { return cross_tokens_.empty() ? tokens_ : cross_tokens_; }
+  const ForwardResult* result() const { return controller_->result().get(); }
+  ExploreController* controller() const { return controller_; }
   HeatmapView* headView(int head) const;
   int headCount() const { return static_cast<int>(heads_.size()); }
   MaskEditor* maskEditor() const { return editor_; }
@@ -73,8 +72,8 @@ class ExploreView : public QWidget {
   void layerChanged(int layer);
 
  private:
-  void schedule();  // debounce, then recompute
-  void recompute();
+  void schedule();  // sends the current input to the controller
+  void onInputPrepared(const QStringList& notices);
   void onResult(const ForwardOutcome& out);
   void render();
   void renderOverview();
@@ -83,19 +82,17 @@ class ExploreView : public QWidget {
   MaskSpec currentMask() const;
 
   std::shared_ptr<const Model> model_;
+  ExploreController* controller_;
+  // What is drawn: the controller's last outcome (grids [layer * heads + head] built by the
+  // worker) and the labels of that same result.
   std::shared_ptr<const ForwardResult> result_;
-  std::vector<HeatmapData> grids_;  // [layer * heads + head], built by the worker
+  std::vector<HeatmapData> grids_;
   HeatmapData mask_grid_;
   QStringList row_labels_, col_labels_;
-  std::vector<std::string> tokens_, cross_tokens_;
-  ForwardRunner runner_;
-  quint64 next_id_ = 1, shown_id_ = 0;
   int layer_ = 0, big_layer_ = 0, big_head_ = 0;
-  QString backend_ = "cpu", colormap_ = "viridis";
+  QString colormap_ = "viridis";
   QElapsedTimer clock_;
-  qint64 last_input_ns_ = 0;
   int export_dpi_ = 150;
-  bool dirty_ = false;  // an input arrived inside the debounce window
   std::unique_ptr<QFile> perf_log_;
 
   QLineEdit* text_;
@@ -113,6 +110,7 @@ class ExploreView : public QWidget {
   QGridLayout* heads_grid_;
   std::vector<HeatmapView*> heads_;
   QWidget* overview_page_;
+  QWidget* overview_tab_;  // the scroll area holding overview_page_
   QGridLayout* overview_grid_;
   std::vector<HeatmapView*> thumbs_;
   bool overview_dirty_ = true;
@@ -120,7 +118,6 @@ class ExploreView : public QWidget {
   MaskEditor* editor_;
   QSlider* layer_slider_;
   QLabel* layer_label_;
-  QTimer* debounce_;
 };
 
 }  // namespace attnlab

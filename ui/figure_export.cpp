@@ -51,8 +51,9 @@ void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const s
 
 }  // namespace
 
-void export_attention(const ForwardResult& r, const std::vector<std::string>& qt, const std::vector<std::string>& kt,
-                      const ExportSpec& spec, const QString& path) {
+void export_attention(const ForwardResult& r, const ExportSpec& spec, const QString& path) {
+  const std::vector<std::string>& qt = r.tokens;
+  const std::vector<std::string>& kt = r.is_cross() ? r.cross_tokens : r.tokens;
   const int L = static_cast<int>(r.is_cross() ? r.cross_attention.size() : r.attention.size());
   if (L == 0) throw Error("nothing to export: no attention was computed");
   const int H = static_cast<int>(r.probs(0).dim(0));

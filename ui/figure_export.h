@@ -22,7 +22,7 @@ struct ExportSpec {
 };
 
 // Writes FILE by its extension: .png .svg .pdf .csv .npy. Error naming the problem otherwise.
-void export_attention(const ForwardResult& result, const std::vector<std::string>& query_tokens,
-                      const std::vector<std::string>& key_tokens, const ExportSpec& spec, const QString& path);
+// Axis labels are the result's own tokens.
+void export_attention(const ForwardResult& result, const ExportSpec& spec, const QString& path);
 
 }  // namespace attnlab

@@ -11,18 +11,24 @@ ForwardRunner::ForwardRunner(QObject* parent) : QObject(parent) {
   connect(&watcher_, &QFutureWatcher<ForwardOutcome>::finished, this, &ForwardRunner::onDone);
 }
 
-ForwardRunner::~ForwardRunner() { shutdown(); }
+ForwardRunner::~ForwardRunner() {
+  shutdown();
+}
 
 void ForwardRunner::shutdown() {
   pending_.reset();
+  if (current_cancel_) current_cancel_->store(true);  // nothing will be delivered: stop early
   blockSignals(true);
   watcher_.disconnect(this);
   watcher_.waitForFinished();
 }
 
 void ForwardRunner::submit(ForwardJob job) {
+  if (!since_delivery_.isValid()) since_delivery_.start();
   if (running_) {
     pending_ = std::move(job);  // replaces an older waiting request: never a backlog
+    // Restart: the pass in flight computes an input that is already out of date.
+    if (current_cancel_ && since_delivery_.elapsed() < max_result_gap_ms) current_cancel_->store(true);
     return;
   }
   start(std::move(job));
@@ -30,12 +36,15 @@ void ForwardRunner::submit(ForwardJob job) {
 
 void ForwardRunner::start(ForwardJob job) {
   running_ = true;
-  watcher_.setFuture(QtConcurrent::run([job = std::move(job)]() {
+  current_cancel_ = std::make_shared<std::atomic<bool>>(false);
+  job.cancel = current_cancel_;
+  watcher_.setFuture(QtConcurrent::run([job = std::move(job)]() mutable {
     ForwardOutcome out;
     out.id = job.id;
     out.submitted_ns = job.submitted_ns;
     try {
       auto backend = make_backend(job.backend);
+      job.request.cancel = job.cancel.get();
       out.result = std::make_shared<const ForwardResult>(run_forward(*job.model, *backend, job.request));
       out.backend = QString::fromStdString(backend->name());
       out.device = QString::fromStdString(backend->device());
@@ -43,6 +52,10 @@ void ForwardRunner::start(ForwardJob job) {
       for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) out.heads.push_back(head_heatmap(out.result, l, h, job.display_cells));
       out.mask = mask_heatmap(out.result, 0, job.display_cells);
+    } catch (const Cancelled&) {
+      out.cancelled = true;
+      out.result.reset();
+      out.heads.clear();
     } catch (const std::bad_alloc&) {
       out.error = "out of memory: the input is too long for this machine";
     } catch (const std::exception& e) {
@@ -54,12 +67,18 @@ void ForwardRunner::start(ForwardJob job) {
 
 void ForwardRunner::onDone() {
   running_ = false;
+  current_cancel_.reset();
   const ForwardOutcome out = watcher_.result();
   if (pending_) {
     ForwardJob next = std::move(*pending_);
     pending_.reset();
     start(std::move(next));
   }
+  if (out.cancelled) {
+    ++cancelled_;
+    return;  // a cancelled pass never delivers
+  }
+  since_delivery_.restart();
   emit finished(out);
 }
 

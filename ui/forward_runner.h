@@ -1,12 +1,15 @@
-// ForwardRunner: runs forward passes off the GUI thread, newest request wins. While a pass runs,
-// a new request replaces any waiting one instead of queueing behind it (the model of Qt's
-// mandelbrot example); finished results carry the request's id so the view can drop stale ones.
-// Inputs are copied in, results come back as immutable shared values.
+// ForwardRunner: runs forward passes off the GUI thread, newest request wins. A new request
+// replaces any waiting one instead of queueing behind it, and restarts a pass in flight (it is
+// cancelled before its next layer and never delivers), as in Qt's mandelbrot example; but when
+// no result has been delivered for max_result_gap_ms the pass in flight is left to finish, so
+// continuous typing still shows intermediate results. Results carry the request's id so the
+// receiver can drop stale ones. Inputs are copied in, results come back as immutable values.
 #pragma once
 
 #include <QElapsedTimer>
 #include <QFutureWatcher>
 #include <QObject>
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -20,8 +23,9 @@ struct ForwardJob {
   std::string backend = "cpu";
   ForwardRequest request;
   quint64 id = 0;
-  qint64 submitted_ns = 0;  // for keystroke-to-result latency
-  int display_cells = 256;  // heatmap grids are pooled to this many cells per axis in the worker
+  qint64 submitted_ns = 0;                    // for keystroke-to-result latency
+  int display_cells = 256;                    // heatmap grids are pooled to this many cells per axis in the worker
+  std::shared_ptr<std::atomic<bool>> cancel;  // set by the runner (restart); the pass stops at its next layer
 };
 
 struct ForwardOutcome {
@@ -32,6 +36,7 @@ struct ForwardOutcome {
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
   qint64 submitted_ns = 0;
+  bool cancelled = false;  // never delivered
 };
 
 class ForwardRunner : public QObject {
@@ -41,6 +46,9 @@ class ForwardRunner : public QObject {
   ~ForwardRunner() override;
   void submit(ForwardJob job);
   bool busy() const { return running_; }
+  // A pass in flight is restarted by newer input unless no result was delivered for this long.
+  static constexpr qint64 max_result_gap_ms = 250;
+  int cancelledCount() const { return cancelled_; }  // passes stopped in flight (tests)
   // Blocks until the current and pending jobs have finished, delivering their results (tests).
   void waitForIdle();
   // For the owner's destructor: drops the waiting job, waits for the running one and delivers
@@ -56,7 +64,10 @@ class ForwardRunner : public QObject {
 
   QFutureWatcher<ForwardOutcome> watcher_;
   std::optional<ForwardJob> pending_;
+  std::shared_ptr<std::atomic<bool>> current_cancel_;
+  QElapsedTimer since_delivery_;  // since the last delivered result (or the first submit)
   bool running_ = false;
+  int cancelled_ = 0;
 };
 
 }  // namespace attnlab

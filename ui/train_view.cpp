@@ -31,6 +31,7 @@
 #include <cmath>
 #include <map>
 
+#include "engine/input.h"
 #include "engine/train_model.h"
 #include "ui/curve_view.h"
 #include "ui/dataset_model.h"
@@ -398,6 +399,7 @@ ModelConfig TrainView::configFromForm() const {
   c.activation = parse_activation(activation_->currentText().toStdString());
   c.tokenizer = parse_tokenizer(tokenizer_->currentText().toStdString());
   c.pooling = parse_pooling(pooling_->currentText().toStdString());
+  c.add_cls = c.pooling == Pooling::Cls;  // a new model that pools on [CLS] gets a tokenizer that adds it
   return c;
 }
 
@@ -493,14 +495,15 @@ bool TrainView::startTraining() {
         text = probe_text_;
       }
       try {
-        Tokenized t = tokenize(text, model->config, model->vocab);
-        if (t.ids.empty()) return;
-        if (static_cast<int>(t.ids.size()) > model->config.max_len)
-          t.ids.resize(static_cast<size_t>(model->config.max_len)), t.tokens.resize(t.ids.size());
+        InputOptions o;
+        o.what = "probe sentence";
+        const PreparedInput in = prepare_text(*model, text, o);  // cut at max_len, as everywhere
+        if (in.ids.empty()) return;
         auto backend = make_backend("cpu");
         ForwardRequest req;
-        req.ids = t.ids;
-        Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(*model, *backend, req)), t.tokens};
+        req.ids = in.ids, req.tokens = in.tokens;
+        auto result = std::make_shared<const ForwardResult>(run_forward(*model, *backend, req));
+        Snapshot s{step, result};
         post([this, s] {
           snapshots_.push_back(s);
           const bool at_end = timeline_->value() == timeline_->maximum();
@@ -626,7 +629,7 @@ void TrainView::showSnapshot(int index) {
   timeline_label_->setText(QString("step %1 (%2 of %3)").arg(s.step).arg(index + 1).arg(snapshots_.size()));
   const int layer = std::min(probe_layer_->value(), static_cast<int>(s.result->attention.size()) - 1);
   QStringList labels;
-  for (const auto& t : s.tokens) labels << QString::fromStdString(t);
+  for (const auto& t : s.result->tokens) labels << QString::fromStdString(t);
   for (int h = 0; h < static_cast<int>(head_views_.size()); ++h) {
     HeatmapData d = head_heatmap(s.result, layer, h, 64);
     d.row_labels = labels;

@@ -36,8 +36,7 @@ class HeatmapView;
 
 struct Snapshot {
   int step = 0;
-  std::shared_ptr<const ForwardResult> result;
-  std::vector<std::string> tokens;
+  std::shared_ptr<const ForwardResult> result;  // labelled by its own tokens
 };
 
 class TrainView : public QWidget {

@@ -263,6 +263,7 @@ class OpenClBackend final : public Backend {
 
     for (int l = 0; l < c.num_layers; ++l) {
       if (opt.cancel && opt.cancel->load()) throw Cancelled();
+      if (opt.on_layer) opt.on_layer(l);
       if (opt.keep_layer_inputs) {
         Tensor in({T, E});
         rt_->download(ws.v[0].buf, in.ptr(), TE * 4);

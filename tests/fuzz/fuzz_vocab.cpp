@@ -11,11 +11,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const attnlab::Vocab v = attnlab::parse_vocab(bytes);
     for (const auto kind : {attnlab::TokenizerKind::Word, attnlab::TokenizerKind::Char})
-      for (const auto pooling : {attnlab::Pooling::Mean, attnlab::Pooling::Cls}) {
+      for (const bool add_cls : {false, true}) {
         attnlab::ModelConfig c;
         c.vocab_size = v.size();
         c.tokenizer = kind;
-        c.pooling = pooling;
+        c.add_cls = add_cls;
         try {
           attnlab::tokenize(bytes, c, v);
         } catch (const attnlab::Error&) {

@@ -1,0 +1,136 @@
+// ExploreController: input preparation, debounce and the forward runner for the Explore tab.
+#include "ui/explore_controller.h"
+
+#include <QCoreApplication>
+#include <QTimer>
+
+namespace attnlab {
+
+ExploreController::ExploreController(QObject* parent) : QObject(parent) {
+  clock_.start();
+  debounce_ = new QTimer(this);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(30);
+  connect(debounce_, &QTimer::timeout, this, [this] {
+    if (!dirty_) return;
+    dirty_ = false;
+    debounce_->start();  // the next window: inputs during it are coalesced again
+    recompute();
+  });
+  connect(&runner_, &ForwardRunner::finished, this, &ExploreController::onFinished);
+}
+
+// Waiting with waitForIdle() here would process events, and a result arriving then would reach
+// half-destroyed receivers: shut the runner down silently instead.
+ExploreController::~ExploreController() {
+  runner_.shutdown();
+}
+
+void ExploreController::shutdown() {
+  runner_.shutdown();
+}
+
+void ExploreController::setModel(std::shared_ptr<const Model> model) {
+  model_ = std::move(model);
+  result_.reset();
+  outcome_ = {};
+  setInput(input_);
+}
+
+void ExploreController::setBackend(const QString& name) {
+  backend_ = name;
+  schedule();
+}
+
+void ExploreController::setInput(ExploreInput input) {
+  input_ = std::move(input);
+  QStringList notices;
+  auto prepare = [&](const std::string& text, const char* what) {
+    if (!model_) return PreparedInput{};
+    InputOptions o;
+    o.overflow = Overflow::Cut;
+    o.pad_to = input_.pad_to;
+    o.what = what;
+    try {
+      PreparedInput in = prepare_text(*model_, text, o);
+      for (const auto& n : in.notices) notices << QString::fromStdString(n);
+      return in;
+    } catch (const Error& e) {
+      notices << QString::fromStdString(e.what());
+      return PreparedInput{};
+    }
+  };
+  prepared_ = prepare(input_.text, "text");
+  prepared_cross_ = input_.cross ? prepare(input_.cross_text, "cross text") : PreparedInput{};
+  if (input_.cross && prepared_cross_.ids.empty()) notices << "Type a second text for cross-attention.";
+  emit inputPrepared(notices);
+  schedule();
+}
+
+// Throttle with a leading edge: an input after a quiet spell is computed at once; inputs
+// arriving within the next 30 ms are coalesced into one computation when that window closes
+// (the window is not restarted by each key, so continuous typing is computed every 30 ms, not
+// only when it stops). The runner keeps only the newest request and restarts a pass in flight,
+// so fast typing never builds a backlog.
+void ExploreController::schedule() {
+  last_input_ns_ = clock_.nsecsElapsed();
+  if (!debounce_->isActive() && !runner_.busy()) {
+    dirty_ = false;
+    debounce_->start();
+    recompute();
+  } else {
+    dirty_ = true;
+    if (!debounce_->isActive()) debounce_->start();
+  }
+}
+
+void ExploreController::recompute() {
+  if (!model_) return;
+  const bool empty = prepared_.ids.empty() || (input_.cross && prepared_cross_.ids.empty());
+  if (empty) {
+    ++next_id_;  // results of earlier inputs still in flight are stale now
+    shown_id_ = next_id_;
+    result_.reset();
+    outcome_ = {};
+    emit resultCleared();
+    return;
+  }
+  ForwardJob job;
+  job.model = model_;
+  job.backend = backend_.toStdString();
+  job.request.ids = prepared_.ids;
+  job.request.tokens = prepared_.tokens;
+  if (input_.cross) {
+    job.request.cross_ids = prepared_cross_.ids;
+    job.request.cross_tokens = prepared_cross_.tokens;
+  }
+  if (mask_provider_) job.request.mask = mask_provider_();
+  if (request_hook_) request_hook_(job.request);
+  job.id = next_id_++;
+  job.submitted_ns = last_input_ns_;  // latency is measured from the input, debounce included
+  runner_.submit(std::move(job));
+}
+
+void ExploreController::onFinished(const ForwardOutcome& out) {
+  if (out.id < shown_id_) return;  // an older pass finishing late, or one for a cleared input
+  shown_id_ = out.id;
+  if (!out.result) {
+    emit failed(out.error);
+    return;
+  }
+  result_ = out.result;
+  outcome_ = out;
+  emit resultChanged(out);
+}
+
+void ExploreController::flush() {
+  if (debounce_->isActive()) {
+    debounce_->stop();
+    if (dirty_) recompute();
+    dirty_ = false;
+  }
+  runner_.waitForIdle();
+  QCoreApplication::processEvents();
+}
+
+}  // namespace attnlab

@@ -1,0 +1,88 @@
+// ExploreController: the Explore tab's engine side, without widgets. It takes the user's input
+// (text, cross text, masks, padding), prepares it with the engine, runs passes in a
+// ForwardRunner (debounced, newest wins, restarts a pass in flight) and announces each new
+// result with resultChanged. Any panel subscribes to that signal and draws from the outcome it
+// is given: the result carries its own tokens, so labels never lag the grid they label.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QObject>
+#include <functional>
+#include <memory>
+
+#include "engine/forward.h"
+#include "engine/input.h"
+#include "ui/forward_runner.h"
+
+class QTimer;
+
+namespace attnlab {
+
+struct ExploreInput {
+  std::string text, cross_text;
+  bool cross = false;
+  int pad_to = 0;
+};
+
+class ExploreController : public QObject {
+  Q_OBJECT
+ public:
+  explicit ExploreController(QObject* parent = nullptr);
+  ~ExploreController() override;
+
+  void setModel(std::shared_ptr<const Model> model);
+  const std::shared_ptr<const Model>& model() const { return model_; }
+  void setBackend(const QString& name);
+  QString backend() const { return backend_; }
+  // The mask of the next pass, asked for after inputPrepared (the mask editor takes the new
+  // input's shape from that signal before its mask is read).
+  void setMaskProvider(std::function<MaskSpec()> provider) { mask_provider_ = std::move(provider); }
+  // Tests: sees every request before it is submitted (to hold a pass at a layer, say).
+  void setRequestHook(std::function<void(ForwardRequest&)> hook) { request_hook_ = std::move(hook); }
+  // New input: prepared at once (inputPrepared), computed after the debounce.
+  void setInput(ExploreInput input);
+  // Something else that changes the pass (mask, backend): recompute with the same input.
+  void schedule();
+  // Runs any pending recomputation now and waits for it (tests, screenshots, export).
+  void flush();
+  // For the owner's destructor: stops without delivering anything.
+  void shutdown();
+
+  const std::shared_ptr<const ForwardResult>& result() const { return result_; }
+  const ForwardOutcome& outcome() const { return outcome_; }
+  const PreparedInput& prepared() const { return prepared_; }
+  const PreparedInput& preparedCross() const { return prepared_cross_; }
+  int cancelledPasses() const { return runner_.cancelledCount(); }
+  // Time base of submitted_ns, for keystroke-to-result latency.
+  qint64 nowNs() const { return clock_.nsecsElapsed(); }
+
+ signals:
+  // The input as the model reads it (tokens, ids, [UNK] flags) and notices about it.
+  void inputPrepared(const QStringList& notices);
+  // A new result for the newest input that has one; outcome() and result() describe it.
+  void resultChanged(const attnlab::ForwardOutcome& outcome);
+  // The input has nothing to compute (empty text): views clear themselves.
+  void resultCleared();
+  void failed(const QString& error);
+
+ private:
+  void recompute();
+  void onFinished(const ForwardOutcome& out);
+
+  std::shared_ptr<const Model> model_;
+  QString backend_ = "cpu";
+  ExploreInput input_;
+  PreparedInput prepared_, prepared_cross_;
+  std::function<MaskSpec()> mask_provider_;
+  std::function<void(ForwardRequest&)> request_hook_;
+  std::shared_ptr<const ForwardResult> result_;
+  ForwardOutcome outcome_;
+  ForwardRunner runner_;
+  quint64 next_id_ = 1, shown_id_ = 0;
+  QElapsedTimer clock_;
+  qint64 last_input_ns_ = 0;
+  bool dirty_ = false;  // an input arrived inside the debounce window
+  QTimer* debounce_;
+};
+
+}  // namespace attnlab
