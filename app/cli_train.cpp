@@ -56,9 +56,6 @@ int cmd_train(const std::vector<std::string>& argv) {
   Dataset train_set;
   train_set.rows = train_rows;
   const std::vector<std::string> labels = train_set.label_set();
-  if (labels.size() < 2)
-    throw Error(a.get("--data") + ": only one class (\"" + labels[0] +
-                "\") in the training rows; a classifier needs two or more");
 
   ModelConfig defaults;
   if (a.has("--config")) {
@@ -78,20 +75,19 @@ int cmd_train(const std::vector<std::string>& argv) {
     defaults.vocab_size = 1 << 20;
     defaults.num_classes = static_cast<int>(labels.size());
   }
-  ModelConfig c = config_from_flags(a, defaults);
+  const ModelConfig form = config_from_flags(a, defaults);
   const int vocab_cap = a.has("--vocab-size") ? a.get_int("--vocab-size", 0) : 20000;
-  Model model;
-  model.vocab = build_vocab(train_rows, c.tokenizer, c.lowercase, vocab_cap, a.get_int("--min-count", 1));
-  c.vocab_size = model.vocab.size();
-  c.num_classes = static_cast<int>(labels.size());
-  c.labels = labels;
-  c.validate();
-  model.config = c;
-  model.weights = random_weights(c, seed);
+  TrainingSetup setup;
+  try {
+    setup = new_classifier(train_rows, val_rows, form, seed, vocab_cap, a.get_int("--min-count", 1));
+  } catch (const Error& e) {
+    throw Error(a.get("--data") + ": " + e.what());
+  }
+  Model& model = setup.model;
+  const ModelConfig& c = model.config;
   model.source = a.get("--out");
-
-  const EncodedData train = encode_examples(model, train_rows);
-  const EncodedData val = encode_examples(model, val_rows);
+  const EncodedData& train = setup.train;
+  const EncodedData& val = setup.val;
   TrainConfig tc;
   tc.epochs = a.get_int("--epochs", 10);
   tc.batch = a.get_int("--batch", 32);

@@ -68,8 +68,7 @@ int main(int argc, char** argv) {
   e->flush();
   if (p.isSet("layer")) e->setLayer(p.value("layer").toInt());
   const QString tab = p.value("tab");
-  const QStringList tabs = {"heads", "layers", "head", "mask"};
-  if (tabs.contains(tab)) e->tabs()->setCurrentIndex(tabs.indexOf(tab));
+  e->showPage(tab);
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());
     if (p.isSet("train-epochs")) {

@@ -41,6 +41,55 @@ EvalResult evaluate(const Model& model, Ops& ops, const EncodedData& data, int b
   return r;
 }
 
+void RunControl::stop() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    cancel = true;
+  }
+  cv_.notify_all();
+}
+
+void RunControl::set_paused(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
+bool RunControl::wait_while_paused() {
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [this] { return !paused_ || cancel.load(); });
+  return !cancel.load();
+}
+
+void RunControl::reset() {
+  std::lock_guard<std::mutex> lock(m_);
+  cancel = false;
+  paused_ = false;
+}
+
+TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::vector<Example>& val_rows,
+                             ModelConfig c, uint64_t seed, int vocab_cap, int min_count) {
+  Dataset train_set;
+  train_set.rows = train_rows;
+  const std::vector<std::string> labels = train_set.label_set();
+  if (labels.size() < 2)
+    throw Error("only one class (\"" + (labels.empty() ? std::string() : labels[0]) +
+                "\") in the training rows; a classifier needs two or more");
+  TrainingSetup s;
+  s.model.vocab = build_vocab(train_rows, c.tokenizer, c.lowercase, vocab_cap, min_count);
+  c.vocab_size = s.model.vocab.size();
+  c.num_classes = static_cast<int>(labels.size());
+  c.labels = labels;
+  c.validate();
+  s.model.config = c;
+  s.model.weights = random_weights(c, seed);
+  s.train = encode_examples(s.model, train_rows);
+  s.val = encode_examples(s.model, val_rows);
+  return s;
+}
+
 TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& cfg,
                         const TrainCallbacks& cb) {
   if (train.size() == 0) throw Error("no training examples");
@@ -66,7 +115,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
     double loss_sum = 0;
     size_t seen = 0;
     for (int b = 0; b < steps_per_epoch; ++b) {
-      if (cb.cancel && cb.cancel->load()) {
+      if (cb.control && !cb.control->wait_while_paused()) {
         result.cancelled = true;
         result.message = "training stopped by the user after " + std::to_string(step) + " steps";
         break;

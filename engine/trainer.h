@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,10 +47,31 @@ struct EvalResult {
   size_t count = 0;
 };
 
+// Stop and pause for a run on another thread: stop() is seen before the next batch (or layer of
+// a forward pass: cancel is the flag ForwardRequest::cancel takes); a paused run blocks on a
+// condition variable before its next batch until resumed or stopped (no polling).
+class RunControl {
+ public:
+  void stop();
+  void set_paused(bool paused);
+  bool paused() const { return paused_; }
+  bool stopped() const { return cancel.load(); }
+  // Blocks while paused; returns false when the run should stop.
+  bool wait_while_paused();
+  void reset();
+
+  std::atomic<bool> cancel{false};
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool paused_ = false;
+};
+
 struct TrainCallbacks {
   std::function<void(const TrainProgress&)> on_step;
   std::function<void(const EpochReport&)> on_epoch;
-  const std::atomic<bool>* cancel = nullptr;  // checked before every batch
+  RunControl* control = nullptr;  // stop and pause, checked before every batch
 };
 
 struct TrainResult {
@@ -58,6 +81,16 @@ struct TrainResult {
   int best_epoch = 0;
   std::string message;  // why training stopped early, for the user
 };
+
+// A new classifier for a dataset: vocabulary from the training rows, labels from them (Error
+// when there is only one class), the config's sizes, random weights from the seed; and both
+// splits encoded (cut at max_len, counted in EncodedData::truncated).
+struct TrainingSetup {
+  Model model;
+  EncodedData train, val;
+};
+TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::vector<Example>& val_rows,
+                             ModelConfig config, uint64_t seed, int vocab_cap = 20000, int min_count = 1);
 
 // Trains model.weights in place.
 TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& config,

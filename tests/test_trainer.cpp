@@ -1,7 +1,9 @@
 // Datasets (TSV/CSV parsing, header detection, bad rows), splits, vocabulary, Adam/AdamW and the
 // learning-rate schedule, and the trainer (learns, deterministic, cancellable, stops on NaN).
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "engine/tasks.h"
 #include "engine/train_model.h"
@@ -202,12 +204,12 @@ TEST_CASE("the trainer learns a task that needs attention, deterministically", "
 
 TEST_CASE("cancellation is honoured before the next batch", "[trainer]") {
   TaskSetup s = negation_setup(400);
-  std::atomic<bool> cancel{false};
+  RunControl control;
   int steps = 0;
   TrainCallbacks cb;
-  cb.cancel = &cancel;
+  cb.control = &control;
   cb.on_step = [&](const TrainProgress&) {
-    if (++steps == 3) cancel = true;
+    if (++steps == 3) control.stop();
   };
   TrainConfig tc;
   tc.epochs = 50;
@@ -215,6 +217,37 @@ TEST_CASE("cancellation is honoured before the next batch", "[trainer]") {
   CHECK(r.cancelled);
   CHECK(steps == 3);
   CHECK_THAT(r.message, Catch::Contains("stopped by the user"));
+}
+
+TEST_CASE("a paused run blocks before its next batch until resumed, and a stop ends a pause", "[trainer]") {
+  TaskSetup s = negation_setup(400);
+  RunControl control;
+  std::atomic<int> steps{0};
+  TrainCallbacks cb;
+  cb.control = &control;
+  cb.on_step = [&](const TrainProgress&) {
+    if (++steps == 2) control.set_paused(true);
+  };
+  TrainConfig tc;
+  tc.epochs = 50;
+  TrainResult r;
+  std::thread run([&] { r = train_model(s.model, s.train, s.val, tc, cb); });
+  // Paused after step 2: no step happens however long we wait (bounded: 0.3 s).
+  for (int i = 0; i < 30 && steps < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(steps == 2);
+  CHECK(control.paused());
+  // Resumed: steps continue. Then stop while paused again: the run ends without another step.
+  control.set_paused(false);
+  for (int i = 0; i < 500 && steps < 5; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(steps >= 5);
+  control.set_paused(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int at_pause = steps;
+  control.stop();
+  run.join();
+  CHECK(r.cancelled);
+  CHECK(steps <= at_pause + 1);  // at most the batch that was running when pause was pressed
 }
 
 TEST_CASE("a diverging run stops and keeps the last good weights", "[trainer]") {

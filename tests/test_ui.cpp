@@ -106,7 +106,9 @@ TEST_CASE("a click in the mask editor blocks that cell and the heads change", "[
   ExploreView* e = w.explore();
   e->setText("abcd");
   e->flush();
-  e->tabs()->setCurrentWidget(e->maskEditor());
+  REQUIRE(e->showPage("mask"));
+  CHECK(e->tabs()->currentWidget() == e->maskEditor());
+  CHECK_FALSE(e->showPage("no such page"));
   QApplication::processEvents();
   MaskEditor* m = e->maskEditor();
   REQUIRE(m->rows() == 4);
@@ -356,6 +358,7 @@ TEST_CASE("settings keep the text, masks, layer and backend between runs", "[ui]
     w.explore()->flush();
     w.explore()->setLayer(1);
     w.setBackend("reference");
+    w.tabs()->setCurrentWidget(w.train());
     w.saveSettings();
   }
   MainWindow w2;
@@ -365,6 +368,7 @@ TEST_CASE("settings keep the text, masks, layer and backend between runs", "[ui]
   CHECK(w2.explore()->maskArgs() == QStringList{"causal", "window:5"});
   CHECK(w2.explore()->layer() == 1);
   CHECK(w2.explore()->backend() == "reference");
+  CHECK(w2.tabs()->currentWidget() == w2.train());  // the tab by name, not by index
   QSettings().clear();
 }
 

@@ -467,6 +467,17 @@ void ExploreView::openHead(int layer, int head) {
   if (tabs_->currentWidget() != big_) tabs_->setCurrentWidget(big_);
 }
 
+bool ExploreView::showPage(const QString& name) {
+  QWidget* page = name == "heads"    ? heads_page_
+                  : name == "layers" ? overview_tab_
+                  : name == "head"   ? static_cast<QWidget*>(big_)
+                  : name == "mask"   ? static_cast<QWidget*>(editor_)
+                                     : nullptr;
+  if (!page) return false;
+  tabs_->setCurrentWidget(page);
+  return true;
+}
+
 HeatmapView* ExploreView::headView(int head) const {
   return heads_.at(static_cast<size_t>(head));
 }

@@ -61,6 +61,8 @@ class ExploreView : public QWidget {
   MaskEditor* maskEditor() const { return editor_; }
   TokenListModel* tokenModel() const { return token_model_; }
   QTabWidget* tabs() const { return tabs_; }
+  // The pages by name (never by index): "heads", "layers", "head", "mask". False for another name.
+  bool showPage(const QString& name);
   int exportDpi() const { return export_dpi_; }
   void setExportDpi(int dpi) { export_dpi_ = dpi; }
   // Writes the current head / layer / every layer to FILE (.png .svg .pdf .csv .npy).

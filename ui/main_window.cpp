@@ -205,7 +205,7 @@ void MainWindow::restoreSettings() {
   restoreGeometry(s.value("window/geometry").toByteArray());
   for (QSplitter* sp : findChildren<QSplitter*>())  // the layout: splitter positions
     if (!sp->objectName().isEmpty()) sp->restoreState(s.value("layout/" + sp->objectName()).toByteArray());
-  tabs_->setCurrentIndex(s.value("layout/tab").toInt());
+  tabs_->setCurrentWidget(s.value("layout/tab").toString() == "train" ? static_cast<QWidget*>(train_) : explore_);
   const QString text = s.value("explore/text").toString();
   if (!text.isEmpty()) explore_->setText(text);
   try {
@@ -223,7 +223,7 @@ void MainWindow::saveSettings() const {
   s.setValue("window/geometry", saveGeometry());
   for (QSplitter* sp : findChildren<QSplitter*>())
     if (!sp->objectName().isEmpty()) s.setValue("layout/" + sp->objectName(), sp->saveState());
-  s.setValue("layout/tab", tabs_->currentIndex());
+  s.setValue("layout/tab", tabs_->currentWidget() == train_ ? "train" : "explore");
   s.setValue("model/dir", model_dir_);
   s.setValue("explore/text", explore_->text());
   s.setValue("explore/masks", explore_->maskArgs());

@@ -81,7 +81,7 @@ const Shipped kShipped[] = {
 
 }  // namespace
 
-TrainView::TrainView(QWidget* parent) : QWidget(parent) {
+TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainController(this)) {
   setAcceptDrops(true);
   auto* root = new QHBoxLayout(this);
   auto* split = new QSplitter(Qt::Horizontal, this);
@@ -284,11 +284,13 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent) {
       fail(QString::fromStdString(e.what()));
     }
   });
-  connect(probe_, &QLineEdit::textChanged, this, [this](const QString& t) {
-    std::lock_guard<std::mutex> lock(probe_mutex_);
-    probe_text_ = t.toStdString();
-  });
-  probe_text_ = probe_->text().toStdString();
+  connect(probe_, &QLineEdit::textChanged, this,
+          [this](const QString& t) { controller_->setProbeText(t.toStdString()); });
+  controller_->setProbeText(probe_->text().toStdString());
+  connect(controller_, &TrainController::stepped, this, &TrainView::onStep);
+  connect(controller_, &TrainController::epochDone, this, &TrainView::onEpoch);
+  connect(controller_, &TrainController::snapshotTaken, this, &TrainView::onSnapshot);
+  connect(controller_, &TrainController::finished, this, &TrainView::onFinished);
   connect(timeline_, &QSlider::valueChanged, this, &TrainView::showSnapshot);
   connect(probe_layer_, &QSpinBox::valueChanged, this, [this] { showSnapshot(timeline_->value()); });
   setRunning(false);
@@ -296,12 +298,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent) {
   explore_->setEnabled(false);
 }
 
-TrainView::~TrainView() {
-  // Closing while training stops it cleanly: the trainer checks the flag before every batch.
-  cancel_ = true;
-  paused_ = false;
-  if (worker_.joinable()) worker_.join();
-}
+// Closing while training stops it cleanly: the controller stops the run and waits for it.
+TrainView::~TrainView() = default;
 
 void TrainView::setDataDir(const QString& dir) {
   data_dir_ = dir;
@@ -416,33 +414,20 @@ void TrainView::setRunning(bool running) {
 
 bool TrainView::startTraining() {
   if (isTraining()) return false;
-  if (worker_.joinable()) worker_.join();
   if (dataset_path_.isEmpty() || !dataset_.issues.empty() || dataset_.rows.empty()) {
     fail("Load a dataset without problems first (the list under the preview says what is wrong).");
     return false;
   }
-  auto model = std::make_shared<Model>();
-  EncodedData train, val;
-  TrainConfig tc;
+  TrainJob job;
   try {
     std::vector<Example> tr, va;
     split_dataset(dataset_.rows, val_split_->value(), static_cast<uint64_t>(seed_->value()), tr, va);
-    Dataset tmp;
-    tmp.rows = tr;
-    const auto labels = tmp.label_set();
-    if (labels.size() < 2)
-      throw Error("the training rows have only one class (\"" + labels[0] + "\"); a classifier needs two or more");
-    ModelConfig c = configFromForm();
-    model->vocab = build_vocab(tr, c.tokenizer, c.lowercase, 20000, 1);
-    c.vocab_size = model->vocab.size();
-    c.num_classes = static_cast<int>(labels.size());
-    c.labels = labels;
-    c.validate();
-    model->config = c;
-    model->weights = random_weights(c, static_cast<uint64_t>(seed_->value()));
-    model->source = "trained in attnlab";
-    train = encode_examples(*model, tr);
-    val = encode_examples(*model, va);
+    TrainingSetup setup = new_classifier(tr, va, configFromForm(), static_cast<uint64_t>(seed_->value()));
+    setup.model.source = "trained in attnlab";
+    job.model = std::make_shared<Model>(std::move(setup.model));
+    job.train = std::move(setup.train);
+    job.val = std::move(setup.val);
+    TrainConfig& tc = job.config;
     tc.epochs = epochs_->value();
     tc.batch = batch_->value();
     tc.optimizer.lr = static_cast<float>(lr_->value());
@@ -454,6 +439,7 @@ bool TrainView::startTraining() {
     fail(QString::fromStdString(e.what()));
     return false;
   }
+  const Model& model = *job.model;
   // reset the run's views
   loss_->clear();
   acc_->clear();
@@ -463,105 +449,50 @@ bool TrainView::startTraining() {
   confusion_->clear();
   confusion_->setRowCount(0);
   message_->clear();
-  probe_layer_->setRange(0, model->config.num_layers - 1);
+  probe_layer_->setRange(0, model.config.num_layers - 1);
   for (HeatmapView* h : head_views_) h->deleteLater();
   head_views_.clear();
-  for (int h = 0; h < model->config.num_heads; ++h) {
+  for (int h = 0; h < model.config.num_heads; ++h) {
     auto* v = new HeatmapView(this);
     v->setMaxCells(64);
     v->setMinimumSize(120, 120);
     heads_grid_->addWidget(v, h / 4, h % 4);
     head_views_.push_back(v);
   }
-  progress_->setRange(0, tc.epochs * static_cast<int>((train.size() + tc.batch - 1) / tc.batch));
+  const int batch = job.config.batch;
+  progress_->setRange(0, job.config.epochs * static_cast<int>((job.train.size() + batch - 1) / batch));
   progress_->setValue(0);
-  cancel_ = false;
-  paused_ = false;
-  finished_ = false;
   trained_.reset();
   save_->setEnabled(false);
   explore_->setEnabled(false);
   setRunning(true);
   start_ms_ = QDateTime::currentMSecsSinceEpoch();
   emit status("training started");
-
-  worker_ = std::thread([this, model, train = std::move(train), val = std::move(val), tc]() {
-    auto post = [this](auto fn) { QMetaObject::invokeMethod(this, std::move(fn), Qt::QueuedConnection); };
-    const int snapshot_every = std::max(1, static_cast<int>((train.size() / tc.batch) / 5));  // ~5 per epoch
-    auto snapshot = [&](int step) {
-      std::string text;
-      {
-        std::lock_guard<std::mutex> lock(probe_mutex_);
-        text = probe_text_;
-      }
-      try {
-        InputOptions o;
-        o.what = "probe sentence";
-        const PreparedInput in = prepare_text(*model, text, o);  // cut at max_len, as everywhere
-        if (in.ids.empty()) return;
-        auto backend = make_backend("cpu");
-        ForwardRequest req;
-        req.ids = in.ids, req.tokens = in.tokens;
-        auto result = std::make_shared<const ForwardResult>(run_forward(*model, *backend, req));
-        Snapshot s{step, result};
-        post([this, s] {
-          snapshots_.push_back(s);
-          const bool at_end = timeline_->value() == timeline_->maximum();
-          timeline_->setRange(0, static_cast<int>(snapshots_.size()) - 1);
-          if (at_end) timeline_->setValue(timeline_->maximum());
-          if (at_end || snapshots_.size() == 1) showSnapshot(timeline_->value());
-        });
-      } catch (const Error&) {
-        // a probe the model cannot read (no vocabulary match) is simply not shown
-      }
-    };
-    snapshot(0);
-    int last_step = 0, last_snapshot = 0;
-    TrainCallbacks cb;
-    cb.cancel = &cancel_;
-    cb.on_step = [&](const TrainProgress& p) {
-      post([this, p] { onStep(p); });
-      last_step = p.step;
-      if (p.step % snapshot_every == 0) snapshot(last_snapshot = p.step);
-      while (paused_ && !cancel_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    };
-    cb.on_epoch = [&](const EpochReport& r) { post([this, r] { onEpoch(r); }); };
-    TrainResult result;
-    EvalResult ev;
-    try {
-      result = train_model(*model, train, val, tc, cb);
-      auto ops = make_ops("cpu");
-      ev = evaluate(*model, *ops, val);
-      if (last_step != last_snapshot) snapshot(last_step);  // the final weights (best epoch restored)
-    } catch (const std::exception& e) {
-      result.message = e.what();
-      result.diverged = true;
-    }
-    std::shared_ptr<const Model> done = model;
-    post([this, result, ev, done] { onFinished(result, ev, done); });
-  });
+  controller_->start(std::move(job));
   return true;
 }
 
+void TrainView::onSnapshot(const Snapshot& s) {
+  snapshots_.push_back(s);
+  const bool at_end = timeline_->value() == timeline_->maximum();
+  timeline_->setRange(0, static_cast<int>(snapshots_.size()) - 1);
+  if (at_end) timeline_->setValue(timeline_->maximum());
+  if (at_end || snapshots_.size() == 1) showSnapshot(timeline_->value());
+}
+
 void TrainView::setPaused(bool paused) {
-  paused_ = paused;
+  controller_->setPaused(paused);
   pause_->setText(paused ? "Resume" : "Pause");
   emit status(paused ? "training paused" : "training resumed");
 }
 
 void TrainView::stopTraining() {
-  cancel_ = true;
-  paused_ = false;
+  controller_->stop();
   emit status("stopping training...");
 }
 
 void TrainView::waitForFinish() {
-  while (!finished_) {
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-    QThread::msleep(5);
-  }
-  if (worker_.joinable()) worker_.join();
-  QCoreApplication::processEvents();
+  controller_->waitForFinish();
 }
 
 void TrainView::onStep(const TrainProgress& p) {
@@ -591,11 +522,11 @@ void TrainView::onEpoch(const EpochReport& r) {
                   .arg(r.val_acc, 0, 'f', 4));
 }
 
-void TrainView::onFinished(const TrainResult& r, const EvalResult& ev, std::shared_ptr<const Model> model) {
-  finished_ = true;
-  if (worker_.joinable()) worker_.join();
+void TrainView::onFinished(const TrainOutcome& outcome) {
+  const TrainResult& r = outcome.result;
+  const EvalResult& ev = outcome.eval;
   setRunning(false);
-  trained_ = std::move(model);
+  trained_ = outcome.model;
   save_->setEnabled(true);
   explore_->setEnabled(true);
   if (!r.message.empty()) {

@@ -6,13 +6,11 @@
 #pragma once
 
 #include <QWidget>
-#include <atomic>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "engine/forward.h"
 #include "engine/trainer.h"
+#include "ui/train_controller.h"
 
 class QCheckBox;
 class QComboBox;
@@ -34,11 +32,6 @@ class CurveView;
 class DatasetTableModel;
 class HeatmapView;
 
-struct Snapshot {
-  int step = 0;
-  std::shared_ptr<const ForwardResult> result;  // labelled by its own tokens
-};
-
 class TrainView : public QWidget {
   Q_OBJECT
  public:
@@ -54,7 +47,7 @@ class TrainView : public QWidget {
   bool startTraining();
   void setPaused(bool paused);
   void stopTraining();
-  bool isTraining() const { return worker_.joinable() && !finished_; }
+  bool isTraining() const { return controller_->running(); }
   void waitForFinish();  // processes events until the training thread has ended (tests)
   std::shared_ptr<const Model> trainedModel() const { return trained_; }
   bool saveModel(const QString& dir);
@@ -77,7 +70,8 @@ class TrainView : public QWidget {
   void showSnapshot(int index);
   void onStep(const TrainProgress& p);
   void onEpoch(const EpochReport& r);
-  void onFinished(const TrainResult& r, const EvalResult& ev, std::shared_ptr<const Model> model);
+  void onFinished(const TrainOutcome& outcome);
+  void onSnapshot(const Snapshot& s);
   void setRunning(bool running);
   void fail(const QString& message);
 
@@ -115,11 +109,7 @@ class TrainView : public QWidget {
   // results
   QTableWidget* confusion_;
 
-  std::thread worker_;
-  std::atomic<bool> cancel_{false}, paused_{false};
-  bool finished_ = true;
-  mutable std::mutex probe_mutex_;
-  std::string probe_text_;
+  TrainController* controller_;
   std::shared_ptr<const Model> trained_;
   qint64 start_ms_ = 0;
 };

@@ -1,0 +1,117 @@
+// TrainController: the training job, its pause/stop control and the probe snapshots.
+#include "ui/train_controller.h"
+
+#include <QCoreApplication>
+#include <QMetaObject>
+#include <QThread>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "engine/input.h"
+
+namespace attnlab {
+
+TrainController::TrainController(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<TrainProgress>();
+  qRegisterMetaType<EpochReport>();
+  qRegisterMetaType<Snapshot>();
+  qRegisterMetaType<TrainOutcome>();
+  connect(&watcher_, &QFutureWatcher<TrainOutcome>::finished, this, [this] {
+    running_ = false;
+    emit finished(watcher_.result());
+  });
+}
+
+// Closing while training stops it cleanly: the trainer sees the stop before its next batch
+// (a paused run wakes up for it), and nothing is delivered to the receivers being destroyed.
+TrainController::~TrainController() {
+  watcher_.disconnect(this);
+  blockSignals(true);
+  control_.stop();
+  watcher_.waitForFinished();
+}
+
+void TrainController::setProbeText(const std::string& text) {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  probe_text_ = text;
+}
+
+void TrainController::start(TrainJob job) {
+  if (running_) throw Error("a training run is already in progress");
+  control_.reset();
+  running_ = true;
+  watcher_.setFuture(QtConcurrent::run([this, job = std::move(job)]() mutable { return run(std::move(job)); }));
+}
+
+void TrainController::setPaused(bool paused) {
+  control_.set_paused(paused);
+}
+
+void TrainController::stop() {
+  control_.stop();
+}
+
+void TrainController::waitForFinish() {
+  while (running_) {
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+    QThread::msleep(5);
+  }
+  QCoreApplication::processEvents();
+}
+
+// On the worker: the probe sentence through the model as it is now, handed to the GUI as a value.
+void TrainController::snapshot(const Model& model, int step) {
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(probe_mutex_);
+    text = probe_text_;
+  }
+  try {
+    InputOptions o;
+    o.what = "probe sentence";
+    const PreparedInput in = prepare_text(model, text, o);  // cut at max_len, as everywhere
+    if (in.ids.empty()) return;
+    auto backend = make_backend("cpu");
+    ForwardRequest req;
+    req.ids = in.ids, req.tokens = in.tokens;
+    const Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(model, *backend, req))};
+    QMetaObject::invokeMethod(
+        this, [this, s] { emit snapshotTaken(s); }, Qt::QueuedConnection);
+  } catch (const Error&) {
+    // a probe the model cannot read (no vocabulary match) is simply not shown
+  }
+}
+
+TrainOutcome TrainController::run(TrainJob job) {
+  Model& model = *job.model;
+  const int steps_per_epoch = static_cast<int>((job.train.size() + static_cast<size_t>(job.config.batch) - 1) /
+                                               static_cast<size_t>(std::max(1, job.config.batch)));
+  const int snapshot_every = std::max(1, steps_per_epoch / 5);  // ~5 per epoch
+  snapshot(model, 0);
+  int last_step = 0, last_snapshot = 0;
+  TrainCallbacks cb;
+  cb.control = &control_;
+  cb.on_step = [&](const TrainProgress& p) {
+    QMetaObject::invokeMethod(
+        this, [this, p] { emit stepped(p); }, Qt::QueuedConnection);
+    last_step = p.step;
+    if (p.step % snapshot_every == 0) snapshot(model, last_snapshot = p.step);
+  };
+  cb.on_epoch = [&](const EpochReport& r) {
+    QMetaObject::invokeMethod(
+        this, [this, r] { emit epochDone(r); }, Qt::QueuedConnection);
+  };
+  TrainOutcome out;
+  try {
+    out.result = train_model(model, job.train, job.val, job.config, cb);
+    auto ops = make_ops("cpu");
+    out.eval = evaluate(model, *ops, job.val);
+    if (last_step != last_snapshot) snapshot(model, last_step);  // the final weights (best epoch restored)
+  } catch (const std::exception& e) {
+    out.result.message = e.what();
+    out.result.diverged = true;
+  }
+  out.model = job.model;
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,74 @@
+// TrainController: the Train tab's engine side, without widgets. It runs one training job at a
+// time off the GUI thread (QtConcurrent, as the forward runner), with a real pause (the trainer
+// blocks before its next batch) and a stop seen before the next batch, and takes snapshots of a
+// probe sentence's heads about five times per epoch. Progress arrives as signals carrying
+// values; nothing on the GUI thread touches the model being trained.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QObject>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/forward.h"
+#include "engine/trainer.h"
+
+namespace attnlab {
+
+struct Snapshot {
+  int step = 0;
+  std::shared_ptr<const ForwardResult> result;  // labelled by its own tokens
+};
+
+struct TrainJob {
+  std::shared_ptr<Model> model;  // trained in place on the worker; handed back when finished
+  EncodedData train, val;
+  TrainConfig config;
+};
+
+struct TrainOutcome {
+  TrainResult result;
+  EvalResult eval;  // on the validation split, with the final weights
+  std::shared_ptr<const Model> model;
+};
+
+class TrainController : public QObject {
+  Q_OBJECT
+ public:
+  explicit TrainController(QObject* parent = nullptr);
+  ~TrainController() override;  // stops a run and waits for it
+
+  void start(TrainJob job);
+  void setPaused(bool paused);
+  bool paused() const { return control_.paused(); }
+  void stop();
+  bool running() const { return running_; }
+  // The probe sentence: read by the worker at each snapshot.
+  void setProbeText(const std::string& text);
+  // Processes events until the run has ended and its outcome is delivered (tests).
+  void waitForFinish();
+
+ signals:
+  void stepped(const attnlab::TrainProgress& progress);
+  void epochDone(const attnlab::EpochReport& report);
+  void snapshotTaken(const attnlab::Snapshot& snapshot);
+  void finished(const attnlab::TrainOutcome& outcome);
+
+ private:
+  TrainOutcome run(TrainJob job);
+  void snapshot(const Model& model, int step);
+
+  RunControl control_;
+  QFutureWatcher<TrainOutcome> watcher_;
+  bool running_ = false;
+  std::mutex probe_mutex_;
+  std::string probe_text_;
+};
+
+}  // namespace attnlab
+
+Q_DECLARE_METATYPE(attnlab::TrainProgress)
+Q_DECLARE_METATYPE(attnlab::EpochReport)
+Q_DECLARE_METATYPE(attnlab::Snapshot)
+Q_DECLARE_METATYPE(attnlab::TrainOutcome)
