@@ -29,11 +29,11 @@ struct EncodeOptions {
   bool keep_layer_inputs = false;             // return each layer's input [T, E] (cross-attention needs them)
   const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
   std::function<void(int layer)> on_layer;    // called as each layer starts (progress, tests)
+  std::vector<int> token_types;               // per position, for models with token types; empty = all 0
 };
 
 struct EncodeOutput {
   Tensor hidden;                     // [T, E] final hidden states
-  std::vector<float> logits;         // filled by backends that pool and classify on the device
   std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
   std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
 };

@@ -39,7 +39,7 @@ const char* to_string(NormPlacement n) {
   return n == NormPlacement::Post ? "post" : "pre";
 }
 const char* to_string(Activation a) {
-  return a == Activation::Relu ? "relu" : "gelu";
+  return a == Activation::Relu ? "relu" : a == Activation::Gelu ? "gelu" : "gelu_tanh";
 }
 const char* to_string(Pooling p) {
   switch (p) {
@@ -77,7 +77,8 @@ NormPlacement parse_norm(const std::string& s) {
 Activation parse_activation(const std::string& s) {
   if (s == "relu") return Activation::Relu;
   if (s == "gelu") return Activation::Gelu;
-  bad_choice("activation", s, "relu | gelu");
+  if (s == "gelu_tanh") return Activation::GeluTanh;
+  bad_choice("activation", s, "relu | gelu | gelu_tanh");
 }
 Pooling parse_pooling(const std::string& s) {
   if (s == "mean") return Pooling::Mean;
@@ -102,6 +103,8 @@ void ModelConfig::validate() const {
   positive("max_len", max_len);
   if (ff_dim < 0) throw Error("ff_dim must be >= 0, got " + std::to_string(ff_dim));
   if (num_classes < 0) throw Error("num_classes must be >= 0, got " + std::to_string(num_classes));
+  if (type_vocab_size < 0 || type_vocab_size > 1024)
+    throw Error("type_vocab_size must be in [0, 1024], got " + std::to_string(type_vocab_size));
   if (embed_size % num_heads != 0)
     throw Error("num_heads (" + std::to_string(num_heads) + ") does not divide embed_size (" +
                 std::to_string(embed_size) + ")");
@@ -152,6 +155,7 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
   get_int("max_len", c.max_len, true);
   get_int("ff_dim", c.ff_dim, false);
   get_int("num_classes", c.num_classes, false);
+  get_int("type_vocab_size", c.type_vocab_size, false);
   try {
     if (auto s = get_str("positional"); !s.empty()) c.positional = parse_positional(s);
     if (auto s = get_str("norm"); !s.empty()) c.norm = parse_norm(s);
@@ -169,6 +173,15 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
     if (!it->is_boolean()) throw Error(where + ": \"lowercase\" must be true or false");
     c.lowercase = it->get<bool>();
   }
+  auto get_bool = [&](const char* key, bool& out) {
+    auto it = j.find(key);
+    if (it == j.end()) return;
+    if (!it->is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false");
+    out = it->get<bool>();
+  };
+  get_bool("embedding_norm", c.embedding_norm);
+  get_bool("final_norm", c.final_norm);
+  get_bool("pooler", c.pooler);
   // Folders written before "add_cls" existed prepended [CLS] exactly when they pooled on it.
   c.add_cls = c.pooling == Pooling::Cls;
   if (auto it = j.find("add_cls"); it != j.end()) {
@@ -217,6 +230,10 @@ std::string config_to_json(const ModelConfig& c) {
   j["tokenizer"] = to_string(c.tokenizer);
   j["lowercase"] = c.lowercase;
   j["add_cls"] = c.add_cls;
+  j["type_vocab_size"] = c.type_vocab_size;
+  j["embedding_norm"] = c.embedding_norm;
+  j["final_norm"] = c.final_norm;
+  j["pooler"] = c.pooler;
   j["labels"] = c.labels;
   return j.dump(2) + "\n";
 }

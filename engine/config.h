@@ -10,7 +10,11 @@ namespace attnlab {
 
 enum class Positional { None, Sinusoidal, Learned, Relative };
 enum class NormPlacement { Post, Pre };
-enum class Activation { Relu, Gelu };
+enum class Activation {
+  Relu,
+  Gelu,      // exact: x * Phi(x), nn.GELU()
+  GeluTanh,  // tanh approximation, nn.GELU(approximate="tanh") (GPT-2's and BERT's "gelu_new")
+};
 enum class Pooling { Mean, MaskedMean, Cls };
 enum class TokenizerKind { Word, Char };
 
@@ -30,6 +34,11 @@ struct ModelConfig {
   TokenizerKind tokenizer = TokenizerKind::Word;
   bool lowercase = true;
   bool add_cls = false;  // the tokenizer prepends [CLS] (config "add_cls"; see parse_config_json)
+  // The parts around the layer stack (BERT has all four; the articles' models none):
+  int type_vocab_size = 0;      // token-type (segment) embedding rows, added to the embedding; 0 = none
+  bool embedding_norm = false;  // LayerNorm after the embedding sum
+  bool final_norm = false;      // LayerNorm after the last layer (pre-norm stacks usually have one)
+  bool pooler = false;          // dense + tanh on the pooled vector before the classifier
   std::vector<std::string> labels;
 
   int head_dim() const { return embed_size / num_heads; }

@@ -2,6 +2,8 @@
 // warnings. Backends only run the layers.
 #include "engine/forward.h"
 
+#include "engine/plan.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -47,22 +49,14 @@ std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids) 
 }
 
 std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids) {
-  const ModelConfig& c = model.config;
-  if (c.num_classes == 0) return {};
-  const int T = static_cast<int>(hidden.dim(0)), E = c.embed_size;
-  const std::vector<float> w = pooling_weights(c.pooling, pad_flags(model, ids).data(), T);
-  std::vector<double> pooled(static_cast<size_t>(E), 0.0);
-  for (int t = 0; t < T; ++t)
-    if (w[static_cast<size_t>(t)] != 0.0f)
-      for (int e = 0; e < E; ++e)
-        pooled[static_cast<size_t>(e)] += static_cast<double>(w[static_cast<size_t>(t)]) * hidden.at(t, e);
-  std::vector<float> logits(static_cast<size_t>(c.num_classes));
-  for (int k = 0; k < c.num_classes; ++k) {
-    double s = model.weights.fc_b.data[static_cast<size_t>(k)];
-    for (int e = 0; e < E; ++e) s += model.weights.fc_w.at(k, e) * pooled[static_cast<size_t>(e)];
-    logits[static_cast<size_t>(k)] = static_cast<float>(s);
-  }
-  return logits;
+  if (model.config.num_classes == 0) return {};
+  // The head of the plan (pooling, pooler, classifier) on one sequence, with the reference ops:
+  // a few thousand multiply-adds, the same code that training runs.
+  static thread_local std::unique_ptr<Ops> ops = make_reference_ops();
+  HeadState st;
+  const Tensor logits =
+      head_forward(model, *ops, hidden, pad_flags(model, ids), 1, static_cast<int>(hidden.dim(0)), st);
+  return {logits.data.begin(), logits.data.end()};
 }
 
 std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n) {
@@ -101,6 +95,17 @@ void check_ids(const Model& model, const std::vector<int>& ids, const char* what
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       throw Error(std::string(what) + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
                   " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+}
+
+void check_types(const Model& model, const std::vector<int>& types, size_t n, const char* what) {
+  if (types.empty()) return;
+  if (types.size() != n)
+    throw Error(std::string(what) + ": " + std::to_string(types.size()) + " token types for " + std::to_string(n) +
+                " tokens");
+  for (size_t i = 0; i < n; ++i)
+    if (types[i] < 0 || types[i] >= std::max(1, model.config.type_vocab_size))
+      throw Error(std::string(what) + ": token type " + std::to_string(types[i]) + " at position " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(std::max(1, model.config.type_vocab_size)) + ")");
 }
 
 // The request's labels, or the vocabulary's tokens when it gave none (ids typed by hand).
@@ -150,6 +155,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model.config;
   check_ids(model, req.ids, "the sequence");
+  check_types(model, req.token_types, req.ids.size(), "the sequence");
   ForwardResult r;
   r.ids = req.ids;
   r.tokens = labels_for(model, req.ids, req.tokens);
@@ -159,17 +165,18 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.keep_attention = req.keep_layers;
   opts.cancel = req.cancel;
   opts.on_layer = req.on_layer;
+  opts.token_types = req.token_types;
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
   if (req.cross_ids.empty()) {
     r.mask = build_mask(req.mask, T, T, c.num_heads, req.ids, pad);
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);
-    r.logits = std::move(out.logits);
     r.attention = std::move(out.attention);
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {
     check_ids(model, req.cross_ids, "the cross sequence");
+    check_types(model, req.cross_token_types, req.cross_ids.size(), "the cross sequence");
     r.cross_ids = req.cross_ids;
     r.cross_tokens = labels_for(model, req.cross_ids, req.cross_tokens);
     const int S = static_cast<int>(req.cross_ids.size());
@@ -182,8 +189,10 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     inner.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
     inner.keep_layer_inputs = true;
     inner.cancel = req.cancel;
+    inner.token_types = req.cross_token_types;
     EncodeOutput b = backend.encode(model, req.cross_ids, mask_b, inner);
     inner.on_layer = req.on_layer;
+    inner.token_types = req.token_types;
     EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
     r.cross_attention.resize(static_cast<size_t>(c.num_layers));
     for (int l = 0; l < c.num_layers; ++l) {
@@ -196,7 +205,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.cross_hidden = std::move(b.hidden);
     r.warnings = mask_warnings(r.mask, "cross-attention mask");
   }
-  if (r.logits.empty()) r.logits = classify(model, r.hidden, r.ids);
+  r.logits = classify(model, r.hidden, r.ids);
   if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
   if (!r.logits.empty()) {
     r.class_probs = softmax(r.logits);

@@ -20,6 +20,8 @@ struct ForwardRequest {
   std::vector<bool> keep_layers;  // which layers' probabilities to keep; empty = all
   // Labels of ids and cross_ids, as prepare_text gave them; empty: the vocabulary's tokens.
   std::vector<std::string> tokens, cross_tokens;
+  // Token types (segments) of ids and cross_ids, for models with a token-type embedding; empty = all 0.
+  std::vector<int> token_types, cross_token_types;
   // When set, the pass stops before its next layer and run_forward throws Cancelled.
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(int layer)> on_layer;  // called as each layer of the (first) encoding starts

@@ -136,7 +136,10 @@ class CpuOps final : public Ops {
       const Eigen::Index n = std::min<int64_t>(kChunk, h.numel() - k0);
       auto x = buf.head(n);
       x = Eigen::Map<const Eigen::ArrayXf>(h.ptr() + k0, n);
-      x = 0.5f * x * (1.0f + (x * static_cast<float>(M_SQRT1_2)).erf());
+      if (act == Activation::Gelu)
+        x = 0.5f * x * (1.0f + (x * static_cast<float>(M_SQRT1_2)).erf());
+      else  // GeluTanh
+        x = 0.5f * x * (1.0f + (kTanhK * (x + kTanhA * x * x * x)).tanh());
       Eigen::Map<Eigen::ArrayXf>(a.ptr() + k0, n) = x;
     }
   }
@@ -331,8 +334,14 @@ class CpuOps final : public Ops {
  private:
   static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
 
+  static constexpr float kTanhK = 0.7978845608028654f;  // sqrt(2 / pi)
+  static constexpr float kTanhA = 0.044715f;
   static float act_grad(float v, Activation a) {
     if (a == Activation::Relu) return v > 0 ? 1.0f : 0.0f;
+    if (a == Activation::GeluTanh) {
+      const float t = std::tanh(kTanhK * (v + kTanhA * v * v * v));
+      return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kTanhK * (1.0f + 3.0f * kTanhA * v * v);
+    }
     const float cdf = 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
     const float pdf = std::exp(-0.5f * v * v) * 0.3989422804014327f;
     return cdf + v * pdf;

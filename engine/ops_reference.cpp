@@ -102,13 +102,31 @@ class ReferenceOps final : public Ops {
     for (size_t k = 0; k < h.data.size(); ++k) da.data[k] = static_cast<float>(da.data[k] * act_grad(h.data[k], act));
   }
 
+  static constexpr double kTanhK = 0.7978845608028654;  // sqrt(2 / pi)
+  static constexpr double kTanhA = 0.044715;
   static double act_forward(double v, Activation a) {
-    if (a == Activation::Relu) return v > 0 ? v : 0.0;
-    return 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));  // exact GELU, as nn.GELU()
+    switch (a) {
+      case Activation::Relu:
+        return v > 0 ? v : 0.0;
+      case Activation::Gelu:  // exact GELU, as nn.GELU()
+        return 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
+      case Activation::GeluTanh:  // nn.GELU(approximate="tanh")
+        return 0.5 * v * (1.0 + std::tanh(kTanhK * (v + kTanhA * v * v * v)));
+    }
+    return 0;
   }
   static double act_grad(double v, Activation a) {
-    if (a == Activation::Relu) return v > 0 ? 1.0 : 0.0;
-    return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * std::exp(-0.5 * v * v) * 0.3989422804014327;  // cdf + x pdf
+    switch (a) {
+      case Activation::Relu:
+        return v > 0 ? 1.0 : 0.0;
+      case Activation::Gelu:  // cdf + x pdf
+        return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * std::exp(-0.5 * v * v) * 0.3989422804014327;
+      case Activation::GeluTanh: {
+        const double t = std::tanh(kTanhK * (v + kTanhA * v * v * v));
+        return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kTanhK * (1.0 + 3.0 * kTanhA * v * v);
+      }
+    }
+    return 0;
   }
 
   // Can query i of head h in sequence b see key j, and the additive term on its score.

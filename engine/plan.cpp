@@ -139,34 +139,118 @@ Tensor sinusoid_table(int T, int E) {
 }
 
 // x (B*T, E) = embedding[ids] + positional term (learned: a table row per position;
-// sinusoidal: added unscaled; relative: none here, it enters every attention score).
-Tensor embed_forward(const Model& model, const std::vector<int>& ids, int T) {
+// sinusoidal: added unscaled; relative: none here, it enters every attention score)
+// [+ token-type embedding] [-> LayerNorm].
+Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
+                     NormState& norm) {
   const ModelConfig& c = model.config;
+  const ModelWeights& w = model.weights;
   const int N = static_cast<int>(ids.size()), E = c.embed_size;
   Tensor x({N, E});
   const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
   for (int n = 0; n < N; ++n) {
     const int t = n % T;
-    const float* row = model.weights.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E;
+    const float* row = w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E;
     for (int e = 0; e < E; ++e) x.at(n, e) = row[e];
     if (c.positional == Positional::Learned)
-      for (int e = 0; e < E; ++e) x.at(n, e) += model.weights.pos_embedding.at(t, e);
+      for (int e = 0; e < E; ++e) x.at(n, e) += w.pos_embedding.at(t, e);
     else if (c.positional == Positional::Sinusoidal)
       for (int e = 0; e < E; ++e) x.at(n, e) += pe.at(t, e);
+    if (c.type_vocab_size > 0) {
+      const int type = types.empty() ? 0 : types[static_cast<size_t>(n)];
+      for (int e = 0; e < E; ++e) x.at(n, e) += w.type_embedding.at(type, e);
+    }
+  }
+  if (c.embedding_norm) {
+    Tensor y;
+    ops.layer_norm(x, w.emb_ln_g, w.emb_ln_b, c.layer_norm_eps, y, norm.xhat, norm.rstd);
+    x = std::move(y);
   }
   return x;
 }
 
-void embed_backward(const Model& model, const std::vector<int>& ids, int T, const Tensor& dx, ModelWeights& G) {
+void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
+                    Tensor dx, const NormState& norm, ModelWeights& G) {
   const ModelConfig& c = model.config;
   const int E = c.embed_size;
+  if (c.embedding_norm) {
+    Tensor d;
+    ops.layer_norm_backward(norm.xhat, norm.rstd, model.weights.emb_ln_g, dx, d, G.emb_ln_g, G.emb_ln_b);
+    dx = std::move(d);
+  }
   for (size_t n = 0; n < ids.size(); ++n) {
     const int id = ids[n], t = static_cast<int>(n) % T;
+    const int type = types.empty() ? 0 : types[n];
     for (int e = 0; e < E; ++e) {
-      G.embedding.at(id, e) += dx.at(static_cast<int64_t>(n), e);
-      if (c.positional == Positional::Learned) G.pos_embedding.at(t, e) += dx.at(static_cast<int64_t>(n), e);
+      const float g = dx.at(static_cast<int64_t>(n), e);
+      G.embedding.at(id, e) += g;
+      if (c.positional == Positional::Learned) G.pos_embedding.at(t, e) += g;
+      if (c.type_vocab_size > 0) G.type_embedding.at(type, e) += g;
     }
   }
+}
+
+void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
+  if (!model.config.final_norm) return;
+  Tensor y;
+  ops.layer_norm(x, model.weights.final_ln_g, model.weights.final_ln_b, model.config.layer_norm_eps, y, norm.xhat,
+                 norm.rstd);
+  x = std::move(y);
+}
+
+void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor& dx, ModelWeights& G) {
+  if (!model.config.final_norm) return;
+  Tensor d;
+  ops.layer_norm_backward(norm.xhat, norm.rstd, model.weights.final_ln_g, dx, d, G.final_ln_g, G.final_ln_b);
+  dx = std::move(d);
+}
+
+Tensor head_forward(const Model& model, Ops& ops, const Tensor& x, const std::vector<uint8_t>& is_pad, int B, int T,
+                    HeadState& st) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& W = model.weights;
+  const int E = c.embed_size;
+  st.pooled = Tensor({B, E});
+  st.pool_w.clear();
+  for (int b = 0; b < B; ++b) {
+    const std::vector<float> w = pooling_weights(c.pooling, is_pad.data() + static_cast<size_t>(b) * T, T);
+    st.pool_w.insert(st.pool_w.end(), w.begin(), w.end());
+    for (int t = 0; t < T; ++t)
+      if (w[static_cast<size_t>(t)] != 0.0f)
+        for (int e = 0; e < E; ++e) st.pooled.at(b, e) += w[static_cast<size_t>(t)] * x.at(b * T + t, e);
+  }
+  const Tensor* fc_in = &st.pooled;
+  if (c.pooler) {  // BERT's pooler: tanh(dense(pooled))
+    ops.linear(st.pooled, W.pooler_w, W.pooler_b, st.pooler_out);
+    for (float& v : st.pooler_out.data) v = std::tanh(v);
+    fc_in = &st.pooler_out;
+  }
+  Tensor logits;
+  ops.linear(*fc_in, W.fc_w, W.fc_b, logits);
+  return logits;
+}
+
+void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tensor& dlogits, int B, int T, Tensor& dx,
+                   ModelWeights& G) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& W = model.weights;
+  const int E = c.embed_size;
+  Tensor dpooled;
+  if (c.pooler) {  // d tanh(z) / dz = 1 - tanh(z)^2
+    Tensor dp;
+    ops.linear_backward(st.pooler_out, W.fc_w, dlogits, &dp, G.fc_w, G.fc_b);
+    for (size_t k = 0; k < dp.data.size(); ++k) dp.data[k] *= 1.0f - st.pooler_out.data[k] * st.pooler_out.data[k];
+    ops.linear_backward(st.pooled, W.pooler_w, dp, &dpooled, G.pooler_w, G.pooler_b);
+  } else {
+    ops.linear_backward(st.pooled, W.fc_w, dlogits, &dpooled, G.fc_w, G.fc_b);
+  }
+  dx = Tensor({static_cast<int64_t>(B) * T, E});
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const float w = st.pool_w[static_cast<size_t>(b * T + t)];
+      if (w != 0.0f)
+        for (int e = 0; e < E; ++e) dx.at(b * T + t, e) = w * dpooled.at(b, e);
+    }
 }
 
 namespace {
@@ -325,7 +409,8 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   EncodeOutput out;
   out.attention.resize(static_cast<size_t>(c.num_layers));
   const LayerPlan plan = make_layer_plan(c);
-  Tensor x = embed_forward(model, ids, T);  // (T, E)
+  NormState norm;
+  Tensor x = embed_forward(model, ops, ids, options.token_types, T, norm);  // (T, E)
   AttnArgs attn = attention_args(c, model.weights, 1, T, T);
   attn.mask = &mask;
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
@@ -340,6 +425,7 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
   }
+  final_forward(model, ops, x, norm);
   out.hidden = std::move(x);
   return out;
 }

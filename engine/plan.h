@@ -81,10 +81,35 @@ struct LayerRun {
 // AttnArgs of a model's attention for B sequences of T queries and S keys (no mask yet).
 AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int T, int S);
 
-// Token embedding + positional term for B sequences of T ids (ids is [B * T]): x (B*T, E).
-Tensor embed_forward(const Model& model, const std::vector<int>& ids, int T);
-// Accumulates d loss / d (embedding, learned positions) from dx (B*T, E).
-void embed_backward(const Model& model, const std::vector<int>& ids, int T, const Tensor& dx, ModelWeights& grads);
+// What a LayerNorm outside the layers (embedding, final) keeps for its backward.
+struct NormState {
+  Tensor xhat, rstd;
+};
+
+// The embedding for B sequences of T ids (ids and types are [B * T]; types empty = all 0):
+// token embedding + positional term [+ token-type embedding], then [embedding LayerNorm].
+// x (B*T, E).
+Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
+                     NormState& norm);
+// Accumulates d loss / d (embedding, learned positions, token types, embedding LayerNorm).
+void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
+                    Tensor dx, const NormState& norm, ModelWeights& grads);
+// After the last layer: [final LayerNorm], in place; and its backward (dx in place).
+void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm);
+void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor& dx, ModelWeights& grads);
+
+// The classifier head on the hidden states x (B*T, E) of B padded sequences: pooled = sum_t
+// w_t x_t with the pooling weights, [pooler: tanh(dense(pooled))], logits = fc(.). Keeps what
+// head_backward needs.
+struct HeadState {
+  std::vector<float> pool_w;  // [B * T]
+  Tensor pooled, pooler_out;  // (B, E)
+};
+Tensor head_forward(const Model& model, Ops& ops, const Tensor& x, const std::vector<uint8_t>& is_pad, int B, int T,
+                    HeadState& st);
+// dx (B*T, E) overwritten from dlogits (B, C); weight gradients accumulated.
+void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tensor& dlogits, int B, int T, Tensor& dx,
+                   ModelWeights& grads);
 // Vaswani et al.: PE(t, 2k) = sin(t / 10000^(2k/E)), PE(t, 2k+1) = cos(same), [T, E], in double.
 Tensor sinusoid_table(int T, int E);
 
@@ -96,8 +121,8 @@ void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeigh
 void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
                     const AttnArgs& attn, LayerState& state, float drop_scale, Tensor& dx, Tensor* drel);
 
-// Inference on one sequence: the encoder stack, keeping what options ask for. Throws Cancelled
-// when options.cancel is set (checked before every layer).
+// Inference on one sequence: the embedding, the layer stack, the final norm, keeping what
+// options ask for. Throws Cancelled when options.cancel is set (checked before every layer).
 EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, const AttnMask& mask,
                     const EncodeOptions& options);
 // Layer `layer`'s attention probabilities [heads, T_a, T_b], queries from xa and keys from xb

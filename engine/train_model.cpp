@@ -34,10 +34,12 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   const ModelConfig& c = model.config;
   const ModelWeights& W = model.weights;
   if (c.num_classes <= 0) throw Error("training needs a classifier (num_classes > 0)");
-  const int B = batch.B, T = batch.T, E = c.embed_size, N = B * T;
+  const int B = batch.B, T = batch.T;
+  const std::vector<int> types;  // single-segment inputs: token type 0 everywhere
 
-  // ---- embedding + positions, then the layers of the plan, keeping what the backward needs
-  Tensor x = embed_forward(model, batch.ids, T);  // (N, E)
+  // ---- the embedding, the layers of the plan and the final norm, keeping what the backward needs
+  NormState embed_norm, final_norm;
+  Tensor x = embed_forward(model, ops, batch.ids, types, T, embed_norm);  // (N, E)
   AttnArgs attn = attention_args(c, W, B, T, T);
   attn.key_blocked = &batch.is_pad;
   attn.causal = opt.causal;
@@ -54,20 +56,12 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
     run.probs = opt.keep_attention ? &out.attention[static_cast<size_t>(l)] : nullptr;
     layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x, states[static_cast<size_t>(l)], run);
   }
+  final_forward(model, ops, x, final_norm);
 
-  // ---- pooling (B, E), classifier, softmax cross-entropy
+  // ---- the head (pooling, [pooler], classifier), softmax cross-entropy
   const int C = c.num_classes;
-  Tensor pooled({B, E});
-  std::vector<float> pool_w;  // d pooled_b / d x_(b,t), [B * T]
-  for (int b = 0; b < B; ++b) {
-    const std::vector<float> w = pooling_weights(c.pooling, batch.is_pad.data() + static_cast<size_t>(b) * T, T);
-    pool_w.insert(pool_w.end(), w.begin(), w.end());
-    for (int t = 0; t < T; ++t)
-      if (w[static_cast<size_t>(t)] != 0.0f)
-        for (int e = 0; e < E; ++e) pooled.at(b, e) += w[static_cast<size_t>(t)] * x.at(b * T + t, e);
-  }
-  Tensor logits;
-  ops.linear(pooled, W.fc_w, W.fc_b, logits);
+  HeadState head;
+  const Tensor logits = head_forward(model, ops, x, batch.is_pad, B, T, head);
   Tensor dlogits({B, C});
   for (int b = 0; b < B; ++b) {
     float m = logits.at(b, 0);
@@ -87,21 +81,15 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   out.logits = logits;
   if (!grads) return out;
 
-  // ---- backward
+  // ---- backward: the same pieces in reverse
   ModelWeights& G = *grads;
-  Tensor dpooled;
-  ops.linear_backward(pooled, W.fc_w, dlogits, &dpooled, G.fc_w, G.fc_b);
-  Tensor dx({N, E});
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) {
-      const float w = pool_w[static_cast<size_t>(b * T + t)];
-      if (w != 0.0f)
-        for (int e = 0; e < E; ++e) dx.at(b * T + t, e) = w * dpooled.at(b, e);
-    }
+  Tensor dx;
+  head_backward(model, ops, head, dlogits, B, T, dx, G);
+  final_backward(model, ops, final_norm, dx, G);
   for (int l = c.num_layers - 1; l >= 0; --l)
     layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn,
                    states[static_cast<size_t>(l)], dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
-  embed_backward(model, batch.ids, T, dx, G);  // embedding and learned positions (sinusoidal has no weights)
+  embed_backward(model, ops, batch.ids, types, T, std::move(dx), embed_norm, G);
   return out;
 }
 

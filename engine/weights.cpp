@@ -38,6 +38,14 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) {
        return c.positional == Positional::Relative ? Shape{2LL * c.max_len - 1, E(c)} : Shape{};
      }},
+    {"token_type_embedding.weight", &ModelWeights::type_embedding, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return c.type_vocab_size > 0 ? Shape{c.type_vocab_size, E(c)} : Shape{};
+     }},
+    {"embedding_norm.weight", &ModelWeights::emb_ln_g, nullptr, Init::Ones,
+     [](const ModelConfig& c) { return c.embedding_norm ? Shape{E(c)} : Shape{}; }},
+    {"embedding_norm.bias", &ModelWeights::emb_ln_b, nullptr, Init::Zeros,
+     [](const ModelConfig& c) { return c.embedding_norm ? Shape{E(c)} : Shape{}; }},
     // ---- per layer (the articles' MultiHeadAttention and FeedForward)
     {"attention.query.weight", nullptr, &LayerWeights::wq, Init::FanInUniform,
      [](const ModelConfig& c) {
@@ -83,7 +91,17 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
     {"ffn.layer_norm.bias", nullptr, &LayerWeights::ln2_b, Init::Zeros,
      [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
-    // ---- the classifier after pooling (TextClassifier.fc)
+    // ---- after the layers: the final LayerNorm, the pooler, the classifier (TextClassifier.fc)
+    {"final_norm.weight", &ModelWeights::final_ln_g, nullptr, Init::Ones,
+     [](const ModelConfig& c) { return c.final_norm ? Shape{E(c)} : Shape{}; }},
+    {"final_norm.bias", &ModelWeights::final_ln_b, nullptr, Init::Zeros,
+     [](const ModelConfig& c) { return c.final_norm ? Shape{E(c)} : Shape{}; }},
+    {"pooler.dense.weight", &ModelWeights::pooler_w, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.pooler ? Shape{E(c), E(c)} : Shape{};
+     }},
+    {"pooler.dense.bias", &ModelWeights::pooler_b, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.pooler ? Shape{E(c)} : Shape{}; }},
     {"fc.weight", &ModelWeights::fc_w, nullptr, Init::FanInUniform,
      [](const ModelConfig& c) {
        return c.num_classes > 0 ? Shape{c.num_classes, E(c)} : Shape{};
@@ -136,6 +154,10 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelCon
   LayoutName n;
   n.stored_shape = e.shape;
   n.name = e.name();
+  if (layout == WeightLayout::TorchEncoder && e.layer < 0) {  // nn.TransformerEncoder(..., norm=LayerNorm)
+    if (e.spec->model_member == &ModelWeights::final_ln_g) n.name = "norm.weight";
+    if (e.spec->model_member == &ModelWeights::final_ln_b) n.name = "norm.bias";
+  }
   if (layout == WeightLayout::Article || e.layer < 0) return n;
   const std::string own = e.spec->name;
   if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."

@@ -23,11 +23,15 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  Tensor embedding;      // [vocab, E]
-  Tensor pos_embedding;  // learned: [max_len, E]
-  Tensor rel_pos;        // relative: [2 * max_len - 1, E], split per head along E
+  Tensor embedding;           // [vocab, E]
+  Tensor pos_embedding;       // learned: [max_len, E]
+  Tensor rel_pos;             // relative: [2 * max_len - 1, E], split per head along E
+  Tensor type_embedding;      // token types: [type_vocab_size, E]
+  Tensor emb_ln_g, emb_ln_b;  // embedding LayerNorm [E]
   std::vector<LayerWeights> layers;
-  Tensor fc_w, fc_b;  // classifier [classes, E], [classes]
+  Tensor final_ln_g, final_ln_b;  // LayerNorm after the last layer [E]
+  Tensor pooler_w, pooler_b;      // pooler dense [E, E], [E] (then tanh)
+  Tensor fc_w, fc_b;              // classifier [classes, E], [classes]
   // Identifies these values: a fresh number whenever weights are made, loaded or updated, so a
   // device cache keyed on it is never stale (copies share it: they hold the same values).
   // 0 = unknown (never cached).

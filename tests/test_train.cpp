@@ -125,7 +125,7 @@ TEST_CASE("activation ops: cpu matches the reference, GELU is exact and independ
   auto ref = make_reference_ops();
   auto cpu = make_ops("cpu");
   for (const int64_t n : {1, 7, 4095, 4096, 4097, 20000})
-    for (const Activation act : {Activation::Relu, Activation::Gelu}) {
+    for (const Activation act : {Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {
       CAPTURE(n, to_string(act));
       const Tensor h = random_tensor({n}, static_cast<uint64_t>(n), 3.0f);
       Tensor a1, a2;
@@ -135,7 +135,10 @@ TEST_CASE("activation ops: cpu matches the reference, GELU is exact and independ
       // GELU(x) = x * Phi(x): spot values from the definition
       for (int64_t k = 0; k < n; k += 997) {
         const double x = h.data[static_cast<size_t>(k)];
-        const double want = act == Activation::Relu ? std::max(0.0, x) : 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+        const double want = act == Activation::Relu ? std::max(0.0, x)
+                            : act == Activation::Gelu
+                                ? 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))
+                                : 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
         CHECK(std::fabs(a2.data[static_cast<size_t>(k)] - want) < 1e-6);
       }
       // the same values one float further into a buffer give the same bits
@@ -219,18 +222,22 @@ TEST_CASE("cpu training ops match the reference on awkward shapes", "[train][cpu
 
 namespace {
 
-Model tiny_model(NormPlacement norm, Activation act, Positional pos, Pooling pool, uint64_t seed, int ff = 6) {
+Model tiny_model(NormPlacement norm, Activation act, Positional pos, Pooling pool, uint64_t seed, int ff = 6,
+                 bool extras = false) {
   ModelConfig c;
   c.vocab_size = 12, c.embed_size = 8, c.num_heads = 2, c.num_layers = 2, c.ff_dim = ff, c.max_len = 6;
   c.num_classes = 3, c.norm = norm, c.activation = act, c.positional = pos, c.pooling = pool;
   c.labels = {"a", "b", "c"};
+  if (extras) add_extras(c);
   Model m = random_model(c, seed);
   // Non-trivial LayerNorm gains and biases, so their gradients are exercised too.
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> n(0.0f, 0.2f);
+  std::vector<Tensor*> norms = {&m.weights.emb_ln_g, &m.weights.emb_ln_b, &m.weights.final_ln_g, &m.weights.final_ln_b};
   for (auto& L : m.weights.layers)
-    for (Tensor* t : {&L.ln1_g, &L.ln1_b, &L.ln2_g, &L.ln2_b})
-      for (float& v : t->data) v += n(rng);
+    for (Tensor* t : {&L.ln1_g, &L.ln1_b, &L.ln2_g, &L.ln2_b}) norms.push_back(t);
+  for (Tensor* t : norms)
+    for (float& v : t->data) v += n(rng);
   return m;
 }
 
@@ -244,14 +251,18 @@ TEST_CASE("whole-model backward matches finite differences", "[train][fd]") {
     Pooling pool;
     float dropout;
     int ff;
+    bool extras = false;
   };
-  for (const V v : {V{NormPlacement::Post, Activation::Gelu, Positional::Learned, Pooling::Mean, 0.0f, 6},
-                    V{NormPlacement::Pre, Activation::Gelu, Positional::Relative, Pooling::MaskedMean, 0.0f, 6},
-                    V{NormPlacement::Post, Activation::Gelu, Positional::Sinusoidal, Pooling::Cls, 0.2f, 6},
-                    V{NormPlacement::Pre, Activation::Relu, Positional::Learned, Pooling::MaskedMean, 0.3f, 6},
-                    V{NormPlacement::Post, Activation::Relu, Positional::None, Pooling::Mean, 0.0f, 0}}) {
-    CAPTURE(to_string(v.norm), to_string(v.act), to_string(v.pos), to_string(v.pool), v.dropout, v.ff);
-    Model m = tiny_model(v.norm, v.act, v.pos, v.pool, 17, v.ff);
+  for (const V v :
+       {V{NormPlacement::Post, Activation::Gelu, Positional::Learned, Pooling::Mean, 0.0f, 6},
+        V{NormPlacement::Pre, Activation::Gelu, Positional::Relative, Pooling::MaskedMean, 0.0f, 6},
+        V{NormPlacement::Post, Activation::Gelu, Positional::Sinusoidal, Pooling::Cls, 0.2f, 6},
+        V{NormPlacement::Pre, Activation::Relu, Positional::Learned, Pooling::MaskedMean, 0.3f, 6},
+        V{NormPlacement::Post, Activation::Relu, Positional::None, Pooling::Mean, 0.0f, 0},
+        V{NormPlacement::Post, Activation::GeluTanh, Positional::Learned, Pooling::Cls, 0.0f, 6, true},
+        V{NormPlacement::Pre, Activation::GeluTanh, Positional::Relative, Pooling::MaskedMean, 0.2f, 6, true}}) {
+    CAPTURE(to_string(v.norm), to_string(v.act), to_string(v.pos), to_string(v.pool), v.dropout, v.ff, v.extras);
+    Model m = tiny_model(v.norm, v.act, v.pos, v.pool, 17, v.ff, v.extras);
     auto ops = make_reference_ops();
     const TrainBatch batch = make_batch(m, {{3, 4, 5, 6, 7}, {8, 9, 3}, {10, 11, 4, 5}}, {0, 2, 1});
     StepOptions opt;

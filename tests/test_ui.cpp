@@ -501,14 +501,19 @@ TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale 
     QThread::msleep(ForwardRunner::max_result_gap_ms + 50);
     e->setText("abcd");
     CHECK(e->tokenModel()->rowCount() == 4);
+    // What the heads show when each result arrives (the view, connected first, has drawn it).
+    std::vector<QStringList> drawn_labels;
+    std::vector<int> drawn_rows;
+    auto probe = QObject::connect(c, &ExploreController::resultChanged, [&](const ForwardOutcome&) {
+      drawn_labels.push_back(e->headView(0)->data().row_labels);
+      drawn_rows.push_back(e->headView(0)->data().rows);
+    });
     hold->release();
-    QSignalSpy spy(c, &ExploreController::resultChanged);
-    REQUIRE(spy.wait(5000));
-    QApplication::processEvents();
-    CHECK(e->result()->tokens.size() == 3);
-    CHECK(e->headView(0)->data().row_labels == QStringList({"a", "b", "c"}));
-    CHECK(e->headView(0)->data().rows == 3);
     e->flush();
+    QObject::disconnect(probe);
+    REQUIRE(drawn_labels.size() >= 1);
+    CHECK(drawn_labels[0] == QStringList({"a", "b", "c"}));  // the held pass, with its own labels
+    CHECK(drawn_rows[0] == 3);
     CHECK(e->headView(0)->data().row_labels == QStringList({"a", "b", "c", "d"}));
   }
   // Clearing the text while a pass is held in flight: that pass's result is stale and dropped.
@@ -526,4 +531,35 @@ TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale 
   e->flush();
   CHECK(e->result() == nullptr);
   CHECK(e->headView(0)->data().rows == 0);
+}
+
+TEST_CASE("heatmap pooling: max of each block, all-blocked blocks, the colour-scale maximum", "[ui][heatmap]") {
+  // 5 x 7 values v(i, j) = (i * 7 + j) / 100, pooled to at most 3 cells per axis: factor 3,
+  // drawn 2 x 3, each drawn cell the largest visible value of its (up to) 3 x 3 block.
+  std::vector<float> v(35);
+  for (int k = 0; k < 35; ++k) v[static_cast<size_t>(k)] = static_cast<float>(k) / 100.0f;
+  std::vector<uint8_t> blocked(35, 0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 3; j < 6; ++j) blocked[static_cast<size_t>(i * 7 + j)] = 1;  // block (0, 1) entirely
+  blocked[34] = 1;                                                            // the largest value, blocked
+  const HeatmapData d = owned_heatmap(v, blocked, 5, 7, 3);
+  REQUIRE(d.factor == 3);
+  REQUIRE(d.drawn_rows == 2);
+  REQUIRE(d.drawn_cols == 3);
+  auto drawn = [&](int r, int c) { return d.drawn[static_cast<size_t>(r * 3 + c)]; };
+  CHECK(drawn(0, 0) == Approx(0.16f));  // max of rows 0-2, cols 0-2: v(2, 2)
+  CHECK(std::isnan(drawn(0, 1)));       // every cell blocked: NaN, drawn as blocked, never as 0
+  CHECK(drawn(0, 2) == Approx(0.20f));  // rows 0-2, col 6
+  CHECK(drawn(1, 0) == Approx(0.30f));  // rows 3-4, cols 0-2: v(4, 2)
+  CHECK(drawn(1, 1) == Approx(0.33f));  // rows 3-4, cols 3-5: v(4, 5)
+  CHECK(drawn(1, 2) == Approx(0.27f));  // rows 3-4, col 6 without the blocked v(4, 6) = 0.34
+  CHECK(d.vmax == Approx(0.33f));       // the colour scale's top: the largest *visible* value
+  // Pooling the drawn grid again keeps the same rules (NaN only where everything is blocked).
+  HeatmapData e = d;
+  pool_drawn(e, 1);
+  REQUIRE(e.drawn.size() == 1u);
+  CHECK(e.drawn[0] == Approx(0.33f));
+  HeatmapData all = owned_heatmap(std::vector<float>(4, 0.5f), std::vector<uint8_t>(4, 1), 2, 2, 1);
+  CHECK(std::isnan(all.drawn[0]));
+  CHECK(all.vmax == 0.0f);
 }

@@ -81,18 +81,29 @@ struct ShapeCase {
   int T, E, H, layers, ff;
 };
 
-// Calls fn(shape, config) for every shape x norm (post, pre) x activation (relu, gelu) x
+// The parts around the layer stack that BERT-like models add: token types, embedding
+// LayerNorm, final LayerNorm, pooler.
+inline void add_extras(ModelConfig& c) {
+  c.type_vocab_size = 2;
+  c.embedding_norm = true;
+  c.final_norm = true;
+  c.pooler = true;
+}
+
+// Calls fn(shape, config) for every shape x norm (post, pre) x activation (relu, gelu, and
+// gelu_tanh with every extra part: token types, embedding and final norms, pooler) x
 // positional kind, with the failing combination captured in the test's output.
 template <class F>
 void for_each_config(const std::vector<ShapeCase>& shapes, F fn) {
   for (const ShapeCase& s : shapes)
     for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
-      for (const Activation act : {Activation::Relu, Activation::Gelu})
+      for (const Activation act : {Activation::Relu, Activation::Gelu, Activation::GeluTanh})
         for (const Positional pos :
              {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative}) {
           CAPTURE(s.T, s.E, s.H, s.layers, s.ff, to_string(norm), to_string(act), to_string(pos));
           ModelConfig c = small_config(s.E, s.H, s.layers, s.ff, 40);
           c.norm = norm, c.activation = act, c.positional = pos;
+          if (act == Activation::GeluTanh) add_extras(c);
           fn(s, c);
         }
 }

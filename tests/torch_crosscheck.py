@@ -2,7 +2,9 @@
 """Cross-check attnlab-cli forward against PyTorch on the same weights.
 
 Builds models in PyTorch (nn.MultiheadAttention post-LN layers as in article 003, the article-000
-modules, and nn.TransformerEncoderLayer with norm_first/GELU), writes them as attnlab model
+modules, nn.TransformerEncoderLayer with norm_first/GELU, a BERT-shaped stack with token types,
+embedding LayerNorm, tanh GELU and a pooler, and nn.TransformerEncoder with its final LayerNorm),
+writes them as attnlab model
 folders, runs `attnlab-cli forward --attn-out --out`, and compares every layer's per-head
 probabilities (bound 1e-5) and the final hidden states (bound 1e-4) with
 need_weights=True, average_attn_weights=False. Masks: none, causal, padding, bool/float/per-head
@@ -299,9 +301,94 @@ def prenorm_case():
     compare("nn.TransformerEncoderLayer(norm_first=True, gelu): hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
 
 
+def bert_like_case():
+    """Every part around the layer stack: token-type embedding, embedding LayerNorm, post-LN layers
+    with tanh GELU and eps 1e-12, the pooler (dense + tanh on position 0) and a classifier."""
+    torch.manual_seed(5)
+    V, E, H, F, L, T, C, MAXLEN = 40, 32, 4, 48, 2, 9, 3, 16
+    emb, pos, typ = nn.Embedding(V, E), nn.Embedding(MAXLEN, E), nn.Embedding(2, E)
+    eln = nn.LayerNorm(E, eps=1e-12)
+    # The activation as a plain function: torch 1.13 takes a GELU *module* for "gelu" and then runs
+    # the exact form in its fast path, whatever its approximate= says.
+    gelu_tanh = lambda v: torch.nn.functional.gelu(v, approximate="tanh")  # noqa: E731
+    layers = nn.ModuleList([nn.TransformerEncoderLayer(E, H, F, dropout=0.0, activation=gelu_tanh, batch_first=True,
+                                                        layer_norm_eps=1e-12) for _ in range(L)])
+    pooler, fc = nn.Linear(E, E), nn.Linear(E, C)
+    with torch.no_grad():  # LayerNorm gains and biases away from 1 and 0, so they matter
+        for ln in [eln] + [m for l in layers for m in (l.norm1, l.norm2)]:
+            ln.weight.add_(0.3 * torch.randn(E))
+            ln.bias.add_(0.3 * torch.randn(E))
+    layers.eval()
+    tensors = {"embedding.weight": emb.weight, "pos_embedding.weight": pos.weight,
+               "token_type_embedding.weight": typ.weight, "embedding_norm.weight": eln.weight,
+               "embedding_norm.bias": eln.bias, "pooler.dense.weight": pooler.weight,
+               "pooler.dense.bias": pooler.bias, "fc.weight": fc.weight, "fc.bias": fc.bias}
+    for i, layer in enumerate(layers):
+        for n, p in layer.named_parameters():
+            tensors[f"layers.{i}.{n}"] = p
+    cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": MAXLEN,
+           "num_classes": C, "positional": "learned", "activation": "gelu_tanh", "layer_norm_eps": 1e-12,
+           "type_vocab_size": 2, "embedding_norm": True, "pooler": True, "pooling": "cls", "add_cls": False}
+    folder = tempfile.mkdtemp(prefix="attnlab_bertlike_")
+    write_model(folder, cfg, tensors, V)
+    ids = torch.randint(3, V, (T,))
+    with torch.no_grad():
+        x = eln(emb(ids) + pos(torch.arange(T)) + typ(torch.zeros(T, dtype=torch.long)))[None]
+        probs = []
+        for layer in layers:
+            _, w = layer.self_attn(x, x, x, need_weights=True, average_attn_weights=False)
+            probs.append(w[0])
+            x = layer(x)
+        logits = fc(torch.tanh(pooler(x[0, 0])))
+    name = "BERT-like (token types, embedding LayerNorm, gelu_tanh, eps 1e-12, pooler)"
+    ours_p, ours_h, _ = run_cli(folder, ids.tolist())
+    compare(f"{name}: probabilities", ours_p, torch.stack(probs).numpy(), PROB_TOL)
+    compare(f"{name}: hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
+    for backend in ["cpu", "reference", "opencl"]:
+        r = subprocess.run([CLI, "forward", "--model", folder, "--ids", ",".join(map(str, ids.tolist())), "--json",
+                            "--backend", backend], capture_output=True, text=True, check=True)
+        compare(f"{name}: logits ({backend})", np.array(json.loads(r.stdout)["logits"], dtype=np.float32),
+                logits.numpy(), HIDDEN_TOL)
+
+
+def final_norm_case():
+    """A pre-norm nn.TransformerEncoder with its final LayerNorm (norm=...), in its own names."""
+    torch.manual_seed(6)
+    V, E, H, F, L, T = 30, 48, 4, 64, 3, 11
+    emb = nn.Embedding(V, E)
+    layer = nn.TransformerEncoderLayer(E, H, F, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+    enc = nn.TransformerEncoder(layer, L, norm=nn.LayerNorm(E), enable_nested_tensor=False)
+    with torch.no_grad():
+        enc.norm.weight.add_(0.3 * torch.randn(E))
+        enc.norm.bias.add_(0.3 * torch.randn(E))
+    enc.eval()
+    tensors = {"embedding.weight": emb.weight}
+    for n, p in enc.named_parameters():
+        tensors[n] = p
+    cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": 32,
+           "norm": "pre", "activation": "gelu", "final_norm": True}
+    folder = tempfile.mkdtemp(prefix="attnlab_finalnorm_")
+    write_model(folder, cfg, tensors, V)
+    ids = torch.randint(3, V, (T,))
+    with torch.no_grad():
+        x = emb(ids)[None]
+        probs = []
+        for lyr in enc.layers:
+            n1 = lyr.norm1(x)
+            probs.append(lyr.self_attn(n1, n1, n1, need_weights=True, average_attn_weights=False)[1][0])
+            x = lyr(x)
+        hidden = enc(emb(ids)[None])[0]
+    ours_p, ours_h, _ = run_cli(folder, ids.tolist())
+    compare("nn.TransformerEncoder(norm_first, norm=LayerNorm): probabilities", ours_p, torch.stack(probs).numpy(),
+            PROB_TOL)
+    compare("nn.TransformerEncoder(norm_first, norm=LayerNorm): hidden states", ours_h, hidden.numpy(), HIDDEN_TOL)
+
+
 torch_encoder_case()
 article_case()
 prenorm_case()
+bert_like_case()
+final_norm_case()
 if failures:
     print("\n".join(["FAILED:"] + failures))
     sys.exit(1)

@@ -22,16 +22,16 @@ const char* error_name(cl_int code) {
     CASE(CL_DEVICE_NOT_FOUND)
     CASE(CL_DEVICE_NOT_AVAILABLE)
     CASE(CL_COMPILER_NOT_AVAILABLE)
-    CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE) CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY)
-        CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE) CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT)
-            CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT) CASE(CL_INVALID_PROGRAM)
-                CASE(CL_INVALID_KERNEL_NAME) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
-                    CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE) CASE(CL_INVALID_KERNEL_ARGS)
-                        CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE) CASE(CL_INVALID_WORK_ITEM_SIZE)
-                            CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_BUFFER_SIZE) CASE(CL_INVALID_PLATFORM)
-                                CASE(CL_PLATFORM_NOT_FOUND_KHR)
+    CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY) CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE)
+        CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT) CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT)
+            CASE(CL_INVALID_PROGRAM) CASE(CL_INVALID_KERNEL_NAME) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
+                CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE) CASE(CL_INVALID_KERNEL_ARGS)
+                    CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE) CASE(CL_INVALID_WORK_ITEM_SIZE)
+                        CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_BUFFER_SIZE) CASE(CL_INVALID_PLATFORM)
+                            CASE(CL_PLATFORM_NOT_FOUND_KHR)
 #undef CASE
-                                    default : return "unknown OpenCL error";
+                                default : return "unknown OpenCL error";
   }
 }
 
@@ -303,8 +303,10 @@ void Runtime::copy(Buffer& dst, const Buffer& src, int n) {
   run(k, 1, &g, nullptr);
 }
 
-void Runtime::activation(Buffer& x, int n, bool gelu) {
-  cl_kernel k = kernel(gelu ? "gelu_inplace" : "relu_inplace");
+void Runtime::activation(Buffer& x, int n, Activation act) {
+  cl_kernel k = kernel(act == Activation::Relu   ? "relu_inplace"
+                       : act == Activation::Gelu ? "gelu_inplace"
+                                                 : "gelu_tanh_inplace");
   arg(k, 0, x.get()), arg(k, 1, static_cast<cl_int>(n));
   const size_t g = round_up(static_cast<size_t>(n), 64);
   run(k, 1, &g, nullptr);
@@ -340,14 +342,6 @@ void Runtime::add_relative(Buffer& P, const Buffer& G, int H, int T, int S, int 
   arg(k, 4, static_cast<cl_int>(nrel)), arg(k, 5, static_cast<cl_int>(lo)), arg(k, 6, static_cast<cl_int>(max_len));
   const size_t g[3] = {static_cast<size_t>(S), static_cast<size_t>(T), static_cast<size_t>(H)};
   run(k, 3, g, nullptr);
-}
-
-void Runtime::pool(const Buffer& x, const Buffer& w, int T, int E, Buffer& pooled) {
-  cl_kernel k = kernel("pool");
-  arg(k, 0, x.get()), arg(k, 1, w.get()), arg(k, 2, static_cast<cl_int>(T)), arg(k, 3, static_cast<cl_int>(E)),
-      arg(k, 4, pooled.get());
-  const size_t g = static_cast<size_t>(E);
-  run(k, 1, &g, nullptr);
 }
 
 void Runtime::gemm(bool b_trans, size_t m, size_t n, size_t k, const Buffer& A, size_t a_off, size_t lda,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/config.h"
 #include "engine/tensor.h"
 
 namespace attnlab::cl {
@@ -79,12 +80,11 @@ class Runtime {
   void add_bias(Buffer& y, const Buffer& b, int rows, int cols);
   void add_inplace(Buffer& y, const Buffer& x, int n);
   void copy(Buffer& dst, const Buffer& src, int n);
-  void activation(Buffer& x, int n, bool gelu);
+  void activation(Buffer& x, int n, Activation act);
   void layer_norm(Buffer& x, const Buffer& g, const Buffer& b, int rows, int E, float eps);
   void masked_softmax(Buffer& P, int H, int T, int S, float scale, const Buffer* blocked, const Buffer* additive,
                       int planes);
   void add_relative(Buffer& P, const Buffer& G, int H, int T, int S, int nrel, int lo, int max_len);
-  void pool(const Buffer& x, const Buffer& w, int T, int E, Buffer& pooled);
 
   // Row-major C = A op(B) through CLBlast (op = transpose when b_trans): one GEMM, or
   // `batch` of them at the given element strides.

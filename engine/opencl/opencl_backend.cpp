@@ -1,8 +1,9 @@
 // The opencl backend: the whole forward pass on the device. CLBlast runs the matrix products
 // (plain GEMMs for projections and feed-forward, strided-batched GEMMs for the per-head score
-// and context products); our kernels (engine/opencl/kernels/*.cl) do the rest. Activations stay
-// on the device from the embedding to the logits; the host receives the final hidden states,
-// the logits and the probabilities of the layers it asked for. Weights are uploaded once per
+// and context products); our kernels (engine/opencl/kernels/*.cl) do the rest, following the one
+// layer plan (engine/plan.h). Activations stay on the device from the embedding to the final
+// norm; the host receives the final hidden states and the probabilities of the layers it asked
+// for (the classifier head, a few thousand multiply-adds, runs on the host). Weights are uploaded once per
 // model and workspaces are reused between passes. Any OpenCL failure moves the backend to cpu,
 // with notice() saying why.
 #include <cmath>
@@ -46,7 +47,7 @@ struct DeviceValue {
 
 struct Workspace {
   std::vector<DeviceValue> v;  // the plan's values, reused from pass to pass
-  Buffer ids, pos, p, g, pool_w, pooled, logits, blocked, additive;
+  Buffer ids, pos, p, g, blocked, additive;
 };
 
 class OpenClBackend final : public Backend {
@@ -200,7 +201,7 @@ class OpenClBackend final : public Backend {
           break;
         case OpKind::Activation:
           take_or_copy();
-          rt_->activation(out.buf, out.rows * out.cols, c.activation == Activation::Gelu);
+          rt_->activation(out.buf, out.rows * out.cols, c.activation);
           break;
         case OpKind::Attention: {
           const DeviceValue &q = in0, &k = ws.v[static_cast<size_t>(s.in[1])];
@@ -244,20 +245,31 @@ class OpenClBackend final : public Backend {
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
 
     rt_->upload(ws.ids, ids.data(), ids.size() * sizeof(int));
+    // The term added to each token's embedding: learned positions from the device copy, or,
+    // with sinusoidal positions (computed in double on the host: float sin() of angles up to
+    // max_len loses ~1e-4) or token types, a [T, E] table made on the host.
     const Buffer* pos = nullptr;
-    Tensor sin_table;
-    if (c.positional == Positional::Learned) {
+    Tensor add;  // lives until the pass ends: uploads are asynchronous
+    if (c.positional == Positional::Learned && c.type_vocab_size == 0) {
       pos = &w.at(&ModelWeights::pos_embedding);
-    } else if (c.positional == Positional::Sinusoidal) {
-      // Precomputed in double on the host: float sin() of angles up to max_len loses ~1e-4.
-      sin_table = sinusoid_table(T, E);
-      up(ws.pos, sin_table);
+    } else if (c.positional == Positional::Sinusoidal || c.positional == Positional::Learned || c.type_vocab_size > 0) {
+      add = c.positional == Positional::Sinusoidal ? sinusoid_table(T, E) : Tensor({T, E});
+      for (int t = 0; t < T; ++t) {
+        const int type = opt.token_types.empty() ? 0 : opt.token_types[static_cast<size_t>(t)];
+        for (int e = 0; e < E; ++e) {
+          if (c.positional == Positional::Learned) add.at(t, e) += m.weights.pos_embedding.at(t, e);
+          if (c.type_vocab_size > 0) add.at(t, e) += m.weights.type_embedding.at(type, e);
+        }
+      }
+      up(ws.pos, add);
       pos = &ws.pos;
     }
     DeviceValue& x = ws.v[0];
     rt_->reserve(x.buf, TE * 4);
     rt_->embed(ws.ids, w.at(&ModelWeights::embedding), pos, T, E, x.buf);
     x.rows = T, x.cols = E;
+    if (c.embedding_norm)
+      rt_->layer_norm(x.buf, w.at(&ModelWeights::emb_ln_g), w.at(&ModelWeights::emb_ln_b), T, E, c.layer_norm_eps);
     const Buffer *blocked, *additive;
     upload_mask(mask, ws, blocked, additive);
 
@@ -274,21 +286,11 @@ class OpenClBackend final : public Backend {
                 keep ? &out.attention[static_cast<size_t>(l)] : nullptr);
       std::swap(ws.v[0], ws.v[static_cast<size_t>(plan.output)]);  // the output is the next layer's input
     }
-    const Buffer& hidden = ws.v[0].buf;
-    out.hidden = Tensor({T, E});
-    rt_->download(hidden, out.hidden.ptr(), TE * 4);
-    if (c.num_classes > 0) {
-      // pooling weights per position, then logits = pooled fc^T + b on the device
-      std::vector<uint8_t> is_pad(ids.size());
-      for (size_t t = 0; t < ids.size(); ++t) is_pad[t] = ids[t] == m.vocab.pad_id();
-      const std::vector<float> pw = pooling_weights(c.pooling, is_pad.data(), T);
-      rt_->upload(ws.pool_w, pw.data(), pw.size() * 4);
-      rt_->reserve(ws.pooled, static_cast<size_t>(E) * 4);
-      rt_->pool(hidden, ws.pool_w, T, E, ws.pooled);
-      linear(ws.pooled, 1, E, w.at(&ModelWeights::fc_w), w.at(&ModelWeights::fc_b), c.num_classes, ws.logits);
-      out.logits.resize(static_cast<size_t>(c.num_classes));
-      rt_->download(ws.logits, out.logits.data(), out.logits.size() * 4);
-    }
+    if (c.final_norm)
+      rt_->layer_norm(ws.v[0].buf, w.at(&ModelWeights::final_ln_g), w.at(&ModelWeights::final_ln_b), T, E,
+                      c.layer_norm_eps);
+    out.hidden = Tensor({T, E});  // the head (pooling, pooler, classifier) runs on the host: run_forward
+    rt_->download(ws.v[0].buf, out.hidden.ptr(), TE * 4);
     rt_->finish();
     return out;
   }
