@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <qcustomplot.h>
 #include <QThread>
 #include <QTimer>
 #include <catch2/catch.hpp>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "engine/forward.h"
+#include "ui/colormaps.h"
 #include "ui/explore_view.h"
 #include "ui/forward_runner.h"
 #include "ui/heatmap_view.h"
@@ -562,4 +564,52 @@ TEST_CASE("heatmap pooling: max of each block, all-blocked blocks, the colour-sc
   HeatmapData all = owned_heatmap(std::vector<float>(4, 0.5f), std::vector<uint8_t>(4, 1), 2, 2, 1);
   CHECK(std::isnan(all.drawn[0]));
   CHECK(all.vmax == 0.0f);
+}
+
+namespace {
+
+// The colour drawn at the centre of cell (i, j) of a heatmap view.
+QColor cell_pixel(HeatmapView* v, int i, int j) {
+  const QImage img = v->plot()->toPixmap().toImage();
+  const double x = v->plot()->xAxis->coordToPixel(j), y = v->plot()->yAxis->coordToPixel(i);
+  return img.pixelColor(static_cast<int>(std::lround(x)), static_cast<int>(std::lround(y)));
+}
+
+int color_distance(const QColor& a, const QColor& b) {
+  return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) + std::abs(a.blue() - b.blue());
+}
+
+}  // namespace
+
+TEST_CASE("heatmap pixels: 1 x 1 and 1 x 7 grids are drawn in their values' colours; blocked is no map colour",
+          "[ui][heatmap][render]") {
+  for (const QString& name : colormap_names()) {
+    CAPTURE(name.toStdString());
+    QCPColorGradient g = make_gradient(name);
+    HeatmapView v;
+    v.resize(400, 300);
+    v.setGradient(name);
+    v.show();
+    // One token: a single cell, the top of the scale (its value is the maximum).
+    v.setData(owned_heatmap({1.0f}, {}, 1, 1, 256));
+    QApplication::processEvents();
+    v.plot()->replot();
+    CHECK(color_distance(cell_pixel(&v, 0, 0), QColor(g.color(1.0, QCPRange(0, 1)))) <= 12);
+    // One query, seven keys, key 3 blocked: each cell its own colour on the 0..max scale.
+    std::vector<float> vals = {0.05f, 0.1f, 0.2f, 0.0f, 0.15f, 0.3f, 0.2f};
+    std::vector<uint8_t> blocked = {0, 0, 0, 1, 0, 0, 0};
+    v.setData(owned_heatmap(vals, blocked, 1, 7, 256));
+    QApplication::processEvents();
+    v.plot()->replot();
+    for (int j = 0; j < 7; ++j) {
+      CAPTURE(j);
+      const QColor want = blocked[j] ? blocked_color(name) : QColor(g.color(vals[j], QCPRange(0, 0.3)));
+      CHECK(color_distance(cell_pixel(&v, 0, j), want) <= 12);  // the gradient draws 256 levels
+    }
+    // The blocked colour is far from every colour the map can draw (256 levels).
+    int nearest = 1000;
+    for (int k = 0; k <= 255; ++k)
+      nearest = std::min(nearest, color_distance(QColor(g.color(k / 255.0, QCPRange(0, 1))), blocked_color(name)));
+    CHECK(nearest >= 40);
+  }
 }

@@ -26,6 +26,10 @@ QStringList colormap_names() {
   return names;
 }
 
+QColor blocked_color(const QString& name) {
+  return name == "greys" ? QColor(166, 206, 255) : QColor(235, 235, 235);
+}
+
 QCPColorGradient make_gradient(const QString& name) {
   const Map* chosen = &kMaps[0];
   for (const Map& m : kMaps)
@@ -35,7 +39,7 @@ QCPColorGradient make_gradient(const QString& name) {
   for (int k = 0; k < 9; ++k) g.setColorStopAt(k / 8.0, QColor(chosen->stops[k]));
   g.setColorInterpolation(QCPColorGradient::ciRGB);
   g.setNanHandling(QCPColorGradient::nhNanColor);
-  g.setNanColor(kBlockedColor);
+  g.setNanColor(blocked_color(chosen->name));
   g.setLevelCount(256);
   return g;
 }

@@ -158,9 +158,9 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     y->setLabel("query");
     auto* map = new QCPColorMap(x, y);
     map->setInterpolate(false);
-    map->setTightBoundary(false);
+    map->setTightBoundary(true);  // cell k centred on k, and one cell has a size (see HeatmapView)
     map->data()->setSize(S, T);
-    map->data()->setRange(QCPRange(0, S - 1), QCPRange(0, T - 1));
+    map->data()->setRange(QCPRange(-0.5, S - 0.5), QCPRange(-0.5, T - 0.5));
     const Tensor& t = r.probs(p.layer);
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < S; ++j)

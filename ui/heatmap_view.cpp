@@ -19,8 +19,12 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
-  map_->setInterpolate(false);    // one flat colour per cell
-  map_->setTightBoundary(false);  // cells extend half a cell past the first and last centres
+  map_->setInterpolate(false);  // one flat colour per cell
+  // The image spans exactly [-0.5, n - 0.5] on each axis, so cell k is centred on k and a single
+  // cell (a one-token input) has a size: with loose boundaries QCustomPlot derives the cell size
+  // from the distance between the first and last centres, which is 0 for one cell, and draws
+  // nothing.
+  map_->setTightBoundary(true);
   scale_ = new QCPColorScale(plot_);
   plot_->plotLayout()->addElement(0, 1, scale_);
   scale_->setType(QCPAxis::atRight);
@@ -91,10 +95,10 @@ void HeatmapView::rebuild() {
   factor_ = d->factor;
   const int r = d->drawn_rows, c = d->drawn_cols;
   map_->data()->setSize(c, r);
-  map_->data()->setRange(QCPRange(0, c - 1), QCPRange(0, r - 1));
+  map_->data()->setRange(QCPRange(-0.5, c - 0.5), QCPRange(-0.5, r - 0.5));
   for (int bi = 0; bi < r; ++bi)
     for (int bj = 0; bj < c; ++bj) {
-      // NaN is only the colour map's marker for "all blocked" (drawn in kBlockedColor); values
+      // NaN is only the colour map's marker for "all blocked" (drawn in blocked_color()); values
       // shown to the user come from the full-resolution data, never from here.
       map_->data()->setCell(bj, bi, d->drawn[static_cast<size_t>(bi) * c + bj]);
     }

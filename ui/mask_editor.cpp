@@ -1,6 +1,8 @@
 // MaskEditor: grid painting, presets and undo.
 #include "ui/mask_editor.h"
 
+#include "ui/colormaps.h"
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QMouseEvent>
@@ -75,7 +77,8 @@ class MaskGrid : public QWidget {
         const QRectF r(a.left() + j * c, a.top() + i * c, c, c);
         const bool b = e_->blocked(head, i, j) || (stroke_.count({i, j}) && paint_value_);
         const bool pending_clear = stroke_.count({i, j}) && !paint_value_;
-        p.fillRect(r, (b && !pending_clear) ? QColor(120, 40, 40) : QColor(0x21, 0x91, 0x8c));
+        // blocked as in the heatmaps; visible in viridis' middle colour
+        p.fillRect(r, (b && !pending_clear) ? blocked_color("viridis") : QColor(0x21, 0x91, 0x8c));
       }
     if (c >= 6) {
       p.setPen(QPen(palette().base().color(), 1));

@@ -12,7 +12,7 @@ mode=$1
 out=$2
 CXX=${ATTNLAB_FUZZ_CXX:-clang++}
 FLAGS=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root")
-SOURCES=(config safetensors npy tokenizer mask dataset)
+SOURCES=(config weights safetensors npy tokenizer input mask dataset)
 HARNESSES=(safetensors config vocab dataset npy mask_spec)
 
 if [ "$mode" = build ]; then
