@@ -613,3 +613,68 @@ TEST_CASE("heatmap pixels: 1 x 1 and 1 x 7 grids are drawn in their values' colo
     CHECK(nearest >= 40);
   }
 }
+
+TEST_CASE("shortcuts act where the user works: Ctrl+Z after painting undoes the mask, Ctrl+E exports from the text box",
+          "[ui][keys]") {
+  MainWindow w;
+  w.resize(1280, 720);
+  w.useModel(test_model(), "test");
+  w.show();
+  QApplication::setActiveWindow(&w);
+  ExploreView* e = w.explore();
+  auto* edit = e->findChild<QLineEdit*>("text");
+  edit->setFocus();
+  QTest::keyClicks(edit, "abcd");
+  e->flush();
+  REQUIRE(e->showPage("mask"));
+  QApplication::processEvents();
+  MaskEditor* m = e->maskEditor();
+  edit->setFocus();  // the user typed, then paints without touching the keyboard
+  QTest::mouseClick(m->gridWidget(), Qt::LeftButton, {}, m->cellCenter(2, 1));
+  e->flush();
+  REQUIRE(m->blocked(0, 2, 1));
+  QWidget* focus = QApplication::focusWidget();
+  REQUIRE(focus);
+  QTest::keyClick(focus, Qt::Key_Z, Qt::ControlModifier);
+  e->flush();
+  CHECK(edit->text() == "abcd");  // the text is untouched
+  REQUIRE(m->rows() == 4);
+  CHECK_FALSE(m->blocked(0, 2, 1));  // and the mask edit is undone
+  // Ctrl+E with the cursor in the text box reaches the window's export action (a dialog opens).
+  edit->setFocus();
+  bool dialog_seen = false;
+  QTimer::singleShot(300, [&] {
+    if (QWidget* modal = QApplication::activeModalWidget()) {
+      dialog_seen = true;
+      modal->close();
+    }
+  });
+  QTest::keyClick(edit, Qt::Key_E, Qt::ControlModifier);
+  QTest::qWait(400);
+  CHECK(dialog_seen);
+  CHECK(edit->text() == "abcd");
+}
+
+TEST_CASE("clearing the text clears the views, labels and token count", "[ui][stale]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  ExploreView* e = w.explore();
+  QString last_status;
+  QObject::connect(e, &ExploreView::status, [&](const QString& s) { last_status = s; });
+  e->setText("abcd");
+  e->flush();
+  REQUIRE(e->headView(0)->data().rows == 4);
+  CHECK(last_status.contains("4 tokens"));
+  e->setText("a");
+  e->flush();
+  CHECK(last_status.contains("| 1 token |"));
+  e->setText("");
+  e->flush();
+  CHECK(e->result() == nullptr);
+  CHECK(e->tokenModel()->rowCount() == 0);
+  for (int h = 0; h < e->headCount(); ++h) {
+    CHECK(e->headView(h)->data().rows == 0);
+    CHECK(e->headView(h)->data().row_labels.isEmpty());
+  }
+  CHECK_FALSE(last_status.contains("tokens"));
+}

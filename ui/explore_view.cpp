@@ -11,6 +11,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QKeyEvent>
 #include <QListView>
 #include <QPushButton>
 #include <QScrollArea>
@@ -50,10 +51,12 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* inputs = new QHBoxLayout;
   text_ = new QLineEdit(this);
   text_->setObjectName("text");
+  text_->installEventFilter(this);
   text_->setPlaceholderText("Type text: every head's attention updates as you type");
   cross_on_ = new QCheckBox("Cross-attention with:", this);
   cross_text_ = new QLineEdit(this);
   cross_text_->setObjectName("crossText");
+  cross_text_->installEventFilter(this);
   cross_text_->setPlaceholderText("second text (keys and values)");
   cross_text_->setEnabled(false);
   inputs->addWidget(new QLabel("Text:", this));
@@ -201,7 +204,11 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
     result_.reset();
     grids_.clear();
     mask_grid_ = {};
+    row_labels_.clear();
+    col_labels_.clear();
     render();
+    emit warnings({});
+    emit status("no input: type some text");
   });
   connect(controller_, &ExploreController::failed, this, [this](const QString& error) {
     notice_->setText(error);
@@ -240,6 +247,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
     }
   }
   if (layer_ >= c.num_layers) layer_ = 0;
+  updateLayerLabel();
   result_.reset();
   controller_->setModel(model_);
 }
@@ -284,7 +292,7 @@ void ExploreView::setLayer(int layer) {
   layer_slider_->blockSignals(true);
   layer_slider_->setValue(layer);
   layer_slider_->blockSignals(false);
-  layer_label_->setText(QString("layer %1 / %2").arg(layer).arg(model_->config.num_layers - 1));
+  updateLayerLabel();
   if (changed) {
     const qint64 start = clock_.nsecsElapsed();
     render();
@@ -298,6 +306,12 @@ void ExploreView::setLayer(int layer) {
       });
     }
   }
+}
+
+// Layers are numbered from 0 everywhere (titles, exports, --layer); the label gives the range.
+void ExploreView::updateLayerLabel() {
+  if (!model_) return;
+  layer_label_->setText(QString("layer %1 (0-%2)").arg(layer_).arg(model_->config.num_layers - 1));
 }
 
 void ExploreView::setColormap(const QString& name) {
@@ -391,9 +405,10 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   QStringList warn;
   for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
   emit warnings(warn);
-  emit status(QString("backend %1 (%2) | %3 tokens | forward %4 ms%5")
+  const size_t n = result_->ids.size();
+  emit status(QString("backend %1 (%2) | %3 | forward %4 ms%5")
                   .arg(out.backend, out.device)
-                  .arg(result_->ids.size())
+                  .arg(n == 1 ? QString("1 token") : QString("%1 tokens").arg(n))
                   .arg(result_->millis, 0, 'f', 1)
                   .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
   if (perf_log_) {
@@ -465,6 +480,16 @@ void ExploreView::openHead(int layer, int head) {
   d.title = QString("layer %1, head %2").arg(layer).arg(head);
   big_->setData(std::move(d));
   if (tabs_->currentWidget() != big_) tabs_->setCurrentWidget(big_);
+}
+
+// The text boxes would take Ctrl+E (end of line on X11) before the window's export shortcut sees
+// it: leave that key to the window.
+bool ExploreView::eventFilter(QObject* obj, QEvent* ev) {
+  if ((obj == text_ || obj == cross_text_) && ev->type() == QEvent::ShortcutOverride) {
+    auto* ke = static_cast<QKeyEvent*>(ev);
+    if (ke->key() == Qt::Key_E && ke->modifiers() == Qt::ControlModifier) return true;  // not accepted
+  }
+  return QWidget::eventFilter(obj, ev);
 }
 
 bool ExploreView::showPage(const QString& name) {

@@ -63,6 +63,11 @@ class ExploreView : public QWidget {
   QTabWidget* tabs() const { return tabs_; }
   // The pages by name (never by index): "heads", "layers", "head", "mask". False for another name.
   bool showPage(const QString& name);
+
+ protected:
+  bool eventFilter(QObject* obj, QEvent* ev) override;
+
+ public:
   int exportDpi() const { return export_dpi_; }
   void setExportDpi(int dpi) { export_dpi_ = dpi; }
   // Writes the current head / layer / every layer to FILE (.png .svg .pdf .csv .npy).
@@ -80,6 +85,7 @@ class ExploreView : public QWidget {
   void render();
   void renderOverview();
   void rebuildHeadGrid(int heads);
+  void updateLayerLabel();
   void openHead(int layer, int head);
   MaskSpec currentMask() const;
 

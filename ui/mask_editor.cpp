@@ -154,6 +154,9 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
   bar->addStretch();
   layout->addLayout(bar);
   grid_ = new MaskGrid(this);
+  // A click gives the grid keyboard focus, so Ctrl+Z after painting undoes the painting (the
+  // Mask menu's action), not the last edit of the text box that had focus before.
+  grid_->setFocusPolicy(Qt::ClickFocus);
   layout->addWidget(grid_, 1);
   connect(head, &QComboBox::currentIndexChanged, this,
           [this, head](int) { setTargetHead(head->currentData().toInt()); });
