@@ -678,3 +678,21 @@ TEST_CASE("clearing the text clears the views, labels and token count", "[ui][st
   }
   CHECK_FALSE(last_status.contains("tokens"));
 }
+
+TEST_CASE("the window fits a 1280x720 screen on every tab", "[ui][layout]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.explore()->setText("the film was not very good");
+  w.explore()->flush();
+  for (QWidget* tab : {static_cast<QWidget*>(w.explore()), static_cast<QWidget*>(w.train())}) {
+    w.tabs()->setCurrentWidget(tab);
+    w.resize(1280, 720);
+    w.show();
+    QApplication::processEvents();
+    CAPTURE(tab->metaObject()->className(), w.minimumSizeHint().width(), w.minimumSizeHint().height());
+    CHECK(w.minimumSizeHint().width() <= 1280);
+    CHECK(w.minimumSizeHint().height() <= 720);
+    CHECK(w.height() <= 720);
+    CHECK(w.width() <= 1280);
+  }
+}

@@ -85,8 +85,14 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   split->setObjectName("exploreSplitter");
   root->addWidget(split, 1);
 
-  // --- left: masks, prediction, display options
-  auto* left = new QWidget(split);
+  // --- left: masks, prediction, display options; scrolls rather than setting the window's
+  // minimum height (the window fits a 1280x720 screen)
+  auto* left_scroll = new QScrollArea(split);
+  left_scroll->setWidgetResizable(true);
+  left_scroll->setFrameShape(QFrame::NoFrame);
+  left_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  auto* left = new QWidget;
+  left_scroll->setWidget(left);
   auto* lv = new QVBoxLayout(left);
   auto* masks = new QGroupBox("Masks", left);
   auto* mf = new QFormLayout(masks);
@@ -131,7 +137,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   prediction_->setTextFormat(Qt::RichText);
   lv->addWidget(prediction_);
   lv->addStretch();
-  left->setMaximumWidth(300);
+  left_scroll->setMaximumWidth(300);
 
   // --- right: layer controls and the views
   auto* right = new QWidget(split);
@@ -165,7 +171,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   editor_ = new MaskEditor;
   tabs_->addTab(editor_, "Mask editor");
   rv->addWidget(tabs_, 1);
-  split->addWidget(left);
+  split->addWidget(left_scroll);
   split->addWidget(right);
   split->setStretchFactor(1, 1);
 

@@ -176,7 +176,12 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   lv->addStretch();
 
   // ---------- right column: run, curves, heads, results
-  auto* right = new QWidget(split);
+  // The right column scrolls too, so the window fits a 1280x720 screen.
+  auto* right_scroll = new QScrollArea(split);
+  right_scroll->setWidgetResizable(true);
+  right_scroll->setFrameShape(QFrame::NoFrame);
+  auto* right = new QWidget;
+  right_scroll->setWidget(right);
   auto* rv = new QVBoxLayout(right);
   auto* buttons = new QHBoxLayout;
   train_ = new QPushButton("Train", right);
@@ -239,7 +244,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   confusion_->setToolTip("Confusion matrix on the validation rows: true label (rows) x predicted (columns)");
   rv->addWidget(confusion_);
   split->addWidget(left_scroll);
-  split->addWidget(right);
+  split->addWidget(right_scroll);
   split->setStretchFactor(1, 1);
 
   connect(data_choice_, &QComboBox::currentIndexChanged, this, [this](int i) {
