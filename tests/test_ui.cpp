@@ -696,3 +696,32 @@ TEST_CASE("the window fits a 1280x720 screen on every tab", "[ui][layout]") {
     CHECK(w.width() <= 1280);
   }
 }
+
+TEST_CASE("the Train tab after a run: no time left shown, labelled confusion matrix, another dataset clears the run",
+          "[ui][train][stale]") {
+  QTemporaryDir dir;
+  MainWindow w;
+  TrainView* t = w.train();
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(300, 3)))));
+  t->applyPreset("tiny (fast)");
+  t->setEpochs(1);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  CHECK_FALSE(t->progressText().contains("left"));  // the estimate is for running runs only
+  CHECK(t->progressText().startsWith("finished"));
+  QTableWidget* cm = t->confusionTable();
+  REQUIRE(cm->rowCount() == 2);
+  CHECK(cm->verticalHeaderItem(0)->text() == "actual negative");
+  CHECK(cm->horizontalHeaderItem(1)->text() == "predicted positive");
+  REQUIRE(t->snapshotCount() >= 1);
+  // Another dataset: nothing of the run stays (heads, timeline, matrix, curves, progress).
+  REQUIRE(t->loadDataset(write_tsv(dir, "fl.tsv", examples_to_tsv(make_first_last_task(200, 2)))));
+  CHECK(t->snapshotCount() == 0);
+  CHECK(cm->rowCount() == 0);
+  CHECK(t->lossCurve()->pointCount(0) == 0);
+  CHECK(t->progressText().isEmpty());
+  CHECK_FALSE(t->trainedModel());
+  // An error after a success is shown in red.
+  CHECK_FALSE(t->loadDataset(dir.filePath("missing.tsv")));
+  CHECK(t->messageLabel()->styleSheet().contains("#a00"));
+}

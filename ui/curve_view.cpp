@@ -21,7 +21,12 @@ CurveView::CurveView(const QString& x_label, QWidget* parent) : QWidget(parent),
   plot_->xAxis->setLabel(x_label);
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), 8));
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  // The legend sits above the axis rect, in its own row: it never covers the data.
+  plot_->plotLayout()->insertRow(0);
+  plot_->plotLayout()->addElement(0, 0, plot_->legend);
+  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
+  plot_->legend->setBorderPen(Qt::NoPen);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
@@ -46,12 +51,47 @@ void CurveView::setAxisLabels(const QString& left, const QString& right) {
 void CurveView::append(int series, double x, double y) {
   if (!std::isfinite(y)) return;  // a diverged step is reported in words, not plotted
   graphs_.at(static_cast<size_t>(series))->addData(x, y);
-  plot_->rescaleAxes();
+  rescale();
   plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void CurveView::setYRange(double lo, double hi) {
+  fixed_y_ = true;
+  y_lo_ = lo, y_hi_ = hi;
+  rescale();
+}
+
+void CurveView::setIntegerX(int first) {
+  x_first_ = first;
+  QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
+  t->setTickStep(1.0);
+  t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  plot_->xAxis->setTicker(t);
+  rescale();
+}
+
+// Data ranges with a margin (markers at the ends stay whole); fixed axes stay fixed.
+void CurveView::rescale() {
+  plot_->rescaleAxes();
+  const double pad_y = fixed_y_ ? 0.04 * (y_hi_ - y_lo_) : 0.06 * std::max(1e-9, plot_->yAxis->range().size());
+  if (fixed_y_)
+    plot_->yAxis->setRange(y_lo_ - pad_y, y_hi_ + pad_y);
+  else
+    plot_->yAxis->setRange(plot_->yAxis->range().lower - pad_y, plot_->yAxis->range().upper + pad_y);
+  QCPRange x = plot_->xAxis->range();
+  if (x_first_ >= 0) {
+    x.lower = std::min(x.lower, static_cast<double>(x_first_));
+    x.upper = std::max(x.upper, static_cast<double>(x_first_));
+    plot_->xAxis->setRange(x.lower - 0.3, x.upper + 0.3);
+  } else {
+    const double pad_x = 0.02 * std::max(1.0, x.size());
+    plot_->xAxis->setRange(x.lower - pad_x, x.upper + pad_x);
+  }
 }
 
 void CurveView::clear() {
   for (QCPGraph* g : graphs_) g->data()->clear();
+  rescale();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 

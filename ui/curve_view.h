@@ -17,6 +17,10 @@ class CurveView : public QWidget {
   // Adds a series; returns its index. right: plot against the right-hand axis.
   int addSeries(const QString& name, const QColor& color, bool right = false, bool dots = false);
   void setAxisLabels(const QString& left, const QString& right = {});
+  // A fixed left-axis range (shown with a small margin so end markers are not clipped).
+  void setYRange(double lo, double hi);
+  // Integer x ticks starting at `first` (epochs).
+  void setIntegerX(int first);
   void append(int series, double x, double y);
   void clear();
   int pointCount(int series) const;
@@ -30,7 +34,12 @@ class CurveView : public QWidget {
  private:
   QCustomPlot* plot_;
   std::vector<QCPGraph*> graphs_;
+  void rescale();
+
   QString x_label_;
+  bool fixed_y_ = false;
+  double y_lo_ = 0, y_hi_ = 1;
+  int x_first_ = -1;  // >= 0: integer x axis from this value
 };
 
 }  // namespace attnlab

@@ -210,6 +210,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   acc_ = new CurveView("epoch", right);
   acc_->addSeries("validation accuracy", QColor(44, 160, 44), false, true);
   acc_->setAxisLabels("accuracy");
+  acc_->setYRange(0.0, 1.0);  // accuracy is a fraction: a fixed axis, never -2..4 or a zoomed 0.806..0.864
+  acc_->setIntegerX(1);       // epochs, from 1
   curves->addWidget(loss_, 3);
   curves->addWidget(acc_, 2);
   rv->addLayout(curves, 2);
@@ -312,8 +314,36 @@ void TrainView::setDataDir(const QString& dir) {
 }
 
 void TrainView::fail(const QString& message) {
+  message_->setStyleSheet("color: #a00;");  // errors in red, whatever the last message was
   message_->setText(message);
   emit status(message);
+}
+
+// Everything a run shows (curves, live heads, timeline, confusion matrix, progress, message):
+// cleared when a run starts and when another dataset is chosen, so nothing of an earlier run or
+// dataset stays on screen.
+void TrainView::resetRunViews() {
+  loss_->clear();
+  acc_->clear();
+  smoothed_ = -1;
+  snapshots_.clear();
+  timeline_->setRange(0, 0);
+  timeline_label_->setText("no snapshots yet");
+  confusion_->clear();
+  confusion_->setRowCount(0);
+  confusion_->setColumnCount(0);
+  message_->clear();
+  progress_->setValue(0);
+  progress_label_->clear();
+  for (HeatmapView* h : head_views_) h->deleteLater();
+  head_views_.clear();
+  trained_.reset();
+  save_->setEnabled(false);
+  explore_->setEnabled(false);
+}
+
+QString TrainView::progressText() const {
+  return progress_label_->text();
 }
 
 QString TrainView::message() const {
@@ -321,6 +351,11 @@ QString TrainView::message() const {
 }
 
 bool TrainView::loadDataset(const QString& path) {
+  if (isTraining()) {
+    fail("Stop the training run before choosing another dataset.");
+    return false;
+  }
+  if (path != dataset_path_) resetRunViews();
   DatasetOptions opt;
   opt.strict = false;
   if (path == dataset_path_) {
@@ -445,18 +480,8 @@ bool TrainView::startTraining() {
     return false;
   }
   const Model& model = *job.model;
-  // reset the run's views
-  loss_->clear();
-  acc_->clear();
-  smoothed_ = -1;
-  snapshots_.clear();
-  timeline_->setRange(0, 0);
-  confusion_->clear();
-  confusion_->setRowCount(0);
-  message_->clear();
+  resetRunViews();
   probe_layer_->setRange(0, model.config.num_layers - 1);
-  for (HeatmapView* h : head_views_) h->deleteLater();
-  head_views_.clear();
   for (int h = 0; h < model.config.num_heads; ++h) {
     auto* v = new HeatmapView(this);
     v->setMaxCells(64);
@@ -531,6 +556,13 @@ void TrainView::onFinished(const TrainOutcome& outcome) {
   const TrainResult& r = outcome.result;
   const EvalResult& ev = outcome.eval;
   setRunning(false);
+  // No time left to estimate any more: say where the run ended instead.
+  progress_label_->setText(QString("%1 after %2 of %3 steps")
+                               .arg(r.cancelled  ? "stopped"
+                                    : r.diverged ? "diverged"
+                                                 : "finished")
+                               .arg(progress_->value())
+                               .arg(progress_->maximum()));
   trained_ = outcome.model;
   save_->setEnabled(true);
   explore_->setEnabled(true);
@@ -545,10 +577,13 @@ void TrainView::onFinished(const TrainOutcome& outcome) {
   const int C = static_cast<int>(ev.confusion.size());
   confusion_->setRowCount(C);
   confusion_->setColumnCount(C + 1);
-  QStringList labels;
-  for (int k = 0; k < C; ++k) labels << QString::fromStdString(trained_->label(k));
-  confusion_->setVerticalHeaderLabels(labels);
-  confusion_->setHorizontalHeaderLabels(QStringList(labels) << "class accuracy");
+  QStringList actual, predicted;
+  for (int k = 0; k < C; ++k) {
+    actual << "actual " + QString::fromStdString(trained_->label(k));
+    predicted << "predicted " + QString::fromStdString(trained_->label(k));
+  }
+  confusion_->setVerticalHeaderLabels(actual);
+  confusion_->setHorizontalHeaderLabels(predicted << "class accuracy");
   for (int a = 0; a < C; ++a) {
     for (int b = 0; b < C; ++b)
       confusion_->setItem(
@@ -556,6 +591,7 @@ void TrainView::onFinished(const TrainOutcome& outcome) {
     const double acc = ev.class_accuracy[static_cast<size_t>(a)];
     confusion_->setItem(a, C, new QTableWidgetItem(std::isnan(acc) ? "-" : QString::number(acc, 'f', 4)));
   }
+  confusion_->resizeColumnsToContents();  // headers such as "predicted negative" in full
   emit status(r.cancelled ? "training stopped" : r.diverged ? "training diverged" : "training finished");
 }
 

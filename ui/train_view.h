@@ -56,6 +56,9 @@ class TrainView : public QWidget {
   CurveView* accuracyCurve() const { return acc_; }
   int snapshotCount() const { return static_cast<int>(snapshots_.size()); }
   QPushButton* trainButton() const { return train_; }
+  QString progressText() const;
+  QTableWidget* confusionTable() const { return confusion_; }
+  QLabel* messageLabel() const { return message_; }
 
  signals:
   void openInExplore(std::shared_ptr<const attnlab::Model> model, const QString& name);
@@ -73,6 +76,7 @@ class TrainView : public QWidget {
   void onFinished(const TrainOutcome& outcome);
   void onSnapshot(const Snapshot& s);
   void setRunning(bool running);
+  void resetRunViews();
   void fail(const QString& message);
 
   // data
