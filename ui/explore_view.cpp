@@ -314,6 +314,22 @@ void ExploreView::setLayer(int layer) {
   }
 }
 
+// One label step for every head of the grid (the densest any of them needs), so all heads show
+// the same tokens; recomputed when the grid is laid out anew.
+void ExploreView::syncLabelSteps() {
+  int k = 1;
+  for (HeatmapView* h : heads_) {
+    if (h->data().empty()) return;
+    k = std::max(k, h->autoLabelStep());
+  }
+  for (HeatmapView* h : heads_) h->setLabelStep(k);
+}
+
+void ExploreView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  QTimer::singleShot(0, this, [this] { syncLabelSteps(); });  // after the heads have their new sizes
+}
+
 // Layers are numbered from 0 everywhere (titles, exports, --layer); the label gives the range.
 void ExploreView::updateLayerLabel() {
   if (!model_) return;
@@ -448,6 +464,7 @@ void ExploreView::render() {
     d.title = QString("head %1").arg(h);
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
   }
+  syncLabelSteps();
   mask_view_->setData(mask_grid_);
   if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
   overview_dirty_ = true;

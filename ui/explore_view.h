@@ -66,6 +66,7 @@ class ExploreView : public QWidget {
 
  protected:
   bool eventFilter(QObject* obj, QEvent* ev) override;
+  void resizeEvent(QResizeEvent* e) override;
 
  public:
   int exportDpi() const { return export_dpi_; }
@@ -86,6 +87,7 @@ class ExploreView : public QWidget {
   void renderOverview();
   void rebuildHeadGrid(int heads);
   void updateLayerLabel();
+  void syncLabelSteps();
   void openHead(int layer, int head);
   MaskSpec currentMask() const;
 

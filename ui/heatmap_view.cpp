@@ -32,8 +32,8 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   auto* group = new QCPMarginGroup(plot_);
   plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, group);
   scale_->setMarginGroup(QCP::msBottom | QCP::msTop, group);
-  plot_->yAxis->setRangeReversed(true);  // query 0 at the top
-  plot_->xAxis->setTickLabelRotation(60);
+  plot_->yAxis->setRangeReversed(true);    // query 0 at the top
+  plot_->xAxis->setTickLabelRotation(90);  // vertical: each key label is one line of text wide
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   setGradient(gradient_);
 }
@@ -73,6 +73,28 @@ void HeatmapView::setData(HeatmapData data) {
   rebuild();
 }
 
+void HeatmapView::setLabelStep(int k) {
+  if (k == label_step_) return;
+  label_step_ = k;
+  rebuild();
+}
+
+int HeatmapView::autoLabelStep() const {
+  if (data_.empty()) return 1;
+  // The axis rect once laid out (a first guess before that); the smaller axis decides, so rows
+  // and columns of a self-attention map carry the same labels.
+  const QRect ar = plot_->axisRect()->rect();
+  const int w = std::max(40, ar.width() > 10 ? ar.width() : plot_->width() - 140);
+  const int h = std::max(40, ar.height() > 10 ? ar.height() : plot_->height() - 120);
+  int rows = data_.drawn_rows, cols = data_.drawn_cols;
+  const int f = std::max(1, static_cast<int>(std::ceil(std::max(rows, cols) / static_cast<double>(max_cells_))));
+  rows = (rows + f - 1) / f, cols = (cols + f - 1) / f;
+  const double pitch = std::min(w / static_cast<double>(std::max(1, cols)), h / static_cast<double>(std::max(1, rows)));
+  // a line of text plus room for the axis rect to shrink when the labels change its margins
+  const int line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 4;
+  return std::max(1, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
+}
+
 QSize HeatmapView::drawnSize() const {
   return {map_->data()->keySize(), map_->data()->valueSize()};
 }
@@ -108,26 +130,40 @@ void HeatmapView::rebuild() {
   plot_->yAxis->setRange(-0.5, r - 0.5);
 
   if (!compact_) {
-    // As many token labels as fit: one per ~14 pixels of axis.
-    auto label_ticker = [&](const QStringList& labels, int n, int pixels) {
+    // Token labels on every `step`-th drawn cell of both axes: all of them while they are at
+    // least a line of text apart, else every k-th (then with the position, and the axis title
+    // says so). Never two labels on top of each other.
+    used_step_ = label_step_ > 0 ? label_step_ : autoLabelStep();
+    const int step = used_step_;
+    auto label_ticker = [&](const QStringList& labels, int n) {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
-      const int fit = std::max(2, pixels / 14);
-      const int step = std::max(1, static_cast<int>(std::ceil(n / static_cast<double>(fit))));
       for (int k = 0; k < n; k += step) {
         const int src = k * factor_;
-        const QString label = src < labels.size() ? labels[src] : QString::number(src);
-        t->addTick(k, label.left(12));
+        QString label = src < labels.size() ? labels[src].left(12) : QString();
+        if (step > 1 || factor_ > 1 || label.isEmpty()) label = QString("%1 %2").arg(src).arg(label).trimmed();
+        t->addTick(k, label);
       }
       return t;
     };
-    // The axis rect's size once laid out (a first guess before that).
-    const QRect ar = plot_->axisRect()->rect();
-    const int w = std::max(60, ar.width() > 10 ? ar.width() : plot_->width() - 120);
-    const int h = std::max(60, ar.height() > 10 ? ar.height() : plot_->height() - 100);
-    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, w));
-    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, h));
-    plot_->xAxis->setLabel(factor_ > 1 ? QString("keys (max of %1x%1 blocks)").arg(factor_) : "keys");
-    plot_->yAxis->setLabel("queries");
+    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c));
+    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r));
+    auto title = [&](const char* what) {
+      QStringList notes;
+      if (factor_ > 1) notes << QString("max of %1x%1 blocks").arg(factor_);
+      const int every = step * factor_;
+      if (every > 1) {
+        const int mod100 = every % 100, mod10 = every % 10;
+        const char* suffix = (mod100 >= 11 && mod100 <= 13) ? "th"
+                             : mod10 == 1                   ? "st"
+                             : mod10 == 2                   ? "nd"
+                             : mod10 == 3                   ? "rd"
+                                                            : "th";
+        notes << QString("every %1%2 token").arg(every).arg(suffix);
+      }
+      return notes.isEmpty() ? QString(what) : QString("%1 (%2)").arg(what, notes.join(", "));
+    };
+    plot_->xAxis->setLabel(title("keys"));
+    plot_->yAxis->setLabel(title("queries"));
   }
   if (!data_.title.isEmpty()) {
     if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {

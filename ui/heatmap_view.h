@@ -32,6 +32,13 @@ class HeatmapView : public QWidget {
   void setFixedRange(bool fixed) { fixed_range_ = fixed; }
   // Number of cells per axis actually drawn (after downsampling).
   QSize drawnSize() const;
+  // Token labels: every k-th drawn cell gets one (0: chosen from this view's own size). A view
+  // of several heads sets one k for all of them, so they show the same labels.
+  void setLabelStep(int k);
+  // The k this view would choose for its size: labels at least a line of text apart.
+  int autoLabelStep() const;
+  // The step in use (after rebuild).
+  int labelStep() const { return used_step_; }
   QCustomPlot* plot() const { return plot_; }
 
  signals:
@@ -51,6 +58,7 @@ class HeatmapView : public QWidget {
   bool compact_ = false, annotate_ = false, fixed_range_ = false;
   int max_cells_ = 512;
   int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
+  int label_step_ = 0, used_step_ = 1;
 };
 
 }  // namespace attnlab
