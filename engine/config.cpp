@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/io_util.h"
 #include "engine/tensor.h"
 
 namespace attnlab {
@@ -126,7 +127,7 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse errors, and out_of_range for numbers like 1e99999
-    throw Error(where + ": not valid JSON (" + e.what() + ")");
+    throw Error(where + ": not valid JSON (" + json_error_text(e.what()) + ")");
   }
   if (!j.is_object()) throw Error(where + ": expected a JSON object");
   ModelConfig c;

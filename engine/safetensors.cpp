@@ -83,7 +83,7 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
   } catch (const json::exception& e) {  // parse errors, and out_of_range for numbers like 1e99999
-    throw Error(where + ": header is not valid JSON (" + e.what() + ")");
+    throw Error(where + ": header is not valid JSON (" + json_error_text(e.what()) + ")");
   }
   if (!header.is_object()) throw Error(where + ": header is not a JSON object");
   const uint64_t data_size = bytes.size() - 8 - n;
