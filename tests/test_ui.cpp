@@ -568,10 +568,11 @@ TEST_CASE("heatmap pooling: max of each block, all-blocked blocks, the colour-sc
 
 namespace {
 
-// The colour drawn at the centre of cell (i, j) of a heatmap view.
-QColor cell_pixel(HeatmapView* v, int i, int j) {
+// The colour drawn at (i + di, j + dj) in cell units of a heatmap view (cell (i, j) spans
+// i +- 0.5, j +- 0.5 when the cells line up with their labels).
+QColor cell_pixel(HeatmapView* v, int i, int j, double di = 0, double dj = 0) {
   const QImage img = v->plot()->toPixmap().toImage();
-  const double x = v->plot()->xAxis->coordToPixel(j), y = v->plot()->yAxis->coordToPixel(i);
+  const double x = v->plot()->xAxis->coordToPixel(j + dj), y = v->plot()->yAxis->coordToPixel(i + di);
   return img.pixelColor(static_cast<int>(std::lround(x)), static_cast<int>(std::lround(y)));
 }
 
@@ -594,18 +595,21 @@ TEST_CASE("heatmap pixels: 1 x 1 and 1 x 7 grids are drawn in their values' colo
     v.setData(owned_heatmap({1.0f}, {}, 1, 1, 256));
     QApplication::processEvents();
     v.plot()->replot();
-    CHECK(color_distance(cell_pixel(&v, 0, 0), QColor(g.color(1.0, QCPRange(0, 1)))) <= 12);
+    for (const double d : {-0.4, 0.0, 0.4})
+      CHECK(color_distance(cell_pixel(&v, 0, 0, d, d), QColor(g.color(1.0, QCPRange(0, 1)))) <= 12);
     // One query, seven keys, key 3 blocked: each cell its own colour on the 0..max scale.
     std::vector<float> vals = {0.05f, 0.1f, 0.2f, 0.0f, 0.15f, 0.3f, 0.2f};
     std::vector<uint8_t> blocked = {0, 0, 0, 1, 0, 0, 0};
     v.setData(owned_heatmap(vals, blocked, 1, 7, 256));
     QApplication::processEvents();
     v.plot()->replot();
-    for (int j = 0; j < 7; ++j) {
-      CAPTURE(j);
-      const QColor want = blocked[j] ? blocked_color(name) : QColor(g.color(vals[j], QCPRange(0, 0.3)));
-      CHECK(color_distance(cell_pixel(&v, 0, j), want) <= 12);  // the gradient draws 256 levels
-    }
+    for (int j = 0; j < 7; ++j)
+      for (const double dj : {-0.38, 0.0, 0.38})  // the whole cell, centred on its label: no shift
+        for (const double di : {-0.38, 0.38}) {
+          CAPTURE(j, dj, di);
+          const QColor want = blocked[j] ? blocked_color(name) : QColor(g.color(vals[j], QCPRange(0, 0.3)));
+          CHECK(color_distance(cell_pixel(&v, 0, j, di, dj), want) <= 12);  // the gradient draws 256 levels
+        }
     // The blocked colour is far from every colour the map can draw (256 levels).
     int nearest = 1000;
     for (int k = 0; k <= 255; ++k)

@@ -1,6 +1,8 @@
 // Figure export through an off-screen QCustomPlot: a grid of colour maps sharing one scale.
 #include "ui/figure_export.h"
 
+#include "ui/heatmap_view.h"
+
 #include <QFile>
 #include <QFileInfo>
 #include <QSaveFile>
@@ -158,9 +160,9 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     y->setLabel("query");
     auto* map = new QCPColorMap(x, y);
     map->setInterpolate(false);
-    map->setTightBoundary(true);  // cell k centred on k, and one cell has a size (see HeatmapView)
+    map->setTightBoundary(false);
     map->data()->setSize(S, T);
-    map->data()->setRange(QCPRange(-0.5, S - 0.5), QCPRange(-0.5, T - 0.5));
+    map->data()->setRange(cell_centres(S), cell_centres(T));  // cell k centred on k
     const Tensor& t = r.probs(p.layer);
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < S; ++j)

@@ -11,6 +11,14 @@
 
 namespace attnlab {
 
+// The data range of a colour-map axis of n cells, so that cell k is centred on k: QCustomPlot
+// takes the range as the first and last cell centres and draws half a cell past them; one cell
+// has no distance between centres, so it gets a range of width 1 around 0 instead (a range of
+// (0, 0) draws nothing: one-token inputs were blank).
+QCPRange cell_centres(int n) {
+  return n == 1 ? QCPRange(-0.5, 0.5) : QCPRange(0, n - 1);
+}
+
 HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -19,12 +27,8 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
-  map_->setInterpolate(false);  // one flat colour per cell
-  // The image spans exactly [-0.5, n - 0.5] on each axis, so cell k is centred on k and a single
-  // cell (a one-token input) has a size: with loose boundaries QCustomPlot derives the cell size
-  // from the distance between the first and last centres, which is 0 for one cell, and draws
-  // nothing.
-  map_->setTightBoundary(true);
+  map_->setInterpolate(false);    // one flat colour per cell
+  map_->setTightBoundary(false);  // cells extend half a cell past the first and last centres
   scale_ = new QCPColorScale(plot_);
   plot_->plotLayout()->addElement(0, 1, scale_);
   scale_->setType(QCPAxis::atRight);
@@ -117,7 +121,7 @@ void HeatmapView::rebuild() {
   factor_ = d->factor;
   const int r = d->drawn_rows, c = d->drawn_cols;
   map_->data()->setSize(c, r);
-  map_->data()->setRange(QCPRange(-0.5, c - 0.5), QCPRange(-0.5, r - 0.5));
+  map_->data()->setRange(cell_centres(c), cell_centres(r));
   for (int bi = 0; bi < r; ++bi)
     for (int bj = 0; bj < c; ++bj) {
       // NaN is only the colour map's marker for "all blocked" (drawn in blocked_color()); values

@@ -13,8 +13,12 @@
 class QCustomPlot;
 class QCPColorMap;
 class QCPColorScale;
+class QCPRange;
 
 namespace attnlab {
+
+// The data range of a colour-map axis of n cells such that cell k is centred on k (any n >= 1).
+QCPRange cell_centres(int n);
 
 class HeatmapView : public QWidget {
   Q_OBJECT
