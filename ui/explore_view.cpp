@@ -269,6 +269,7 @@ void ExploreView::rebuildHeadGrid(int heads) {
     v->setAnnotate(annotate_->isChecked());
     v->setToolTip("Double-click to enlarge");
     connect(v, &HeatmapView::clicked, this, [this, h] { openHead(layer_, h); });
+    connect(v, &HeatmapView::labelStepsNeeded, this, &ExploreView::syncLabelSteps, Qt::QueuedConnection);
     heads_grid_->addWidget(v, h / cols, h % cols);
     heads_.push_back(v);
   }
@@ -317,12 +318,12 @@ void ExploreView::setLayer(int layer) {
 // One label step for every head of the grid (the densest any of them needs), so all heads show
 // the same tokens; recomputed when the grid is laid out anew.
 void ExploreView::syncLabelSteps() {
-  int k = 1;
+  QSize k(1, 1);
   for (HeatmapView* h : heads_) {
     if (h->data().empty()) return;
-    k = std::max(k, h->autoLabelStep());
+    k = k.expandedTo(h->autoLabelSteps());
   }
-  for (HeatmapView* h : heads_) h->setLabelStep(k);
+  for (HeatmapView* h : heads_) h->setLabelSteps(k);
 }
 
 void ExploreView::resizeEvent(QResizeEvent* e) {

@@ -77,26 +77,40 @@ void HeatmapView::setData(HeatmapData data) {
   rebuild();
 }
 
-void HeatmapView::setLabelStep(int k) {
-  if (k == label_step_) return;
-  label_step_ = k;
+void HeatmapView::setLabelSteps(QSize steps) {
+  if (steps == label_steps_) return;
+  label_steps_ = steps;
   rebuild();
 }
 
-int HeatmapView::autoLabelStep() const {
-  if (data_.empty()) return 1;
-  // The axis rect once laid out (a first guess before that); the smaller axis decides, so rows
-  // and columns of a self-attention map carry the same labels.
-  const QRect ar = plot_->axisRect()->rect();
-  const int w = std::max(40, ar.width() > 10 ? ar.width() : plot_->width() - 140);
-  const int h = std::max(40, ar.height() > 10 ? ar.height() : plot_->height() - 120);
+QSize HeatmapView::autoLabelSteps() const {
+  if (data_.empty()) return {1, 1};
+  // The axis rect these labels will leave: the plot minus the label widths (keys are written
+  // vertically, so their width is the bottom margin), the axis titles, the colour bar and the
+  // title row. Estimated from the font rather than read from the last layout, which the new
+  // labels would change again.
+  const QFontMetrics fm(plot_->xAxis->tickLabelFont());
+  auto widest = [&](const QStringList& labels) {
+    int wmax = fm.horizontalAdvance("0000 ");
+    for (const QString& l : labels) wmax = std::max(wmax, fm.horizontalAdvance("0000 " + l.left(12)));
+    return wmax;
+  };
+  const int title_h = QFontMetrics(plot_->xAxis->labelFont()).height() + 8;
+  const int bar = scale_->visible() ? 70 : 0;
+  const int head = data_.title.isEmpty() ? 0 : 24;
+  const int w = std::max(30, plot_->width() - widest(data_.row_labels) - title_h - bar - 24);
+  const int h = std::max(30, plot_->height() - widest(data_.col_labels) - title_h - head - 24);
   int rows = data_.drawn_rows, cols = data_.drawn_cols;
   const int f = std::max(1, static_cast<int>(std::ceil(std::max(rows, cols) / static_cast<double>(max_cells_))));
   rows = (rows + f - 1) / f, cols = (cols + f - 1) / f;
-  const double pitch = std::min(w / static_cast<double>(std::max(1, cols)), h / static_cast<double>(std::max(1, rows)));
-  // a line of text plus room for the axis rect to shrink when the labels change its margins
-  const int line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 4;
-  return std::max(1, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
+  // A line of text and a third (labels must not touch), plus room for the axis rect to shrink
+  // when the new labels widen its margins.
+  const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() * 1.35 + 4;
+  auto step = [&](int pixels, int n) {
+    const double pitch = pixels / static_cast<double>(std::max(1, n));
+    return std::max(1, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
+  };
+  return {step(w, cols), step(h, rows)};
 }
 
 QSize HeatmapView::drawnSize() const {
@@ -134,12 +148,12 @@ void HeatmapView::rebuild() {
   plot_->yAxis->setRange(-0.5, r - 0.5);
 
   if (!compact_) {
-    // Token labels on every `step`-th drawn cell of both axes: all of them while they are at
-    // least a line of text apart, else every k-th (then with the position, and the axis title
-    // says so). Never two labels on top of each other.
-    used_step_ = label_step_ > 0 ? label_step_ : autoLabelStep();
-    const int step = used_step_;
-    auto label_ticker = [&](const QStringList& labels, int n) {
+    // Token labels on every k-th drawn cell of each axis: all of them while they are at least a
+    // line of text apart, else every k-th (then with the position, and the axis title says so).
+    // Never two labels on top of each other.
+    const QSize own = autoLabelSteps();
+    used_steps_ = QSize(std::max(label_steps_.width(), own.width()), std::max(label_steps_.height(), own.height()));
+    auto label_ticker = [&](const QStringList& labels, int n, int step) {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
       for (int k = 0; k < n; k += step) {
         const int src = k * factor_;
@@ -149,11 +163,11 @@ void HeatmapView::rebuild() {
       }
       return t;
     };
-    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c));
-    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r));
-    auto title = [&](const char* what) {
+    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, used_steps_.width()));
+    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, used_steps_.height()));
+    auto title = [&](const char* what, int step) {
       QStringList notes;
-      if (factor_ > 1) notes << QString("max of %1x%1 blocks").arg(factor_);
+      if (factor_ > 1) notes << QString("%1x%1 max").arg(factor_);
       const int every = step * factor_;
       if (every > 1) {
         const int mod100 = every % 100, mod10 = every % 10;
@@ -162,12 +176,12 @@ void HeatmapView::rebuild() {
                              : mod10 == 2                   ? "nd"
                              : mod10 == 3                   ? "rd"
                                                             : "th";
-        notes << QString("every %1%2 token").arg(every).arg(suffix);
+        notes << QString("every %1%2").arg(every).arg(suffix);
       }
       return notes.isEmpty() ? QString(what) : QString("%1 (%2)").arg(what, notes.join(", "));
     };
-    plot_->xAxis->setLabel(title("keys"));
-    plot_->yAxis->setLabel(title("queries"));
+    plot_->xAxis->setLabel(title("keys", used_steps_.width()));
+    plot_->yAxis->setLabel(title("queries", used_steps_.height()));
   }
   if (!data_.title.isEmpty()) {
     if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {
@@ -194,7 +208,11 @@ void HeatmapView::rebuild() {
 }
 
 bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
-  if (obj == plot_ && ev->type() == QEvent::Resize && !compact_ && !data_.empty()) rebuild();  // label density
+  if (obj == plot_ && ev->type() == QEvent::Resize && !compact_ && !data_.empty()) {  // label density
+    const QSize before = used_steps_;
+    rebuild();
+    if (used_steps_ != before) emit labelStepsNeeded();
+  }
   if (obj == plot_ && ev->type() == QEvent::MouseButtonDblClick) {
     emit clicked();
     return true;

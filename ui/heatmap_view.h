@@ -36,13 +36,19 @@ class HeatmapView : public QWidget {
   void setFixedRange(bool fixed) { fixed_range_ = fixed; }
   // Number of cells per axis actually drawn (after downsampling).
   QSize drawnSize() const;
-  // Token labels: every k-th drawn cell gets one (0: chosen from this view's own size). A view
-  // of several heads sets one k for all of them, so they show the same labels.
-  void setLabelStep(int k);
-  // The k this view would choose for its size: labels at least a line of text apart.
-  int autoLabelStep() const;
-  // The step in use (after rebuild).
-  int labelStep() const { return used_step_; }
+  // Token labels: every k-th drawn cell of an axis gets one. A view of several heads sets the
+  // steps for all of them (the densest any needs), so they show the same labels; a view never
+  // goes below what its own size needs, so labels never overlap.
+  void setLabelSteps(QSize steps);  // width = keys (x), height = queries (y); 0 = own choice
+  // The steps this view needs for its size: labels at least a line of text apart.
+  QSize autoLabelSteps() const;
+  QSize labelSteps() const { return used_steps_; }
+
+ signals:
+  // The steps this view needs changed (it was resized): a grid of heads re-synchronises.
+  void labelStepsNeeded();
+
+ public:
   QCustomPlot* plot() const { return plot_; }
 
  signals:
@@ -62,7 +68,7 @@ class HeatmapView : public QWidget {
   bool compact_ = false, annotate_ = false, fixed_range_ = false;
   int max_cells_ = 512;
   int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
-  int label_step_ = 0, used_step_ = 1;
+  QSize label_steps_{0, 0}, used_steps_{1, 1};
 };
 
 }  // namespace attnlab
