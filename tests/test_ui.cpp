@@ -672,6 +672,11 @@ TEST_CASE("clearing the text clears the views, labels and token count", "[ui][st
   e->setText("a");
   e->flush();
   CHECK(last_status.contains("| 1 token |"));
+  e->setCrossText("xyz");
+  e->flush();
+  CHECK(last_status.contains("| 1 token attending to 3 |"));
+  e->setCrossText("");
+  e->flush();
   e->setText("");
   e->flush();
   CHECK(e->result() == nullptr);

@@ -429,9 +429,11 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
   emit warnings(warn);
   const size_t n = result_->ids.size();
+  QString count = n == 1 ? QString("1 token") : QString("%1 tokens").arg(n);
+  if (result_->is_cross()) count += QString(" attending to %1").arg(result_->cross_ids.size());
   emit status(QString("backend %1 (%2) | %3 | forward %4 ms%5")
                   .arg(out.backend, out.device)
-                  .arg(n == 1 ? QString("1 token") : QString("%1 tokens").arg(n))
+                  .arg(count)
                   .arg(result_->millis, 0, 'f', 1)
                   .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
   if (perf_log_) {
