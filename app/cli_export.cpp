@@ -20,7 +20,7 @@ void quiet_qt_messages(QtMsgType type, const QMessageLogContext&, const QString&
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
                with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer", "--head",
-                                   "--out", "--width", "--height", "--dpi", "--colormap", "--title"}),
+                                   "--out", "--width", "--height", "--dpi", "--colormap", "--title", "--scale"}),
                {"--random-init", "--annotate"});
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
   const Model model = resolve_model(a, argv0);
@@ -38,6 +38,9 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   spec.colormap = QString::fromStdString(a.get("--colormap", "viridis"));
   spec.title = QString::fromStdString(a.get("--title"));
   spec.annotate = a.has("--annotate");
+  const std::string scale = a.get("--scale", "max");
+  if (scale != "max" && scale != "0-1") throw Error("--scale: expected max or 0-1, got \"" + scale + "\"");
+  spec.unit_range = scale == "0-1";
   if (spec.dpi < 24 || spec.dpi > 1200) throw Error("--dpi must be between 24 and 1200");
   if (spec.width < 0 || spec.height < 0 || spec.width > 20000 || spec.height > 20000)
     throw Error("--width/--height out of range");

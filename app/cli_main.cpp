@@ -56,7 +56,7 @@ usage:
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
                       [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
-                      [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate]
+                      [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate] [--scale max|0-1]
 
 model options (instead of --model, build a random model):
   --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T

@@ -135,6 +135,8 @@ for ext, magic in [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")]:
     ok = r.returncode == 0 and os.path.exists(out) and open(out, "rb").read(len(magic)) == magic
     check(f"export --out .{ext} writes a valid file", ok, r.stderr)
 out = os.path.join(tmp, "fig.npy")
+r = run("export", *RANDOM, "--text", "hello", "--layer", "0", "--scale", "0-1", "--out", os.path.join(tmp, "unit.png"))
+check("export --scale 0-1 writes a PNG", r.returncode == 0 and open(os.path.join(tmp, "unit.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n", r.stderr)
 r = run("export", *RANDOM, "--text", "hello", "--layer", "1", "--head", "2", "--out", out)
 check("export --out .npy writes one head [T, S]", r.returncode == 0 and np.load(out).shape == (5, 5), r.stderr)
 
@@ -147,6 +149,7 @@ data_bad_cases = [
     ("train: no such column", ["train", "--data", data, "--label-column", "mood", "--out", os.path.join(tmp, "x")], "no column named \"mood\""),
     ("train: empty row", ["train", "--data", empty_row, "--out", os.path.join(tmp, "x")], ":3: the text is empty"),
     ("export: unknown format", ["export", *RANDOM, "--text", "hi", "--out", os.path.join(tmp, "x.bmp")], "unknown export format"),
+    ("export: unknown --scale", ["export", *RANDOM, "--text", "hi", "--scale", "log", "--out", os.path.join(tmp, "x.png")], "--scale: expected max or 0-1"),
     ("export: no such head", ["export", *RANDOM, "--text", "hi", "--head", "9", "--out", os.path.join(tmp, "x.png")], "head 9 does not exist"),
     ("eval: label unseen in training", ["eval", "--model", trained, "--data", unseen], "label \"neutral\" was not seen"),
 ]

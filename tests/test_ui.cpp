@@ -2,6 +2,7 @@
 // long inputs, export files, a broken model folder, and the token model's contract.
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QFile>
 #include <QImage>
 #include <QLineEdit>
@@ -777,4 +778,27 @@ TEST_CASE("token labels never overlap and every head of the grid shows the same 
         if (cross && n <= 60 && size.width() == 1600) CHECK(first_x.size() == cross);
         if (n == 2048) CHECK(e->headView(0)->plot()->yAxis->label().contains("every"));
       }
+}
+
+TEST_CASE("colour scale: per head, per layer, shared 0-1, on screen and in exports", "[ui][heatmap][scale]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  ExploreView* e = w.explore();
+  e->setText("abcdefgh");
+  e->flush();
+  auto* mode = e->findChild<QComboBox*>("colourScale");
+  REQUIRE(mode);
+  float layer_max = 0;
+  for (int h = 0; h < e->headCount(); ++h) layer_max = std::max(layer_max, e->headView(h)->data().vmax);
+  mode->setCurrentText("per head");
+  bool some_differ = false;
+  for (int h = 0; h < e->headCount(); ++h) {
+    CHECK(e->headView(h)->colourTop() == e->headView(h)->data().vmax);
+    some_differ |= e->headView(h)->colourTop() != layer_max;
+  }
+  CHECK(some_differ);  // otherwise this input would not tell the modes apart
+  mode->setCurrentText("per layer");
+  for (int h = 0; h < e->headCount(); ++h) CHECK(e->headView(h)->colourTop() == layer_max);
+  mode->setCurrentText("shared 0-1");
+  for (int h = 0; h < e->headCount(); ++h) CHECK(e->headView(h)->colourTop() == 1.0f);
 }

@@ -119,7 +119,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   mf->addRow(custom_on_);
   mask_view_ = new HeatmapView(masks);
   mask_view_->setCompact(true);
-  mask_view_->setFixedRange(true);
+  mask_view_->setColourTop(1.0f);
   mask_view_->setMinimumSize(150, 150);
   mask_view_->setToolTip("The effective mask (grey = blocked)");
   mf->addRow(mask_view_);
@@ -129,6 +129,14 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* cmap = new QComboBox(opts);
   cmap->addItems(colormap_names());
   of->addRow("colour map", cmap);
+  scale_mode_ = new QComboBox(opts);
+  scale_mode_->setObjectName("colourScale");
+  scale_mode_->addItems({"per head", "per layer", "shared 0-1"});
+  scale_mode_->setToolTip(
+      "Where the colour bar ends: each head's own maximum, the layer's maximum (heads comparable), "
+      "or 1 (comparable across layers and inputs). Exports use the same setting.");
+  of->addRow("colour scale", scale_mode_);
+  connect(scale_mode_, &QComboBox::currentTextChanged, this, [this] { render(); });
   annotate_ = new QCheckBox("values in cells (short inputs)", opts);
   of->addRow(annotate_);
   lv->addWidget(opts);
@@ -315,6 +323,23 @@ void ExploreView::setLayer(int layer) {
   }
 }
 
+// The colour bar's top for every head of the grid (and the enlarged head): its own maximum, the
+// layer's, or 1.
+float ExploreView::colourTop() const {
+  const QString mode = scale_mode_->currentText();
+  if (mode == "shared 0-1") return 1.0f;
+  if (mode != "per layer") return 0.0f;
+  float top = 0;
+  for (HeatmapView* h : heads_) top = std::max(top, h->data().vmax);
+  return top > 0 ? top : 1.0f;
+}
+
+void ExploreView::applyColourScale() {
+  const float top = colourTop();
+  for (HeatmapView* h : heads_) h->setColourTop(top);
+  big_->setColourTop(top);
+}
+
 // One label step for every head of the grid (the densest any of them needs), so all heads show
 // the same tokens; recomputed when the grid is laid out anew.
 void ExploreView::syncLabelSteps() {
@@ -468,6 +493,7 @@ void ExploreView::render() {
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
   }
   syncLabelSteps();
+  applyColourScale();
   mask_view_->setData(mask_grid_);
   if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
   overview_dirty_ = true;
@@ -504,6 +530,7 @@ void ExploreView::openHead(int layer, int head) {
   d.row_labels = row_labels_;
   d.col_labels = col_labels_;
   d.title = QString("layer %1, head %2").arg(layer).arg(head);
+  big_->setColourTop(colourTop());
   big_->setData(std::move(d));
   if (tabs_->currentWidget() != big_) tabs_->setCurrentWidget(big_);
 }
@@ -546,6 +573,9 @@ void ExploreView::exportTo(const QString& path, int layer, int head) {
   spec.colormap = colormap_;
   spec.annotate = annotate_->isChecked();
   spec.dpi = export_dpi_;
+  // One colour bar for the figure: 0-1 when the screen uses 0-1, else the exported panels'
+  // maximum (the layer's, for a layer's heads, as "per layer" shows them).
+  spec.unit_range = scale_mode_->currentText() == "shared 0-1";
   export_attention(*result_, spec, path);
 }
 

@@ -88,6 +88,8 @@ class ExploreView : public QWidget {
   void rebuildHeadGrid(int heads);
   void updateLayerLabel();
   void syncLabelSteps();
+  float colourTop() const;
+  void applyColourScale();
   void openHead(int layer, int head);
   MaskSpec currentMask() const;
 
@@ -113,6 +115,7 @@ class ExploreView : public QWidget {
   QLabel* notice_;
   QLabel* prediction_;
   QCheckBox *padding_, *causal_, *window_on_, *strided_on_, *custom_on_, *annotate_;
+  QComboBox* scale_mode_;
   QSpinBox *pad_to_, *window_, *stride_;
   HeatmapView* mask_view_;
   QTabWidget* tabs_;

@@ -171,7 +171,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
                                                              : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
     map->setColorScale(scale);  // the map takes the scale's gradient: set it there
     scale->setGradient(gradient);
-    map->setDataRange(QCPRange(0, vmax > 0 ? vmax : 1));
+    map->setDataRange(QCPRange(0, spec.unit_range || vmax <= 0 ? 1 : vmax));
     x->setRange(-0.5, S - 0.5);
     y->setRange(-0.5, T - 0.5);
     if (spec.annotate && T <= 16 && S <= 16)
@@ -185,7 +185,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
           const float v = t.data[(static_cast<size_t>(p.head) * T + i) * S + j];
           txt->setText(QString::number(v, 'f', 2));
           txt->setFont(QFont("DejaVu Sans", 6));
-          txt->setColor(v > 0.6f * vmax ? Qt::black : Qt::white);
+          txt->setColor(v > 0.6f * (spec.unit_range || vmax <= 0 ? 1.0f : vmax) ? Qt::black : Qt::white);
         }
   }
   plot.resize(width, height);

@@ -19,6 +19,7 @@ struct ExportSpec {
   QString colormap = "viridis";
   QString title;  // empty: "Layer L, head H" / "Layer L" / "All layers"
   bool annotate = false;
+  bool unit_range = false;  // colour bar 0-1; else 0 to the largest value of the exported panels
 };
 
 // Writes FILE by its extension: .png .svg .pdf .csv .npy. Error naming the problem otherwise.

@@ -77,6 +77,17 @@ void HeatmapView::setData(HeatmapData data) {
   rebuild();
 }
 
+void HeatmapView::setColourTop(float top) {
+  if (top == colour_top_) return;
+  colour_top_ = top;
+  rebuild();
+}
+
+float HeatmapView::colourTop() const {
+  if (colour_top_ > 0) return colour_top_;
+  return data_.vmax > 0 ? data_.vmax : 1.0f;
+}
+
 void HeatmapView::setLabelSteps(QSize steps) {
   if (steps == label_steps_) return;
   label_steps_ = steps;
@@ -142,8 +153,7 @@ void HeatmapView::rebuild() {
       // shown to the user come from the full-resolution data, never from here.
       map_->data()->setCell(bj, bi, d->drawn[static_cast<size_t>(bi) * c + bj]);
     }
-  const float vmax = data_.vmax;
-  map_->setDataRange(QCPRange(0, fixed_range_ || vmax <= 0 ? 1 : vmax));
+  map_->setDataRange(QCPRange(0, colourTop()));
   plot_->xAxis->setRange(-0.5, c - 0.5);
   plot_->yAxis->setRange(-0.5, r - 0.5);
 
@@ -200,7 +210,7 @@ void HeatmapView::rebuild() {
         t->position->setCoords(j, i);
         t->setText(QString::number(data_.value(i, j), 'f', 2));
         t->setFont(QFont(font().family(), 7));
-        t->setColor(data_.value(i, j) > 0.6f * vmax ? Qt::black : Qt::white);
+        t->setColor(data_.value(i, j) > 0.6f * colourTop() ? Qt::black : Qt::white);
         t->setClipToAxisRect(true);
       }
   }

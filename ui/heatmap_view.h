@@ -32,8 +32,10 @@ class HeatmapView : public QWidget {
   void setCompact(bool compact);
   void setAnnotate(bool annotate);             // print values in cells (for short inputs)
   void setMaxCells(int n) { max_cells_ = n; }  // per axis: data drawn finer is pooled further
-  // Colour range: 0..max of the data (default), or fixed 0..1.
-  void setFixedRange(bool fixed) { fixed_range_ = fixed; }
+  // Colour range 0..top: top > 0 is given (1 for a shared 0-1 scale, a layer's maximum for a
+  // per-layer scale), 0 = this view's own maximum (per head).
+  void setColourTop(float top);
+  float colourTop() const;  // the top in use
   // Number of cells per axis actually drawn (after downsampling).
   QSize drawnSize() const;
   // Token labels: every k-th drawn cell of an axis gets one. A view of several heads sets the
@@ -65,7 +67,8 @@ class HeatmapView : public QWidget {
   QCPColorScale* scale_;
   HeatmapData data_;
   QString gradient_ = "viridis";
-  bool compact_ = false, annotate_ = false, fixed_range_ = false;
+  bool compact_ = false, annotate_ = false;
+  float colour_top_ = 0;
   int max_cells_ = 512;
   int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
   QSize label_steps_{0, 0}, used_steps_{1, 1};
