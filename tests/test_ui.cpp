@@ -726,6 +726,7 @@ TEST_CASE("the Train tab after a run: no time left shown, labelled confusion mat
   REQUIRE(t->snapshotCount() >= 1);
   // Another dataset: nothing of the run stays (heads, timeline, matrix, curves, progress).
   REQUIRE(t->loadDataset(write_tsv(dir, "fl.tsv", examples_to_tsv(make_first_last_task(200, 2)))));
+  CHECK(t->datasetChoiceText() == "fl.tsv");  // the dropdown names the file that is loaded
   CHECK(t->snapshotCount() == 0);
   CHECK(cm->rowCount() == 0);
   CHECK(t->lossCurve()->pointCount(0) == 0);

@@ -21,6 +21,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QSplitter>
@@ -249,12 +250,21 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   split->addWidget(right_scroll);
   split->setStretchFactor(1, 1);
 
-  connect(data_choice_, &QComboBox::currentIndexChanged, this, [this](int i) {
+  // activated, not currentIndexChanged: choosing "Open a TSV / CSV file..." again opens the
+  // dialog again.
+  connect(data_choice_, &QComboBox::activated, this, [this](int i) {
     const QString file = data_choice_->itemData(i).toString();
-    if (file.isEmpty()) {
+    if (file.isEmpty()) {  // "Open a TSV / CSV file..."
       const QString f =
           QFileDialog::getOpenFileName(this, "Open dataset", {}, "Datasets (*.tsv *.csv *.txt);;All files (*)");
-      if (!f.isEmpty()) loadDataset(f);
+      if (!f.isEmpty())
+        loadDataset(f);
+      else
+        showDatasetChoice();  // cancelled: back to what is loaded
+      return;
+    }
+    if (i >= static_cast<int>(std::size(kShipped))) {  // a file opened earlier
+      loadDataset(file);
       return;
     }
     const Shipped& s = kShipped[i];
@@ -273,7 +283,9 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   connect(pause_, &QPushButton::toggled, this, &TrainView::setPaused);
   connect(stop_, &QPushButton::clicked, this, &TrainView::stopTraining);
   connect(save_, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, "Save the model into a folder");
+    // A save dialog, so the folder can be a new name (a model is a folder: save_model creates it,
+    // or replaces an existing one whole after the dialog's confirmation).
+    const QString dir = QFileDialog::getSaveFileName(this, "Save the model as a folder", "model");
     if (!dir.isEmpty()) saveModel(dir);
   });
   connect(explore_, &QPushButton::clicked, this, [this] {
@@ -342,6 +354,10 @@ void TrainView::resetRunViews() {
   explore_->setEnabled(false);
 }
 
+QString TrainView::datasetChoiceText() const {
+  return data_choice_->currentText();
+}
+
 QString TrainView::progressText() const {
   return progress_label_->text();
 }
@@ -376,6 +392,7 @@ bool TrainView::loadDataset(const QString& path) {
     return false;
   }
   dataset_path_ = path;
+  showDatasetChoice();
   for (QComboBox* c : {text_col_, label_col_}) {
     c->blockSignals(true);
     c->clear();
@@ -405,6 +422,27 @@ bool TrainView::loadDataset(const QString& path) {
   }
   message_->clear();
   return true;
+}
+
+// The dropdown names the dataset that is loaded: a shipped one, or the file opened (listed by
+// its name, before the "Open..." entry, so it can be chosen again).
+void TrainView::showDatasetChoice() {
+  QSignalBlocker block(data_choice_);
+  const int shipped = static_cast<int>(std::size(kShipped));
+  for (int i = 0; i < shipped; ++i)
+    if (QFileInfo(QDir(data_dir_).filePath(kShipped[i].file)) == QFileInfo(dataset_path_)) {
+      data_choice_->setCurrentIndex(i);
+      return;
+    }
+  if (dataset_path_.isEmpty()) return;
+  const int open_item = data_choice_->count() - 1;
+  if (open_item == shipped)  // no user file listed yet
+    data_choice_->insertItem(shipped, QFileInfo(dataset_path_).fileName(), dataset_path_);
+  else
+    data_choice_->setItemText(shipped, QFileInfo(dataset_path_).fileName()),
+        data_choice_->setItemData(shipped, dataset_path_);
+  data_choice_->setItemData(shipped, dataset_path_, Qt::ToolTipRole);
+  data_choice_->setCurrentIndex(shipped);
 }
 
 void TrainView::applyPreset(const QString& name) {

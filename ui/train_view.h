@@ -59,6 +59,7 @@ class TrainView : public QWidget {
   QString progressText() const;
   QTableWidget* confusionTable() const { return confusion_; }
   QLabel* messageLabel() const { return message_; }
+  QString datasetChoiceText() const;
 
  signals:
   void openInExplore(std::shared_ptr<const attnlab::Model> model, const QString& name);
@@ -77,6 +78,7 @@ class TrainView : public QWidget {
   void onSnapshot(const Snapshot& s);
   void setRunning(bool running);
   void resetRunViews();
+  void showDatasetChoice();
   void fail(const QString& message);
 
   // data
