@@ -25,6 +25,7 @@
 #include "ui/explore_view.h"
 #include "ui/forward_runner.h"
 #include "ui/heatmap_view.h"
+#include "ui/line_view.h"
 #include "ui/main_window.h"
 #include "ui/mask_editor.h"
 #include "ui/token_model.h"
@@ -802,4 +803,57 @@ TEST_CASE("colour scale: per head, per layer, shared 0-1, on screen and in expor
   for (int h = 0; h < e->headCount(); ++h) CHECK(e->headView(h)->colourTop() == layer_max);
   mode->setCurrentText("shared 0-1");
   for (int h = 0; h < e->headCount(); ++h) CHECK(e->headView(h)->colourTop() == 1.0f);
+}
+
+TEST_CASE("line view: lines are the probabilities, hover keeps a token's lines, heads in colours, export",
+          "[ui][lines]") {
+  QTemporaryDir dir;
+  MainWindow w;
+  w.resize(1280, 720);
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcdef");
+  e->setMaskArgs({"causal"});
+  e->flush();
+  REQUIRE(e->showPage("lines"));
+  QApplication::processEvents();
+  LineView* v = e->lineView();
+  const ForwardResult& r = *e->result();
+  const Tensor& P = r.probs(e->layer());
+  const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1));
+  // all heads: one line per (head, query, key) above 1%, with that probability; none to a
+  // future key under the causal mask; every head has lines
+  std::vector<int> per_head(static_cast<size_t>(H), 0);
+  int expected = 0;
+  for (float p : P.data) expected += p > 0.01f;
+  const auto all = v->lines();
+  CHECK(static_cast<int>(all.size()) == expected);
+  for (const auto& l : all) {
+    CHECK(l.key <= l.query);
+    CHECK(l.p == P.data[(static_cast<size_t>(l.head) * T + l.query) * T + l.key]);
+    ++per_head[static_cast<size_t>(l.head)];
+  }
+  for (int n : per_head) CHECK(n > 0);
+  // one head
+  auto* head_box = e->findChild<QComboBox*>("lineHead");
+  REQUIRE(head_box);
+  head_box->setCurrentIndex(3);  // "head 2"
+  for (const auto& l : v->lines()) CHECK(l.head == 2);
+  // hovering query 4 (left column) keeps only its row; the mouse does the same
+  v->setHover(0, 4);
+  for (const auto& l : v->lines()) CHECK(l.query == 4);
+  QTest::mouseMove(v, v->tokenAnchor(1, 1).toPoint() + QPoint(20, 0));  // over key 1's label
+  QApplication::processEvents();
+  REQUIRE_FALSE(v->lines().empty());
+  for (const auto& l : v->lines()) CHECK(l.key == 1);
+  // the pixels: the colour of head 2 near the middle of a strong line
+  v->setHover(-1, -1);
+  CHECK(v->headColor(2) != v->headColor(3));
+  // export
+  e->exportLines(dir.filePath("lines.png"));
+  e->exportLines(dir.filePath("lines.svg"));
+  CHECK(head_bytes(dir.filePath("lines.png"), 8) == QByteArray("\x89PNG\r\n\x1a\n", 8));
+  CHECK(head_bytes(dir.filePath("lines.svg"), 200).contains("<svg"));
+  CHECK_THROWS_WITH(e->exportLines(dir.filePath("lines.bmp")), Catch::Contains("expected .png or .svg"));
 }

@@ -15,6 +15,7 @@
 #include <QListView>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QShortcut>
 #include <QSlider>
 #include <QSpinBox>
@@ -28,6 +29,7 @@
 #include "ui/heatmap_data.h"
 #include "ui/figure_export.h"
 #include "ui/heatmap_view.h"
+#include "ui/line_view.h"
 #include "ui/mask_editor.h"
 #include "ui/token_model.h"
 
@@ -178,6 +180,20 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   tabs_->addTab(big_, "Head");
   editor_ = new MaskEditor;
   tabs_->addTab(editor_, "Mask editor");
+  // BertViz's line view of the current layer: one head or all, hover a token for its lines.
+  lines_page_ = new QWidget;
+  auto* lp = new QVBoxLayout(lines_page_);
+  auto* lbar2 = new QHBoxLayout;
+  line_head_ = new QComboBox(lines_page_);
+  line_head_->setObjectName("lineHead");
+  lbar2->addWidget(new QLabel("heads:", lines_page_));
+  lbar2->addWidget(line_head_);
+  lbar2->addStretch();
+  lp->addLayout(lbar2);
+  lines_ = new LineView(lines_page_);
+  lp->addWidget(lines_, 1);
+  tabs_->insertTab(1, lines_page_, "Lines");
+  connect(line_head_, &QComboBox::currentIndexChanged, this, [this](int i) { lines_->setHead(i - 1); });
   rv->addWidget(tabs_, 1);
   split->addWidget(left_scroll);
   split->addWidget(right);
@@ -267,6 +283,13 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
 }
 
 void ExploreView::rebuildHeadGrid(int heads) {
+  {
+    QSignalBlocker block(line_head_);
+    line_head_->clear();
+    line_head_->addItem("all heads");
+    for (int h = 0; h < heads; ++h) line_head_->addItem(QString("head %1").arg(h));
+  }
+  lines_->setHead(-1);
   for (HeatmapView* h : heads_) h->deleteLater();
   heads_.clear();
   const int cols = heads <= 2 ? heads : heads <= 8 ? 4 : static_cast<int>(std::ceil(std::sqrt(heads)));
@@ -476,6 +499,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
 
 void ExploreView::render() {
   if (!result_ || !model_) {
+    lines_->setResult(nullptr, 0);
     for (HeatmapView* h : heads_) h->setData({});
     mask_view_->setData({});
     prediction_->clear();
@@ -494,6 +518,7 @@ void ExploreView::render() {
   }
   syncLabelSteps();
   applyColourScale();
+  lines_->setResult(result_, layer_);
   mask_view_->setData(mask_grid_);
   if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
   overview_dirty_ = true;
@@ -547,6 +572,7 @@ bool ExploreView::eventFilter(QObject* obj, QEvent* ev) {
 
 bool ExploreView::showPage(const QString& name) {
   QWidget* page = name == "heads"    ? heads_page_
+                  : name == "lines"  ? lines_page_
                   : name == "layers" ? overview_tab_
                   : name == "head"   ? static_cast<QWidget*>(big_)
                   : name == "mask"   ? static_cast<QWidget*>(editor_)
@@ -562,6 +588,12 @@ HeatmapView* ExploreView::headView(int head) const {
 
 void ExploreView::flush() {
   controller_->flush();
+}
+
+void ExploreView::exportLines(const QString& path) {
+  flush();
+  if (!result_) throw Error("nothing to export: type some text first");
+  lines_->exportTo(path);
 }
 
 void ExploreView::exportTo(const QString& path, int layer, int head) {

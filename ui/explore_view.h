@@ -27,6 +27,7 @@ class QFile;
 namespace attnlab {
 
 class HeatmapView;
+class LineView;
 class MaskEditor;
 class TokenListModel;
 
@@ -61,7 +62,8 @@ class ExploreView : public QWidget {
   MaskEditor* maskEditor() const { return editor_; }
   TokenListModel* tokenModel() const { return token_model_; }
   QTabWidget* tabs() const { return tabs_; }
-  // The pages by name (never by index): "heads", "layers", "head", "mask". False for another name.
+  // The pages by name (never by index): "heads", "lines", "layers", "head", "mask". False for
+  // another name.
   bool showPage(const QString& name);
 
  protected:
@@ -73,6 +75,9 @@ class ExploreView : public QWidget {
   void setExportDpi(int dpi) { export_dpi_ = dpi; }
   // Writes the current head / layer / every layer to FILE (.png .svg .pdf .csv .npy).
   void exportTo(const QString& path, int layer, int head);
+  // Writes the line view as shown to FILE (.png .svg).
+  void exportLines(const QString& path);
+  LineView* lineView() const { return lines_; }
 
  signals:
   void status(const QString& message);
@@ -129,6 +134,9 @@ class ExploreView : public QWidget {
   bool overview_dirty_ = true;
   HeatmapView* big_;
   MaskEditor* editor_;
+  QWidget* lines_page_;
+  QComboBox* line_head_;
+  LineView* lines_;
   QSlider* layer_slider_;
   QLabel* layer_label_;
 };

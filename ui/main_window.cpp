@@ -79,6 +79,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   exp->addAction("Current layer's heads as image...", QKeySequence("Ctrl+E"), this, [this] { exportDialog(1); });
   exp->addAction("Every layer as image...", this, [this] { exportDialog(2); });
   exp->addAction("Probabilities as CSV or .npy...", this, [this] { exportDialog(3); });
+  exp->addAction("Line view as image...", this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, "Export", "lines.png", "PNG image (*.png);;SVG (*.svg)");
+    if (f.isEmpty()) return;
+    try {
+      explore_->exportLines(f);
+      statusBar()->showMessage("exported " + f);
+    } catch (const Error& e) {
+      showError(QString::fromStdString(e.what()));
+    }
+  });
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
   QMenu* mask = menuBar()->addMenu("&Mask");

@@ -1,0 +1,222 @@
+// LineView implementation: layout of the two token columns, the lines, hover, export.
+#include "ui/line_view.h"
+
+#include <QFileInfo>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QSaveFile>
+#include <QSvgGenerator>
+#include <cmath>
+
+namespace attnlab {
+
+namespace {
+
+constexpr float kMinP = 0.01f;  // lines fainter than 1% are not drawn (they would be invisible)
+
+// Matplotlib's tab10 and two more: distinct hues for up to 12 heads, then hues around the wheel.
+const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                          "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"};
+
+QString token_text(const std::string& t) {
+  return t == " " ? QStringLiteral("\u2423") : QString::fromStdString(t).left(16);
+}
+
+}  // namespace
+
+LineView::LineView(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setMinimumSize(200, 200);
+  setToolTip("Hover a token to see only its lines");
+}
+
+void LineView::setResult(std::shared_ptr<const ForwardResult> result, int layer) {
+  result_ = std::move(result);
+  layer_ = layer;
+  hover_side_ = hover_index_ = -1;
+  notice_.clear();
+  if (result_) {
+    const size_t T = result_->ids.size(), S = keyTokens().size();
+    if (static_cast<int>(std::max(T, S)) > kMaxTokens)
+      notice_ = QString("line view: the first %1 tokens of each side").arg(kMaxTokens);
+  }
+  update();
+}
+
+void LineView::setHead(int head) {
+  head_ = head;
+  update();
+}
+
+const std::vector<std::string>& LineView::keyTokens() const {
+  return result_->is_cross() ? result_->cross_tokens : result_->tokens;
+}
+
+int LineView::rows() const {
+  return result_ ? std::min<int>(static_cast<int>(result_->ids.size()), kMaxTokens) : 0;
+}
+int LineView::cols() const {
+  return result_ ? std::min<int>(static_cast<int>(keyTokens().size()), kMaxTokens) : 0;
+}
+
+QColor LineView::headColor(int head) const {
+  constexpr int n = static_cast<int>(sizeof kPalette / sizeof kPalette[0]);
+  if (head < n) return QColor(kPalette[head]);
+  return QColor::fromHsv((head * 47) % 360, 200, 200);
+}
+
+std::vector<LineView::Line> LineView::lines() const {
+  std::vector<Line> out;
+  if (!result_ || layer_ < 0) return out;
+  const Tensor& P = result_->probs(layer_);
+  if (P.empty()) return out;
+  const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1)), S = static_cast<int>(P.dim(2));
+  for (int h = 0; h < H; ++h) {
+    if (head_ >= 0 && h != head_) continue;
+    for (int i = 0; i < rows(); ++i) {
+      if (hover_side_ == 0 && hover_index_ != i) continue;
+      for (int j = 0; j < cols(); ++j) {
+        if (hover_side_ == 1 && hover_index_ != j) continue;
+        const float p = P.data[(static_cast<size_t>(h) * T + i) * S + j];
+        if (p > kMinP) out.push_back({h, i, j, p});
+      }
+    }
+  }
+  return out;
+}
+
+void LineView::setHover(int side, int index) {
+  if (side == hover_side_ && index == hover_index_) return;
+  hover_side_ = index < 0 ? -1 : side;
+  hover_index_ = index;
+  update();
+}
+
+// Columns: queries' labels right-aligned against the left line ends, keys' left-aligned after
+// the right ends; each side spreads its tokens over the full height.
+QPointF LineView::tokenAnchor(int side, int index) const {
+  const QRectF a = QRectF(rect()).adjusted(0, 28, 0, -22);
+  const double label_w = std::min(140.0, a.width() * 0.3);
+  const int n = side == 0 ? rows() : cols();
+  const double pitch = a.height() / std::max(1, n);
+  const double x = side == 0 ? a.left() + label_w : a.right() - label_w;
+  return {x, a.top() + (index + 0.5) * pitch};
+}
+
+void LineView::paint(QPainter& p, const QRect& area) const {
+  p.fillRect(area, Qt::white);
+  p.setRenderHint(QPainter::Antialiasing);
+  if (!result_ || rows() == 0) {
+    p.setPen(Qt::darkGray);
+    p.drawText(area, Qt::AlignCenter, "Type some text first");
+    return;
+  }
+  const QString title = QString("layer %1, %2%3")
+                            .arg(layer_)
+                            .arg(head_ < 0 ? QString("all heads") : QString("head %1").arg(head_))
+                            .arg(notice_.isEmpty() ? QString() : " (" + notice_ + ")");
+  QFont tf = font();
+  tf.setBold(true);
+  p.setFont(tf);
+  p.setPen(Qt::black);
+  p.drawText(QRectF(area.left(), area.top() + 4, area.width(), 20), Qt::AlignHCenter, title);
+  if (head_ < 0) {  // which colour is which head: a legend along the bottom edge
+    const Tensor& P = result_->probs(layer_);
+    const int H = P.empty() ? 0 : static_cast<int>(P.dim(0));
+    QFont lf = font();
+    lf.setPointSize(8);
+    p.setFont(lf);
+    const double cell = std::min(60.0, area.width() / std::max(1.0, H + 1.0));
+    double x = area.left() + (area.width() - cell * H) / 2;
+    for (int h = 0; h < H; ++h, x += cell) {
+      p.fillRect(QRectF(x, area.bottom() - 12, 10, 10), headColor(h));
+      p.setPen(Qt::black);
+      p.drawText(QRectF(x + 13, area.bottom() - 15, cell - 13, 14), Qt::AlignLeft | Qt::AlignVCenter,
+                 QString("h%1").arg(h));
+    }
+  }
+  // Lines, faintest first so strong ones stay on top.
+  std::vector<Line> ls = lines();
+  std::sort(ls.begin(), ls.end(), [](const Line& a, const Line& b) { return a.p < b.p; });
+  for (const Line& l : ls) {
+    QColor c = headColor(l.head);
+    c.setAlphaF(std::min(1.0f, l.p));
+    p.setPen(QPen(c, 1.5));
+    p.drawLine(tokenAnchor(0, l.query), tokenAnchor(1, l.key));
+  }
+  // Token labels, as many as fit at a readable size (every k-th otherwise).
+  auto labels = [&](int side, int n, const std::vector<std::string>& tokens) {
+    const double pitch = (area.height() - 50.0) / std::max(1, n);
+    QFont f = font();
+    f.setPointSizeF(std::clamp(pitch * 0.55, 6.0, 10.0));
+    p.setFont(f);
+    const int line = QFontMetrics(f).height();
+    const int step = std::max(1, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
+    const double label_w = std::min(140.0, area.width() * 0.3);
+    for (int k = 0; k < n; k += step) {
+      const QPointF a = tokenAnchor(side, k);
+      const bool hot = hover_side_ == side && hover_index_ == k;
+      QString text = k < static_cast<int>(tokens.size()) ? token_text(tokens[static_cast<size_t>(k)]) : QString();
+      if (step > 1) text = QString("%1 %2").arg(k).arg(text);
+      p.setPen(hot ? QColor("#d62728") : Qt::black);
+      QFont hf = f;
+      hf.setBold(hot);
+      p.setFont(hf);
+      const QRectF box = side == 0 ? QRectF(a.x() - label_w, a.y() - line / 2.0, label_w - 6, line)
+                                   : QRectF(a.x() + 6, a.y() - line / 2.0, label_w - 6, line);
+      p.drawText(box, (side == 0 ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter, text);
+    }
+  };
+  labels(0, rows(), result_->tokens);
+  labels(1, cols(), keyTokens());
+}
+
+void LineView::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  paint(p, rect());
+}
+
+void LineView::mouseMoveEvent(QMouseEvent* e) {
+  if (!result_) return;
+  const int side = e->position().x() < width() / 2.0 ? 0 : 1;
+  const int n = side == 0 ? rows() : cols();
+  const double top = 28, h = height() - 50.0;
+  const int index = static_cast<int>((e->position().y() - top) / (h / std::max(1, n)));
+  setHover(side, index >= 0 && index < n ? index : -1);
+}
+
+void LineView::leaveEvent(QEvent*) {
+  setHover(-1, -1);
+}
+
+void LineView::exportTo(const QString& path) {
+  const QString ext = QFileInfo(path).suffix().toLower();
+  if (ext == "png") {
+    QImage img(size() * 2, QImage::Format_ARGB32);
+    img.setDevicePixelRatio(2);
+    QPainter p(&img);
+    paint(p, rect());
+    p.end();
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit())
+      throw Error(path.toStdString() + ": cannot write");
+    return;
+  }
+  if (ext == "svg") {
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) throw Error(path.toStdString() + ": cannot write");
+    QSvgGenerator gen;
+    gen.setOutputDevice(&f);
+    gen.setSize(size());
+    gen.setViewBox(rect());
+    gen.setTitle("attnlab line view");
+    QPainter p(&gen);
+    paint(p, rect());
+    p.end();
+    if (!f.commit()) throw Error(path.toStdString() + ": cannot write");
+    return;
+  }
+  throw Error("unknown line-view export format \"." + ext.toStdString() + "\" (expected .png or .svg)");
+}
+
+}  // namespace attnlab

@@ -1,0 +1,58 @@
+// LineView: BertViz's line view of one layer. Query tokens in a column on the left, key tokens
+// on the right; a line from query i to key j for every head shown, its opacity the probability,
+// each head in its own colour (one head, or all heads overlaid). Hovering a token keeps only its
+// lines (a query's row, or a key's column). Drawn from a ForwardResult value; exports as PNG/SVG.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+#include "engine/forward.h"
+
+namespace attnlab {
+
+class LineView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LineView(QWidget* parent = nullptr);
+
+  void setResult(std::shared_ptr<const ForwardResult> result, int layer);
+  void setHead(int head);  // -1: every head
+  int head() const { return head_; }
+  // The most tokens per side drawn (lines grow as T x S); longer inputs show their first ones.
+  static constexpr int kMaxTokens = 200;
+
+  struct Line {
+    int head, query, key;
+    float p;  // probability = opacity
+  };
+  // What is drawn now (probabilities above 1%, the hover filter applied).
+  std::vector<Line> lines() const;
+  // Hover as the mouse would: side 0 = queries (left), 1 = keys (right); index -1 = none.
+  void setHover(int side, int index);
+  QColor headColor(int head) const;
+  QPointF tokenAnchor(int side, int index) const;  // where a token's lines meet its label
+  // .png or .svg by extension; Error otherwise.
+  void exportTo(const QString& path);
+  QString notice() const { return notice_; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void leaveEvent(QEvent*) override;
+  QSize sizeHint() const override { return {520, 600}; }
+
+ private:
+  void paint(QPainter& p, const QRect& area) const;
+  int rows() const;
+  int cols() const;
+  const std::vector<std::string>& keyTokens() const;
+
+  std::shared_ptr<const ForwardResult> result_;
+  int layer_ = 0, head_ = -1;
+  int hover_side_ = -1, hover_index_ = -1;
+  QString notice_;
+};
+
+}  // namespace attnlab
