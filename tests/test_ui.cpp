@@ -857,3 +857,30 @@ TEST_CASE("line view: lines are the probabilities, hover keeps a token's lines, 
   CHECK(head_bytes(dir.filePath("lines.svg"), 200).contains("<svg"));
   CHECK_THROWS_WITH(e->exportLines(dir.filePath("lines.bmp")), Catch::Contains("expected .png or .svg"));
 }
+
+TEST_CASE("the Head tab: a head selector and square cells", "[ui][head]") {
+  MainWindow w;
+  w.resize(1280, 720);
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcdefghij");
+  e->flush();
+  REQUIRE(e->showPage("head"));
+  QApplication::processEvents();
+  auto* box = e->findChild<QComboBox*>("headBox");
+  REQUIRE(box);
+  REQUIRE(box->count() == e->headCount());
+  box->setCurrentIndex(3);
+  QApplication::processEvents();
+  CHECK(e->enlargedHead() == 3);
+  HeatmapView* big = nullptr;
+  for (HeatmapView* v : e->findChildren<HeatmapView*>())
+    if (v->data().title == "layer 0, head 3") big = v;
+  REQUIRE(big);
+  big->plot()->replot();
+  QCustomPlot* p = big->plot();
+  const double cw = std::fabs(p->xAxis->coordToPixel(1) - p->xAxis->coordToPixel(0));
+  const double ch = std::fabs(p->yAxis->coordToPixel(1) - p->yAxis->coordToPixel(0));
+  CHECK(cw == Approx(ch).epsilon(0.02));  // not stretched
+}

@@ -98,12 +98,16 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* lv = new QVBoxLayout(left);
   auto* masks = new QGroupBox("Masks", left);
   auto* mf = new QFormLayout(masks);
-  padding_ = new QCheckBox("padding", masks);
+  // Two separate things, as in article 003 section 2.1: appending [PAD] tokens (to see what
+  // attends to them) and the padding mask (which blocks them as keys).
   pad_to_ = new QSpinBox(masks);
   pad_to_->setRange(0, 4096);
-  pad_to_->setSpecialValueText("no padding");
+  pad_to_->setSpecialValueText("none");
   pad_to_->setToolTip("Append [PAD] tokens up to this length (article 003, section 2.1)");
-  mf->addRow(padding_, pad_to_);
+  mf->addRow("pad to length", pad_to_);
+  padding_ = new QCheckBox("padding mask ([PAD] keys blocked)", masks);
+  padding_->setToolTip("key_padding_mask: attention to [PAD] tokens is blocked");
+  mf->addRow(padding_);
   causal_ = new QCheckBox("causal", masks);
   mf->addRow(causal_);
   window_on_ = new QCheckBox("sliding window", masks);
@@ -175,9 +179,23 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   scroll->setWidget(overview_page_);
   scroll->setWidgetResizable(true);
   tabs_->addTab(scroll, "All layers");
-  big_ = new HeatmapView;
+  head_page_ = new QWidget;
+  auto* hp = new QVBoxLayout(head_page_);
+  auto* hbar = new QHBoxLayout;
+  head_box_ = new QComboBox(head_page_);
+  head_box_->setObjectName("headBox");
+  hbar->addWidget(new QLabel("head:", head_page_));
+  hbar->addWidget(head_box_);
+  hbar->addStretch();
+  hp->addLayout(hbar);
+  big_ = new HeatmapView(head_page_);
   big_->setMaxCells(1024);
-  tabs_->addTab(big_, "Head");
+  big_->setSquareCells(true);
+  hp->addWidget(big_, 1);
+  tabs_->addTab(head_page_, "Head");
+  connect(head_box_, &QComboBox::currentIndexChanged, this, [this](int h) {
+    if (h >= 0 && h != big_head_) openHead(layer_, h);
+  });
   editor_ = new MaskEditor;
   tabs_->addTab(editor_, "Mask editor");
   // BertViz's line view of the current layer: one head or all, hover a token for its lines.
@@ -224,7 +242,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageDown), this, [this] { setLayer(layer_ + 1); });
   connect(tabs_, &QTabWidget::currentChanged, this, [this, scroll] {
     if (tabs_->currentWidget() == scroll && overview_dirty_) renderOverview();
-    if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
+    if (tabs_->currentWidget() == head_page_) openHead(layer_, big_head_);
   });
   overview_tab_ = scroll;
   controller_->setMaskProvider([this] { return currentMask(); });
@@ -283,6 +301,11 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
 }
 
 void ExploreView::rebuildHeadGrid(int heads) {
+  {
+    QSignalBlocker block(head_box_);
+    head_box_->clear();
+    for (int h = 0; h < heads; ++h) head_box_->addItem(QString("head %1").arg(h));
+  }
   {
     QSignalBlocker block(line_head_);
     line_head_->clear();
@@ -520,7 +543,7 @@ void ExploreView::render() {
   applyColourScale();
   lines_->setResult(result_, layer_);
   mask_view_->setData(mask_grid_);
-  if (tabs_->currentWidget() == big_) openHead(layer_, big_head_);
+  if (tabs_->currentWidget() == head_page_) openHead(layer_, big_head_);
   overview_dirty_ = true;
   if (tabs_->currentWidget() == overview_tab_) renderOverview();
   if (r.predicted >= 0) {
@@ -557,7 +580,11 @@ void ExploreView::openHead(int layer, int head) {
   d.title = QString("layer %1, head %2").arg(layer).arg(head);
   big_->setColourTop(colourTop());
   big_->setData(std::move(d));
-  if (tabs_->currentWidget() != big_) tabs_->setCurrentWidget(big_);
+  if (tabs_->currentWidget() != head_page_) tabs_->setCurrentWidget(head_page_);
+  {
+    QSignalBlocker block(head_box_);
+    head_box_->setCurrentIndex(head);
+  }
 }
 
 // The text boxes would take Ctrl+E (end of line on X11) before the window's export shortcut sees
@@ -574,7 +601,7 @@ bool ExploreView::showPage(const QString& name) {
   QWidget* page = name == "heads"    ? heads_page_
                   : name == "lines"  ? lines_page_
                   : name == "layers" ? overview_tab_
-                  : name == "head"   ? static_cast<QWidget*>(big_)
+                  : name == "head"   ? head_page_
                   : name == "mask"   ? static_cast<QWidget*>(editor_)
                                      : nullptr;
   if (!page) return false;

@@ -135,6 +135,8 @@ class ExploreView : public QWidget {
   HeatmapView* big_;
   MaskEditor* editor_;
   QWidget* lines_page_;
+  QWidget* head_page_;
+  QComboBox* head_box_;
   QComboBox* line_head_;
   LineView* lines_;
   QSlider* layer_slider_;

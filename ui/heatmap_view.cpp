@@ -156,6 +156,15 @@ void HeatmapView::rebuild() {
   map_->setDataRange(QCPRange(0, colourTop()));
   plot_->xAxis->setRange(-0.5, c - 0.5);
   plot_->yAxis->setRange(-0.5, r - 0.5);
+  if (square_) {  // widen whichever axis has room, so a cell is as tall as it is wide
+    const QRect ar = plot_->axisRect()->rect();
+    if (ar.width() > 10 && ar.height() > 10) {
+      if (ar.width() / static_cast<double>(c) > ar.height() / static_cast<double>(r))
+        plot_->xAxis->setScaleRatio(plot_->yAxis, 1.0);
+      else
+        plot_->yAxis->setScaleRatio(plot_->xAxis, 1.0);
+    }
+  }
 
   if (!compact_) {
     // Token labels on every k-th drawn cell of each axis: all of them while they are at least a

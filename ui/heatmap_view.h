@@ -35,6 +35,8 @@ class HeatmapView : public QWidget {
   // Colour range 0..top: top > 0 is given (1 for a shared 0-1 scale, a layer's maximum for a
   // per-layer scale), 0 = this view's own maximum (per head).
   void setColourTop(float top);
+  // Square cells (the enlarged head): the axes keep a 1:1 scale instead of filling the widget.
+  void setSquareCells(bool square) { square_ = square; }
   float colourTop() const;  // the top in use
   // Number of cells per axis actually drawn (after downsampling).
   QSize drawnSize() const;
@@ -69,6 +71,7 @@ class HeatmapView : public QWidget {
   QString gradient_ = "viridis";
   bool compact_ = false, annotate_ = false;
   float colour_top_ = 0;
+  bool square_ = false;
   int max_cells_ = 512;
   int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
   QSize label_steps_{0, 0}, used_steps_{1, 1};
