@@ -36,7 +36,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   auto* group = new QCPMarginGroup(plot_);
   plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, group);
   scale_->setMarginGroup(QCP::msBottom | QCP::msTop, group);
-  plot_->yAxis->setRangeReversed(true);    // query 0 at the top
+  plot_->yAxis->setRangeReversed(true);     // query 0 at the top
+  plot_->xAxis->grid()->setVisible(false);  // no grid lines: they would run over the cells' borders
+  plot_->yAxis->grid()->setVisible(false);
   plot_->xAxis->setTickLabelRotation(90);  // vertical: each key label is one line of text wide
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   setGradient(gradient_);
