@@ -566,7 +566,12 @@ void ExploreView::render() {
 void ExploreView::renderOverview() {
   overview_dirty_ = false;
   if (!result_ || !model_) return;
-  for (size_t k = 0; k < thumbs_.size() && k < grids_.size(); ++k) thumbs_[k]->setData(grids_[k]);
+  const size_t H = heads_.size();
+  for (size_t k = 0; k < thumbs_.size() && k < grids_.size(); ++k) {
+    HeatmapData d = grids_[k];
+    d.title = QString("head %1").arg(k % H);  // the row's label says the layer
+    thumbs_[k]->setData(std::move(d));
+  }
 }
 
 void ExploreView::openHead(int layer, int head) {

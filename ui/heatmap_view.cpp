@@ -11,6 +11,14 @@
 
 namespace attnlab {
 
+// QCustomPlot that lays itself out on request (margins from the current tick labels), so label
+// steps can be checked against the axis rect they really get.
+class LayoutPlot : public QCustomPlot {
+ public:
+  using QCustomPlot::QCustomPlot;
+  void layoutNow() { updateLayout(); }
+};
+
 // The data range of a colour-map axis of n cells, so that cell k is centred on k: QCustomPlot
 // takes the range as the first and last cell centres and draws half a cell past them; one cell
 // has no distance between centres, so it gets a range of width 1 around 0 instead (a range of
@@ -22,7 +30,7 @@ QCPRange cell_centres(int n) {
 HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  plot_ = new QCustomPlot(this);
+  plot_ = new LayoutPlot(this);
   layout->addWidget(plot_);
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
@@ -97,33 +105,7 @@ void HeatmapView::setLabelSteps(QSize steps) {
 }
 
 QSize HeatmapView::autoLabelSteps() const {
-  if (data_.empty()) return {1, 1};
-  // The axis rect these labels will leave: the plot minus the label widths (keys are written
-  // vertically, so their width is the bottom margin), the axis titles, the colour bar and the
-  // title row. Estimated from the font rather than read from the last layout, which the new
-  // labels would change again.
-  const QFontMetrics fm(plot_->xAxis->tickLabelFont());
-  auto widest = [&](const QStringList& labels) {
-    int wmax = fm.horizontalAdvance("0000 ");
-    for (const QString& l : labels) wmax = std::max(wmax, fm.horizontalAdvance("0000 " + l.left(12)));
-    return wmax;
-  };
-  const int title_h = QFontMetrics(plot_->xAxis->labelFont()).height() + 8;
-  const int bar = scale_->visible() ? 70 : 0;
-  const int head = data_.title.isEmpty() ? 0 : 24;
-  const int w = std::max(30, plot_->width() - widest(data_.row_labels) - title_h - bar - 24);
-  const int h = std::max(30, plot_->height() - widest(data_.col_labels) - title_h - head - 24);
-  int rows = data_.drawn_rows, cols = data_.drawn_cols;
-  const int f = std::max(1, static_cast<int>(std::ceil(std::max(rows, cols) / static_cast<double>(max_cells_))));
-  rows = (rows + f - 1) / f, cols = (cols + f - 1) / f;
-  // A line of text and a third (labels must not touch), plus room for the axis rect to shrink
-  // when the new labels widen its margins.
-  const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() * 1.35 + 4;
-  auto step = [&](int pixels, int n) {
-    const double pitch = pixels / static_cast<double>(std::max(1, n));
-    return std::max(1, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
-  };
-  return {step(w, cols), step(h, rows)};
+  return data_.empty() ? QSize(1, 1) : own_steps_;  // found by the last rebuild for this size
 }
 
 QSize HeatmapView::drawnSize() const {
@@ -172,8 +154,6 @@ void HeatmapView::rebuild() {
     // Token labels on every k-th drawn cell of each axis: all of them while they are at least a
     // line of text apart, else every k-th (then with the position, and the axis title says so).
     // Never two labels on top of each other.
-    const QSize own = autoLabelSteps();
-    used_steps_ = QSize(std::max(label_steps_.width(), own.width()), std::max(label_steps_.height(), own.height()));
     auto label_ticker = [&](const QStringList& labels, int n, int step) {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
       for (int k = 0; k < n; k += step) {
@@ -184,8 +164,29 @@ void HeatmapView::rebuild() {
       }
       return t;
     };
-    plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, used_steps_.width()));
-    plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, used_steps_.height()));
+    auto set_tickers = [&](QSize steps) {
+      plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, steps.width()));
+      plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, steps.height()));
+    };
+    // The steps this size needs, found against the axis rect the labels really leave: lay out
+    // with a guess, measure the pitch, thin further while labels would be closer than a line.
+    const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 2;
+    QSize own(1, 1);
+    for (int pass = 0; pass < 5; ++pass) {
+      set_tickers(own);
+      static_cast<LayoutPlot*>(plot_)->layoutNow();
+      const QRect ar = plot_->axisRect()->rect();
+      auto need = [&](int pixels, int n, int now) {
+        const double pitch = pixels / static_cast<double>(std::max(1, n));
+        return std::max(now, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
+      };
+      const QSize next(need(ar.width(), c, own.width()), need(ar.height(), r, own.height()));
+      if (next == own) break;
+      own = next;
+    }
+    own_steps_ = own;
+    used_steps_ = own.expandedTo(label_steps_);
+    if (used_steps_ != own) set_tickers(used_steps_);
     auto title = [&](const char* what, int step) {
       QStringList notes;
       if (factor_ > 1) notes << QString("%1x%1 max").arg(factor_);

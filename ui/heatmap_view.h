@@ -74,7 +74,7 @@ class HeatmapView : public QWidget {
   bool square_ = false;
   int max_cells_ = 512;
   int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
-  QSize label_steps_{0, 0}, used_steps_{1, 1};
+  QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};
 };
 
 }  // namespace attnlab
