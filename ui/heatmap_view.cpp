@@ -171,8 +171,13 @@ void HeatmapView::rebuild() {
     // The steps this size needs, found against the axis rect the labels really leave: lay out
     // with a guess, measure the pitch, thin further while labels would be closer than a line.
     const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 2;
-    QSize own(1, 1);
-    for (int pass = 0; pass < 5; ++pass) {
+    // The same size, grid and labels as last time (a layer switch, a new colour map): the same
+    // steps, without laying out again.
+    const bool same = plot_->size() == steps_plot_size_ && r == steps_rows_ && c == steps_cols_ &&
+                      data_.row_labels == steps_row_labels_ && data_.col_labels == steps_col_labels_ &&
+                      factor_ == steps_factor_;
+    QSize own = same ? own_steps_ : QSize(1, 1);
+    for (int pass = 0; pass < 5 && !same; ++pass) {
       set_tickers(own);
       static_cast<LayoutPlot*>(plot_)->layoutNow();
       const QRect ar = plot_->axisRect()->rect();
@@ -185,8 +190,10 @@ void HeatmapView::rebuild() {
       own = next;
     }
     own_steps_ = own;
+    steps_plot_size_ = plot_->size(), steps_rows_ = r, steps_cols_ = c, steps_factor_ = factor_;
+    steps_row_labels_ = data_.row_labels, steps_col_labels_ = data_.col_labels;
     used_steps_ = own.expandedTo(label_steps_);
-    if (used_steps_ != own) set_tickers(used_steps_);
+    if (same || used_steps_ != own) set_tickers(used_steps_);
     auto title = [&](const char* what, int step) {
       QStringList notes;
       if (factor_ > 1) notes << QString("%1x%1 max").arg(factor_);

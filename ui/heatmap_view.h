@@ -75,6 +75,10 @@ class HeatmapView : public QWidget {
   int max_cells_ = 512;
   int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};
+  // What own_steps_ was found for (plot size, drawn grid, labels, pooling factor).
+  QSize steps_plot_size_;
+  int steps_rows_ = -1, steps_cols_ = -1, steps_factor_ = 0;
+  QStringList steps_row_labels_, steps_col_labels_;
 };
 
 }  // namespace attnlab
