@@ -529,11 +529,7 @@ bool TrainView::startTraining() {
   }
   const int batch = job.config.batch;
   progress_->setRange(0, job.config.epochs * static_cast<int>((job.train.size() + batch - 1) / batch));
-  progress_->setValue(0);
-  trained_.reset();
-  save_->setEnabled(false);
-  explore_->setEnabled(false);
-  setRunning(true);
+  setRunning(true);  // resetRunViews() cleared the progress, the trained model and its buttons
   start_ms_ = QDateTime::currentMSecsSinceEpoch();
   emit status("training started");
   controller_->start(std::move(job));
