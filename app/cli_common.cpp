@@ -74,6 +74,10 @@ PreparedInput input_from_flags(const Args& a, const Model& m, const std::string&
   o.overflow = Overflow::Error;
   o.pad_to = pad_to;
   o.what = text_flag.substr(2);
+  if (text_flag == "--text" && a.has("--pair")) {
+    if (!a.has(text_flag)) throw Error("--pair needs --text (sentence A)");
+    o.pair = a.get("--pair");
+  }
   if (a.has(text_flag)) {
     PreparedInput in = prepare_text(m, a.get(text_flag), o);
     if (in.ids.empty()) throw Error(text_flag + ": the text has no tokens");
@@ -98,9 +102,9 @@ ForwardRequest request_from_flags(const Args& a, const Model& model, const std::
   ForwardRequest req;
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids", pad_to);
   if (in.ids.empty()) throw Error(cmd + " needs --text \"...\" or --ids 1,2,3");
-  req.ids = in.ids, req.tokens = in.tokens;
+  req.ids = in.ids, req.tokens = in.tokens, req.token_types = in.token_types;
   const PreparedInput cross = input_from_flags(a, model, "--cross-text", "--cross-ids", pad_to);
-  req.cross_ids = cross.ids, req.cross_tokens = cross.tokens;
+  req.cross_ids = cross.ids, req.cross_tokens = cross.tokens, req.cross_token_types = cross.token_types;
   req.mask = mask_from_flags(a);
   return req;
 }

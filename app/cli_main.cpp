@@ -14,6 +14,8 @@
 #include "app/cli_common.h"
 #include "app/default_model.h"
 #include "engine/forward.h"
+#include "engine/input.h"
+#include "engine/io_util.h"
 #include "engine/npy.h"
 #include "engine/optimizer.h"
 #include "engine/train_model.h"
@@ -35,7 +37,7 @@ using json = nlohmann::json;
 const char* kUsage = R"(attnlab-cli: transformer attention, headless.
 
 usage:
-  attnlab-cli forward [--model DIR] (--text "..." | --ids 5,17,2)
+  attnlab-cli forward [--model DIR] (--text "..." [--pair "..."] | --ids 5,17,2)
                       [--cross-text "..." | --cross-ids ...]
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
                       [--pad-to N] [--backend cpu|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
@@ -52,6 +54,8 @@ usage:
                       [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|reference]
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--json]
+  attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
+                      [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
@@ -63,13 +67,14 @@ model options (instead of --model, build a random model):
   [--classes C] [--positional none|sinusoidal|learned|relative] [--norm post|pre]
   [--activation relu|gelu] [--pooling mean|masked_mean|cls] [--tokenizer word|char]
 
-Without --model or --random-init the shipped default model is used.
+Without --model or --random-init the shipped default model is used. --model also opens an unmodified
+Hugging Face folder (model_type bert or distilbert: config.json, model.safetensors, tokenizer.json).
 )";
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
-               with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
-                                   "--mask-out", "--save-model"}),
+               with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out",
+                                   "--out", "--mask-out", "--save-model"}),
                {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   const ForwardRequest req = request_from_flags(a, model, "forward");
@@ -85,9 +90,12 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   if (a.has("--json")) {
     json j;
     j["model"] = model.source;
+    j["architecture"] = model.summary();
+    j["notes"] = model.hf.notes;
     j["backend"] = backend->name();
     j["tokens"] = r.tokens;
     j["ids"] = r.ids;
+    j["token_type_ids"] = req.token_types.empty() ? std::vector<int>(r.ids.size(), 0) : req.token_types;
     if (r.is_cross()) {
       j["cross_tokens"] = r.cross_tokens;
       j["cross_ids"] = r.cross_ids;
@@ -113,6 +121,63 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       for (size_t k = 0; k < r.class_probs.size(); ++k)
         std::cout << (k ? ", " : "") << model.label(static_cast<int>(k)) << " " << r.class_probs[k];
       std::cout << ")\n";
+    }
+  }
+  return 0;
+}
+
+// What the model's tokenizer makes of text, stage by stage (the Hugging Face cross-check drives
+// this over every code point with --lines).
+int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--text", "--pair", "--lines", "--stage"}), {"--json", "--random-init"});
+  const Model model = resolve_model(a, argv0);
+  const std::string stage = a.get("--stage", "ids");
+  if (stage != "normalize" && stage != "pre-tokenize" && stage != "ids")
+    throw Error("--stage: expected normalize, pre-tokenize or ids, got \"" + stage + "\"");
+  if (stage != "ids" && !model.tokenizer)
+    throw Error("--stage " + stage + " needs a model with its own tokenizer (a Hugging Face folder)");
+  if (a.has("--text") == a.has("--lines")) throw Error("tokenize needs --text \"...\" or --lines FILE");
+  std::vector<std::string> texts;
+  if (a.has("--text")) {
+    texts.push_back(a.get("--text"));
+  } else {
+    const std::string bytes = read_file_bytes(a.get("--lines"));
+    size_t start = 0;
+    while (start < bytes.size()) {
+      size_t end = bytes.find('\n', start);
+      if (end == std::string::npos) end = bytes.size();
+      texts.push_back(bytes.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (size_t i = 0; i < texts.size(); ++i) {
+    json j;
+    try {
+      if (stage == "normalize") {
+        j = model.tokenizer->normalize(texts[i]);
+      } else if (stage == "pre-tokenize") {
+        j = model.tokenizer->pre_tokenize(model.tokenizer->normalize(texts[i]));
+      } else {
+        InputOptions o;
+        o.overflow = Overflow::Keep;  // tokenizing is not a pass: report every token
+        o.what = texts.size() > 1 ? "line " + std::to_string(i + 1) : "text";
+        if (a.has("--pair")) o.pair = a.get("--pair");
+        const PreparedInput in = prepare_text(model, texts[i], o);
+        j = {{"tokens", in.tokens}, {"ids", in.ids}, {"token_type_ids", in.token_types}, {"special", in.special},
+             {"unknown", in.unknown}, {"words", in.words}, {"notices", in.notices}};
+      }
+    } catch (const Error& e) {
+      if (texts.size() == 1) throw;
+      j = {{"error", e.what()}};
+    }
+    if (a.has("--json") || texts.size() > 1) {
+      std::cout << j.dump() << "\n";
+    } else if (j.is_object()) {
+      for (size_t k = 0; k < j["tokens"].size(); ++k)
+        std::cout << (k ? " " : "") << j["tokens"][k].get<std::string>() << "(" << j["ids"][k].get<int>() << ")";
+      std::cout << "\n";
+    } else {
+      std::cout << j.dump() << "\n";
     }
   }
   return 0;
@@ -320,6 +385,7 @@ int main(int argc, char** argv) {
     if (cmd == "forward") return cmd_forward(args, argv[0]);
     if (cmd == "bench") return cmd_bench(args, argv[0]);
     if (cmd == "devices") return cmd_devices(args);
+    if (cmd == "tokenize") return cmd_tokenize(args, argv[0]);
     if (cmd == "train") return cmd_train(args);
     if (cmd == "eval") return cmd_eval(args, argv[0]);
     if (cmd == "predict") return cmd_predict(args, argv[0]);
@@ -331,7 +397,7 @@ int main(int argc, char** argv) {
       throw attnlab::Error("this attnlab-cli was built without the GUI (ATTNLAB_BUILD_GUI=OFF): export is unavailable");
 #endif
     throw attnlab::Error("unknown command \"" + cmd +
-                         "\" (expected forward, train, eval, predict, make-data or bench; see --help)");
+                         "\" (expected forward, tokenize, train, eval, predict, export, make-data, devices or bench; see --help)");
   } catch (const attnlab::Error& e) {
     std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
     return 2;

@@ -183,6 +183,10 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
   get_bool("embedding_norm", c.embedding_norm);
   get_bool("final_norm", c.final_norm);
   get_bool("pooler", c.pooler);
+  if (auto s = get_str("pooler_activation"); !s.empty()) {
+    if (s != "tanh" && s != "relu") throw Error(where + ": pooler_activation: unknown value \"" + s + "\" (expected tanh | relu)");
+    c.pooler_relu = s == "relu";
+  }
   // Folders written before "add_cls" existed prepended [CLS] exactly when they pooled on it.
   c.add_cls = c.pooling == Pooling::Cls;
   if (auto it = j.find("add_cls"); it != j.end()) {
@@ -235,6 +239,7 @@ std::string config_to_json(const ModelConfig& c) {
   j["embedding_norm"] = c.embedding_norm;
   j["final_norm"] = c.final_norm;
   j["pooler"] = c.pooler;
+  if (c.pooler) j["pooler_activation"] = c.pooler_relu ? "relu" : "tanh";
   j["labels"] = c.labels;
   return j.dump(2) + "\n";
 }

@@ -38,7 +38,8 @@ struct ModelConfig {
   int type_vocab_size = 0;      // token-type (segment) embedding rows, added to the embedding; 0 = none
   bool embedding_norm = false;  // LayerNorm after the embedding sum
   bool final_norm = false;      // LayerNorm after the last layer (pre-norm stacks usually have one)
-  bool pooler = false;          // dense + tanh on the pooled vector before the classifier
+  bool pooler = false;          // dense + activation on the pooled vector before the classifier
+  bool pooler_relu = false;     // the pooler's activation: tanh (BERT's pooler) or ReLU (DistilBERT's pre_classifier)
   std::vector<std::string> labels;
 
   int head_dim() const { return embed_size / num_heads; }

@@ -7,7 +7,7 @@ namespace {
 
 void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
   const int max_len = m.config.max_len;
-  if (static_cast<int>(in.ids.size()) > max_len) {
+  if (static_cast<int>(in.ids.size()) > max_len && o.overflow != Overflow::Keep) {
     const std::string msg = "the " + o.what + " has " + std::to_string(in.ids.size()) +
                             " tokens, more than the model's max_len " + std::to_string(max_len);
     if (o.overflow == Overflow::Error) throw Error(msg);
@@ -16,6 +16,8 @@ void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
     in.ids.resize(static_cast<size_t>(max_len));
     in.unknown.resize(static_cast<size_t>(max_len));
     in.special.resize(static_cast<size_t>(max_len));
+    in.token_types.resize(static_cast<size_t>(max_len));
+    in.words.resize(static_cast<size_t>(max_len));
   }
   const int n = std::min(o.pad_to, max_len);
   if (n > static_cast<int>(in.ids.size()) && !in.ids.empty()) {
@@ -25,18 +27,51 @@ void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
     in.ids.resize(static_cast<size_t>(n), pad);
     in.unknown.resize(static_cast<size_t>(n), 0);
     in.special.resize(static_cast<size_t>(n), 1);
+    in.token_types.resize(static_cast<size_t>(n), in.token_types.empty() ? 0 : in.token_types.back());
+    in.words.resize(static_cast<size_t>(n), -1);
   }
 }
 
 }  // namespace
 
+namespace {
+
+// A Hugging Face tokenizer's encoding: pieces as the vocabulary spells them ("##ing"), except an
+// unknown word, which keeps its text (marked unknown) so the views say what was not understood.
+PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOptions& o) {
+  const Encoding e = m.tokenizer->encode(text, o.pair ? &*o.pair : nullptr);
+  PreparedInput in;
+  size_t content = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    in.tokens.push_back(e.unknown[i] ? e.word_text[i] : e.tokens[i]);
+    in.ids.push_back(e.ids[i]);
+    in.unknown.push_back(e.unknown[i]);
+    in.special.push_back(e.special[i]);
+    in.token_types.push_back(e.type_ids[i]);
+    in.words.push_back(e.special[i] ? -1 : e.word[i]);
+    if (!e.special[i] || e.word[i] >= 0) ++content;  // typed special tokens count as input
+  }
+  if (content == 0) return PreparedInput{};  // nothing typed: no input at all, not "[CLS] [SEP]"
+  apply_policy(m, in, o);
+  return in;
+}
+
+}  // namespace
+
 PreparedInput prepare_text(const Model& m, const std::string& text, const InputOptions& o) {
+  if (m.tokenizer) return prepare_hf(m, text, o);
+  if (o.pair)
+    throw Error("this model's tokenizer takes one text; a pair (sentence B) needs a tokenizer with a pair template, "
+                "as Hugging Face BERT models have");
   const Tokenized t = tokenize(text, m.config, m.vocab);
   PreparedInput in;
   in.tokens = t.tokens;
   in.ids = t.ids;
   in.unknown.assign(t.unknown.begin(), t.unknown.end());
   in.special.assign(t.ids.size(), 0);
+  in.token_types.assign(t.ids.size(), 0);
+  in.words.resize(t.ids.size());
+  for (size_t i = 0; i < in.words.size(); ++i) in.words[i] = static_cast<int>(i) - (m.config.add_cls ? 1 : 0);
   if (m.config.add_cls && !in.ids.empty()) in.special[0] = 1;
   if (in.ids.size() == (m.config.add_cls ? 1u : 0u)) {  // nothing typed: no input at all
     PreparedInput none;
@@ -54,6 +89,9 @@ PreparedInput prepare_ids(const Model& m, const std::vector<int>& ids, const Inp
   in.ids = t.ids;
   in.unknown.assign(t.ids.size(), 0);
   in.special.assign(t.ids.size(), 0);
+  in.token_types.assign(t.ids.size(), 0);
+  in.words.resize(t.ids.size());
+  for (size_t i = 0; i < in.words.size(); ++i) in.words[i] = static_cast<int>(i);
   apply_policy(m, in, o);
   return in;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,19 +16,25 @@ namespace attnlab {
 enum class Overflow {
   Cut,    // keep the first max_len tokens and say so in a notice (the app, datasets, probes)
   Error,  // refuse with an Error (the CLI, where a silent cut would change a user's numbers)
+  Keep,   // keep every token (tokenizing only, never a pass)
 };
 
 struct InputOptions {
   Overflow overflow = Overflow::Cut;
   int pad_to = 0;             // append [PAD] up to this length (at most max_len)
   std::string what = "text";  // names the input in notices and errors ("cross text", "line 7")
+  // Sentence B of a pair ([CLS] A [SEP] B [SEP], token types 0 / 1): models whose tokenizer has a
+  // pair template (Hugging Face BERT family); Error for others.
+  std::optional<std::string> pair;
 };
 
 struct PreparedInput {
   std::vector<std::string> tokens;  // as shown: pieces as typed ("[UNK]" pieces keep their text)
   std::vector<int> ids;
   std::vector<uint8_t> unknown;      // 1 where the piece is not in the vocabulary (id = [UNK])
-  std::vector<uint8_t> special;      // 1 for tokens the tokenizer added ([CLS]) and padding
+  std::vector<uint8_t> special;      // 1 for tokens the tokenizer added ([CLS], [SEP]), typed special tokens, padding
+  std::vector<int> token_types;      // segment of each token (0 = text, 1 = pair); all 0 for one text
+  std::vector<int> words;            // word each token is a piece of ("play" "##ing" share one); -1 for special
   std::vector<std::string> notices;  // what was done to the input, for the user ("cut to 512 tokens")
 
   size_t size() const { return ids.size(); }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "engine/hf_model.h"
 #include "engine/io_util.h"
 
 namespace attnlab {
@@ -23,6 +24,21 @@ const std::string& Model::label(int c) const {
   static const std::string none;
   if (c >= 0 && c < static_cast<int>(config.labels.size())) return config.labels[static_cast<size_t>(c)];
   return none;
+}
+
+std::string Model::summary() const {
+  auto thousands = [](long long v) {
+    std::string s = std::to_string(v);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+    return s;
+  };
+  const ModelConfig& c = config;
+  char params[32];
+  std::snprintf(params, sizeof params, "%.1f M", static_cast<double>(c.parameter_count()) / 1e6);
+  const std::string arch = is_hf() ? hf.architecture : c.num_classes > 0 ? "TextClassifier" : "Encoder";
+  return arch + ": " + std::to_string(c.num_layers) + (c.num_layers == 1 ? " layer, " : " layers, ") +
+         std::to_string(c.num_heads) + (c.num_heads == 1 ? " head, " : " heads, ") + "hidden " +
+         std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params + " parameters";
 }
 
 namespace {
@@ -48,19 +64,24 @@ WeightLayout detect_layout(const ModelConfig& c, const TensorMap& tensors) {
 
 }  // namespace
 
-ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
-  const WeightLayout layout = detect_layout(c, tensors);
-  if (layout_out) *layout_out = layout;
+ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors, WeightLayout layout,
+                                 const std::string& prefix, std::set<std::string>* used, const std::string& where) {
   ModelWeights w = empty_weights(c);
   for (const WeightEntry& e : weight_entries(c)) {
     const LayoutName n = layout_name(layout, e, c);
-    auto it = tensors.find(n.name);
+    const std::string name = (n.head ? "" : prefix) + n.name;
+    auto it = tensors.find(name);
+    if (it == tensors.end() && name.size() > 17 && name.find("LayerNorm.") != std::string::npos) {
+      // TF-era BERT checkpoints call LayerNorm's parameters gamma and beta
+      const std::string old = name.substr(0, name.rfind('.')) + (name.back() == 't' ? ".gamma" : ".beta");
+      it = tensors.find(old);
+    }
     if (it == tensors.end())
-      throw Error("model.safetensors: missing tensor \"" + n.name + "\" (expected shape " + shape_str(n.stored_shape) +
-                  ")");
+      throw Error(where + ": missing tensor \"" + name + "\" (expected shape " + shape_str(n.stored_shape) + ")");
+    if (used) used->insert(it->first);
     const Tensor& t = it->second;
     if (t.shape != n.stored_shape)
-      throw Error("model.safetensors: tensor \"" + n.name + "\" has shape " + shape_str(t.shape) + ", expected " +
+      throw Error(where + ": tensor \"" + it->first + "\" has shape " + shape_str(t.shape) + ", expected " +
                   shape_str(n.stored_shape));
     Tensor& dst = e.in(w);
     if (n.rows < 0) {
@@ -75,6 +96,12 @@ ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors
   return w;
 }
 
+ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
+  const WeightLayout layout = detect_layout(c, tensors);
+  if (layout_out) *layout_out = layout;
+  return weights_from_layout(c, tensors, layout, "", nullptr, "model.safetensors");
+}
+
 TensorMap weights_to_tensors(const ModelConfig& c, const ModelWeights& w) {
   TensorMap m;
   for (const WeightEntry& e : weight_entries(c)) m[e.name()] = e.in(w);
@@ -85,6 +112,7 @@ Model load_model(const std::string& dir) {
   if (!fs::exists(dir)) throw Error(dir + ": no such model folder");
   if (!fs::is_directory(dir))
     throw Error(dir + ": not a folder (a model is a folder with config.json, model.safetensors, vocab.txt)");
+  if (is_hf_folder(dir)) return load_hf_model(dir);
   Model m;
   m.source = dir;
   m.config = load_config((fs::path(dir) / "config.json").string());
@@ -119,12 +147,16 @@ void save_model(const Model& model, const std::string& dir_in) {
   if (!fs::create_directory(tmp, ec))
     throw Error(dir.string() + ": cannot create a temporary folder beside it (" + ec.message() + ")");
   try {
-    write_file_atomic((tmp / "model.safetensors").string(),
-                      serialize_safetensors(weights_to_tensors(model.config, model.weights)));
-    if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
-    write_file_atomic((tmp / "vocab.txt").string(), vocab_to_text(model.vocab));
-    write_file_atomic((tmp / "config.json").string(), config_to_json(model.config));
+    if (model.is_hf()) {
+      write_hf_folder(model, tmp.string());
+    } else {
+      write_file_atomic((tmp / "model.safetensors").string(),
+                        serialize_safetensors(weights_to_tensors(model.config, model.weights)));
+      if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+      write_file_atomic((tmp / "vocab.txt").string(), vocab_to_text(model.vocab));
+      write_file_atomic((tmp / "config.json").string(), config_to_json(model.config));
+    }
     if (fs::exists(dir)) {
       if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
         throw Error(dir.string() + ": cannot replace the folder (" + std::strerror(errno) + ")");

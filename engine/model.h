@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "engine/config.h"
+#include "engine/hf_tokenizer.h"
 #include "engine/safetensors.h"
 #include "engine/tensor.h"
 #include "engine/tokenizer.h"
@@ -14,21 +16,43 @@
 
 namespace attnlab {
 
+// What a Hugging Face folder adds (engine/hf_model.h); empty model_type: attnlab's own format.
+struct HfInfo {
+  std::string model_type;    // "bert", "distilbert"
+  std::string architecture;  // "BertForSequenceClassification", or what the weights make it
+  std::string prefix;        // the base model's name prefix in the weight file ("bert.", "")
+  std::string config_text;   // config.json as read: saving keeps the keys attnlab does not use
+  std::vector<std::string> notes;  // what was left out ("the masked-LM head cls.* is not used")
+};
+
 struct Model {
   ModelConfig config;
   ModelWeights weights;
   Vocab vocab;
   std::string source;  // folder it came from, or "random-init"
+  HfInfo hf;
+  // The folder's own tokenizer (Hugging Face models); null: the config's word/char tokenizer.
+  std::shared_ptr<const HfTokenizer> tokenizer;
 
   const std::string& label(int c) const;
+  bool is_hf() const { return !hf.model_type.empty(); }
+  // "BertForSequenceClassification: 6 layers, 12 heads, hidden 384, vocabulary 30,522, 22.7 M parameters"
+  std::string summary() const;
 };
 
+// attnlab's own folders and Hugging Face folders (config.json with "model_type").
 Model load_model(const std::string& dir);
 // Builds weights from named tensors (any supported layout). Error names a missing or mis-shaped tensor.
 ModelWeights weights_from_tensors(const ModelConfig& config, const TensorMap& tensors, WeightLayout* layout = nullptr);
+// Weights from tensors named in `layout`: base-model names after `prefix` ("bert."), task-head
+// names without it; old LayerNorm names (gamma, beta) accepted. Records the names it read in
+// `used`; errors start with `where`.
+ModelWeights weights_from_layout(const ModelConfig& config, const TensorMap& tensors, WeightLayout layout,
+                                 const std::string& prefix, std::set<std::string>* used, const std::string& where);
 // The articles' layout, which is what save_model writes.
 TensorMap weights_to_tensors(const ModelConfig& config, const ModelWeights& w);
-// Writes DIR/config.json, DIR/model.safetensors, DIR/vocab.txt (each file atomically).
+// Writes DIR/config.json, DIR/model.safetensors, DIR/vocab.txt (each file atomically); a Hugging
+// Face model is written in its own names, with its tokenizer files (write_hf_folder).
 void save_model(const Model& model, const std::string& dir);
 
 // PyTorch-like initialisation (Linear: U(-1/sqrt(in), 1/sqrt(in)); Embedding: N(0, 1); LayerNorm: 1, 0),

@@ -220,9 +220,9 @@ Tensor head_forward(const Model& model, Ops& ops, const Tensor& x, const std::ve
         for (int e = 0; e < E; ++e) st.pooled.at(b, e) += w[static_cast<size_t>(t)] * x.at(b * T + t, e);
   }
   const Tensor* fc_in = &st.pooled;
-  if (c.pooler) {  // BERT's pooler: tanh(dense(pooled))
+  if (c.pooler) {  // BERT's pooler: tanh(dense(pooled)); DistilBERT's pre_classifier: relu(dense(pooled))
     ops.linear(st.pooled, W.pooler_w, W.pooler_b, st.pooler_out);
-    for (float& v : st.pooler_out.data) v = std::tanh(v);
+    for (float& v : st.pooler_out.data) v = c.pooler_relu ? std::max(v, 0.0f) : std::tanh(v);
     fc_in = &st.pooler_out;
   }
   Tensor logits;
@@ -236,10 +236,13 @@ void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tens
   const ModelWeights& W = model.weights;
   const int E = c.embed_size;
   Tensor dpooled;
-  if (c.pooler) {  // d tanh(z) / dz = 1 - tanh(z)^2
+  if (c.pooler) {  // d tanh(z) / dz = 1 - tanh(z)^2; d relu(z) / dz = [z > 0] (= [relu(z) > 0])
     Tensor dp;
     ops.linear_backward(st.pooler_out, W.fc_w, dlogits, &dp, G.fc_w, G.fc_b);
-    for (size_t k = 0; k < dp.data.size(); ++k) dp.data[k] *= 1.0f - st.pooler_out.data[k] * st.pooler_out.data[k];
+    for (size_t k = 0; k < dp.data.size(); ++k) {
+      const float y = st.pooler_out.data[k];
+      dp.data[k] *= c.pooler_relu ? (y > 0.0f ? 1.0f : 0.0f) : 1.0f - y * y;
+    }
     ops.linear_backward(st.pooled, W.pooler_w, dp, &dpooled, G.pooler_w, G.pooler_b);
   } else {
     ops.linear_backward(st.pooled, W.fc_w, dlogits, &dpooled, G.fc_w, G.fc_b);

@@ -100,10 +100,19 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
       throw Error(at + ": malformed entry");
     const std::string dtype = info["dtype"].get<std::string>();
     size_t elem = 0;
+    bool skip = false;  // integer buffers (BERT's position_ids) are checked, then left out: no weight is one
     if (dtype == "F32")
       elem = 4;
     else if (dtype == "F16" || dtype == "BF16")
       elem = 2;
+    else if (dtype == "I64" || dtype == "U64")
+      elem = 8, skip = true;
+    else if (dtype == "I32" || dtype == "U32")
+      elem = 4, skip = true;
+    else if (dtype == "I16" || dtype == "U16")
+      elem = 2, skip = true;
+    else if (dtype == "I8" || dtype == "U8" || dtype == "BOOL")
+      elem = 1, skip = true;
     else
       throw Error(at + ": dtype " + dtype + " is not supported (F32, F16, BF16 are)");
 
@@ -128,6 +137,7 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
     if (end - begin != count * elem)
       throw Error(at + ": shape " + shape_str(t.shape) + " of " + dtype + " needs " + std::to_string(count * elem) +
                   " bytes but data_offsets give " + std::to_string(end - begin));
+    if (skip) continue;
     t.data.resize(count);
     const char* p = data + begin;
     if (elem == 4) {

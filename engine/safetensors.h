@@ -1,6 +1,7 @@
 // Reading and writing .safetensors files (the format PyTorch users save weights in).
 // The reader checks every length and offset against the file before touching data and
-// converts F16 / BF16 to float32; anything else it cannot read is an Error naming the tensor.
+// converts F16 / BF16 to float32. Integer tensors (buffers such as position_ids) are checked and
+// left out; any other dtype is an Error naming the tensor.
 #pragma once
 
 #include <map>

@@ -150,6 +150,59 @@ std::vector<WeightEntry> weight_entries(const ModelConfig& c) {
   return out;
 }
 
+namespace {
+
+// Hugging Face names, without the base model's prefix ("bert.", "distilbert."): modeling_bert.py
+// and modeling_distilbert.py. The classifier head's tensors (head = true) sit outside the prefix.
+LayoutName hf_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
+  const bool bert = layout == WeightLayout::HfBert;
+  static const struct {
+    const char* ours;
+    const char* bert;
+    const char* distilbert;  // nullptr: DistilBERT has no such tensor
+    bool head;
+  } kNames[] = {
+      {"embedding.weight", "embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight", false},
+      {"pos_embedding.weight", "embeddings.position_embeddings.weight", "embeddings.position_embeddings.weight", false},
+      {"token_type_embedding.weight", "embeddings.token_type_embeddings.weight", nullptr, false},
+      {"embedding_norm.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.weight", false},
+      {"embedding_norm.bias", "embeddings.LayerNorm.bias", "embeddings.LayerNorm.bias", false},
+      {"attention.query.weight", "attention.self.query.weight", "attention.q_lin.weight", false},
+      {"attention.query.bias", "attention.self.query.bias", "attention.q_lin.bias", false},
+      {"attention.key.weight", "attention.self.key.weight", "attention.k_lin.weight", false},
+      {"attention.key.bias", "attention.self.key.bias", "attention.k_lin.bias", false},
+      {"attention.value.weight", "attention.self.value.weight", "attention.v_lin.weight", false},
+      {"attention.value.bias", "attention.self.value.bias", "attention.v_lin.bias", false},
+      {"attention.fc_out.weight", "attention.output.dense.weight", "attention.out_lin.weight", false},
+      {"attention.fc_out.bias", "attention.output.dense.bias", "attention.out_lin.bias", false},
+      {"attention.layer_norm.weight", "attention.output.LayerNorm.weight", "sa_layer_norm.weight", false},
+      {"attention.layer_norm.bias", "attention.output.LayerNorm.bias", "sa_layer_norm.bias", false},
+      {"ffn.fc1.weight", "intermediate.dense.weight", "ffn.lin1.weight", false},
+      {"ffn.fc1.bias", "intermediate.dense.bias", "ffn.lin1.bias", false},
+      {"ffn.fc2.weight", "output.dense.weight", "ffn.lin2.weight", false},
+      {"ffn.fc2.bias", "output.dense.bias", "ffn.lin2.bias", false},
+      {"ffn.layer_norm.weight", "output.LayerNorm.weight", "output_layer_norm.weight", false},
+      {"ffn.layer_norm.bias", "output.LayerNorm.bias", "output_layer_norm.bias", false},
+      {"pooler.dense.weight", "pooler.dense.weight", "pre_classifier.weight", false},
+      {"pooler.dense.bias", "pooler.dense.bias", "pre_classifier.bias", false},
+      {"fc.weight", "classifier.weight", "classifier.weight", true},
+      {"fc.bias", "classifier.bias", "classifier.bias", true},
+  };
+  const std::string own = e.spec->name;
+  for (const auto& k : kNames) {
+    if (own != k.ours) continue;
+    const char* name = bert ? k.bert : k.distilbert;
+    if (!name) break;
+    n.name = name;
+    n.head = k.head || (!bert && own.rfind("pooler.", 0) == 0);  // DistilBERT's pre_classifier is a head tensor
+    if (e.layer >= 0) n.name = (bert ? "encoder.layer." : "transformer.layer.") + std::to_string(e.layer) + "." + n.name;
+    return n;
+  }
+  throw Error(std::string("internal: no Hugging Face ") + (bert ? "BERT" : "DistilBERT") + " name for " + own);
+}
+
+}  // namespace
+
 LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelConfig& c) {
   LayoutName n;
   n.stored_shape = e.shape;
@@ -158,6 +211,7 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelCon
     if (e.spec->model_member == &ModelWeights::final_ln_g) n.name = "norm.weight";
     if (e.spec->model_member == &ModelWeights::final_ln_b) n.name = "norm.bias";
   }
+  if (layout == WeightLayout::HfBert || layout == WeightLayout::HfDistilBert) return hf_name(layout, e, n);
   if (layout == WeightLayout::Article || e.layer < 0) return n;
   const std::string own = e.spec->name;
   if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."

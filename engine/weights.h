@@ -74,7 +74,13 @@ struct WeightEntry {
 std::vector<WeightEntry> weight_entries(const ModelConfig& config);
 
 // Which PyTorch module layout a set of tensor names follows.
-enum class WeightLayout { Article, ArticleSingleLayer, TorchEncoder };
+enum class WeightLayout {
+  Article,             // the seed articles' modules (what attnlab writes for its own models)
+  ArticleSingleLayer,  // the articles' one-layer TextClassifier (no "layers.0.")
+  TorchEncoder,        // nn.TransformerEncoder(Layer)
+  HfBert,              // Hugging Face BertModel (+ BertForSequenceClassification's classifier)
+  HfDistilBert,        // Hugging Face DistilBertModel (+ pre_classifier and classifier)
+};
 
 // A tensor's name in a layout, and the rows of it that hold this parameter (a fused tensor such
 // as nn.MultiheadAttention's in_proj holds q, k and v stacked along its first axis).
@@ -83,6 +89,7 @@ struct LayoutName {
   int64_t row0 = 0;                   // first row of the parameter in the named tensor
   int64_t rows = -1;                  // -1: the whole tensor
   std::vector<int64_t> stored_shape;  // shape of the named tensor
+  bool head = false;  // Hugging Face: a task head's tensor, outside the base model's prefix ("bert.")
 };
 LayoutName layout_name(WeightLayout layout, const WeightEntry& entry, const ModelConfig& config);
 

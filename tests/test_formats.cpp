@@ -64,8 +64,14 @@ TEST_CASE("malformed safetensors are errors naming the problem", "[formats][erro
   CHECK_THROWS_WITH(parse_safetensors(make_safetensors("{not json", "")), Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(parse_safetensors(make_safetensors("{not json", "")), !Catch::Contains("[json.exception"));
   CHECK_THROWS_WITH(
-      parse_safetensors(make_safetensors(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", good_data)),
-      Catch::Contains("\"w\"") && Catch::Contains("I64"));
+      parse_safetensors(make_safetensors(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", good_data)),
+      Catch::Contains("\"w\"") && Catch::Contains("F64"));
+  // integer buffers (BERT's position_ids) are bounds-checked, then left out
+  CHECK(parse_safetensors(make_safetensors(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", good_data))
+            .empty());
+  CHECK_THROWS_WITH(
+      parse_safetensors(make_safetensors(R"({"w":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", good_data)),
+      Catch::Contains("needs 16 bytes"));
   CHECK_THROWS_WITH(
       parse_safetensors(make_safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", good_data)),
       Catch::Contains("outside the data"));

@@ -1,0 +1,311 @@
+// Hugging Face folders (see hf_model.h): config mapping per model_type, weights from one file or
+// shards, the prefix of the base model ("bert." in BertForSequenceClassification), the tokenizer.
+#include "engine/hf_model.h"
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/io_util.h"
+
+namespace attnlab {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const char* supported_hf_model_types() {
+  return "bert, distilbert";
+}
+
+namespace {
+
+json parse_json_file_text(const std::string& text, const std::string& where) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(where + ": not valid JSON (" + json_error_text(e.what()) + ")");
+  }
+}
+
+struct Keys {
+  const json& j;
+  const std::string& where;
+  int integer(const char* key, bool required, int fallback = 0) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (required) throw Error(where + ": missing required key \"" + key + "\"");
+      return fallback;
+    }
+    if (!it->is_number_integer()) throw Error(where + ": \"" + key + "\" must be an integer");
+    const long long v = it->get<long long>();
+    if (v < 0 || v > (1LL << 30)) throw Error(where + ": \"" + key + "\" out of range (" + std::to_string(v) + ")");
+    return static_cast<int>(v);
+  }
+  std::string str(const char* key, const std::string& fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) throw Error(where + ": \"" + key + "\" must be a string");
+    return it->get<std::string>();
+  }
+  double number(const char* key, double fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number()) throw Error(where + ": \"" + key + "\" must be a number");
+    return it->get<double>();
+  }
+  bool boolean(const char* key, bool fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false");
+    return it->get<bool>();
+  }
+};
+
+Activation hf_activation(const std::string& act, const std::string& where) {
+  if (act == "gelu") return Activation::Gelu;  // transformers' "gelu" is the exact erf form
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return Activation::GeluTanh;
+  if (act == "relu") return Activation::Relu;
+  throw Error(where + ": activation \"" + act + "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu are)");
+}
+
+// id2label {"0": "NEGATIVE", "1": "POSITIVE"} -> labels in id order; empty when absent or not 0..n-1.
+std::vector<std::string> hf_labels(const json& j) {
+  std::vector<std::string> labels;
+  auto it = j.find("id2label");
+  if (it == j.end() || !it->is_object()) return labels;
+  std::map<long, std::string> byid;
+  for (const auto& [k, v] : it->items()) {
+    char* end = nullptr;
+    const long id = std::strtol(k.c_str(), &end, 10);
+    if (k.empty() || *end != '\0' || id < 0 || id > 100000 || !v.is_string()) return {};
+    byid[id] = v.get<std::string>();
+  }
+  long expect = 0;
+  for (const auto& [id, name] : byid) {
+    if (id != expect++) return {};
+    labels.push_back(name);
+  }
+  return labels;
+}
+
+TensorMap load_weights(const fs::path& dir) {
+  const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+  if (fs::exists(single)) return load_safetensors(single.string());
+  if (fs::exists(index)) {
+    TensorMap all;
+    for (const std::string& file : parse_shard_index(read_file_bytes(index.string()), index.string())) {
+      const fs::path shard = dir / file;
+      if (!fs::exists(shard))
+        throw Error(index.string() + ": shard \"" + file + "\" is listed but missing from the folder");
+      TensorMap part = load_safetensors(shard.string());
+      for (auto& [name, t] : part) all[name] = std::move(t);
+    }
+    return all;
+  }
+  for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+    if (fs::exists(dir / pickle))
+      throw Error(dir.string() + ": has only " + pickle +
+                  " (a Python pickle, which can run code when read; attnlab never reads one). Convert it once "
+                  "where you trust the file: python3 -c \"from transformers import AutoModel; "
+                  "AutoModel.from_pretrained('DIR').save_pretrained('DIR', safe_serialization=True)\"");
+  throw Error(dir.string() + ": no weights (expected model.safetensors or model.safetensors.index.json)");
+}
+
+// The base model's name prefix the tensors use: "bert." (task models) or "" (the base model).
+std::string find_prefix(const TensorMap& t, const std::string& model_type, const std::string& where) {
+  const std::string probe = "embeddings.word_embeddings.weight";
+  for (const std::string& p : {model_type + ".", std::string()})
+    if (t.count(p + probe)) return p;
+  std::string seen;
+  int n = 0;
+  for (const auto& [name, _] : t) {
+    if (n++ == 3) break;
+    seen += (seen.empty() ? "" : ", ") + name;
+  }
+  throw Error(where + ": no \"" + probe + "\" or \"" + model_type + "." + probe + "\" tensor (found " + seen +
+              (t.size() > 3 ? ", ..." : "") + "): not a " + model_type + " model's weights");
+}
+
+}  // namespace
+
+std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where) {
+  const json j = parse_json_file_text(text, where);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw Error(where + ": expected an object with a \"weight_map\" of tensor name -> shard file");
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) throw Error(where + ": the shard of \"" + name + "\" must be a file name");
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+      throw Error(where + ": shard \"" + f + "\" must be a plain file name in the model folder");
+    if (seen.insert(f).second) files.push_back(f);
+  }
+  if (files.empty()) throw Error(where + ": \"weight_map\" is empty");
+  return files;
+}
+
+ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::string& where) {
+  const json j = parse_json_file_text(text, where);
+  if (!j.is_object()) throw Error(where + ": expected a JSON object");
+  const Keys k{j, where};
+  info.model_type = k.str("model_type", "");
+  info.config_text = text;
+  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    info.architecture = (*it)[0].get<std::string>();
+  ModelConfig c;
+  c.positional = Positional::Learned;
+  c.norm = NormPlacement::Post;
+  c.embedding_norm = true;
+  c.pooling = Pooling::Cls;  // the classifier reads the first token, [CLS]
+  c.add_cls = false;         // special tokens come from the folder's tokenizer
+  c.tokenizer = TokenizerKind::Word;
+  if (info.model_type == "bert") {
+    c.vocab_size = k.integer("vocab_size", true);
+    c.embed_size = k.integer("hidden_size", true);
+    c.num_heads = k.integer("num_attention_heads", true);
+    c.num_layers = k.integer("num_hidden_layers", true);
+    c.ff_dim = k.integer("intermediate_size", true);
+    c.max_len = k.integer("max_position_embeddings", false, 512);
+    c.type_vocab_size = k.integer("type_vocab_size", false, 2);
+    c.layer_norm_eps = static_cast<float>(k.number("layer_norm_eps", 1e-12));
+    c.activation = hf_activation(k.str("hidden_act", "gelu"), where);
+    const std::string pos = k.str("position_embedding_type", "absolute");
+    if (pos != "absolute")
+      throw Error(where + ": position_embedding_type \"" + pos + "\" is not supported (absolute is)");
+    if (k.boolean("is_decoder", false)) throw Error(where + ": BERT as a decoder (is_decoder) is not supported");
+  } else if (info.model_type == "distilbert") {
+    c.vocab_size = k.integer("vocab_size", true);
+    c.embed_size = k.integer("dim", true);
+    c.num_heads = k.integer("n_heads", true);
+    c.num_layers = k.integer("n_layers", true);
+    c.ff_dim = k.integer("hidden_dim", true);
+    c.max_len = k.integer("max_position_embeddings", false, 512);
+    c.layer_norm_eps = 1e-12f;  // modeling_distilbert.py: nn.LayerNorm(dim, eps=1e-12), not configurable
+    c.activation = hf_activation(k.str("activation", "gelu"), where);
+    k.boolean("sinusoidal_pos_embds", false);  // checked here, used in load_hf_model
+    c.pooler_relu = true;  // pre_classifier then ReLU
+  } else if (info.model_type.empty()) {
+    throw Error(where + ": no \"model_type\" (not a Hugging Face config?)");
+  } else {
+    throw Error(where + ": model_type \"" + info.model_type + "\" is not supported (supported: " +
+                supported_hf_model_types() + ")");
+  }
+  if (c.embed_size > 0 && c.num_heads > 0 && c.embed_size % c.num_heads != 0)
+    throw Error(where + ": the hidden size " + std::to_string(c.embed_size) + " is not divisible by the " +
+                std::to_string(c.num_heads) + " attention heads");
+  try {
+    c.validate();  // labels come later, from the classifier's size (load_hf_model)
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  return c;
+}
+
+bool is_hf_folder(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "config.json";
+  if (!fs::exists(p)) return false;
+  try {
+    const json j = json::parse(read_file_bytes(p.string()));
+    return j.is_object() && j.contains("model_type");
+  } catch (...) {
+    return false;
+  }
+}
+
+Model load_hf_model(const std::string& dir_in) {
+  const fs::path dir(dir_in);
+  Model m;
+  m.source = dir_in;
+  const std::string cfg_path = (dir / "config.json").string();
+  const std::string cfg_text = read_file_bytes(cfg_path);
+  m.config = parse_hf_config(cfg_text, m.hf, cfg_path);
+  TensorMap tensors = load_weights(dir);
+  const std::string where = dir.string();
+  m.hf.prefix = find_prefix(tensors, m.hf.model_type, where);
+  const bool bert = m.hf.model_type == "bert";
+  const WeightLayout layout = bert ? WeightLayout::HfBert : WeightLayout::HfDistilBert;
+  const std::string& P = m.hf.prefix;
+
+  // What the weights hold decides the head: a classifier (+ pooler / pre_classifier) or none.
+  ModelConfig& c = m.config;
+  if (auto it = tensors.find("classifier.weight"); it != tensors.end() && it->second.shape.size() == 2) {
+    c.num_classes = static_cast<int>(it->second.shape[0]);
+    c.pooler = tensors.count(bert ? P + "pooler.dense.weight" : "pre_classifier.weight") > 0;
+    if (!bert && !c.pooler) throw Error(where + ": classifier.weight without pre_classifier.weight");
+  } else {
+    c.pooler = bert && tensors.count(P + "pooler.dense.weight");  // kept for fine-tuning a classifier on it
+  }
+  if (!bert && !tensors.count(P + "embeddings.position_embeddings.weight")) {
+    // sinusoidal_pos_embds: the table is a frozen buffer that files usually hold; computed otherwise.
+    const json j = json::parse(cfg_text);
+    if (j.value("sinusoidal_pos_embds", false)) c.positional = Positional::Sinusoidal;
+  }
+  const std::vector<std::string> id2label = hf_labels(json::parse(cfg_text));
+  if (c.num_classes > 0) {
+    if (static_cast<int>(id2label.size()) == c.num_classes)
+      c.labels = id2label;
+    else
+      for (int i = 0; i < c.num_classes; ++i) c.labels.push_back("LABEL_" + std::to_string(i));
+  }
+  if (m.hf.architecture.empty() || (c.num_classes > 0) != (m.hf.architecture.find("ForSequenceClassification") != std::string::npos))
+    m.hf.architecture = std::string(bert ? "Bert" : "DistilBert") + (c.num_classes > 0 ? "ForSequenceClassification" : "Model");
+
+  m.tokenizer = HfTokenizer::from_folder(dir_in);
+  if (m.tokenizer->vocab_size() > c.vocab_size)
+    throw Error(where + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+                " tokens but the embedding has only " + std::to_string(c.vocab_size) + " rows (vocab_size)");
+  m.vocab = m.tokenizer->vocab();
+
+  std::set<std::string> used;
+  m.weights = weights_from_layout(c, tensors, layout, P, &used, where);
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : tensors)
+    if (!used.count(name) && name.find("position_ids") == std::string::npos) unused.push_back(name);
+  if (!unused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unused.size() && i < 3; ++i) list += (i ? ", " : "") + unused[i];
+    if (unused.size() > 3) list += ", ...";
+    m.hf.notes.push_back(std::to_string(unused.size()) + " tensors not used (" + list +
+                         "): attnlab shows the encoder" + std::string(c.num_classes ? " and its classifier" : "") +
+                         "; pre-training heads are left out");
+  }
+
+  return m;
+}
+
+void write_hf_folder(const Model& model, const std::string& dir) {
+  const ModelConfig& c = model.config;
+  const bool bert = model.hf.model_type == "bert";
+  json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
+  const bool classifier = c.num_classes > 0;
+  const std::string arch = std::string(bert ? "Bert" : "DistilBert") + (classifier ? "ForSequenceClassification" : "Model");
+  j["architectures"] = {arch};
+  if (classifier) {
+    json id2label = json::object(), label2id = json::object();
+    for (int i = 0; i < c.num_classes; ++i) {
+      id2label[std::to_string(i)] = model.label(i);
+      label2id[model.label(i)] = i;
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+  }
+  // A task model keeps its base under the model_type's prefix, as transformers saves it.
+  const std::string prefix = classifier ? model.hf.model_type + "." : model.hf.prefix;
+  const WeightLayout layout = bert ? WeightLayout::HfBert : WeightLayout::HfDistilBert;
+  TensorMap tensors;
+  for (const WeightEntry& e : weight_entries(c)) {
+    const LayoutName n = layout_name(layout, e, c);
+    tensors[(n.head ? "" : prefix) + n.name] = e.in(model.weights);
+  }
+  write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
+  write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
+  for (const char* f : {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+    const fs::path from = fs::path(model.source) / f;
+    if (fs::exists(from)) write_file_atomic((fs::path(dir) / f).string(), read_file_bytes(from.string()));
+  }
+}
+
+}  // namespace attnlab

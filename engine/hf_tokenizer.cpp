@@ -1,0 +1,599 @@
+// Hugging Face tokenizer pipeline (see hf_tokenizer.h). Each step follows the Rust source of
+// `tokenizers` 0.19 (normalizers/bert.rs, pre_tokenizers/bert.rs, models/wordpiece,
+// processors/template.rs, tokenizer/added_vocabulary.rs); the Unicode data comes from ICU.
+#include "engine/hf_tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/io_util.h"
+#include "engine/tensor.h"
+#include "engine/unicode.h"
+
+namespace attnlab {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+namespace uc = unicode;
+
+namespace {
+
+// `tokenizers` takes categories from the unicode_categories crate, whose tables are Unicode 8.0's:
+// a character assigned since has no category there (neither control, nor punctuation, nor mark).
+// The test over every code point (tests/hf_crosscheck.py) pins this value.
+constexpr double kCategoryAge = 8.0;
+
+// The category as of Unicode 8.0: ICU's current one for characters that existed then, except the
+// few whose category changed later (UnicodeData.txt 8.0 vs 15.0; the only ones that change a
+// tokenizer's output, found by the every-code-point test).
+const char* category8(char32_t c) {
+  switch (c) {
+    case 0x166D: return "Po";   // CANADIAN SYLLABICS CHI SIGN, So since 12.0
+    case 0x111C9: return "Po";  // SHARADA SANDHI MARK, Mn since 11.0
+    case 0x1734: return "Mn";   // HANUNOO SIGN PAMUDPOD, Mc since 14.0
+    case 0x1885: return "Lo";   // MONGOLIAN LETTER ALI GALI BALUDA, Mn since 9.0
+    case 0x1886: return "Lo";   // MONGOLIAN LETTER ALI GALI THREE BALUDA, Mn since 9.0
+    case 0xA9BD: return "Mc";   // JAVANESE CONSONANT SIGN KERET, Mn since 12.0
+    default: return uc::category(c, kCategoryAge);
+  }
+}
+
+bool is_other(char32_t c) {  // the crate's is_other: Cc, Cf, Co, Cs (not Cn: unassigned characters stay)
+  const char* cat = category8(c);
+  return cat[0] == 'C' && cat[1] != 'n';
+}
+bool is_punctuation(char32_t c) {  // Pc, Pd, Pe, Pf, Pi, Po, Ps
+  return category8(c)[0] == 'P';
+}
+bool is_mark_nonspacing(char32_t c) {
+  const char* cat = category8(c);
+  return cat[0] == 'M' && cat[1] == 'n';
+}
+
+// NFD as the unicode-normalization-alignments crate does it: its tables predate Unicode 13, so a
+// character added since is left whole (and, having no combining class there, is a starter).
+constexpr double kNfdAge = 12.1;
+std::u32string nfd_old(const std::u32string& s) {
+  std::u32string out, run;
+  for (char32_t c : s) {
+    if (uc::category(c, kNfdAge)[0] == 'C' && uc::category(c)[0] != 'C') {  // assigned after kNfdAge
+      out += uc::nfd(run);
+      run.clear();
+      out.push_back(c);
+    } else {
+      run.push_back(c);
+    }
+  }
+  return out + uc::nfd(run);
+}
+// normalizers/bert.rs: tab, newline and carriage return count as white space, not control.
+bool bert_whitespace(char32_t c) {
+  return c == '\t' || c == '\n' || c == '\r' || uc::is_white_space(c);
+}
+bool bert_control(char32_t c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  return is_other(c);
+}
+bool is_chinese_char(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+bool bert_punctuation(char32_t c) {
+  return (c < 0x80 && ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126))) ||
+         is_punctuation(c);
+}
+bool is_word_char(char32_t c) {  // added_vocabulary.rs: alphanumeric or '_'
+  if (c == '_') return true;
+  const char* cat = uc::category(c);
+  return cat[0] == 'L' || cat[0] == 'N';
+}
+
+std::u32string strip_marks(const std::u32string& s) {
+  std::u32string out;
+  for (char32_t c : s)
+    if (!is_mark_nonspacing(c)) out.push_back(c);
+  return out;
+}
+
+std::string thousands(long long v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw Error(where + ": " + what);
+}
+
+// A vocabulary from a {token: id} object: ids index the token list; a hole gets a placeholder.
+Vocab vocab_from_map(const json& m, const std::string& where) {
+  if (!m.is_object()) fail(where, "\"model.vocab\" must be an object of token: id");
+  std::vector<std::string> tokens;
+  std::vector<uint8_t> set;
+  for (const auto& [tok, id] : m.items()) {
+    if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > (1 << 24))
+      fail(where, "vocabulary id of \"" + tok + "\" must be an integer in [0, 16777216]");
+    const size_t i = static_cast<size_t>(id.get<long long>());
+    if (i >= tokens.size()) tokens.resize(i + 1), set.resize(i + 1, 0);
+    if (set[i]) fail(where, "vocabulary id " + std::to_string(i) + " is given to two tokens");
+    tokens[i] = tok;
+    set[i] = 1;
+  }
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (!set[i]) tokens[i] = "<no token " + std::to_string(i) + ">";
+  try {
+    return Vocab(std::move(tokens));
+  } catch (const Error& e) {
+    fail(where, e.what());
+  }
+}
+
+bool json_bool(const json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw Error(std::string("\"") + key + "\" must be true or false");
+  return it->get<bool>();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- loading
+
+std::shared_ptr<const HfTokenizer> HfTokenizer::from_folder(const std::string& dir) {
+  const fs::path d(dir);
+  if (fs::exists(d / "tokenizer.json"))
+    return from_tokenizer_json(read_file_bytes((d / "tokenizer.json").string()), (d / "tokenizer.json").string());
+  if (fs::exists(d / "vocab.txt")) {
+    const std::string cfg =
+        fs::exists(d / "tokenizer_config.json") ? read_file_bytes((d / "tokenizer_config.json").string()) : "";
+    return from_vocab_txt(read_file_bytes((d / "vocab.txt").string()), cfg, (d / "vocab.txt").string());
+  }
+  throw Error(dir + ": no tokenizer (expected tokenizer.json, or vocab.txt with tokenizer_config.json)");
+}
+
+std::shared_ptr<const HfTokenizer> HfTokenizer::from_tokenizer_json(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(where, "not valid JSON (" + json_error_text(e.what()) + ")");
+  }
+  if (!j.is_object()) fail(where, "expected a JSON object");
+  auto t = std::make_shared<HfTokenizer>();
+  try {
+    // model
+    const json& model = j.contains("model") ? j["model"] : json();
+    if (!model.is_object()) fail(where, "no \"model\" object");
+    const std::string type = model.value("type", std::string(model.contains("vocab") && model.contains("merges") ? "BPE" : ""));
+    if (type != "WordPiece")
+      fail(where, "tokenizer model \"" + type + "\" is not supported (WordPiece is; byte-level BPE is planned)");
+    t->vocab_ = vocab_from_map(model.contains("vocab") ? model["vocab"] : json(), where);
+    if (model.contains("unk_token")) t->unk_ = model["unk_token"].get<std::string>();
+    if (model.contains("continuing_subword_prefix") && model["continuing_subword_prefix"].is_string())
+      t->prefix_ = model["continuing_subword_prefix"].get<std::string>();
+    if (model.contains("max_input_chars_per_word"))
+      t->max_chars_ = std::clamp(model["max_input_chars_per_word"].get<int>(), 0, 1 << 20);
+    if (t->vocab_.id(t->unk_) < 0) fail(where, "the unknown token \"" + t->unk_ + "\" is not in the vocabulary");
+
+    // normalizer
+    std::function<void(const json&)> add_norm = [&](const json& n) {
+      if (n.is_null()) return;
+      const std::string nt = n.value("type", "");
+      if (nt == "Sequence") {
+        for (const auto& s : n.at("normalizers")) add_norm(s);
+      } else if (nt == "BertNormalizer") {
+        NormStep s{NormStep::Bert};
+        s.clean_text = json_bool(n, "clean_text", true);
+        s.chinese = json_bool(n, "handle_chinese_chars", true);
+        s.lowercase = json_bool(n, "lowercase", true);
+        s.strip_accents = json_bool(n, "strip_accents", s.lowercase);  // null: follows lowercase
+        t->norm_.push_back(s);
+        t->lowercase_ = t->lowercase_ || s.lowercase;
+      } else if (nt == "Lowercase") {
+        t->norm_.push_back({NormStep::Lowercase});
+        t->lowercase_ = true;
+      } else if (nt == "NFD") {
+        t->norm_.push_back({NormStep::Nfd});
+      } else if (nt == "StripAccents") {
+        t->norm_.push_back({NormStep::StripAccents});
+      } else {
+        fail(where, "normalizer \"" + nt + "\" is not supported (BertNormalizer, Lowercase, NFD, StripAccents are)");
+      }
+    };
+    if (j.contains("normalizer")) add_norm(j["normalizer"]);
+
+    // pre-tokenizer
+    std::function<void(const json&)> add_pre = [&](const json& p) {
+      if (p.is_null()) return;
+      const std::string pt = p.value("type", "");
+      if (pt == "Sequence")
+        for (const auto& s : p.at("pretokenizers")) add_pre(s);
+      else if (pt == "BertPreTokenizer")
+        t->pre_.push_back(PreTok::Bert);
+      else if (pt == "WhitespaceSplit")
+        t->pre_.push_back(PreTok::WhitespaceSplit);
+      else
+        fail(where, "pre-tokenizer \"" + pt + "\" is not supported (BertPreTokenizer, WhitespaceSplit are)");
+    };
+    if (j.contains("pre_tokenizer")) add_pre(j["pre_tokenizer"]);
+
+    // added tokens
+    if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+      for (const auto& a : j["added_tokens"]) {
+        AddedToken at;
+        at.content = a.at("content").get<std::string>();
+        at.id = a.at("id").get<int>();
+        at.special = json_bool(a, "special", false);
+        at.single_word = json_bool(a, "single_word", false);
+        at.lstrip = json_bool(a, "lstrip", false);
+        at.rstrip = json_bool(a, "rstrip", false);
+        at.normalized = json_bool(a, "normalized", !at.special);
+        if (at.id < 0) fail(where, "added token \"" + at.content + "\" has a negative id");
+        if (at.content.empty()) continue;
+        uc::decode(at.content, where + ": added token");
+        t->added_.push_back(std::move(at));
+      }
+      // Added tokens past the model's vocabulary extend it (user-added tokens: ids after the model's).
+      std::vector<std::string> tokens = t->vocab_.tokens();
+      bool grew = false;
+      for (const AddedToken& a : t->added_) {
+        if (a.id < static_cast<int>(tokens.size()) || t->vocab_.id(a.content) >= 0) continue;
+        if (a.id > (1 << 24)) fail(where, "added token \"" + a.content + "\" has an absurd id");
+        while (static_cast<int>(tokens.size()) < a.id) tokens.push_back("<no token " + std::to_string(tokens.size()) + ">");
+        tokens.push_back(a.content);
+        grew = true;
+      }
+      if (grew) {
+        try {
+          t->vocab_ = Vocab(std::move(tokens));
+        } catch (const Error& e) {
+          fail(where, e.what());
+        }
+      }
+    }
+
+    // post-processor
+    const json pp = j.contains("post_processor") ? j["post_processor"] : json();
+    auto parse_template = [&](const json& arr, std::vector<TemplatePiece>& out) {
+      for (const auto& p : arr) {
+        TemplatePiece piece;
+        if (p.contains("Sequence")) {
+          piece.is_sequence = true;
+          const std::string id = p["Sequence"].at("id").get<std::string>();
+          piece.sequence = id == "B" ? 1 : 0;
+          piece.type_id = p["Sequence"].value("type_id", 0);
+        } else if (p.contains("SpecialToken")) {
+          piece.special = p["SpecialToken"].at("id").get<std::string>();
+          piece.type_id = p["SpecialToken"].value("type_id", 0);
+        } else {
+          fail(where, "post_processor template piece is neither Sequence nor SpecialToken");
+        }
+        out.push_back(piece);
+      }
+    };
+    if (pp.is_null()) {
+      t->single_ = {TemplatePiece{true, 0, "", 0}};
+      t->pair_ = {TemplatePiece{true, 0, "", 0}, TemplatePiece{true, 1, "", 1}};
+    } else if (pp.value("type", "") == "TemplateProcessing") {
+      parse_template(pp.at("single"), t->single_);
+      parse_template(pp.at("pair"), t->pair_);
+      const json specials = pp.value("special_tokens", json::object());  // named: items() must not outlive it
+      for (const auto& [name, st] : specials.items()) t->template_ids_[name] = st.at("ids").get<std::vector<int>>();
+    } else if (pp.value("type", "") == "BertProcessing") {
+      const std::string cls = pp.at("cls").at(0).get<std::string>(), sep = pp.at("sep").at(0).get<std::string>();
+      t->template_ids_[cls] = {pp.at("cls").at(1).get<int>()};
+      t->template_ids_[sep] = {pp.at("sep").at(1).get<int>()};
+      t->single_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}};
+      t->pair_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}, {true, 1, "", 1}, {false, 0, sep, 1}};
+    } else {
+      fail(where, "post_processor \"" + pp.value("type", "") +
+                      "\" is not supported (TemplateProcessing, BertProcessing are)");
+    }
+    t->check_template_tokens(where);
+  } catch (const json::exception& e) {
+    fail(where, "unexpected structure (" + json_error_text(e.what()) + ")");
+  }
+  return t;
+}
+
+std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_txt(const std::string& vocab_text,
+                                                                const std::string& config_text,
+                                                                const std::string& where) {
+  // transformers' BertTokenizerFast built from the slow tokenizer's files (convert_slow_tokenizer.py,
+  // BertConverter), with BertTokenizer's defaults for what tokenizer_config.json leaves out.
+  json cfg = json::object();
+  if (!config_text.empty()) {
+    try {
+      cfg = json::parse(config_text);
+    } catch (const json::exception& e) {
+      fail("tokenizer_config.json", "not valid JSON (" + json_error_text(e.what()) + ")");
+    }
+    if (!cfg.is_object()) fail("tokenizer_config.json", "expected a JSON object");
+  }
+  auto t = std::make_shared<HfTokenizer>();
+  t->vocab_ = parse_vocab(vocab_text, where);
+  // vocab.txt often ends with a newline: parse_vocab gives no token for an empty last line, but
+  // a blank line inside is a real (empty) token there too.
+  auto str = [&](const char* key, const char* fallback) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return std::string(fallback);
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
+    fail("tokenizer_config.json", std::string("\"") + key + "\" must be a string");
+  };
+  try {
+    NormStep s{NormStep::Bert};
+    s.lowercase = json_bool(cfg, "do_lower_case", true);
+    s.chinese = json_bool(cfg, "tokenize_chinese_chars", true);
+    s.strip_accents = json_bool(cfg, "strip_accents", s.lowercase);
+    t->norm_.push_back(s);
+    t->lowercase_ = s.lowercase;
+  } catch (const Error& e) {
+    fail("tokenizer_config.json", e.what());
+  }
+  t->pre_ = {PreTok::Bert};
+  t->unk_ = str("unk_token", "[UNK]");
+  const std::string cls = str("cls_token", "[CLS]"), sep = str("sep_token", "[SEP]");
+  for (const std::string& sp :
+       {str("pad_token", "[PAD]"), t->unk_, cls, sep, str("mask_token", "[MASK]")}) {
+    const int id = t->vocab_.id(sp);
+    if (id >= 0) t->added_.push_back(AddedToken{sp, id, true, false, false, false, false});
+  }
+  if (t->vocab_.id(t->unk_) < 0) fail(where, "the unknown token \"" + t->unk_ + "\" is not in the vocabulary");
+  t->template_ids_[cls] = {t->vocab_.id(cls)};
+  t->template_ids_[sep] = {t->vocab_.id(sep)};
+  t->single_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}};
+  t->pair_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}, {true, 1, "", 1}, {false, 0, sep, 1}};
+  t->check_template_tokens(where);
+  return t;
+}
+
+void HfTokenizer::check_template_tokens(const std::string& where) {
+  for (const auto* tpl : {&single_, &pair_})
+    for (const TemplatePiece& p : *tpl) {
+      if (p.is_sequence) continue;
+      auto it = template_ids_.find(p.special);
+      if (it == template_ids_.end() || it->second.empty())
+        fail(where, "the post-processor's special token \"" + p.special + "\" has no id");
+      for (int id : it->second)
+        if (id < 0 || id >= vocab_.size())
+          fail(where, "the post-processor's special token \"" + p.special + "\" is not in the vocabulary");
+    }
+  for (const AddedToken& a : added_)
+    if (a.id >= vocab_.size())
+      fail(where, "added token \"" + a.content + "\" has id " + std::to_string(a.id) + ", outside the vocabulary (" +
+                      std::to_string(vocab_.size()) + " tokens)");
+}
+
+std::string HfTokenizer::describe() const {
+  return std::string("WordPiece, ") + (lowercase_ ? "uncased" : "cased") + ", " + thousands(vocab_.size()) + " tokens";
+}
+
+// ---------------------------------------------------------------- the pipeline
+
+std::u32string HfTokenizer::normalize_cps(std::u32string s) const {
+  for (const NormStep& n : norm_) {
+    switch (n.kind) {
+      case NormStep::Bert: {
+        if (n.clean_text) {
+          std::u32string out;
+          out.reserve(s.size());
+          for (char32_t c : s) {
+            if (c == 0 || c == 0xFFFD || bert_control(c)) continue;
+            out.push_back(bert_whitespace(c) ? U' ' : c);
+          }
+          s = std::move(out);
+        }
+        if (n.chinese) {
+          std::u32string out;
+          out.reserve(s.size());
+          for (char32_t c : s) {
+            if (is_chinese_char(c)) {
+              out.push_back(U' ');
+              out.push_back(c);
+              out.push_back(U' ');
+            } else {
+              out.push_back(c);
+            }
+          }
+          s = std::move(out);
+        }
+        if (n.strip_accents) s = strip_marks(nfd_old(s));
+        if (n.lowercase) s = uc::to_lower(s);
+        break;
+      }
+      case NormStep::Lowercase:
+        s = uc::to_lower(s);
+        break;
+      case NormStep::Nfd:
+        s = nfd_old(s);
+        break;
+      case NormStep::StripAccents:
+        s = strip_marks(s);
+        break;
+    }
+  }
+  return s;
+}
+
+std::vector<std::u32string> HfTokenizer::pre_tokenize_cps(const std::u32string& s) const {
+  std::vector<std::u32string> words = {s};
+  for (PreTok p : pre_) {
+    std::vector<std::u32string> next;
+    for (const std::u32string& w : words) {
+      std::u32string cur;
+      auto flush = [&] {
+        if (!cur.empty()) next.push_back(std::move(cur));
+        cur.clear();
+      };
+      for (char32_t c : w) {
+        if (uc::is_white_space(c)) {  // char::is_whitespace: removed
+          flush();
+        } else if (p == PreTok::Bert && bert_punctuation(c)) {  // isolated
+          flush();
+          next.push_back(std::u32string(1, c));
+        } else {
+          cur.push_back(c);
+        }
+      }
+      flush();
+    }
+    words = std::move(next);
+  }
+  if (pre_.empty() && !s.empty()) return {s};
+  return words;
+}
+
+std::string HfTokenizer::normalize(const std::string& text) const {
+  return uc::encode(normalize_cps(uc::decode(text)));
+}
+
+std::vector<std::string> HfTokenizer::pre_tokenize(const std::string& normalized) const {
+  std::vector<std::string> out;
+  for (const auto& w : pre_tokenize_cps(uc::decode(normalized))) out.push_back(uc::encode(w));
+  return out;
+}
+
+// Leftmost-longest matches of the added tokens with this `normalized` flag (aho-corasick's
+// LeftmostLongest in added_vocabulary.rs), honouring single_word, lstrip and rstrip.
+void HfTokenizer::split_added(const std::u32string& text, bool normalized,
+                              std::vector<std::pair<std::u32string, int>>& parts) const {
+  std::vector<std::pair<std::u32string, const AddedToken*>> pats;
+  for (const AddedToken& a : added_)
+    if (a.normalized == normalized) {
+      std::u32string p = uc::decode(a.content);
+      if (normalized) p = normalize_cps(p);
+      if (!p.empty()) pats.emplace_back(std::move(p), &a);
+    }
+  size_t done = 0, i = 0;
+  while (i < text.size() && !pats.empty()) {
+    const AddedToken* best = nullptr;
+    size_t best_len = 0;
+    for (const auto& [p, a] : pats)
+      if (p.size() > best_len && text.compare(i, p.size(), p) == 0) best = a, best_len = p.size();
+    if (!best) {
+      ++i;
+      continue;
+    }
+    size_t start = i, stop = i + best_len;
+    if (best->single_word) {
+      const bool left_ok = start == 0 || !is_word_char(text[start - 1]);
+      const bool right_ok = stop == text.size() || !is_word_char(text[stop]);
+      if (!left_ok || !right_ok) {
+        ++i;
+        continue;
+      }
+    }
+    if (best->lstrip)
+      while (start > done && uc::is_white_space(text[start - 1])) --start;
+    if (best->rstrip)
+      while (stop < text.size() && uc::is_white_space(text[stop])) ++stop;
+    if (start > done) parts.emplace_back(text.substr(done, start - done), -1);
+    parts.emplace_back(text.substr(i, best_len), static_cast<int>(best - added_.data()));
+    done = i = stop;
+  }
+  if (done < text.size()) parts.emplace_back(text.substr(done), -1);
+}
+
+void HfTokenizer::word_piece(const std::u32string& word, int word_index, int sequence, Encoding& out) const {
+  const std::string word_text = uc::encode(word);
+  auto push = [&](const std::string& tok, int id, bool unknown) {
+    out.tokens.push_back(tok);
+    out.ids.push_back(id);
+    out.type_ids.push_back(sequence);
+    out.special.push_back(0);
+    out.unknown.push_back(unknown ? 1 : 0);
+    out.word.push_back(word_index);
+    out.word_text.push_back(word_text);
+  };
+  const int unk = vocab_.id(unk_);
+  if (static_cast<int>(word.size()) > max_chars_) return push(unk_, unk, true);
+  std::vector<std::pair<std::string, int>> pieces;
+  size_t start = 0;
+  while (start < word.size()) {
+    size_t end = word.size();
+    int found = -1;
+    std::string sub;
+    while (start < end) {
+      sub = uc::encode(std::u32string_view(word).substr(start, end - start));
+      if (start > 0) sub = prefix_ + sub;
+      found = vocab_.id(sub);
+      if (found >= 0) break;
+      --end;
+    }
+    if (found < 0) return push(unk_, unk, true);
+    pieces.emplace_back(sub, found);
+    start = end;
+  }
+  for (const auto& [tok, id] : pieces) push(tok, id, false);
+}
+
+void HfTokenizer::encode_one(const std::string& text, int sequence, Encoding& out, int& word_base) const {
+  const std::u32string cps = uc::decode(text, sequence == 0 ? "text" : "second text");
+  std::vector<std::pair<std::u32string, int>> raw_parts;
+  split_added(cps, false, raw_parts);
+  for (const auto& [part, added] : raw_parts) {
+    std::vector<std::pair<std::u32string, int>> parts;
+    if (added >= 0)
+      parts.emplace_back(part, added);
+    else
+      split_added(normalize_cps(part), true, parts);
+    for (const auto& [p, a] : parts) {
+      if (a >= 0) {
+        const AddedToken& t = added_[static_cast<size_t>(a)];
+        out.tokens.push_back(t.content);
+        out.ids.push_back(t.id);
+        out.type_ids.push_back(sequence);
+        out.special.push_back(t.special ? 1 : 0);
+        out.unknown.push_back(0);
+        out.word.push_back(word_base++);
+        out.word_text.push_back(t.content);
+        continue;
+      }
+      for (const std::u32string& w : pre_tokenize_cps(p)) word_piece(w, word_base++, sequence, out);
+    }
+  }
+}
+
+void HfTokenizer::post_process(const Encoding& a, const Encoding* b, Encoding& out) const {
+  const auto& tpl = b ? pair_ : single_;
+  for (const TemplatePiece& p : tpl) {
+    if (p.is_sequence) {
+      const Encoding& s = p.sequence == 0 ? a : *b;
+      for (size_t i = 0; i < s.size(); ++i) {
+        out.tokens.push_back(s.tokens[i]);
+        out.ids.push_back(s.ids[i]);
+        out.type_ids.push_back(p.type_id);
+        out.special.push_back(s.special[i]);
+        out.unknown.push_back(s.unknown[i]);
+        out.word.push_back(s.word[i]);
+        out.word_text.push_back(s.word_text[i]);
+      }
+      continue;
+    }
+    for (int id : template_ids_.at(p.special)) {
+      out.tokens.push_back(vocab_.token(id));
+      out.ids.push_back(id);
+      out.type_ids.push_back(p.type_id);
+      out.special.push_back(1);
+      out.unknown.push_back(0);
+      out.word.push_back(-1);
+      out.word_text.push_back("");
+    }
+  }
+}
+
+Encoding HfTokenizer::encode(const std::string& text, const std::string* pair) const {
+  if (pair && pair_.empty()) throw Error("this tokenizer has no template for a pair of texts");
+  Encoding a, b, out;
+  int words = 0;
+  encode_one(text, 0, a, words);
+  if (pair) encode_one(*pair, 1, b, words);
+  post_process(a, pair ? &b : nullptr, out);
+  return out;
+}
+
+}  // namespace attnlab

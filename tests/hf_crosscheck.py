@@ -1,0 +1,456 @@
+"""Cross-check attnlab against Hugging Face's own code (transformers 4.40.2, tokenizers 0.19).
+
+Run with the venv that scripts/attnlab.sh makes (--system-site-packages on Debian's torch).
+1. Tokenizer, every code point: BertNormalizer's output and BertPreTokenizer's words for each
+   character must equal `tokenizers`' (normalize_str / pre_tokenize_str).
+2. Tokenizer ids on >= 300 hard strings (accents, CJK, Hangul, kana, emoji, control and
+   zero-width characters, every punctuation category, numbers, 150-character words, typed
+   special tokens, pairs), for a WordPiece tokenizer trained here, the same built from vocab.txt
+   (transformers' BertTokenizerFast), and MiniLM's tokenizer.json when given.
+3. Tiny random BERT (with / without pooler and classifier, the bert. prefix, gelu_new, F16 and
+   BF16 weights, sharded) and DistilBERT (base, classifier, sinusoidal) folders saved by
+   save_pretrained(safe_serialization=True): per-head probabilities within 1e-5, hidden states
+   and logits within 1e-4 of transformers' eager forward with output_attentions=True.
+4. Bad folders: each gives its own clear error and exit code 2.
+5. MiniLM (all-MiniLM-L6-v2, real weights) when its folder is given: ids equal, attention 1e-4,
+   hidden states 1e-3.
+Usage: hf_crosscheck.py PATH/TO/attnlab-cli [MINILM_DIR]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+
+import numpy as np
+import torch
+
+import transformers
+from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel,
+                          BertTokenizerFast, DistilBertConfig, DistilBertForSequenceClassification,
+                          DistilBertModel)
+
+torch.set_num_threads(2)
+torch.manual_seed(0)
+CLI = sys.argv[1]
+MINILM = sys.argv[2] if len(sys.argv) > 2 else ""
+PROB_TOL, HIDDEN_TOL = 1e-5, 1e-4
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg[:2000])
+
+
+def run(args, check=True):
+    p = subprocess.run([CLI] + args, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"attnlab-cli {' '.join(args[:3])} failed: {p.stderr}")
+    return p
+
+
+# ------------------------------------------------------------------ tokenizers
+
+CORPUS = """The movie was not good. It was great! Unbelievably, the playing children ran home.
+Attention is all you need; transformers attend to every token. Don't stop believing — café naïve résumé.
+東京は日本の首都です。 서울은 한국의 수도입니다. カタカナとひらがな。 数字 12345 and 3.14159 or 1,000,000.
+""" * 3
+
+
+def train_wordpiece(folder):
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.train_from_iterator(CORPUS.splitlines(), trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    return tok
+
+
+def hard_strings():
+    s = [
+        "", " ", "hello", "Hello World", "HELLO", "The movie was not good.", "don't", "can't won't",
+        "café", "naïve", "résumé", "Ångström", "Øresund", "straße", "İstanbul", "ΣΊΣΥΦΟΣ", "ὀδυσσεύς",
+        "Ｆｕｌｌｗｉｄｔｈ", "ﬁ ligature", "x²", "½", "Ⅻ", "①②③", "東京", "北京大学", "𠀋𡈽", "豈更",
+        "서울", "한국어 텍스트", "ᄀᄁ", "カタカナ", "ひらがな", "ｶﾀｶﾅ", "😀", "👍🏽", "👨‍👩‍👧", "🇩🇪", "🥰 love",
+        "a\u200bb", "a\u200cb", "a\u200db", "\ufeffbom", "a\u00adb", "a\x00b", "a\x07b", "a\x1bb", "a\x7fb",
+        "a\u0085b", "tab\there", "new\nline", "cr\rlf", "nb\u00a0sp", "em\u2003sp", "ideo\u3000sp", "line\u2028sep",
+        "para\u2029sep", "a\ufffdb", "a\ue000b", "\U000f0000", "mixed 123 abc", "3.14159", "1,000,000", "٣٤٥",
+        "१२३", "x" * 99, "y" * 100, "z" * 101, "w" * 150, "a" * 150 + " b", "unbelievably " * 5,
+        "[CLS]", "[SEP] between [SEP]", "[MASK]ed", "a[MASK]b", "[mask]", "[UNK]", "[PAD]", "[ CLS ]",
+        "e\u0301", "a\u0308\u0301", "\u0301alone", "o\u0302\u0323", "ḍ̇", "Å", "Å", "ǅ", "ﬀ", "ß",
+        "..." , "?!", "--", "a-b", "a_b", "a~b", "`quoted`", "«guillemets»", "„Anführung“", "‘single’",
+        "“double”", "¿qué?", "¡hola!", "«»‹›", "、。", "【】", "（）", "「」", "『』", "〈〉", "…", "‥", "·",
+        "§¶", "@#$%^&*", "€100", "£5", "¥", "±×÷", "→←", "∑∫", "ℕ", "√2", "°C", "™®©",
+    ]
+    # one string per punctuation category and per symbol category, from Python's Unicode tables
+    cats = {}
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = unicodedata.category(chr(cp))
+        if c[0] in "PSZCM" and len(cats.setdefault(c, [])) < 40:
+            cats[c].append(chr(cp))
+    for c, chars in sorted(cats.items()):
+        s.append("x" + "y".join(chars) + "z")
+        s.append(" ".join(chars))
+    rng = np.random.default_rng(0)
+    scripts = ["Привет мир", "Γειά σου", "שלום", "مرحبا بالعالم", "नमस्ते दुनिया", "สวัสดี", "ሰላም", "გამარჯობა",
+               "Բարեւ", "ᚠᚢᚦ", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "𝟙𝟚𝟛", "Ⓐⓑⓒ", "ａｂｃ１２３", "ｱｲｳ", "ℌℑℜ", "Ǆǅǆ", "ﬃﬄ", "Ｑ＆Ａ"]
+    s += scripts + [w.upper() for w in scripts] + [w + "s" * 3 for w in scripts]
+    for _ in range(120):  # random mixes of everything above
+        n = int(rng.integers(1, 12))
+        s.append(" ".join(s[int(rng.integers(0, len(s)))] for _ in range(n)))
+    return s
+
+
+def check_code_points(folder, tok, name):
+    """BertNormalizer and BertPreTokenizer on every code point, against tokenizers."""
+    cps = [cp for cp in range(0x110000) if not (0xD800 <= cp <= 0xDFFF) and cp != 0x0A]
+    lines = ["a" + chr(cp) + "b" for cp in cps]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "lines.txt")
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write("\n".join(lines) + "\n")
+        norm = run(["tokenize", "--model", folder, "--lines", path, "--stage", "normalize"]).stdout.splitlines()
+        pre = run(["tokenize", "--model", folder, "--lines", path, "--stage", "pre-tokenize"]).stdout.splitlines()
+    if len(norm) != len(lines) or len(pre) != len(lines):
+        fail(f"{name}: tokenize --lines gave {len(norm)}/{len(pre)} lines for {len(lines)}")
+        return
+    bad_norm, bad_pre = [], []
+    for i, line in enumerate(lines):
+        want = tok.normalizer.normalize_str(line)
+        if json.loads(norm[i]) != want:
+            bad_norm.append((hex(cps[i]), json.loads(norm[i]), want))
+        want_pre = [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(want)]
+        if json.loads(pre[i]) != want_pre:
+            bad_pre.append((hex(cps[i]), json.loads(pre[i]), want_pre))
+    if bad_norm:
+        fail(f"{name}: normalizer differs on {len(bad_norm)} code points, e.g. {bad_norm[:12]}")
+    if bad_pre:
+        fail(f"{name}: pre-tokenizer differs on {len(bad_pre)} code points, e.g. {bad_pre[:12]}")
+    print(f"{name}: normalizer and pre-tokenizer on {len(lines)} code points: "
+          f"{len(bad_norm)} + {len(bad_pre)} differences")
+
+
+def check_ids(folder, encode, name, strings):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "lines.txt")
+        texts = [t.replace("\n", " ") for t in strings]  # one text per line
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write("\n".join(texts) + "\n")
+        out = [json.loads(l) for l in run(["tokenize", "--model", folder, "--lines", path]).stdout.splitlines()]
+    bad = 0
+    for t, got in zip(texts, out):
+        want_ids, want_types = encode(t)
+        if not got.get("ids") and len(want_ids) == 2 and "error" not in got:
+            want_ids, want_types = [], []  # nothing left of the text: attnlab has no input, not "[CLS] [SEP]"
+        if got.get("ids") != want_ids or got.get("token_type_ids") != want_types:
+            bad += 1
+            if bad <= 8:
+                fail(f"{name}: {t!r}: ids {got.get('ids')} {got.get('error', '')}, tokenizers {want_ids}")
+    print(f"{name}: ids of {len(texts)} strings: {bad} differ")
+    if bad:
+        fail(f"{name}: {bad} of {len(texts)} strings tokenized differently")
+
+
+def check_pairs(folder, encode_pair, name, strings):
+    bad = 0
+    for a, b in zip(strings[:40], strings[40:80]):
+        if not a.strip() or not b.strip() or "\x00" in a + b:  # NUL cannot be an argument
+            continue
+        got = json.loads(run(["tokenize", "--model", folder, "--text", a, "--pair", b, "--json"]).stdout)
+        want_ids, want_types = encode_pair(a, b)
+        if got["ids"] != want_ids or got["token_type_ids"] != want_types:
+            bad += 1
+            fail(f"{name}: pair {a!r} / {b!r}: {got['ids']} vs {want_ids}")
+    print(f"{name}: 40 pairs: {bad} differ")
+
+
+# ------------------------------------------------------------------ models
+
+def forward_cli(folder, text, pair=None, extra=()):
+    with tempfile.TemporaryDirectory() as d:
+        a, h = os.path.join(d, "a.npy"), os.path.join(d, "h.npy")
+        cmd = ["forward", "--model", folder, "--text", text, "--attn-out", a, "--out", h, "--json", *extra]
+        if pair is not None:
+            cmd += ["--pair", pair]
+        j = json.loads(run(cmd).stdout)
+        return j, np.load(a), np.load(h)
+
+
+def compare_model(name, folder, model, tok_encode, texts, pairs=(), hidden_tol=HIDDEN_TOL, prob_tol=PROB_TOL):
+    model.eval()
+    worst_p = worst_h = worst_l = 0.0
+    for text, pair in [(t, None) for t in texts] + list(pairs):
+        j, attn, hidden = forward_cli(folder, text, pair)
+        ids, types = tok_encode(text, pair)
+        if j["ids"] != ids or j["token_type_ids"] != types:
+            fail(f"{name}: {text!r}: ids {j['ids']} / types {j['token_type_ids']} vs {ids} / {types}")
+            continue
+        kwargs = {"input_ids": torch.tensor([ids]), "output_attentions": True, "output_hidden_states": True}
+        if "token_type_ids" in model.forward.__code__.co_varnames:
+            kwargs["token_type_ids"] = torch.tensor([types])
+        with torch.no_grad():
+            out = model(**kwargs)
+        ref_attn = torch.stack([a[0] for a in out.attentions]).numpy()
+        ref_hidden = out.hidden_states[-1][0].numpy()
+        if attn.shape != ref_attn.shape:
+            fail(f"{name}: attention shape {attn.shape} vs {ref_attn.shape}")
+            continue
+        worst_p = max(worst_p, float(np.abs(attn - ref_attn).max()))
+        worst_h = max(worst_h, float(np.abs(hidden - ref_hidden).max()))
+        if hasattr(out, "logits") and out.logits is not None and "logits" in j and j["logits"]:
+            worst_l = max(worst_l, float(np.abs(np.array(j["logits"]) - out.logits[0].numpy()).max()))
+            labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+            if j["predicted_label"] != labels[int(out.logits[0].argmax())]:
+                fail(f"{name}: predicted {j['predicted_label']}, transformers {labels[int(out.logits[0].argmax())]}")
+        elif hasattr(out, "logits") and not isinstance(model, BertForMaskedLM):
+            fail(f"{name}: attnlab gave no logits")
+    print(f"{name}: max |diff| probabilities {worst_p:.2e}, hidden {worst_h:.2e}, logits {worst_l:.2e}")
+    if worst_p > prob_tol:
+        fail(f"{name}: probabilities differ by {worst_p:.3e} > {prob_tol}")
+    if worst_h > hidden_tol:
+        fail(f"{name}: hidden states differ by {worst_h:.3e} > {hidden_tol}")
+    if worst_l > HIDDEN_TOL:
+        fail(f"{name}: logits differ by {worst_l:.3e}")
+
+
+def bert_config(vocab, **kw):
+    base = dict(vocab_size=vocab, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
+                max_position_embeddings=64, type_vocab_size=2, attn_implementation="eager")
+    base.update(kw)
+    return BertConfig(**base)
+
+
+def randomize(model):
+    # transformers initialises LayerNorm to 1 / 0 and biases to 0; make every tensor matter.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="attnlab-hf-")
+    try:
+        wp = os.path.join(root, "bert")
+        tok = train_wordpiece(wp)
+        V = tok.get_vocab_size()
+
+        def enc(text, pair=None):
+            e = tok.encode(text, pair) if pair is not None else tok.encode(text)
+            return e.ids, e.type_ids
+
+        # 3. models first (fast), then the tokenizer sweeps
+        texts = ["The movie was not good.", "unbelievably great", "a", "東京 서울 カタカナ café 😀",
+                 " ".join(["token"] * 60)]
+        pairs = [("The movie was not good.", "It was great!"), ("a", "b")]
+
+        m = randomize(BertModel(bert_config(V)))
+        m.save_pretrained(wp, safe_serialization=True)
+        compare_model("BertModel (pooler)", wp, m, enc, texts, pairs)
+
+        d = os.path.join(root, "bert-cls")
+        shutil.copytree(wp, d)
+        m = randomize(BertForSequenceClassification(bert_config(V, num_labels=3, hidden_act="gelu_new",
+                                                                id2label={0: "neg", 1: "neu", 2: "pos"},
+                                                                label2id={"neg": 0, "neu": 1, "pos": 2})))
+        m.save_pretrained(d, safe_serialization=True)
+        compare_model("BertForSequenceClassification (gelu_new)", d, m, enc, texts, pairs)
+
+        d = os.path.join(root, "bert-mlm")
+        shutil.copytree(wp, d)
+        m = randomize(BertForMaskedLM(bert_config(V)))
+        m.save_pretrained(d, safe_serialization=True)
+        compare_model("BertForMaskedLM (bert. prefix, no pooler)", d, m.bert, enc, texts[:2])
+        j = json.loads(run(["forward", "--model", d, "--text", "x", "--json"]).stdout)
+        if not any("not used" in n for n in j.get("notes", [])):
+            fail(f"BertForMaskedLM: no note that the MLM head is not used: {j.get('notes')}")
+
+        for dtype, tol in ((torch.float16, 2e-2), (torch.bfloat16, 5e-2)):
+            d = os.path.join(root, f"bert-{dtype}")
+            shutil.copytree(wp, d)
+            m = randomize(BertModel(bert_config(V)))
+            m.to(dtype).save_pretrained(d, safe_serialization=True)
+            # the reference runs the same rounded weights in float32
+            compare_model(f"BertModel saved as {dtype}", d, m.float(), enc, texts[:2])
+
+        d = os.path.join(root, "bert-sharded")
+        os.makedirs(d)
+        shutil.copy(os.path.join(wp, "tokenizer.json"), d)
+        m = randomize(BertModel(bert_config(V, hidden_size=64, intermediate_size=128)))
+        m.save_pretrained(d, safe_serialization=True, max_shard_size="100KB")
+        if not os.path.exists(os.path.join(d, "model.safetensors.index.json")):
+            fail("sharded save did not shard")
+        compare_model("BertModel (sharded)", d, m, enc, texts[:2])
+
+        def dcfg(**kw):
+            base = dict(vocab_size=V, dim=32, n_heads=4, n_layers=2, hidden_dim=64, max_position_embeddings=64,
+                        attn_implementation="eager")
+            base.update(kw)
+            return DistilBertConfig(**base)
+
+        d = os.path.join(root, "distilbert")
+        shutil.copytree(wp, d)
+        m = randomize(DistilBertModel(dcfg()))
+        m.save_pretrained(d, safe_serialization=True)
+        compare_model("DistilBertModel", d, m, lambda t, p=None: (enc(t, p)[0], [0] * len(enc(t, p)[0])), texts[:3])
+
+        d = os.path.join(root, "distilbert-cls")
+        shutil.copytree(wp, d)
+        m = randomize(DistilBertForSequenceClassification(dcfg(num_labels=2, sinusoidal_pos_embds=True)))
+        m.save_pretrained(d, safe_serialization=True)
+        compare_model("DistilBertForSequenceClassification (sinusoidal)", d, m,
+                      lambda t, p=None: (enc(t, p)[0], [0] * len(enc(t, p)[0])), texts[:3])
+
+        # vocab.txt + tokenizer_config.json only: transformers' BertTokenizerFast
+        vt = os.path.join(root, "bert-vocab-txt")
+        os.makedirs(vt)
+        vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+        with open(os.path.join(vt, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t, _ in vocab))
+        for f in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(wp, f), vt)
+        cased = os.path.join(root, "bert-vocab-txt-cased")
+        shutil.copytree(vt, cased)
+        with open(os.path.join(cased, "tokenizer_config.json"), "w") as f:
+            json.dump({"do_lower_case": False, "tokenize_chinese_chars": False}, f)
+        slow_fast = BertTokenizerFast(os.path.join(vt, "vocab.txt"))
+        cased_fast = BertTokenizerFast(os.path.join(cased, "vocab.txt"), do_lower_case=False,
+                                       tokenize_chinese_chars=False)
+
+        # 1. every code point
+        check_code_points(wp, tok, "trained WordPiece (uncased)")
+        cased_tok = Tokenizer.from_str(cased_fast.backend_tokenizer.to_str())
+        check_code_points(cased, cased_tok, "vocab.txt, cased, no CJK split")
+
+        # 2. ids on hard strings
+        strings = hard_strings()
+        if len(strings) < 300:
+            fail(f"only {len(strings)} hard strings")
+
+        def hf_ids(t):
+            e = tok.encode(t)
+            return e.ids, e.type_ids
+
+        def fast_ids(fast):
+            return lambda t: (fast(t)["input_ids"], fast(t)["token_type_ids"])
+
+        check_ids(wp, hf_ids, "trained tokenizer.json", strings)
+        check_ids(vt, fast_ids(slow_fast), "vocab.txt (BertTokenizerFast)", strings)
+        check_ids(cased, fast_ids(cased_fast), "vocab.txt cased", strings)
+        check_pairs(wp, lambda a, b: (tok.encode(a, b).ids, tok.encode(a, b).type_ids), "trained tokenizer.json",
+                    strings)
+
+        # added tokens with single_word / lstrip / rstrip / normalized (user-added vocabulary)
+        at = os.path.join(root, "bert-added")
+        shutil.copytree(wp, at)
+        tok2 = Tokenizer.from_file(os.path.join(wp, "tokenizer.json"))
+        tok2.add_tokens([AddedToken("movie", single_word=True), AddedToken("Café", normalized=True),
+                         AddedToken("<x>", lstrip=True, rstrip=True, normalized=False)])
+        tok2.add_special_tokens([AddedToken("<eot>", single_word=False, normalized=False)])
+        tok2.save(os.path.join(at, "tokenizer.json"))
+        with open(os.path.join(at, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["vocab_size"] = tok2.get_vocab_size()
+        with open(os.path.join(at, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        m = randomize(BertModel(bert_config(tok2.get_vocab_size())))
+        m.save_pretrained(at, safe_serialization=True)
+        added_strings = ["the movie", "themovie", "movies", "movie_x", "a CAFÉ b", "café", "cafe", "x <x> y", "x<x>y",
+                         "x   <x>   y", "<x><x>", "<eot>", "a<eot>b", "<EOT>", "movie<eot>movie", "[MASK]<x>movie"]
+        check_ids(at, lambda t: (tok2.encode(t).ids, tok2.encode(t).type_ids), "added tokens",
+                  added_strings + strings[:100])
+
+        # 4. bad folders
+        bad_folders(root, wp)
+
+        # 5. MiniLM, real weights
+        if MINILM:
+            minilm(strings)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def expect_error(name, folder, needle):
+    p = run(["forward", "--model", folder, "--text", "hello"], check=False)
+    if p.returncode != 2 or needle not in p.stderr:
+        fail(f"bad folder '{name}': exit {p.returncode}, stderr {p.stderr.strip()!r}; expected {needle!r}")
+    else:
+        print(f"bad folder '{name}': {p.stderr.strip()}")
+
+
+def bad_folders(root, good):
+    def variant(name, edit):
+        d = os.path.join(root, "bad-" + name)
+        shutil.copytree(good, d)
+        edit(d)
+        return d
+
+    def set_config(d, **kw):
+        p = os.path.join(d, "config.json")
+        c = json.load(open(p))
+        c.update(kw)
+        json.dump(c, open(p, "w"))
+
+    expect_error("unknown model_type", variant("type", lambda d: set_config(d, model_type="t5")),
+                 'model_type "t5" is not supported (supported: bert, distilbert)')
+    expect_error("no tokenizer", variant("notok", lambda d: os.remove(os.path.join(d, "tokenizer.json"))),
+                 "no tokenizer")
+    expect_error("vocabulary larger than the embedding",
+                 variant("vocab", lambda d: set_config(d, vocab_size=10)), "rows (vocab_size)")
+
+    def only_bin(d):
+        os.remove(os.path.join(d, "model.safetensors"))
+        open(os.path.join(d, "pytorch_model.bin"), "wb").write(b"\x80\x02not really a pickle")
+    expect_error("only pytorch_model.bin", variant("bin", only_bin), "attnlab never reads one")
+
+    def drop_shard(d):
+        os.remove(os.path.join(d, "model.safetensors"))
+        json.dump({"metadata": {}, "weight_map": {"embeddings.word_embeddings.weight": "model-00002-of-00002.safetensors"}},
+                  open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    expect_error("a shard missing", variant("shard", drop_shard), "is listed but missing")
+    expect_error("hidden size not divisible by heads",
+                 variant("heads", lambda d: set_config(d, num_attention_heads=5)), "not divisible by the 5 attention heads")
+
+    def truncate(d):
+        p = os.path.join(d, "model.safetensors")
+        data = open(p, "rb").read()
+        open(p, "wb").write(data[: len(data) // 2])
+    expect_error("truncated safetensors", variant("trunc", truncate), "lie outside the data")
+
+
+def minilm(strings):
+    tok = Tokenizer.from_file(os.path.join(MINILM, "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+
+    def enc(t, p=None):
+        e = tok.encode(t, p) if p is not None else tok.encode(t)
+        return e.ids, e.type_ids
+
+    check_ids(MINILM, lambda t: enc(t), "MiniLM tokenizer.json", strings)
+    check_pairs(MINILM, lambda a, b: enc(a, b), "MiniLM tokenizer.json", strings)
+    model = BertModel.from_pretrained(MINILM, attn_implementation="eager")
+    long_text = " ".join(s for s in strings[:120] if "\x00" not in s)[:1500]
+    compare_model("all-MiniLM-L6-v2", MINILM, model, enc,
+                  ["The movie was not good.", "Attention is all you need.", long_text],
+                  [("How old are you?", "I am six years old.")], hidden_tol=1e-3, prob_tol=1e-4)
+
+
+if __name__ == "__main__":
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    main()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all Hugging Face cross-checks passed")
