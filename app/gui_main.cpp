@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   p.addOption({"model", "Model folder to open.", "DIR"});
   p.addOption({"text", "Text to show.", "TEXT"});
   p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});
+  p.addOption({"pair", "Sentence B of a pair (BERT-family models).", "TEXT"});
+  p.addOption({"hide-special", "Leave [CLS] / [SEP] out of the views."});
+  p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
   p.addOption({"tab", "Open on a tab: heads, layers, head, mask (Explore) or train.", "NAME"});
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   attnlab::MainWindow w;
   w.train()->setDataDir(QString::fromStdString(attnlab::default_data_dir(argv[0])));
   const bool use_settings = !p.isSet("no-settings") && !p.isSet("screenshot");
+  w.setRememberRecent(use_settings && !p.isSet("type-text"));
   QString dir = p.value("model");
   if (dir.isEmpty() && use_settings) dir = QSettings().value("model/dir").toString();
   if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model"))) {
@@ -53,6 +57,8 @@ int main(int argc, char** argv) {
   else if (e->text().isEmpty())
     e->setText("the film was not very good");
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
+  if (p.isSet("pair")) e->setPairText(p.value("pair"));
+  if (p.isSet("hide-special") || p.isSet("merge-pieces")) e->setTokenView(p.isSet("hide-special"), p.isSet("merge-pieces"));
   if (p.isSet("backend")) w.setBackend(p.value("backend"));
   try {
     if (p.isSet("mask")) e->setMaskArgs(p.values("mask"));

@@ -45,12 +45,13 @@ void ExploreController::setBackend(const QString& name) {
 void ExploreController::setInput(ExploreInput input) {
   input_ = std::move(input);
   QStringList notices;
-  auto prepare = [&](const std::string& text, const char* what) {
+  auto prepare = [&](const std::string& text, const char* what, bool with_pair) {
     if (!model_) return PreparedInput{};
     InputOptions o;
     o.overflow = Overflow::Cut;
     o.pad_to = input_.pad_to;
     o.what = what;
+    if (with_pair && input_.pair && !input_.pair_text.empty()) o.pair = input_.pair_text;
     try {
       PreparedInput in = prepare_text(*model_, text, o);
       for (const auto& n : in.notices) notices << QString::fromStdString(n);
@@ -60,9 +61,13 @@ void ExploreController::setInput(ExploreInput input) {
       return PreparedInput{};
     }
   };
-  prepared_ = prepare(input_.text, "text");
-  prepared_cross_ = input_.cross ? prepare(input_.cross_text, "cross text") : PreparedInput{};
+  prepared_ = prepare(input_.text, "text", true);
+  prepared_cross_ = input_.cross ? prepare(input_.cross_text, "cross text", false) : PreparedInput{};
   if (input_.cross && prepared_cross_.ids.empty()) notices << "Type a second text for cross-attention.";
+  if (input_.view.hide_special)
+    notices << "Special tokens hidden: their rows and columns are left out, so rows sum to less than 1.";
+  if (input_.view.merge_pieces)
+    notices << "Word pieces merged: attention to a word is the sum over its pieces, from a word the mean.";
   emit inputPrepared(notices);
   schedule();
 }
@@ -100,9 +105,19 @@ void ExploreController::recompute() {
   job.backend = backend_.toStdString();
   job.request.ids = prepared_.ids;
   job.request.tokens = prepared_.tokens;
+  job.request.token_types = prepared_.token_types;
   if (input_.cross) {
     job.request.cross_ids = prepared_cross_.ids;
     job.request.cross_tokens = prepared_cross_.tokens;
+    job.request.cross_token_types = prepared_cross_.token_types;
+  }
+  if (input_.view.active()) {
+    const PreparedInput& a = prepared_;
+    const PreparedInput& b = input_.cross ? prepared_cross_ : prepared_;
+    job.token_view = std::make_pair(group_tokens(a.tokens, a.special, a.words, input_.view),
+                                    group_tokens(b.tokens, b.special, b.words, input_.view));
+    if (job.token_view->first.members.empty() || job.token_view->second.members.empty())
+      job.token_view.reset();  // nothing but special tokens: show them rather than nothing
   }
   if (mask_provider_) job.request.mask = mask_provider_();
   if (request_hook_) request_hook_(job.request);

@@ -12,6 +12,7 @@
 
 #include "engine/forward.h"
 #include "engine/input.h"
+#include "engine/token_view.h"
 #include "ui/forward_runner.h"
 
 class QTimer;
@@ -21,7 +22,10 @@ namespace attnlab {
 struct ExploreInput {
   std::string text, cross_text;
   bool cross = false;
+  std::string pair_text;  // sentence B of a pair ([CLS] A [SEP] B [SEP]) when `pair` is on
+  bool pair = false;
   int pad_to = 0;
+  TokenViewOptions view;  // what the views show of the tokens (a display transform)
 };
 
 class ExploreController : public QObject {

@@ -61,8 +61,16 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   cross_text_->installEventFilter(this);
   cross_text_->setPlaceholderText("second text (keys and values)");
   cross_text_->setEnabled(false);
+  pair_label_ = new QLabel("Sentence B:", this);
+  pair_text_ = new QLineEdit(this);
+  pair_text_->setObjectName("pairText");
+  pair_text_->installEventFilter(this);
+  pair_text_->setPlaceholderText("optional second sentence: [CLS] A [SEP] B [SEP]");
+  pair_text_->setToolTip("A sentence pair as BERT reads it: token type 0 for the text, 1 for sentence B");
   inputs->addWidget(new QLabel("Text:", this));
   inputs->addWidget(text_, 3);
+  inputs->addWidget(pair_label_);
+  inputs->addWidget(pair_text_, 2);
   inputs->addWidget(cross_on_);
   inputs->addWidget(cross_text_, 2);
   root->addLayout(inputs);
@@ -74,7 +82,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   token_view_->setWrapping(true);
   token_view_->setResizeMode(QListView::Adjust);
   token_view_->setSpacing(2);
-  token_view_->setMaximumHeight(74);
+  token_view_->setFixedHeight(44);  // fitted to its rows of tokens (fitTokenStrip)
   token_view_->setToolTip(
       "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token.");
   root->addWidget(token_view_);
@@ -145,6 +153,15 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   connect(scale_mode_, &QComboBox::currentTextChanged, this, [this] { render(); });
   annotate_ = new QCheckBox("values in cells (short inputs)", opts);
   of->addRow(annotate_);
+  hide_special_ = new QCheckBox("hide [CLS] / [SEP]", opts);
+  hide_special_->setObjectName("hideSpecial");
+  hide_special_->setToolTip("Leave the tokenizer's special tokens out of the views (rows are not renormalised)");
+  of->addRow(hide_special_);
+  merge_pieces_ = new QCheckBox("merge word pieces", opts);
+  merge_pieces_->setObjectName("mergePieces");
+  merge_pieces_->setToolTip("One row and column per word: attention to a word = sum over its pieces (keys), "
+                            "from a word = mean over its pieces (queries)");
+  of->addRow(merge_pieces_);
   lv->addWidget(opts);
   prediction_ = new QLabel(left);
   prediction_->setWordWrap(true);
@@ -217,12 +234,14 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   split->addWidget(right);
   split->setStretchFactor(1, 1);
 
-  for (QLineEdit* e : {text_, cross_text_}) connect(e, &QLineEdit::textChanged, this, &ExploreView::schedule);
+  for (QLineEdit* e : {text_, cross_text_, pair_text_})
+    connect(e, &QLineEdit::textChanged, this, &ExploreView::schedule);
   connect(cross_on_, &QCheckBox::toggled, this, [this](bool on) {
     cross_text_->setEnabled(on);
+    pair_text_->setEnabled(!on);  // a pair is one sequence; cross-attention is two
     schedule();
   });
-  for (QCheckBox* c : {padding_, causal_, window_on_, strided_on_, custom_on_})
+  for (QCheckBox* c : {padding_, causal_, window_on_, strided_on_, custom_on_, hide_special_, merge_pieces_})
     connect(c, &QCheckBox::toggled, this, &ExploreView::schedule);
   for (QSpinBox* s : {pad_to_, window_, stride_}) connect(s, &QSpinBox::valueChanged, this, &ExploreView::schedule);
   connect(token_model_, &TokenListModel::globalsChanged, this, &ExploreView::schedule);
@@ -272,6 +291,13 @@ ExploreView::~ExploreView() {
 void ExploreView::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);
   const ModelConfig& c = model_->config;
+  // A sentence-B box for tokenizers with a pair template (BERT family); the piece options for
+  // tokenizers that make pieces and special tokens.
+  const bool pairs = model_->tokenizer && model_->tokenizer->has_pair_template();
+  pair_label_->setVisible(pairs);
+  pair_text_->setVisible(pairs);
+  hide_special_->setEnabled(model_->tokenizer || c.add_cls);
+  merge_pieces_->setEnabled(model_->tokenizer != nullptr);
   layer_slider_->setRange(0, c.num_layers - 1);
   rebuildHeadGrid(c.num_heads);
   // overview thumbnails: layers x heads
@@ -315,7 +341,7 @@ void ExploreView::rebuildHeadGrid(int heads) {
   lines_->setHead(-1);
   for (HeatmapView* h : heads_) h->deleteLater();
   heads_.clear();
-  const int cols = heads <= 2 ? heads : heads <= 8 ? 4 : static_cast<int>(std::ceil(std::sqrt(heads)));
+  grid_cols_ = 0;
   for (int h = 0; h < heads; ++h) {
     auto* v = new HeatmapView(heads_page_);
     v->setMaxCells(256);  // the worker pools to 256 already
@@ -324,9 +350,49 @@ void ExploreView::rebuildHeadGrid(int heads) {
     v->setToolTip("Double-click to enlarge");
     connect(v, &HeatmapView::clicked, this, [this, h] { openHead(layer_, h); });
     connect(v, &HeatmapView::labelStepsNeeded, this, &ExploreView::syncLabelSteps, Qt::QueuedConnection);
-    heads_grid_->addWidget(v, h / cols, h % cols);
     heads_.push_back(v);
   }
+  layoutHeadGrid();
+}
+
+// The heads grid: up to 8 heads in 4 columns, more in a near-square grid (12: 4 x 3, so
+// MiniLM's heads fit a 1280x720 window without scrolling).
+void ExploreView::layoutHeadGrid() {
+  const int n = static_cast<int>(heads_.size());
+  if (n == 0) return;
+  const int best_cols = n <= 2 ? n : n <= 8 ? 4 : static_cast<int>(std::ceil(std::sqrt(n)));
+  if (best_cols == grid_cols_) return;
+  grid_cols_ = best_cols;
+  for (HeatmapView* v : heads_) heads_grid_->removeWidget(v);
+  for (int c = 0; c < heads_grid_->columnCount(); ++c) heads_grid_->setColumnStretch(c, 0);
+  for (int r = 0; r < heads_grid_->rowCount(); ++r) heads_grid_->setRowStretch(r, 0);
+  for (int h = 0; h < n; ++h) heads_grid_->addWidget(heads_[static_cast<size_t>(h)], h / best_cols, h % best_cols);
+  for (int c = 0; c < best_cols; ++c) heads_grid_->setColumnStretch(c, 1);
+  for (int r = 0; r < (n + best_cols - 1) / best_cols; ++r) heads_grid_->setRowStretch(r, 1);
+}
+
+// The token strip is as tall as its rows of tokens (one row of a short sentence leaves the
+// heatmaps the rest), up to three rows; more scroll.
+void ExploreView::fitTokenStrip() {
+  const int n = token_model_->rowCount();
+  int h = 0;
+  if (n > 0) {
+    const QRect last = token_view_->visualRect(token_model_->index(n - 1));
+    const QRect first = token_view_->visualRect(token_model_->index(0));
+    h = last.bottom() - first.top() + 1 + 2 * token_view_->spacing();
+  }
+  const int row = token_view_->sizeHintForRow(0) > 0 ? token_view_->sizeHintForRow(0) : 32;
+  h = std::clamp(h, row + 2 * token_view_->spacing(), 3 * (row + token_view_->spacing()));
+  token_view_->setFixedHeight(h + 2 * token_view_->frameWidth());
+}
+
+void ExploreView::setPairText(const QString& text) {
+  pair_text_->setText(text);
+}
+
+void ExploreView::setTokenView(bool hide_special, bool merge_pieces) {
+  hide_special_->setChecked(hide_special);
+  merge_pieces_->setChecked(merge_pieces);
 }
 
 void ExploreView::setText(const QString& text) {
@@ -472,7 +538,11 @@ void ExploreView::schedule() {
   in.text = text_->text().toStdString();
   in.cross = cross_on_->isChecked();
   in.cross_text = cross_text_->text().toStdString();
+  in.pair = pair_text_->isVisibleTo(this) && !in.cross;
+  in.pair_text = pair_text_->text().toStdString();
   in.pad_to = pad_to_->value();
+  in.view.hide_special = hide_special_->isChecked();
+  in.view.merge_pieces = merge_pieces_->isChecked();
   controller_->setInput(std::move(in));
 }
 
@@ -482,6 +552,7 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
   const PreparedInput& a = controller_->prepared();
   const PreparedInput& b = controller_->preparedCross();
   token_model_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));
+  QTimer::singleShot(0, this, [this] { fitTokenStrip(); });
   const bool cross = cross_on_->isChecked();
   const int T = static_cast<int>(a.size()), S = cross ? static_cast<int>(b.size()) : T;
   if (model_)
@@ -595,7 +666,7 @@ void ExploreView::openHead(int layer, int head) {
 // The text boxes would take Ctrl+E (end of line on X11) before the window's export shortcut sees
 // it: leave that key to the window.
 bool ExploreView::eventFilter(QObject* obj, QEvent* ev) {
-  if ((obj == text_ || obj == cross_text_) && ev->type() == QEvent::ShortcutOverride) {
+  if ((obj == text_ || obj == cross_text_ || obj == pair_text_) && ev->type() == QEvent::ShortcutOverride) {
     auto* ke = static_cast<QKeyEvent*>(ev);
     if (ke->key() == Qt::Key_E && ke->modifiers() == Qt::ControlModifier) return true;  // not accepted
   }

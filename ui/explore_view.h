@@ -42,6 +42,8 @@ class ExploreView : public QWidget {
   void setText(const QString& text);
   QString text() const;
   void setCrossText(const QString& text);  // empty: self-attention
+  void setPairText(const QString& text);   // sentence B (models with a pair template)
+  void setTokenView(bool hide_special, bool merge_pieces);
   void setBackend(const QString& name);
   QString backend() const { return controller_->backend(); }
   void setLayer(int layer);
@@ -91,6 +93,8 @@ class ExploreView : public QWidget {
   void render();
   void renderOverview();
   void rebuildHeadGrid(int heads);
+  void layoutHeadGrid();
+  void fitTokenStrip();
   void updateLayerLabel();
   void syncLabelSteps();
   float colourTop() const;
@@ -115,6 +119,9 @@ class ExploreView : public QWidget {
   QLineEdit* text_;
   QLineEdit* cross_text_;
   QCheckBox* cross_on_;
+  QLabel* pair_label_;
+  QLineEdit* pair_text_;
+  QCheckBox *hide_special_, *merge_pieces_;
   QListView* token_view_;
   TokenListModel* token_model_;
   QLabel* notice_;
@@ -127,6 +134,7 @@ class ExploreView : public QWidget {
   QWidget* heads_page_;
   QGridLayout* heads_grid_;
   std::vector<HeatmapView*> heads_;
+  int grid_cols_ = 0;
   QWidget* overview_page_;
   QWidget* overview_tab_;  // the scroll area holding overview_page_
   QGridLayout* overview_grid_;

@@ -45,7 +45,9 @@ void ForwardRunner::start(ForwardJob job) {
     try {
       auto backend = make_backend(job.backend);
       job.request.cancel = job.cancel.get();
-      out.result = std::make_shared<const ForwardResult>(run_forward(*job.model, *backend, job.request));
+      ForwardResult r = run_forward(*job.model, *backend, job.request);
+      if (job.token_view) apply_token_view(r, job.token_view->first, job.token_view->second);
+      out.result = std::make_shared<const ForwardResult>(std::move(r));
       out.backend = QString::fromStdString(backend->name());
       out.device = QString::fromStdString(backend->device());
       const int L = job.model->config.num_layers, H = job.model->config.num_heads;

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "engine/forward.h"
+#include "engine/token_view.h"
 #include "ui/heatmap_data.h"
 
 namespace attnlab {
@@ -25,6 +26,9 @@ struct ForwardJob {
   quint64 id = 0;
   qint64 submitted_ns = 0;                    // for keystroke-to-result latency
   int display_cells = 256;                    // heatmap grids are pooled to this many cells per axis in the worker
+  // Display transform of the result's tokens (hide special tokens, merge word pieces), applied in
+  // the worker after the pass: rows = queries, cols = keys.
+  std::optional<std::pair<TokenGroups, TokenGroups>> token_view;
   std::shared_ptr<std::atomic<bool>> cancel;  // set by the runner (restart); the pass stops at its next layer
 };
 

@@ -31,6 +31,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   plot_ = new LayoutPlot(this);
+  // Not QCustomPlot's size hint (every label at full size): a grid of many heads must still fit
+  // a 1280x720 window; the labels thin out instead (see rebuild).
+  plot_->setMinimumSize(60, 60);
   layout->addWidget(plot_);
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
@@ -158,7 +161,10 @@ void HeatmapView::rebuild() {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
       for (int k = 0; k < n; k += step) {
         const int src = k * factor_;
-        QString label = src < labels.size() ? labels[src].left(12) : QString();
+        // a small cell keeps labels short: a long rotated key label would take the heatmap's height
+        const int chars = plot_->height() < 200 ? 7 : 12;
+        QString label = src < labels.size() ? labels[src] : QString();
+        if (label.size() > chars) label = label.left(chars - 1) + QChar(0x2026);
         if (step > 1 || factor_ > 1 || label.isEmpty()) label = QString("%1 %2").arg(src).arg(label).trimmed();
         t->addTick(k, label);
       }
@@ -168,6 +174,15 @@ void HeatmapView::rebuild() {
       plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, steps.width()));
       plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, steps.height()));
     };
+    // A small cell (12 heads on a laptop screen) spends no lines on axis titles: the heatmap
+    // gets the room, and the tooltip keeps what the titles would say. Decided before the label
+    // steps are measured, as is the colour bar's tick count (fewer ticks on a short bar), so the
+    // axis rect measured is the one drawn.
+    const bool small = plot_->height() < 200 || plot_->width() < 220;
+    plot_->xAxis->setLabel(small ? QString() : QString("keys"));
+    plot_->yAxis->setLabel(small ? QString() : QString("queries"));
+    const int bar = plot_->height() - 90;
+    scale_->axis()->ticker()->setTickCount(bar < 90 ? 2 : bar < 160 ? 3 : 5);
     // The steps this size needs, found against the axis rect the labels really leave: lay out
     // with a guess, measure the pitch, thin further while labels would be closer than a line.
     const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 2;
@@ -209,8 +224,10 @@ void HeatmapView::rebuild() {
       }
       return notes.isEmpty() ? QString(what) : QString("%1 (%2)").arg(what, notes.join(", "));
     };
-    plot_->xAxis->setLabel(title("keys", used_steps_.width()));
-    plot_->yAxis->setLabel(title("queries", used_steps_.height()));
+    plot_->xAxis->setLabel(small ? QString() : title("keys", used_steps_.width()));
+    plot_->yAxis->setLabel(small ? QString() : title("queries", used_steps_.height()));
+    setToolTip(small ? QString("%1 down, %2 across").arg(title("queries", used_steps_.height()), title("keys", used_steps_.width()))
+                     : QString());
   }
   if (!data_.title.isEmpty()) {
     if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {

@@ -74,6 +74,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const QString dir = QFileDialog::getExistingDirectory(this, "Open model folder", model_dir_);
     if (!dir.isEmpty()) openModel(dir);
   });
+  recent_ = file->addMenu("&Recent models");
+  fillRecent();
   QMenu* exp = file->addMenu("&Export");
   exp->addAction("Enlarged head as image...", this, [this] { exportDialog(0); });
   exp->addAction("Current layer's heads as image...", QKeySequence("Ctrl+E"), this, [this] { exportDialog(1); });
@@ -153,16 +155,36 @@ void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source)
   const ModelConfig& c = m->config;
   QString labels;
   for (const auto& l : c.labels) labels += (labels.isEmpty() ? "" : ", ") + QString::fromStdString(l);
-  summary_->setText(QString(" %1: %2 layers, %3 heads, d=%4, ff=%5, %6 params%7 ")
-                        .arg(QFileInfo(source).fileName().isEmpty() ? source : QFileInfo(source).fileName())
-                        .arg(c.num_layers)
-                        .arg(c.num_heads)
-                        .arg(c.embed_size)
-                        .arg(c.ff_dim)
-                        .arg(c.parameter_count())
-                        .arg(labels.isEmpty() ? "" : ", labels: " + labels));
-  summary_->setToolTip(source);
+  const QString name = QFileInfo(source).fileName().isEmpty() ? source : QFileInfo(source).fileName();
+  summary_->setText(QString(" %1 - %2 ").arg(name, QString::fromStdString(m->summary())));
+  QString tip = source + QString("\nfeed-forward %1, max length %2").arg(c.ff_dim).arg(c.max_len);
+  if (m->tokenizer) tip += "\ntokenizer: " + QString::fromStdString(m->tokenizer->describe());
+  if (!labels.isEmpty()) tip += "\nlabels: " + labels;
+  for (const auto& n : m->hf.notes) tip += "\n" + QString::fromStdString(n);
+  if (m->is_hf()) tip += "\nMasks are experiments on this model: it was not trained with them.";
+  summary_->setToolTip(tip);
+  if (QFileInfo(source).isDir()) rememberRecent(QFileInfo(source).absoluteFilePath());
   explore_->setModel(std::move(m));
+}
+
+// File > Recent models: the last eight folders opened (kept in the settings unless --no-settings).
+void MainWindow::rememberRecent(const QString& dir) {
+  if (!remember_recent_) return;
+  QSettings s;
+  QStringList list = s.value("model/recent").toStringList();
+  list.removeAll(dir);
+  list.prepend(dir);
+  while (list.size() > 8) list.removeLast();
+  s.setValue("model/recent", list);
+  fillRecent();
+}
+
+void MainWindow::fillRecent() {
+  recent_->clear();
+  const QStringList list = remember_recent_ ? QSettings().value("model/recent").toStringList() : QStringList();
+  for (const QString& d : list)
+    recent_->addAction(QFileInfo(d).fileName() + "  (" + d + ")", this, [this, d] { openModel(d); });
+  recent_->setEnabled(!list.isEmpty());
 }
 
 void MainWindow::exportDialog(int scope) {

@@ -9,6 +9,7 @@
 
 class QComboBox;
 class QLabel;
+class QMenu;
 class QTabWidget;
 
 namespace attnlab {
@@ -40,6 +41,8 @@ class MainWindow : public QMainWindow {
 
  private:
   void exportDialog(int scope);  // 0 head, 1 layer, 2 all layers, 3 data
+  void rememberRecent(const QString& dir);
+  void fillRecent();
 
   ExploreView* explore_;
   TrainView* train_;
@@ -48,6 +51,16 @@ class MainWindow : public QMainWindow {
   QLabel* summary_;
   QLabel* warn_;
   QString model_dir_;
+  QMenu* recent_ = nullptr;
+  bool remember_recent_ = false;
+
+ public:
+  // File > Recent models reads and writes the settings only when this is on (not in tests,
+  // screenshots or --no-settings runs).
+  void setRememberRecent(bool on) {
+    remember_recent_ = on;
+    fillRecent();
+  }
 };
 
 }  // namespace attnlab
