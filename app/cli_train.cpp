@@ -40,8 +40,8 @@ int cmd_train(const std::vector<std::string>& argv) {
   const Args a(argv,
                with(kModelValued, {"--data", "--val-data", "--val-split", "--out", "--config", "--epochs", "--batch",
                                    "--lr", "--weight-decay", "--dropout", "--clip", "--warmup", "--min-count",
-                                   "--text-column", "--label-column"}),
-               {"--cosine", "--quiet", "--json"});
+                                   "--text-column", "--label-column", "--init"}),
+               {"--cosine", "--quiet", "--json", "--freeze-encoder"});
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
@@ -75,13 +75,27 @@ int cmd_train(const std::vector<std::string>& argv) {
     defaults.vocab_size = 1 << 20;
     defaults.num_classes = static_cast<int>(labels.size());
   }
-  const ModelConfig form = config_from_flags(a, defaults);
-  const int vocab_cap = a.has("--vocab-size") ? a.get_int("--vocab-size", 0) : 20000;
   TrainingSetup setup;
-  try {
-    setup = new_classifier(train_rows, val_rows, form, seed, vocab_cap, a.get_int("--min-count", 1));
-  } catch (const Error& e) {
-    throw Error(a.get("--data") + ": " + e.what());
+  if (a.has("--init")) {
+    // Fine-tuning: the folder's encoder (and tokenizer), a new classifier on its pooled output.
+    for (const char* f : {"--config", "--layers", "--heads", "--dim", "--ff", "--max-len", "--tokenizer", "--positional",
+                          "--pooling", "--norm", "--activation", "--vocab-size"})
+      if (a.has(f)) throw Error(std::string(f) + " does not apply with --init (the architecture is the folder's)");
+    const Model base = load_model(a.get("--init"));
+    try {
+      setup = fine_tune_setup(base, train_rows, val_rows, seed);
+    } catch (const Error& e) {
+      throw Error(a.get("--data") + ": " + e.what());
+    }
+  } else {
+    if (a.has("--freeze-encoder")) throw Error("--freeze-encoder needs --init DIR (an encoder to keep)");
+    const ModelConfig form = config_from_flags(a, defaults);
+    const int vocab_cap = a.has("--vocab-size") ? a.get_int("--vocab-size", 0) : 20000;
+    try {
+      setup = new_classifier(train_rows, val_rows, form, seed, vocab_cap, a.get_int("--min-count", 1));
+    } catch (const Error& e) {
+      throw Error(a.get("--data") + ": " + e.what());
+    }
   }
   Model& model = setup.model;
   const ModelConfig& c = model.config;
@@ -91,7 +105,10 @@ int cmd_train(const std::vector<std::string>& argv) {
   TrainConfig tc;
   tc.epochs = a.get_int("--epochs", 10);
   tc.batch = a.get_int("--batch", 32);
-  tc.optimizer.lr = static_cast<float>(a.get_double("--lr", 1e-3));
+  // Fine-tuning a whole pretrained encoder wants a small step (BERT's paper: 2e-5..5e-5).
+  const double default_lr = a.has("--init") && !a.has("--freeze-encoder") ? 5e-5 : 1e-3;
+  tc.optimizer.lr = static_cast<float>(a.get_double("--lr", default_lr));
+  tc.freeze_encoder = a.has("--freeze-encoder");
   tc.optimizer.weight_decay = static_cast<float>(a.get_double("--weight-decay", 0.0));
   tc.optimizer.clip_norm = static_cast<float>(a.get_double("--clip", 1.0));
   tc.optimizer.warmup_steps = a.get_int("--warmup", 0);
@@ -104,8 +121,11 @@ int cmd_train(const std::vector<std::string>& argv) {
 
   const bool quiet = a.has("--quiet");
   if (!quiet)
-    std::printf("training %s: %zu train / %zu validation rows, %d labels, vocab %d, %lld parameters%s\n",
-                a.get("--data").c_str(), train.size(), val.size(), c.num_classes, c.vocab_size, c.parameter_count(),
+    std::printf("training %s%s: %zu train / %zu validation rows, %d labels, vocab %d, %lld parameters%s\n",
+                a.get("--data").c_str(),
+                a.has("--init") ? (" from " + a.get("--init") + (tc.freeze_encoder ? " (encoder frozen)" : "")).c_str()
+                                : "",
+                train.size(), val.size(), c.num_classes, c.vocab_size, c.parameter_count(),
                 train.truncated ? (", " + std::to_string(train.truncated) + " truncated to max_len").c_str() : "");
   TrainCallbacks cb;
   cb.on_epoch = [&](const EpochReport& r) {

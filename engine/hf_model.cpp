@@ -254,6 +254,8 @@ Model load_hf_model(const std::string& dir_in) {
     m.hf.architecture = std::string(bert ? "Bert" : "DistilBert") + (c.num_classes > 0 ? "ForSequenceClassification" : "Model");
 
   m.tokenizer = HfTokenizer::from_folder(dir_in);
+  for (const char* f : {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::exists(dir / f)) m.hf.tokenizer_files[f] = read_file_bytes((dir / f).string());
   if (m.tokenizer->vocab_size() > c.vocab_size)
     throw Error(where + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
                 " tokens but the embedding has only " + std::to_string(c.vocab_size) + " rows (vocab_size)");
@@ -302,10 +304,8 @@ void write_hf_folder(const Model& model, const std::string& dir) {
   }
   write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
   write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
-  for (const char* f : {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
-    const fs::path from = fs::path(model.source) / f;
-    if (fs::exists(from)) write_file_atomic((fs::path(dir) / f).string(), read_file_bytes(from.string()));
-  }
+  if (model.hf.tokenizer_files.empty()) throw Error("internal: a Hugging Face model without its tokenizer files");
+  for (const auto& [name, bytes] : model.hf.tokenizer_files) write_file_atomic((fs::path(dir) / name).string(), bytes);
 }
 
 }  // namespace attnlab

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 
@@ -23,6 +24,8 @@ struct HfInfo {
   std::string prefix;        // the base model's name prefix in the weight file ("bert.", "")
   std::string config_text;   // config.json as read: saving keeps the keys attnlab does not use
   std::vector<std::string> notes;  // what was left out ("the masked-LM head cls.* is not used")
+  // The tokenizer's files as read (tokenizer.json, vocab.txt, ...): a saved copy carries them.
+  std::map<std::string, std::string> tokenizer_files;
 };
 
 struct Model {

@@ -43,6 +43,7 @@ double Adam::step(ModelWeights& weights, const ModelWeights& grads) {
   const auto g = parameters(grads);
   auto m = parameters(m_), v = parameters(v_);
   for (size_t p = 0; p < w.size(); ++p) {
+    if (p < frozen_.size() && frozen_[p]) continue;
     const float decay = cfg_.weight_decay > 0 && decay_[p] ? static_cast<float>(lr * cfg_.weight_decay) : 0.0f;
     float* wp = w[p]->ptr();
     const float* gp = g[p]->ptr();

@@ -23,11 +23,14 @@ class Adam {
   double step(ModelWeights& weights, const ModelWeights& grads);
   float current_lr() const;
   int steps() const { return t_; }
+  // Per parameter tensor (parameters() order): true = left as it is (a frozen encoder).
+  void set_frozen(std::vector<bool> frozen) { frozen_ = std::move(frozen); }
 
  private:
   OptimizerConfig cfg_;
   ModelWeights m_, v_;
   std::vector<bool> decay_;  // per parameter tensor: apply weight decay?
+  std::vector<bool> frozen_;  // per parameter tensor: not updated (empty: none)
   int t_ = 0;
 };
 

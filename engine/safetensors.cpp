@@ -160,6 +160,7 @@ TensorMap load_safetensors(const std::string& path) {
 
 std::string serialize_safetensors(const TensorMap& tensors) {
   json header = json::object();
+  header["__metadata__"] = {{"format", "pt"}};  // transformers' from_pretrained requires it
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     const uint64_t bytes = t.data.size() * 4;

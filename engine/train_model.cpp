@@ -85,6 +85,7 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   ModelWeights& G = *grads;
   Tensor dx;
   head_backward(model, ops, head, dlogits, B, T, dx, G);
+  if (opt.head_only) return out;
   final_backward(model, ops, final_norm, dx, G);
   for (int l = c.num_layers - 1; l >= 0; --l)
     layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn,

@@ -35,6 +35,7 @@ struct StepOptions {
   uint64_t dropout_seed = 0;
   bool causal = false;          // train with a causal mask as well as the padding mask
   bool keep_attention = false;  // return every layer's probabilities (tests, training probes)
+  bool head_only = false;       // backward through the head only (a frozen encoder gets no gradients)
 };
 
 // Forward (and, when grads is not null, backward: grads are accumulated, scaled for the mean loss).

@@ -90,6 +90,60 @@ TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::
   return s;
 }
 
+std::vector<bool> encoder_mask(const ModelConfig& c) {
+  std::vector<bool> mask;
+  for (const WeightEntry& e : weight_entries(c)) {
+    const auto mm = e.spec->model_member;
+    mask.push_back(!(mm == &ModelWeights::pooler_w || mm == &ModelWeights::pooler_b || mm == &ModelWeights::fc_w ||
+                     mm == &ModelWeights::fc_b));
+  }
+  return mask;
+}
+
+TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& train_rows,
+                              const std::vector<Example>& val_rows, uint64_t seed) {
+  Dataset train_set;
+  train_set.rows = train_rows;
+  const std::vector<std::string> labels = train_set.label_set();
+  if (labels.size() < 2)
+    throw Error("only one class (\"" + (labels.empty() ? std::string() : labels[0]) +
+                "\") in the training rows; a classifier needs two or more");
+  TrainingSetup s;
+  s.model = base;
+  ModelConfig& c = s.model.config;
+  const bool had_pooler = c.pooler;
+  c.num_classes = static_cast<int>(labels.size());
+  c.labels = labels;
+  if (base.is_hf()) {
+    c.pooling = Pooling::Cls;  // BertForSequenceClassification / DistilBert...: the [CLS] position
+    c.pooler = true;           // BERT's pooler (kept when the base has one), DistilBERT's pre_classifier
+    s.model.hf.architecture =
+        std::string(base.hf.model_type == "bert" ? "Bert" : "DistilBert") + "ForSequenceClassification";
+  }
+  c.validate();
+  ModelWeights w = empty_weights(c);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (const WeightEntry& e : weight_entries(c)) {
+    const auto mm = e.spec->model_member;
+    const bool pooler = mm == &ModelWeights::pooler_w || mm == &ModelWeights::pooler_b;
+    const bool fc = mm == &ModelWeights::fc_w || mm == &ModelWeights::fc_b;
+    Tensor& t = e.in(w);
+    if (fc || (pooler && !had_pooler)) {  // new: normal(0, 0.02) weights, zero biases
+      t = Tensor(e.shape);
+      if (e.shape.size() == 2)
+        for (float& v : t.data) v = normal(rng);
+    } else {
+      t = e.in(base.weights);
+    }
+  }
+  w.version = next_weights_version();
+  s.model.weights = std::move(w);
+  s.train = encode_examples(s.model, train_rows);
+  s.val = encode_examples(s.model, val_rows);
+  return s;
+}
+
 TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& cfg,
                         const TrainCallbacks& cb) {
   if (train.size() == 0) throw Error("no training examples");
@@ -101,6 +155,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
   OptimizerConfig oc = cfg.optimizer;
   oc.total_steps = steps_per_epoch * cfg.epochs;
   Adam adam(model.weights, oc);
+  if (cfg.freeze_encoder) adam.set_frozen(encoder_mask(model.config));
   ModelWeights grads = zeros_like(model.weights);
   ModelWeights best = model.weights;
   double best_acc = -1, best_loss = INFINITY;
@@ -132,6 +187,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
       StepOptions so;
       so.dropout = cfg.dropout;
       so.dropout_seed = cfg.seed * 1000003ULL + static_cast<uint64_t>(step);
+      so.head_only = cfg.freeze_encoder;
       const StepOutput s = train_step(model, *ops, make_batch(model, seqs, labels), so, &grads);
       const double gn = grad_norm(grads);
       if (!std::isfinite(s.loss) || !std::isfinite(gn)) {

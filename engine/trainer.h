@@ -24,6 +24,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   std::string backend = "cpu";
   bool keep_best = true;  // end with the weights of the epoch with the best validation accuracy
+  bool freeze_encoder = false;  // train the head (pooler, classifier) only
 };
 
 struct TrainProgress {
@@ -91,6 +92,15 @@ struct TrainingSetup {
 };
 TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::vector<Example>& val_rows,
                              ModelConfig config, uint64_t seed, int vocab_cap = 20000, int min_count = 1);
+
+// Fine-tuning: a copy of `base` (its config, weights and tokenizer) with a new classifier for the
+// rows' labels on the pooled output: pooler (kept from base when it has one) and classifier
+// initialised as transformers does (normal, std 0.02; biases 0); both splits encoded with the
+// base's tokenizer.
+TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& train_rows,
+                              const std::vector<Example>& val_rows, uint64_t seed);
+// Per parameter tensor (parameters() order): true for everything but the head (pooler, classifier).
+std::vector<bool> encoder_mask(const ModelConfig& config);
 
 // Trains model.weights in place.
 TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& config,

@@ -371,6 +371,12 @@ def main():
         check_ids(at, lambda t: (tok2.encode(t).ids, tok2.encode(t).type_ids), "added tokens",
                   added_strings + strings[:100])
 
+        # fine-tuning: the saved folder opens in transformers and gives attnlab's numbers; a frozen
+        # encoder stays as it was
+        fine_tune(root, os.path.join(root, "bert"), BertForSequenceClassification, enc, "BERT")
+        fine_tune(root, os.path.join(root, "distilbert"), DistilBertForSequenceClassification,
+                  lambda t, p=None: (enc(t, p)[0], [0] * len(enc(t, p)[0])), "DistilBERT")
+
         # 4. bad folders
         bad_folders(root, wp)
 
@@ -379,6 +385,40 @@ def main():
             minilm(strings)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def load_safetensors(path):
+    from safetensors.numpy import load_file
+    return load_file(path)
+
+
+def fine_tune(root, base, cls, enc, name, epochs=1, rows=300, min_acc=None, freeze_check=True):
+    data = os.path.join(root, f"neg-{name}.tsv")
+    run(["make-data", "--task", "negation", "--out", data, "--n", str(rows), "--seed", "5"])
+    out = os.path.join(root, f"{name}-tuned")
+    p = run(["train", "--init", base, "--data", data, "--out", out, "--epochs", str(epochs), "--seed", "1"])
+    accs = [float(line.split("val_acc ")[1].split()[0]) for line in p.stdout.splitlines() if "val_acc" in line]
+    print(f"fine-tuned {name}: val_acc {accs}")
+    if min_acc is not None and (not accs or max(accs) < min_acc):
+        fail(f"fine-tuning {name}: validation accuracy {accs} < {min_acc}")
+    model = cls.from_pretrained(out, attn_implementation="eager")
+    compare_model(f"fine-tuned {name} opened by transformers", out, model, enc,
+                  ["the film was not good", "a very good film"], hidden_tol=1e-3 if min_acc else HIDDEN_TOL,
+                  prob_tol=1e-4 if min_acc else PROB_TOL)
+    if freeze_check:
+        frozen = os.path.join(root, f"{name}-frozen")
+        run(["train", "--init", base, "--data", data, "--out", frozen, "--epochs", "1", "--seed", "1",
+             "--freeze-encoder"])
+        a, b = load_safetensors(os.path.join(base, "model.safetensors")), load_safetensors(
+            os.path.join(frozen, "model.safetensors"))
+        prefix = "bert." if name == "BERT" else "distilbert."
+        changed = [k for k, v in a.items() if "position_ids" not in k and "pooler" not in k and
+                   not np.array_equal(v, b.get(prefix + k, b.get(k)))]  # the pooler is part of the head
+        if changed:
+            fail(f"--freeze-encoder changed {len(changed)} encoder tensors, e.g. {changed[:3]}")
+        heads = [k for k in b if k.startswith(("classifier", "pre_classifier")) or "pooler" in k]
+        if not heads:
+            fail(f"{name}: the frozen fine-tune saved no classifier")
 
 
 def expect_error(name, folder, needle):
@@ -440,6 +480,13 @@ def minilm(strings):
 
     check_ids(MINILM, lambda t: enc(t), "MiniLM tokenizer.json", strings)
     check_pairs(MINILM, lambda a, b: enc(a, b), "MiniLM tokenizer.json", strings)
+    # fine-tuning the real model on the negation task: 1 epoch of 595 rows (~10 s)
+    root = tempfile.mkdtemp(prefix="attnlab-minilm-")
+    try:
+        fine_tune(root, MINILM, BertForSequenceClassification, enc, "MiniLM", rows=700, min_acc=0.95,
+                  freeze_check=False)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     model = BertModel.from_pretrained(MINILM, attn_implementation="eager")
     long_text = " ".join(s for s in strings[:120] if "\x00" not in s)[:1500]
     compare_model("all-MiniLM-L6-v2", MINILM, model, enc,

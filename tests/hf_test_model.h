@@ -53,6 +53,7 @@ inline Model tiny_bert(const std::string& dir) {
     "num_hidden_layers": 2, "intermediate_size": 16, "max_position_embeddings": 32, "type_vocab_size": 2,
     "layer_norm_eps": 1e-12, "hidden_act": "gelu"})";
   m.source = dir;
+  m.hf.tokenizer_files["tokenizer.json"] = kTokenizerJson;
   return m;
 }
 
