@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "engine/forward.h"
+#include "engine/trainer.h"
 #include "ui/colormaps.h"
 #include "ui/explore_view.h"
 #include "ui/forward_runner.h"
@@ -928,4 +929,34 @@ TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[
   // an attnlab model: no sentence B box
   w.useModel(test_model(), "test");
   CHECK_FALSE(pair->isVisible());
+}
+
+TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder stays as it was", "[ui][train][hf]") {
+  QTemporaryDir dir;
+  const std::string base_dir = dir.filePath("tiny-bert").toStdString();
+  save_model(test::tiny_bert(dir.filePath("src").toStdString()), base_dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(base_dir)));
+  const std::shared_ptr<const Model> base = std::make_shared<const Model>(load_model(base_dir));
+  TrainView* t = w.train();
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(200, 3)))));
+  t->setFineTune(true, true);
+  t->setEpochs(1);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  const Model& m = *t->trainedModel();
+  CHECK(m.hf.architecture == "BertForSequenceClassification");
+  CHECK(m.config.labels == std::vector<std::string>{"negative", "positive"});
+  const auto mask = encoder_mask(m.config);
+  const auto after = parameters(m.weights), before = parameters(base->weights);
+  REQUIRE(after.size() == mask.size());
+  size_t k_base = 0;
+  for (size_t k = 0; k < after.size(); ++k)
+    if (mask[k]) CHECK(after[k]->data == before[k_base++]->data);  // the base's encoder tensors come first, in order
+  // saved as a Hugging Face folder that opens again
+  const QString out = dir.filePath("tuned");
+  REQUIRE(t->saveModel(out));
+  REQUIRE(w.openModel(out));
+  CHECK(w.explore()->model()->hf.architecture == "BertForSequenceClassification");
 }

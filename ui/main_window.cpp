@@ -164,6 +164,7 @@ void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source)
   if (m->is_hf()) tip += "\nMasks are experiments on this model: it was not trained with them.";
   summary_->setToolTip(tip);
   if (QFileInfo(source).isDir()) rememberRecent(QFileInfo(source).absoluteFilePath());
+  train_->setBaseModel(m, name);
   explore_->setModel(std::move(m));
 }
 

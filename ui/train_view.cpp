@@ -136,6 +136,16 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
 
   auto* model_box = new QGroupBox("Model and optimiser", left);
   auto* mf = new QFormLayout(model_box);
+  start_from_ = new QComboBox(model_box);
+  start_from_->setObjectName("startFrom");
+  start_from_->addItem("a new model (the form below)");
+  start_from_->setToolTip("Train a new model from the form, or fine-tune the model open in Explore: its encoder "
+                          "and tokenizer, a new classifier on the pooled output");
+  mf->addRow("start from", start_from_);
+  freeze_ = new QCheckBox("freeze the encoder (train the classifier only)", model_box);
+  freeze_->setObjectName("freezeEncoder");
+  freeze_->setEnabled(false);
+  mf->addRow(freeze_);
   preset_ = combo({"default", "tiny (fast)", "article model (d=128, 8 heads)"}, "default", model_box);
   mf->addRow("preset", preset_);
   layers_ = spin(1, 12, 2, model_box);
@@ -279,6 +289,10 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   connect(text_col_, &QComboBox::activated, this, reload);
   connect(label_col_, &QComboBox::activated, this, reload);
   connect(preset_, &QComboBox::currentTextChanged, this, &TrainView::applyPreset);
+  connect(start_from_, &QComboBox::currentIndexChanged, this, [this] { updateStartFrom(); });
+  connect(freeze_, &QCheckBox::toggled, this, [this](bool on) {
+    if (start_from_->currentIndex() == 1) lr_->setValue(on ? 1e-3 : 5e-5);
+  });
   connect(train_, &QPushButton::clicked, this, &TrainView::startTraining);
   connect(pause_, &QPushButton::toggled, this, &TrainView::setPaused);
   connect(stop_, &QPushButton::clicked, this, &TrainView::stopTraining);
@@ -459,6 +473,37 @@ void TrainView::applyPreset(const QString& name) {
   }
 }
 
+void TrainView::setBaseModel(std::shared_ptr<const Model> model, const QString& name) {
+  base_ = std::move(model);
+  base_name_ = name;
+  const bool was = start_from_->currentIndex() == 1;
+  QSignalBlocker block(start_from_);
+  while (start_from_->count() > 1) start_from_->removeItem(1);
+  if (base_) start_from_->addItem("fine-tune " + name + " (open in Explore)");
+  start_from_->setCurrentIndex(was && base_ ? 1 : 0);
+  updateStartFrom();
+}
+
+void TrainView::setFineTune(bool on, bool freeze) {
+  start_from_->setCurrentIndex(on && start_from_->count() > 1 ? 1 : 0);
+  freeze_->setChecked(freeze);
+  updateStartFrom();
+}
+
+// Fine-tuning takes the architecture from the base model: its fields are not used and say so;
+// the learning rate becomes a fine-tuning one (BERT's paper: 2e-5..5e-5; a head alone: 1e-3).
+void TrainView::updateStartFrom() {
+  const bool tune = start_from_->currentIndex() == 1;
+  freeze_->setEnabled(tune);
+  for (QWidget* w : std::initializer_list<QWidget*>{preset_, layers_, heads_, dim_, ff_, max_len_, positional_, norm_,
+                                                    activation_, tokenizer_, pooling_})
+    w->setEnabled(!tune);
+  if (tune) {
+    lr_->setValue(freeze_->isChecked() ? 1e-3 : 5e-5);
+    epochs_->setValue(2);
+  }
+}
+
 void TrainView::setEpochs(int epochs) {
   epochs_->setValue(epochs);
 }
@@ -500,8 +545,10 @@ bool TrainView::startTraining() {
   try {
     std::vector<Example> tr, va;
     split_dataset(dataset_.rows, val_split_->value(), static_cast<uint64_t>(seed_->value()), tr, va);
-    TrainingSetup setup = new_classifier(tr, va, configFromForm(), static_cast<uint64_t>(seed_->value()));
-    setup.model.source = "trained in attnlab";
+    const bool tune = start_from_->currentIndex() == 1 && base_;
+    TrainingSetup setup = tune ? fine_tune_setup(*base_, tr, va, static_cast<uint64_t>(seed_->value()))
+                               : new_classifier(tr, va, configFromForm(), static_cast<uint64_t>(seed_->value()));
+    if (!tune) setup.model.source = "trained in attnlab";
     job.model = std::make_shared<Model>(std::move(setup.model));
     job.train = std::move(setup.train);
     job.val = std::move(setup.val);
@@ -513,6 +560,7 @@ bool TrainView::startTraining() {
     tc.optimizer.clip_norm = static_cast<float>(clip_->value());
     tc.dropout = static_cast<float>(dropout_->value());
     tc.seed = static_cast<uint64_t>(seed_->value());
+    tc.freeze_encoder = tune && freeze_->isChecked();
   } catch (const Error& e) {
     fail(QString::fromStdString(e.what()));
     return false;

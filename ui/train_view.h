@@ -42,6 +42,10 @@ class TrainView : public QWidget {
   // Loads a TSV/CSV for training. Problems are listed row by row; returns false if there are any.
   bool loadDataset(const QString& path);
   void applyPreset(const QString& name);  // "tiny (fast)", "article model (d=128, 8 heads)", "default"
+  // The model open in Explore: "Start from" can fine-tune it (a new classifier on its encoder).
+  void setBaseModel(std::shared_ptr<const Model> model, const QString& name);
+  // true: fine-tune the base model (freeze: the encoder stays, only the head trains); false: a new model.
+  void setFineTune(bool on, bool freeze = false);
   void setEpochs(int epochs);
   // Starts training with the form's settings; false (with a visible message) when it cannot.
   bool startTraining();
@@ -93,6 +97,11 @@ class TrainView : public QWidget {
   QDoubleSpinBox* val_split_;
   // settings
   QComboBox* preset_;
+  QComboBox* start_from_;
+  QCheckBox* freeze_;
+  std::shared_ptr<const Model> base_;
+  QString base_name_;
+  void updateStartFrom();
   QSpinBox *layers_, *heads_, *dim_, *ff_, *max_len_, *batch_, *epochs_, *seed_;
   QComboBox *positional_, *norm_, *activation_, *tokenizer_, *pooling_;
   QDoubleSpinBox *dropout_, *lr_, *weight_decay_, *clip_;
