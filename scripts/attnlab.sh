@@ -86,7 +86,8 @@ PY
 
 build() {
   if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+      -DATTNLAB_HF_PYTHON="$HF_VENV/bin/python" -DATTNLAB_MINILM_DIR="$MODELS/all-MiniLM-L6-v2"
   fi
   cmake --build "$BUILD" -j "$JOBS"
 }
@@ -118,7 +119,8 @@ case "$cmd" in
     ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then
       cmake -S "$ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNLAB_SANITIZE=address,undefined \
-        -DATTNLAB_FUZZ_TESTS=OFF
+        -DATTNLAB_FUZZ_TESTS=OFF -DATTNLAB_HF_PYTHON="$HF_VENV/bin/python" \
+        -DATTNLAB_MINILM_DIR="$MODELS/all-MiniLM-L6-v2"
     fi
     cmake --build "$ASAN_BUILD" -j "$JOBS"
     cd "$ASAN_BUILD"
