@@ -93,7 +93,8 @@ MaskSpec mask_from_flags(const Args& a) {
   return spec;
 }
 
-ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd) {
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
+                                  std::pair<PreparedInput, PreparedInput>* prepared) {
   int pad_to = 0;
   if (a.has("--pad-to")) {
     pad_to = a.get_int("--pad-to", 0);
@@ -105,6 +106,7 @@ ForwardRequest request_from_flags(const Args& a, const Model& model, const std::
   req.ids = in.ids, req.tokens = in.tokens, req.token_types = in.token_types;
   const PreparedInput cross = input_from_flags(a, model, "--cross-text", "--cross-ids", pad_to);
   req.cross_ids = cross.ids, req.cross_tokens = cross.tokens, req.cross_token_types = cross.token_types;
+  if (prepared) *prepared = {in, cross};
   req.mask = mask_from_flags(a);
   return req;
 }

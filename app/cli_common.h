@@ -27,6 +27,8 @@ PreparedInput input_from_flags(const Args& a, const Model& m, const std::string&
 MaskSpec mask_from_flags(const Args& a);
 // --text/--ids, --cross-text/--cross-ids, --pad-to and --mask as a request ("CMD needs --text"
 // when there is no input).
-ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd);
+// `prepared` (optional) receives the prepared inputs (text, cross text) for display transforms.
+ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
+                                  std::pair<PreparedInput, PreparedInput>* prepared = nullptr);
 
 }  // namespace attnlab::cli

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "app/cli_common.h"
+#include "engine/token_view.h"
 #include "ui/figure_export.h"
 
 namespace attnlab::cli {
@@ -19,12 +20,13 @@ void quiet_qt_messages(QtMsgType type, const QMessageLogContext&, const QString&
 
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
-               with(kModelValued, {"--text", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer", "--head",
+               with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer", "--head",
                                    "--out", "--width", "--height", "--dpi", "--colormap", "--title", "--scale"}),
-               {"--random-init", "--annotate"});
+               {"--random-init", "--annotate", "--hide-special", "--merge-pieces"});
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
   const Model model = resolve_model(a, argv0);
-  const ForwardRequest req = request_from_flags(a, model, "export");
+  std::pair<PreparedInput, PreparedInput> prepared;
+  const ForwardRequest req = request_from_flags(a, model, "export", &prepared);
   auto which = [&](const char* flag, int fallback) {
     const std::string v = a.get(flag, std::to_string(fallback));
     return v == "all" ? -1 : a.get_int(flag, fallback);
@@ -47,7 +49,19 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   if (spec.layer < -1 || spec.head < -1) throw Error("--layer and --head take a number or \"all\"");
 
   auto backend = make_backend(a.get("--backend", "cpu"));
-  const ForwardResult r = run_forward(model, *backend, req);
+  ForwardResult r = run_forward(model, *backend, req);
+  TokenViewOptions view;  // as the app's Display options: a transform of what is drawn
+  view.hide_special = a.has("--hide-special");
+  view.merge_pieces = a.has("--merge-pieces");
+  if (view.active()) {
+    const PreparedInput& A = prepared.first;
+    const PreparedInput& B = r.is_cross() ? prepared.second : prepared.first;
+    const TokenGroups rows = group_tokens(A.tokens, A.special, A.words, view);
+    const TokenGroups cols = group_tokens(B.tokens, B.special, B.words, view);
+    if (rows.members.empty() || cols.members.empty()) throw Error("--hide-special leaves no tokens to draw");
+    apply_token_view(r, rows, cols);
+    spec.note = token_view_note(view.hide_special, view.merge_pieces);
+  }
   for (const auto& w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   qInstallMessageHandler(quiet_qt_messages);

@@ -54,14 +54,15 @@ usage:
                       [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|reference]
                       [--init DIR [--freeze-encoder]]   fine-tune DIR's encoder (e.g. a Hugging Face BERT)
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
-  attnlab-cli predict [--model DIR] --text "..." [--json]
+  attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
-  attnlab-cli export  [--model DIR] (--text "..." | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
+  attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
                       [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
                       [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate] [--scale max|0-1]
+                      [--hide-special] [--merge-pieces]   (as the app's Display options)
 
 model options (instead of --model, build a random model):
   --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T

@@ -165,13 +165,13 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
 }
 
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--ids"}), {"--json", "--random-init"});
+  const Args a(argv, with(kModelValued, {"--text", "--pair", "--ids"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
   ForwardRequest req;
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
   if (in.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");
-  req.ids = in.ids, req.tokens = in.tokens;
+  req.ids = in.ids, req.tokens = in.tokens, req.token_types = in.token_types;
   req.keep_layers.assign(static_cast<size_t>(model.config.num_layers), false);
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);

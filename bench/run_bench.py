@@ -10,9 +10,13 @@
 4. T = 2,048 and 4,096 forwards of the default-size model (d=64, 8 heads, 2 layers, ff=128),
    full and with a sliding window of 64, with peak memory, keeping every layer / one layer / none;
 5. the opencl backend's rows (whatever device `--backend opencl` picks here);
+6. a real pretrained BERT (all-MiniLM-L6-v2, `scripts/attnlab.sh get-model minilm`) at T = 128 and
+   512, every probability kept, against transformers' BertModel (eager, output_attentions=True)
+   run by --hf-python (a Python with transformers; PyTorch 2.x from PyPI is the fair anchor);
 then prints a table (medians, ratios, GFLOP/s and their share of the SGEMM rate, peak memory) and
 writes the same as JSON. Each measurement runs in its own process (peak memory is per process).
 usage: run_bench.py PATH/TO/attnlab-cli [--repeat N] [--threads N] [--json OUT.json] [--quick]
+                    [--minilm DIR] [--hf-python PYTHON]
 """
 import argparse
 import json
@@ -27,6 +31,9 @@ p.add_argument("--repeat", type=int, default=10)
 p.add_argument("--threads", type=int, default=os.cpu_count())
 p.add_argument("--json", default="bench-results.json")
 p.add_argument("--quick", action="store_true", help="fewer repeats and no T=4096 (a smoke run)")
+p.add_argument("--minilm", default=os.path.expanduser("~/.local/share/attnlab/models/all-MiniLM-L6-v2"))
+p.add_argument("--hf-python", default=os.environ.get("ATTNLAB_BENCH_PYTHON",
+                                                      os.path.expanduser("~/.cache/attnlab/hf-venv/bin/python")))
 a = p.parse_args()
 here = os.path.dirname(os.path.abspath(__file__))
 env = {**os.environ, "OMP_NUM_THREADS": str(a.threads)}
@@ -122,6 +129,26 @@ print("\nopencl backend, d=512, 8 heads, ff=2048, 6 layers")
 for r in ocl:
     share = f"transfers {100 * r['transfer_share']:.2f}% of device time" if r["transfer_share"] is not None else r["notice"]
     print(f"  T={r['seq']}: {r['ms']:.1f} ms, {r['gflops']:.1f} GFLOP/s on {r['device']} ({share})")
+
+if os.path.exists(os.path.join(a.minilm, "model.safetensors")) and os.path.exists(a.hf_python):
+    hf_rows = []
+    for T in (128, 512):
+        ours = cli("bench", "--model", a.minilm, "--seq", str(T), "--repeat", str(R))
+        r = subprocess.run([a.hf_python, os.path.join(here, "hf_forward.py"), "--model", a.minilm, "--seq", str(T),
+                            "--repeat", str(R), "--threads", str(a.threads)], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            sys.exit(f"hf_forward.py failed: {r.stderr}")
+        theirs = json.loads(r.stdout.strip().splitlines()[-1])
+        hf_rows.append({"seq": T, "attnlab_ms": ours["median_ms"], "transformers_ms": theirs["median_ms"],
+                        "speedup": theirs["median_ms"] / ours["median_ms"], "impl": theirs["impl"]})
+    results["minilm"] = hf_rows
+    print(f"\nall-MiniLM-L6-v2 (6 layers, 12 heads, d=384), every probability kept, vs {hf_rows[0]['impl']}"
+          " BertModel (eager, output_attentions=True)")
+    for r in hf_rows:
+        print(f"  T={r['seq']}: attnlab {r['attnlab_ms']:.1f} ms, transformers {r['transformers_ms']:.1f} ms: "
+              f"{r['speedup']:.2f}x")
+else:
+    print(f"\n(MiniLM rows skipped: no {a.minilm} or no {a.hf_python}; scripts/attnlab.sh get-model minilm makes both)")
 
 with open(a.json, "w") as f:
     json.dump(results, f, indent=2)

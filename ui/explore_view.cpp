@@ -25,6 +25,8 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include <qcustomplot.h>
+
 #include "ui/colormaps.h"
 #include "ui/heatmap_data.h"
 #include "ui/figure_export.h"
@@ -86,6 +88,13 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   token_view_->setToolTip(
       "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token.");
   root->addWidget(token_view_);
+  token_legend_ = new QLabel(this);
+  token_legend_->setObjectName("tokenLegend");
+  token_legend_->setText(
+      "<span style='background:#ffd699'>&nbsp;orange&nbsp;</span> not in the vocabulary (read as [UNK]) &nbsp; "
+      "<span style='background:#bedcff'>&nbsp;blue&nbsp;</span> global token (ticked)");
+  token_legend_->setVisible(false);
+  root->addWidget(token_legend_);
   notice_ = new QLabel(this);
   notice_->setStyleSheet("color: #b35900;");
   notice_->setWordWrap(true);
@@ -135,8 +144,11 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   mask_view_->setCompact(true);
   mask_view_->setColourTop(1.0f);
   mask_view_->setMinimumSize(150, 150);
-  mask_view_->setToolTip("The effective mask (grey = blocked)");
+  mask_view_->setToolTip("The effective mask: blocked cells in the blocked colour, visible ones in the map's middle");
   mf->addRow(mask_view_);
+  mask_legend_ = new QLabel(masks);
+  mask_legend_->setObjectName("maskLegend");
+  mf->addRow(mask_legend_);
   lv->addWidget(masks);
   auto* opts = new QGroupBox("Display", left);
   auto* of = new QFormLayout(opts);
@@ -245,11 +257,18 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
     connect(c, &QCheckBox::toggled, this, &ExploreView::schedule);
   for (QSpinBox* s : {pad_to_, window_, stride_}) connect(s, &QSpinBox::valueChanged, this, &ExploreView::schedule);
   connect(token_model_, &TokenListModel::globalsChanged, this, &ExploreView::schedule);
+  connect(token_model_, &TokenListModel::globalsChanged, this, [this] {
+    const PreparedInput& a = controller_->prepared();
+    bool any_unknown = false;
+    for (uint8_t u : a.unknown) any_unknown = any_unknown || u;
+    token_legend_->setVisible(any_unknown || !token_model_->globalPositions().empty());
+  });
   connect(editor_, &MaskEditor::maskChanged, this, [this] {
     if (!custom_on_->isChecked() && !editor_->isEmpty()) custom_on_->setChecked(true);  // an edit means "use it"
     schedule();
   });
   connect(cmap, &QComboBox::currentTextChanged, this, &ExploreView::setColormap);
+  setColormap(colormap_);  // the mask legend's colours
   connect(annotate_, &QCheckBox::toggled, this, [this](bool on) {
     for (HeatmapView* h : heads_) h->setAnnotate(on);
     big_->setAnnotate(on);
@@ -476,6 +495,11 @@ void ExploreView::updateLayerLabel() {
 
 void ExploreView::setColormap(const QString& name) {
   colormap_ = name;
+  // The mask preview's legend in this map's colours (visible cells are drawn at its middle).
+  const QColor visible = make_gradient(name).color(0.5, QCPRange(0, 1)), blocked = blocked_color(name);
+  mask_legend_->setText(QString("<span style='background:%1; border:1px solid #777'>&nbsp;&nbsp;&nbsp;</span> visible &nbsp; "
+                                "<span style='background:%2; border:1px solid #777'>&nbsp;&nbsp;&nbsp;</span> blocked")
+                            .arg(visible.name(), blocked.name()));
   for (HeatmapView* h : heads_) h->setGradient(name);
   for (HeatmapView* h : thumbs_) h->setGradient(name);
   big_->setGradient(name);
@@ -552,6 +576,9 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
   const PreparedInput& a = controller_->prepared();
   const PreparedInput& b = controller_->preparedCross();
   token_model_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));
+  bool any_unknown = false;
+  for (uint8_t u : a.unknown) any_unknown = any_unknown || u;
+  token_legend_->setVisible(any_unknown || !token_model_->globalPositions().empty());
   QTimer::singleShot(0, this, [this] { fitTokenStrip(); });
   const bool cross = cross_on_->isChecked();
   const int T = static_cast<int>(a.size()), S = cross ? static_cast<int>(b.size()) : T;
@@ -708,6 +735,7 @@ void ExploreView::exportTo(const QString& path, int layer, int head) {
   spec.colormap = colormap_;
   spec.annotate = annotate_->isChecked();
   spec.dpi = export_dpi_;
+  spec.note = token_view_note(hide_special_->isChecked(), merge_pieces_->isChecked());
   // One colour bar for the figure: 0-1 when the screen uses 0-1, else the exported panels'
   // maximum (the layer's, for a layer's heads, as "per layer" shows them).
   spec.unit_range = scale_mode_->currentText() == "shared 0-1";

@@ -125,6 +125,8 @@ class ExploreView : public QWidget {
   QListView* token_view_;
   TokenListModel* token_model_;
   QLabel* notice_;
+  QLabel* token_legend_;
+  QLabel* mask_legend_;
   QLabel* prediction_;
   QCheckBox *padding_, *causal_, *window_on_, *strided_on_, *custom_on_, *annotate_;
   QComboBox* scale_mode_;

@@ -53,6 +53,13 @@ void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const s
 
 }  // namespace
 
+QString token_view_note(bool hide_special, bool merge_pieces) {
+  QStringList parts;
+  if (merge_pieces) parts << "word pieces merged: keys summed, queries averaged";
+  if (hide_special) parts << "special tokens hidden: rows sum to < 1";
+  return parts.join("; ");
+}
+
 void export_attention(const ForwardResult& r, const ExportSpec& spec, const QString& path) {
   const std::vector<std::string>& qt = r.tokens;
   const std::vector<std::string>& kt = r.is_cross() ? r.cross_tokens : r.tokens;
@@ -112,6 +119,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     title = spec.layer < 0   ? "Attention, all layers"
             : spec.head >= 0 ? QString("Layer %1, head %2").arg(spec.layer).arg(spec.head)
                              : QString("Layer %1, all heads").arg(spec.layer);
+  if (!spec.note.isEmpty()) title += " (" + spec.note + ")";
   plot.plotLayout()->addElement(0, 0, new QCPTextElement(&plot, title, QFont("DejaVu Sans", 12, QFont::Bold)));
   auto* grid = new QCPLayoutGrid;
   plot.plotLayout()->addElement(1, 0, grid);

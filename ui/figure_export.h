@@ -20,7 +20,11 @@ struct ExportSpec {
   QString title;  // empty: "Layer L, head H" / "Layer L" / "All layers"
   bool annotate = false;
   bool unit_range = false;  // colour bar 0-1; else 0 to the largest value of the exported panels
+  QString note;             // appended to the title in parentheses (what the figure's tokens are)
 };
+
+// The note for a token view: "word pieces merged; [CLS] / [SEP] hidden, rows sum to < 1".
+QString token_view_note(bool hide_special, bool merge_pieces);
 
 // Writes FILE by its extension: .png .svg .pdf .csv .npy. Error naming the problem otherwise.
 // Axis labels are the result's own tokens.
