@@ -208,6 +208,31 @@ TEST_CASE("export writes valid PNG, SVG, PDF, CSV and .npy files", "[ui][export]
   CHECK_FALSE(QFile::exists(dir.filePath("x.bmp")));
 }
 
+TEST_CASE("a long input's export is max-pooled per axis as on screen, and says so", "[ui][export][pooling]") {
+  MainWindow w;
+  w.useModel(test_model(2048), "test");
+  ExploreView* e = w.explore();
+  std::string text;
+  for (int k = 0; k < 600; ++k) text += static_cast<char>('a' + k % 26);
+  e->setText(QString::fromStdString(text));
+  e->setCrossText("wxyz");  // 600 queries x 4 keys: only the queries are pooled
+  e->flush();
+  QTemporaryDir dir;
+  const QString png = dir.filePath("long.png");
+  e->exportTo(png, 0, 0);
+  // the panel is drawn from 256 x 4 pooled cells: its brightest pixels are as bright as the
+  // pooled maximum's colour (a cell-by-cell drawing would be averaged down by the image)
+  QImage img(png);
+  REQUIRE(!img.isNull());
+  const QString svg = dir.filePath("long.svg");
+  e->exportTo(svg, 0, 0);
+  QFile s(svg);
+  REQUIRE(s.open(QIODevice::ReadOnly));
+  const QByteArray doc = s.readAll();
+  CHECK(doc.contains("max of 3 per cell"));  // 600 queries -> ceil(600 / 256) = 3
+  CHECK_FALSE(doc.contains("key (max of"));   // 4 keys: not pooled
+}
+
 TEST_CASE("a broken model folder shows a message and keeps the current model", "[ui][errors]") {
   MainWindow w;
   w.useModel(test_model(), "test");
@@ -541,31 +566,39 @@ TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale 
 }
 
 TEST_CASE("heatmap pooling: max of each block, all-blocked blocks, the colour-scale maximum", "[ui][heatmap]") {
-  // 5 x 7 values v(i, j) = (i * 7 + j) / 100, pooled to at most 3 cells per axis: factor 3,
-  // drawn 2 x 3, each drawn cell the largest visible value of its (up to) 3 x 3 block.
+  // 5 x 7 values v(i, j) = (i * 7 + j) / 100, pooled to at most 3 cells per axis, each axis by
+  // its own factor: rows in blocks of 2 ({0,1}, {2,3}, {4}), columns in blocks of 3 ({0-2},
+  // {3-5}, {6}); each drawn cell the largest visible value of its block.
   std::vector<float> v(35);
   for (int k = 0; k < 35; ++k) v[static_cast<size_t>(k)] = static_cast<float>(k) / 100.0f;
   std::vector<uint8_t> blocked(35, 0);
   for (int i = 0; i < 3; ++i)
-    for (int j = 3; j < 6; ++j) blocked[static_cast<size_t>(i * 7 + j)] = 1;  // block (0, 1) entirely
+    for (int j = 3; j < 6; ++j) blocked[static_cast<size_t>(i * 7 + j)] = 1;  // rows 0-2, cols 3-5
   blocked[34] = 1;                                                            // the largest value, blocked
   const HeatmapData d = owned_heatmap(v, blocked, 5, 7, 3);
-  REQUIRE(d.factor == 3);
-  REQUIRE(d.drawn_rows == 2);
+  REQUIRE(d.row_factor == 2);
+  REQUIRE(d.col_factor == 3);
+  REQUIRE(d.drawn_rows == 3);
   REQUIRE(d.drawn_cols == 3);
   auto drawn = [&](int r, int c) { return d.drawn[static_cast<size_t>(r * 3 + c)]; };
-  CHECK(drawn(0, 0) == Approx(0.16f));  // max of rows 0-2, cols 0-2: v(2, 2)
+  CHECK(drawn(0, 0) == Approx(0.09f));  // rows 0-1, cols 0-2: v(1, 2)
   CHECK(std::isnan(drawn(0, 1)));       // every cell blocked: NaN, drawn as blocked, never as 0
-  CHECK(drawn(0, 2) == Approx(0.20f));  // rows 0-2, col 6
-  CHECK(drawn(1, 0) == Approx(0.30f));  // rows 3-4, cols 0-2: v(4, 2)
-  CHECK(drawn(1, 1) == Approx(0.33f));  // rows 3-4, cols 3-5: v(4, 5)
-  CHECK(drawn(1, 2) == Approx(0.27f));  // rows 3-4, col 6 without the blocked v(4, 6) = 0.34
+  CHECK(drawn(0, 2) == Approx(0.13f));  // rows 0-1, col 6
+  CHECK(drawn(1, 1) == Approx(0.26f));  // rows 2-3, cols 3-5: row 2 blocked, v(3, 5)
+  CHECK(drawn(2, 1) == Approx(0.33f));  // row 4, cols 3-5
+  CHECK(std::isnan(drawn(2, 2)));       // row 4, col 6: its one cell (the largest value) blocked
   CHECK(d.vmax == Approx(0.33f));       // the colour scale's top: the largest *visible* value
   // Pooling the drawn grid again keeps the same rules (NaN only where everything is blocked).
   HeatmapData e = d;
   pool_drawn(e, 1);
   REQUIRE(e.drawn.size() == 1u);
   CHECK(e.drawn[0] == Approx(0.33f));
+  // a long-and-narrow cross map pools only its long axis: 40 queries x 4 keys to 8 cells -> 8 x 4
+  const HeatmapData narrow = owned_heatmap(std::vector<float>(160, 0.25f), {}, 40, 4, 8);
+  CHECK(narrow.row_factor == 5);
+  CHECK(narrow.col_factor == 1);
+  CHECK(narrow.drawn_rows == 8);
+  CHECK(narrow.drawn_cols == 4);
   HeatmapData all = owned_heatmap(std::vector<float>(4, 0.5f), std::vector<uint8_t>(4, 1), 2, 2, 1);
   CHECK(std::isnan(all.drawn[0]));
   CHECK(all.vmax == 0.0f);

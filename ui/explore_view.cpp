@@ -584,7 +584,12 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
   const int T = static_cast<int>(a.size()), S = cross ? static_cast<int>(b.size()) : T;
   if (model_)
     editor_->setShape(T, S, model_->config.num_heads, to_labels(a.tokens), to_labels(cross ? b.tokens : a.tokens));
-  notice_->setText(notices.join(" "));
+  QStringList all = notices;
+  // A pretrained model never saw these masks in training: what they show is an experiment.
+  if (model_ && model_->is_hf() && (causal_->isChecked() || window_on_->isChecked() || strided_on_->isChecked() ||
+                                    custom_on_->isChecked() || !token_model_->globalPositions().empty()))
+    all << "Masks on a pretrained model are experiments: it was not trained with them.";
+  notice_->setText(all.join(" "));
 }
 
 void ExploreView::onResult(const ForwardOutcome& out) {

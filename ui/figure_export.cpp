@@ -1,6 +1,8 @@
 // Figure export through an off-screen QCustomPlot: a grid of colour maps sharing one scale.
 #include "ui/figure_export.h"
 
+#include "ui/heatmap_data.h"
+
 #include "ui/heatmap_view.h"
 
 #include <QFile>
@@ -17,6 +19,9 @@
 #include "ui/colormaps.h"
 
 namespace attnlab {
+
+// Cells per axis an exported panel draws at most; longer inputs are max-pooled to this.
+constexpr int kExportCells = 256;
 
 namespace {
 
@@ -145,6 +150,18 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
       t->addTick(k, on ? QString::fromStdString(tokens[static_cast<size_t>(k)]).left(14) : QString::number(k));
     return t;
   };
+  // head_heatmap takes a shared result; this one outlives every use here (no copy of it is made)
+  const std::shared_ptr<const ForwardResult> alias(&r, [](const ForwardResult*) {});
+  auto pooled_ticker = [](const std::vector<std::string>& tokens, int drawn, int factor) {
+    QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
+    const int step = std::max(1, drawn / 8);
+    for (int k = 0; k < drawn; k += step) {
+      const size_t src = static_cast<size_t>(k) * static_cast<size_t>(factor);  // the block's first token
+      t->addTick(k, QString("%1 %2").arg(src).arg(src < tokens.size() ? QString::fromStdString(tokens[src]).left(10)
+                                                                      : QString()));
+    }
+    return t;
+  };
   for (size_t k = 0; k < panels.size(); ++k) {
     const Panel& p = panels[k];
     const int gr = spec.layer < 0 ? p.layer : static_cast<int>(k) / grid_cols;
@@ -169,19 +186,36 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     auto* map = new QCPColorMap(x, y);
     map->setInterpolate(false);
     map->setTightBoundary(false);
-    map->data()->setSize(S, T);
-    map->data()->setRange(cell_centres(S), cell_centres(T));  // cell k centred on k
     const Tensor& t = r.probs(p.layer);
-    for (int i = 0; i < T; ++i)
-      for (int j = 0; j < S; ++j)
-        map->data()->setCell(j, i,
-                             r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
-                                                             : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
+    // Long inputs are max-pooled per axis as on screen (a 2,000-token map drawn cell by cell
+    // would be averaged into darkness by the image's own downsampling): kExportCells per axis.
+    const HeatmapData pooled = head_heatmap(alias, p.layer, p.head, kExportCells);
+    if (pooled.row_factor > 1 || pooled.col_factor > 1) {
+      const int dr = pooled.drawn_rows, dc = pooled.drawn_cols;
+      map->data()->setSize(dc, dr);
+      map->data()->setRange(cell_centres(dc), cell_centres(dr));
+      for (int i = 0; i < dr; ++i)
+        for (int j = 0; j < dc; ++j) map->data()->setCell(j, i, pooled.drawn[static_cast<size_t>(i) * dc + j]);
+      x->setTicker(pooled_ticker(kt, dc, pooled.col_factor));
+      y->setTicker(pooled_ticker(qt, dr, pooled.row_factor));
+      if (pooled.col_factor > 1) x->setLabel(QString("key (max of %1 per cell)").arg(pooled.col_factor));
+      if (pooled.row_factor > 1) y->setLabel(QString("query (max of %1 per cell)").arg(pooled.row_factor));
+      x->setRange(-0.5, dc - 0.5);
+      y->setRange(-0.5, dr - 0.5);
+    } else {
+      map->data()->setSize(S, T);
+      map->data()->setRange(cell_centres(S), cell_centres(T));  // cell k centred on k
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < S; ++j)
+          map->data()->setCell(j, i,
+                               r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
+                                                               : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
+      x->setRange(-0.5, S - 0.5);
+      y->setRange(-0.5, T - 0.5);
+    }
     map->setColorScale(scale);  // the map takes the scale's gradient: set it there
     scale->setGradient(gradient);
     map->setDataRange(QCPRange(0, spec.unit_range || vmax <= 0 ? 1 : vmax));
-    x->setRange(-0.5, S - 0.5);
-    y->setRange(-0.5, T - 0.5);
     if (spec.annotate && T <= 16 && S <= 16)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < S; ++j) {

@@ -8,21 +8,26 @@ namespace attnlab {
 
 namespace {
 
+int pool_factor(int n, int max_cells) {
+  return std::max(1, static_cast<int>(std::ceil(n / static_cast<double>(std::max(1, max_cells)))));
+}
+
 void draw(HeatmapData& d, int max_cells) {
-  d.factor = std::max(1, static_cast<int>(std::ceil(std::max(d.rows, d.cols) / static_cast<double>(max_cells))));
-  d.drawn_rows = (d.rows + d.factor - 1) / d.factor;
-  d.drawn_cols = (d.cols + d.factor - 1) / d.factor;
+  d.row_factor = pool_factor(d.rows, max_cells);
+  d.col_factor = pool_factor(d.cols, max_cells);
+  d.drawn_rows = (d.rows + d.row_factor - 1) / d.row_factor;
+  d.drawn_cols = (d.cols + d.col_factor - 1) / d.col_factor;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   d.drawn.assign(static_cast<size_t>(d.drawn_rows) * d.drawn_cols, nan);
   d.vmax = 0;
   for (int i = 0; i < d.rows; ++i) {
-    float* out = d.drawn.data() + static_cast<size_t>(i / d.factor) * d.drawn_cols;
+    float* out = d.drawn.data() + static_cast<size_t>(i / d.row_factor) * d.drawn_cols;
     const float* v = d.values + static_cast<size_t>(i) * d.cols;
     const uint8_t* b = d.blocked ? d.blocked + static_cast<size_t>(i) * d.cols : nullptr;
     for (int j = 0; j < d.cols; ++j) {
       if (b && b[j]) continue;
       const float x = std::isfinite(v[j]) ? v[j] : 0.0f;
-      float& o = out[j / d.factor];
+      float& o = out[j / d.col_factor];
       if (std::isnan(o) || x > o) o = x;
       if (x > d.vmax) d.vmax = x;
     }
@@ -81,21 +86,21 @@ HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocke
 }
 
 void pool_drawn(HeatmapData& d, int max_cells) {
-  const int f =
-      std::max(1, static_cast<int>(std::ceil(std::max(d.drawn_rows, d.drawn_cols) / static_cast<double>(max_cells))));
-  if (f == 1) return;
-  const int r = (d.drawn_rows + f - 1) / f, c = (d.drawn_cols + f - 1) / f;
+  const int fr = pool_factor(d.drawn_rows, max_cells), fc = pool_factor(d.drawn_cols, max_cells);
+  if (fr == 1 && fc == 1) return;
+  const int r = (d.drawn_rows + fr - 1) / fr, c = (d.drawn_cols + fc - 1) / fc;
   std::vector<float> out(static_cast<size_t>(r) * c, std::numeric_limits<float>::quiet_NaN());
   for (int i = 0; i < d.drawn_rows; ++i)
     for (int j = 0; j < d.drawn_cols; ++j) {
       const float x = d.drawn[static_cast<size_t>(i) * d.drawn_cols + j];
-      float& o = out[static_cast<size_t>(i / f) * c + j / f];
+      float& o = out[static_cast<size_t>(i / fr) * c + j / fc];
       if (!std::isnan(x) && (std::isnan(o) || x > o)) o = x;
     }
   d.drawn = std::move(out);
   d.drawn_rows = r;
   d.drawn_cols = c;
-  d.factor *= f;
+  d.row_factor *= fr;
+  d.col_factor *= fc;
 }
 
 }  // namespace attnlab

@@ -1,7 +1,8 @@
 // HeatmapData: what a HeatmapView shows, built by plain functions that run on any thread (the
 // forward worker builds them, so the GUI thread never walks millions of cells). Full-resolution
 // values are views into a shared, immutable owner (a ForwardResult); the drawn grid is
-// max-pooled to at most max_cells per axis, with NaN marking blocks whose cells are all blocked.
+// max-pooled to at most max_cells per axis (each axis by its own factor), with NaN marking blocks
+// whose cells are all blocked.
 #pragma once
 
 #include <QStringList>
@@ -17,7 +18,8 @@ struct HeatmapData {
   std::shared_ptr<const void> owner;
   const float* values = nullptr;     // [rows * cols], owned by `owner`
   const uint8_t* blocked = nullptr;  // [rows * cols] or null
-  int factor = 1;                    // drawn cell = factor x factor full cells
+  int row_factor = 1, col_factor = 1;  // drawn cell = row_factor x col_factor full cells (per axis:
+                                       // a 2,048 x 4 cross map pools its queries, not its 4 keys)
   int drawn_rows = 0, drawn_cols = 0;
   std::vector<float> drawn;  // [drawn_rows * drawn_cols], max of each block, NaN = all blocked
   float vmax = 0;            // largest visible value

@@ -125,12 +125,12 @@ void HeatmapView::rebuild() {
   // The producer pooled the data for its own view size; thumbnails pool it further.
   HeatmapData pooled;
   const HeatmapData* d = &data_;
-  if (std::max(data_.drawn_rows, data_.drawn_cols) > max_cells_) {
+  if (data_.drawn_rows > max_cells_ || data_.drawn_cols > max_cells_) {
     pooled = data_;
     pool_drawn(pooled, max_cells_);
     d = &pooled;
   }
-  factor_ = d->factor;
+  row_factor_ = d->row_factor, col_factor_ = d->col_factor;
   const int r = d->drawn_rows, c = d->drawn_cols;
   map_->data()->setSize(c, r);
   map_->data()->setRange(cell_centres(c), cell_centres(r));
@@ -157,22 +157,22 @@ void HeatmapView::rebuild() {
     // Token labels on every k-th drawn cell of each axis: all of them while they are at least a
     // line of text apart, else every k-th (then with the position, and the axis title says so).
     // Never two labels on top of each other.
-    auto label_ticker = [&](const QStringList& labels, int n, int step) {
+    auto label_ticker = [&](const QStringList& labels, int n, int step, int factor) {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
       for (int k = 0; k < n; k += step) {
-        const int src = k * factor_;
+        const int src = k * factor;
         // a small cell keeps labels short: a long rotated key label would take the heatmap's height
         const int chars = plot_->height() < 200 ? 7 : 12;
         QString label = src < labels.size() ? labels[src] : QString();
         if (label.size() > chars) label = label.left(chars - 1) + QChar(0x2026);
-        if (step > 1 || factor_ > 1 || label.isEmpty()) label = QString("%1 %2").arg(src).arg(label).trimmed();
+        if (step > 1 || factor > 1 || label.isEmpty()) label = QString("%1 %2").arg(src).arg(label).trimmed();
         t->addTick(k, label);
       }
       return t;
     };
     auto set_tickers = [&](QSize steps) {
-      plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, steps.width()));
-      plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, steps.height()));
+      plot_->xAxis->setTicker(label_ticker(data_.col_labels, c, steps.width(), col_factor_));
+      plot_->yAxis->setTicker(label_ticker(data_.row_labels, r, steps.height(), row_factor_));
     };
     // A small cell (12 heads on a laptop screen) spends no lines on axis titles: the heatmap
     // gets the room, and the tooltip keeps what the titles would say. Decided before the label
@@ -190,7 +190,7 @@ void HeatmapView::rebuild() {
     // steps, without laying out again.
     const bool same = plot_->size() == steps_plot_size_ && r == steps_rows_ && c == steps_cols_ &&
                       data_.row_labels == steps_row_labels_ && data_.col_labels == steps_col_labels_ &&
-                      factor_ == steps_factor_;
+                      row_factor_ == steps_row_factor_ && col_factor_ == steps_col_factor_;
     QSize own = same ? own_steps_ : QSize(1, 1);
     for (int pass = 0; pass < 5 && !same; ++pass) {
       set_tickers(own);
@@ -205,14 +205,15 @@ void HeatmapView::rebuild() {
       own = next;
     }
     own_steps_ = own;
-    steps_plot_size_ = plot_->size(), steps_rows_ = r, steps_cols_ = c, steps_factor_ = factor_;
+    steps_plot_size_ = plot_->size(), steps_rows_ = r, steps_cols_ = c;
+    steps_row_factor_ = row_factor_, steps_col_factor_ = col_factor_;
     steps_row_labels_ = data_.row_labels, steps_col_labels_ = data_.col_labels;
     used_steps_ = own.expandedTo(label_steps_);
     if (same || used_steps_ != own) set_tickers(used_steps_);
-    auto title = [&](const char* what, int step) {
+    auto title = [&](const char* what, int step, int factor) {
       QStringList notes;
-      if (factor_ > 1) notes << QString("%1x%1 max").arg(factor_);
-      const int every = step * factor_;
+      if (factor > 1) notes << QString("max of %1 per cell").arg(factor);
+      const int every = step * factor;
       if (every > 1) {
         const int mod100 = every % 100, mod10 = every % 10;
         const char* suffix = (mod100 >= 11 && mod100 <= 13) ? "th"
@@ -224,10 +225,11 @@ void HeatmapView::rebuild() {
       }
       return notes.isEmpty() ? QString(what) : QString("%1 (%2)").arg(what, notes.join(", "));
     };
-    plot_->xAxis->setLabel(small ? QString() : title("keys", used_steps_.width()));
-    plot_->yAxis->setLabel(small ? QString() : title("queries", used_steps_.height()));
-    setToolTip(small ? QString("%1 down, %2 across").arg(title("queries", used_steps_.height()), title("keys", used_steps_.width()))
-                     : QString());
+    const QString keys = title("keys", used_steps_.width(), col_factor_);
+    const QString queries = title("queries", used_steps_.height(), row_factor_);
+    plot_->xAxis->setLabel(small ? QString() : keys);
+    plot_->yAxis->setLabel(small ? QString() : queries);
+    setToolTip(small ? QString("%1 down, %2 across").arg(queries, keys) : QString());
   }
   if (!data_.title.isEmpty()) {
     if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {
@@ -238,7 +240,7 @@ void HeatmapView::rebuild() {
       static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(data_.title);
     }
   }
-  if (annotate_ && factor_ == 1 && data_.rows <= 16 && data_.cols <= 16) {
+  if (annotate_ && row_factor_ == 1 && col_factor_ == 1 && data_.rows <= 16 && data_.cols <= 16) {
     for (int i = 0; i < data_.rows; ++i)
       for (int j = 0; j < data_.cols; ++j) {
         if (data_.is_blocked(i, j)) continue;
@@ -272,7 +274,7 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
     const double x = plot_->xAxis->pixelToCoord(me->position().x());
     const double y = plot_->yAxis->pixelToCoord(me->position().y());
     const int bj = static_cast<int>(std::lround(x)), bi = static_cast<int>(std::lround(y));
-    const int i = bi * factor_, j = bj * factor_;
+    const int i = bi * row_factor_, j = bj * col_factor_;
     if (i >= 0 && j >= 0 && i < data_.rows && j < data_.cols) {
       const bool blocked = data_.is_blocked(i, j);
       const QString q = i < data_.row_labels.size() ? data_.row_labels[i] : QString::number(i);
@@ -281,8 +283,10 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
                          .arg(i)
                          .arg(q, QString::number(j), kk,
                               blocked ? QString("blocked") : QString::number(data_.value(i, j), 'g', 4));
-      if (factor_ > 1)
-        text += QString("\n(block of %1x%1 cells; zoom the enlarged view for single cells)").arg(factor_);
+      if (row_factor_ > 1 || col_factor_ > 1)
+        text += QString("\n(block of %1 x %2 cells, the largest shown; zoom the enlarged view for single cells)")
+                    .arg(row_factor_)
+                    .arg(col_factor_);
       QToolTip::showText(me->globalPosition().toPoint(), text, plot_);
     } else {
       QToolTip::hideText();

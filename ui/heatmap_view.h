@@ -73,11 +73,11 @@ class HeatmapView : public QWidget {
   float colour_top_ = 0;
   bool square_ = false;
   int max_cells_ = 512;
-  int factor_ = 1;  // full-resolution cells per drawn cell (per axis)
+  int row_factor_ = 1, col_factor_ = 1;  // full-resolution cells per drawn cell, per axis
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};
   // What own_steps_ was found for (plot size, drawn grid, labels, pooling factor).
   QSize steps_plot_size_;
-  int steps_rows_ = -1, steps_cols_ = -1, steps_factor_ = 0;
+  int steps_rows_ = -1, steps_cols_ = -1, steps_row_factor_ = 0, steps_col_factor_ = 0;
   QStringList steps_row_labels_, steps_col_labels_;
 };
 
