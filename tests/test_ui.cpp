@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QStatusBar>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -992,4 +993,38 @@ TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder 
   REQUIRE(t->saveModel(out));
   REQUIRE(w.openModel(out));
   CHECK(w.explore()->model()->hf.architecture == "BertForSequenceClassification");
+}
+
+TEST_CASE("mask editor at 2,048 tokens: the whole mask in view, zoom for single cells", "[ui][mask][zoom]") {
+  MainWindow w;
+  w.useModel(test_model(2048), "test");
+  w.resize(1280, 720);
+  w.show();
+  ExploreView* e = w.explore();
+  std::string text;
+  for (int k = 0; k < 2048; ++k) text += static_cast<char>('a' + k % 26);
+  e->setText(QString::fromStdString(text));
+  e->flush();
+  e->showPage("mask");
+  QApplication::processEvents();
+  MaskEditor* m = e->maskEditor();
+  REQUIRE(m->rows() == 2048);
+  auto* scroll = m->findChild<QScrollArea*>("maskScroll");
+  REQUIRE(scroll);
+  // zoom 1: the last cell is inside the view, no scrolling needed
+  const QPoint last = m->gridWidget()->mapTo(scroll->viewport(), m->cellCenter(2047, 2047));
+  CHECK(scroll->viewport()->rect().contains(last));
+  // zoomed in: cells of at least 12 px, the view scrolls, and a click toggles exactly the cell under it
+  m->setZoom(1e6);  // clamped to the largest zoom
+  QApplication::processEvents();
+  const QPoint a = m->cellCenter(0, 1), b = m->cellCenter(0, 2);
+  CHECK(b.x() - a.x() >= 12);
+  CHECK(m->gridWidget()->width() > scroll->viewport()->width());
+  QTest::mouseClick(m->gridWidget(), Qt::LeftButton, {}, m->cellCenter(3, 5));
+  CHECK(m->blocked(0, 3, 5));
+  CHECK_FALSE(m->blocked(0, 3, 4));
+  CHECK_FALSE(m->blocked(0, 2, 5));
+  m->setZoom(1.0);
+  QApplication::processEvents();
+  CHECK(m->gridWidget()->width() <= scroll->viewport()->width());
 }

@@ -146,9 +146,18 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   mask_view_->setMinimumSize(150, 150);
   mask_view_->setToolTip("The effective mask: blocked cells in the blocked colour, visible ones in the map's middle");
   mf->addRow(mask_view_);
-  mask_legend_ = new QLabel(masks);
-  mask_legend_->setObjectName("maskLegend");
-  mf->addRow(mask_legend_);
+  auto* legend = new QWidget(masks);
+  legend->setObjectName("maskLegend");
+  auto* ll = new QHBoxLayout(legend);
+  ll->setContentsMargins(0, 0, 0, 0);
+  for (QLabel** sw : {&visible_swatch_, &blocked_swatch_}) {
+    *sw = new QLabel(legend);
+    (*sw)->setFixedSize(14, 14);
+    ll->addWidget(*sw);
+    ll->addWidget(new QLabel(sw == &visible_swatch_ ? "visible" : "blocked", legend));
+  }
+  ll->addStretch();
+  mf->addRow(legend);
   lv->addWidget(masks);
   auto* opts = new QGroupBox("Display", left);
   auto* of = new QFormLayout(opts);
@@ -497,9 +506,8 @@ void ExploreView::setColormap(const QString& name) {
   colormap_ = name;
   // The mask preview's legend in this map's colours (visible cells are drawn at its middle).
   const QColor visible = make_gradient(name).color(0.5, QCPRange(0, 1)), blocked = blocked_color(name);
-  mask_legend_->setText(QString("<span style='background:%1; border:1px solid #777'>&nbsp;&nbsp;&nbsp;</span> visible &nbsp; "
-                                "<span style='background:%2; border:1px solid #777'>&nbsp;&nbsp;&nbsp;</span> blocked")
-                            .arg(visible.name(), blocked.name()));
+  visible_swatch_->setStyleSheet(QString("background: %1; border: 1px solid #777;").arg(visible.name()));
+  blocked_swatch_->setStyleSheet(QString("background: %1; border: 1px solid #777;").arg(blocked.name()));
   for (HeatmapView* h : heads_) h->setGradient(name);
   for (HeatmapView* h : thumbs_) h->setGradient(name);
   big_->setGradient(name);

@@ -126,7 +126,7 @@ class ExploreView : public QWidget {
   TokenListModel* token_model_;
   QLabel* notice_;
   QLabel* token_legend_;
-  QLabel* mask_legend_;
+  QLabel *visible_swatch_, *blocked_swatch_;  // the mask preview's legend
   QLabel* prediction_;
   QCheckBox *padding_, *causal_, *window_on_, *strided_on_, *custom_on_, *annotate_;
   QComboBox* scale_mode_;

@@ -5,6 +5,9 @@
 
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPushButton>
@@ -31,10 +34,13 @@ class MaskEdit : public QUndoCommand {
   MaskEditor::Planes before_, after_;
 };
 
+// The grid: one cell per (query, key), drawn from a cached image of the mask (one pixel per cell,
+// scaled without smoothing), so 2,048 x 2,048 masks paint quickly. It sits in a scroll area:
+// zoom 1 fits the whole mask into the view; Ctrl+wheel or the zoom buttons enlarge it (labels
+// appear once a cell is 12 px), and the scroll bars (or the wheel) move around.
 class MaskGrid : public QWidget {
  public:
-  explicit MaskGrid(MaskEditor* e) : QWidget(e), e_(e) {
-    setMinimumSize(160, 160);
+  MaskGrid(MaskEditor* e, QScrollArea* scroll) : QWidget(nullptr), e_(e), scroll_(scroll) {
     setMouseTracking(true);
   }
   QPoint center(int i, int j) const {
@@ -42,17 +48,52 @@ class MaskGrid : public QWidget {
     const double c = cellSize();
     return QPointF(a.left() + (j + 0.5) * c, a.top() + (i + 0.5) * c).toPoint();
   }
+  double zoom() const { return zoom_; }
+  // Zooms about a point of the view (viewport coordinates); the cell under it stays there.
+  void setZoom(double z, QPoint anchor = QPoint(-1, -1)) {
+    z = std::clamp(z, 1.0, maxZoom());
+    if (anchor.x() < 0) anchor = QPoint(scroll_->viewport()->width() / 2, scroll_->viewport()->height() / 2);
+    const QPointF at(scroll_->horizontalScrollBar()->value() + anchor.x(),
+                     scroll_->verticalScrollBar()->value() + anchor.y());
+    const QRectF a = area();
+    const double c = cellSize();
+    const double cj = c > 0 ? (at.x() - a.left()) / c : 0, ci = c > 0 ? (at.y() - a.top()) / c : 0;
+    zoom_ = z;
+    relayout();
+    const QRectF b = area();
+    scroll_->horizontalScrollBar()->setValue(static_cast<int>(b.left() + cj * cellSize() - anchor.x()));
+    scroll_->verticalScrollBar()->setValue(static_cast<int>(b.top() + ci * cellSize() - anchor.y()));
+  }
+  // The size for the current zoom: the view's size at zoom 1.
+  void relayout() {
+    const QSize view = scroll_->viewport()->size();
+    if (zoom_ <= 1.0) {
+      resize(view);
+    } else {
+      const double c = cellSize();
+      resize(std::max(view.width(), static_cast<int>(margin() + c * e_->S_ + 4)),
+             std::max(view.height(), static_cast<int>(margin() + c * e_->T_ + 4)));
+    }
+    update();
+  }
+  void invalidate() {
+    image_ = QImage();
+    update();
+  }
 
  protected:
+  double fitCell() const {
+    if (e_->T_ == 0 || e_->S_ == 0) return 0;
+    const QSize view = scroll_->viewport()->size();
+    const double lm = 48.0;  // room for labels, were the cells big enough for them
+    return std::max(0.05, std::min((view.width() - lm - 4) / e_->S_, (view.height() - lm - 4) / e_->T_));
+  }
+  double maxZoom() const { return std::max(1.0, 40.0 / std::max(0.05, fitCell())); }  // up to 40 px cells
+  double cellSize() const { return fitCell() * zoom_; }
+  double margin() const { return cellSize() >= 12 ? 48.0 : 4.0; }
   QRectF area() const {
     const double cell = cellSize();
     return QRectF(margin(), margin(), cell * e_->S_, cell * e_->T_);
-  }
-  double margin() const { return cellSize() >= 12 ? 48.0 : 4.0; }
-  double cellSize() const {
-    if (e_->T_ == 0 || e_->S_ == 0) return 0;
-    const double lm = 48.0;
-    return std::max(1.0, std::min((width() - lm - 4) / e_->S_, (height() - lm - 4) / e_->T_));
   }
   bool cellAt(QPointF p, int& i, int& j) const {
     const QRectF a = area();
@@ -62,7 +103,19 @@ class MaskGrid : public QWidget {
     i = std::min(e_->T_ - 1, static_cast<int>((p.y() - a.top()) / c));
     return true;
   }
-  void paintEvent(QPaintEvent*) override {
+  const QImage& image() {
+    const int head = e_->target_ < 0 ? 0 : e_->target_;
+    if (image_.isNull() || image_.width() != e_->S_ || image_.height() != e_->T_) {
+      image_ = QImage(e_->S_, e_->T_, QImage::Format_RGB32);
+      const QRgb blocked = blocked_color("viridis").rgb(), visible = QColor(0x21, 0x91, 0x8c).rgb();
+      for (int i = 0; i < e_->T_; ++i) {
+        auto* line = reinterpret_cast<QRgb*>(image_.scanLine(i));
+        for (int j = 0; j < e_->S_; ++j) line[j] = e_->blocked(head, i, j) ? blocked : visible;
+      }
+    }
+    return image_;
+  }
+  void paintEvent(QPaintEvent* ev) override {
     QPainter p(this);
     p.fillRect(rect(), palette().base());
     if (e_->T_ == 0) {
@@ -71,35 +124,43 @@ class MaskGrid : public QWidget {
     }
     const double c = cellSize();
     const QRectF a = area();
-    const int head = e_->target_ < 0 ? 0 : e_->target_;
-    for (int i = 0; i < e_->T_; ++i)
-      for (int j = 0; j < e_->S_; ++j) {
-        const QRectF r(a.left() + j * c, a.top() + i * c, c, c);
-        const bool b = e_->blocked(head, i, j) || (stroke_.count({i, j}) && paint_value_);
-        const bool pending_clear = stroke_.count({i, j}) && !paint_value_;
-        // blocked as in the heatmaps; visible in viridis' middle colour
-        p.fillRect(r, (b && !pending_clear) ? blocked_color("viridis") : QColor(0x21, 0x91, 0x8c));
-      }
+    p.drawImage(a, image());  // nearest-neighbour scaling: one flat colour per cell
+    // the stroke being painted, on top
+    const QColor blocked = blocked_color("viridis"), visible(0x21, 0x91, 0x8c);
+    for (const auto& [i, j] : stroke_)
+      p.fillRect(QRectF(a.left() + j * c, a.top() + i * c, std::max(c, 1.0), std::max(c, 1.0)),
+                 paint_value_ ? blocked : visible);
+    // only what is in view: rows and columns the exposed rectangle meets
+    const QRectF ex = ev->rect();
+    const int i0 = std::max(0, static_cast<int>((ex.top() - a.top()) / c) - 1);
+    const int i1 = std::min(e_->T_ - 1, static_cast<int>((ex.bottom() - a.top()) / c) + 1);
+    const int j0 = std::max(0, static_cast<int>((ex.left() - a.left()) / c) - 1);
+    const int j1 = std::min(e_->S_ - 1, static_cast<int>((ex.right() - a.left()) / c) + 1);
     if (c >= 6) {
       p.setPen(QPen(palette().base().color(), 1));
-      for (int i = 0; i <= e_->T_; ++i)
-        p.drawLine(QPointF(a.left(), a.top() + i * c), QPointF(a.right(), a.top() + i * c));
-      for (int j = 0; j <= e_->S_; ++j)
-        p.drawLine(QPointF(a.left() + j * c, a.top()), QPointF(a.left() + j * c, a.bottom()));
+      for (int i = i0; i <= i1 + 1; ++i)
+        p.drawLine(QPointF(a.left() + j0 * c, a.top() + i * c), QPointF(a.left() + (j1 + 1) * c, a.top() + i * c));
+      for (int j = j0; j <= j1 + 1; ++j)
+        p.drawLine(QPointF(a.left() + j * c, a.top() + i0 * c), QPointF(a.left() + j * c, a.top() + (i1 + 1) * c));
     }
     if (c >= 12) {
       p.setPen(palette().text().color());
       QFont f = font();
       f.setPointSize(7);
       p.setFont(f);
-      for (int i = 0; i < e_->T_ && i < e_->row_labels_.size(); ++i)
+      const QFontMetrics fm(f);
+      auto label = [&](const QStringList& labels, int k) {
+        const QString t = k < labels.size() ? labels[k] : QString();
+        return fm.elidedText(QString("%1 %2").arg(k).arg(t), Qt::ElideRight, 44);
+      };
+      for (int i = i0; i <= i1; ++i)
         p.drawText(QRectF(0, a.top() + i * c, a.left() - 2, c), Qt::AlignRight | Qt::AlignVCenter,
-                   e_->row_labels_[i].left(6));
-      for (int j = 0; j < e_->S_ && j < e_->col_labels_.size(); ++j) {
+                   label(e_->row_labels_, i));
+      for (int j = j0; j <= j1; ++j) {
         p.save();
         p.translate(a.left() + j * c + c / 2, a.top() - 2);
         p.rotate(-60);
-        p.drawText(QPointF(0, 0), e_->col_labels_[j].left(6));
+        p.drawText(QPointF(0, 0), label(e_->col_labels_, j));
         p.restore();
       }
     }
@@ -114,7 +175,19 @@ class MaskGrid : public QWidget {
   }
   void mouseMoveEvent(QMouseEvent* ev) override {
     int i, j;
-    if (!(ev->buttons() & Qt::LeftButton) || stroke_.empty() || !cellAt(ev->position(), i, j)) return;
+    if (!cellAt(ev->position(), i, j)) return;
+    if (!(ev->buttons() & Qt::LeftButton)) {  // hover: which cell, and what it is
+      const int head = e_->target_ < 0 ? 0 : e_->target_;
+      auto name = [](const QStringList& l, int k) { return k < l.size() ? l[k] : QString(); };
+      setToolTip(QString("query %1 \"%2\" -> key %3 \"%4\": %5")
+                     .arg(i)
+                     .arg(name(e_->row_labels_, i))
+                     .arg(j)
+                     .arg(name(e_->col_labels_, j))
+                     .arg(e_->blocked(head, i, j) ? "blocked" : "visible"));
+      return;
+    }
+    if (stroke_.empty()) return;
     if (stroke_.insert({i, j}).second) update();
   }
   void mouseReleaseEvent(QMouseEvent*) override {
@@ -123,11 +196,33 @@ class MaskGrid : public QWidget {
     stroke_.clear();
     e_->setCells(cells, paint_value_);
   }
+  void wheelEvent(QWheelEvent* ev) override {
+    if (!(ev->modifiers() & Qt::ControlModifier)) return QWidget::wheelEvent(ev);  // the scroll area scrolls
+    const double steps = ev->angleDelta().y() / 120.0;
+    setZoom(zoom_ * std::pow(1.25, steps), scroll_->viewport()->mapFromGlobal(ev->globalPosition().toPoint()));
+    ev->accept();
+  }
 
  private:
   MaskEditor* e_;
+  QScrollArea* scroll_;
   std::set<std::pair<int, int>> stroke_;
   bool paint_value_ = true;
+  double zoom_ = 1.0;
+  QImage image_;  // one pixel per cell of the target head's plane
+};
+
+// Keeps the grid fitted to its view when the view changes size.
+class GridFitter : public QObject {
+ public:
+  explicit GridFitter(MaskGrid* g) : QObject(g), g_(g) {}
+  bool eventFilter(QObject* o, QEvent* e) override {
+    if (e->type() == QEvent::Resize) g_->relayout();
+    return QObject::eventFilter(o, e);
+  }
+
+ private:
+  MaskGrid* g_;
 };
 
 MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
@@ -145,19 +240,46 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
   auto* apply = new QPushButton("Apply preset", this);
   auto* invert = new QPushButton("Invert", this);
   auto* clear = new QPushButton("Clear", this);
+  auto* zoom_in = new QToolButton(this);
+  zoom_in->setText("+");
+  zoom_in->setToolTip("Zoom in (Ctrl+wheel); labels appear on cells of 12 px and more");
+  auto* zoom_out = new QToolButton(this);
+  zoom_out->setText("-");
+  zoom_out->setToolTip("Zoom out (Ctrl+wheel)");
+  auto* fit = new QToolButton(this);
+  fit->setText("Fit");
+  fit->setToolTip("The whole mask in view");
   auto* undo = new QToolButton(this);
   undo->setDefaultAction(undo_.createUndoAction(this, "Undo"));
   auto* redo = new QToolButton(this);
   redo->setDefaultAction(undo_.createRedoAction(this, "Redo"));
-  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear, undo, redo})
+  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear, undo, redo, zoom_out,
+                                                    zoom_in, fit})
     bar->addWidget(w);
   bar->addStretch();
+  // legend: the heatmaps' colours for visible and blocked
+  for (const auto& [colour, text] : {std::pair<QColor, QString>{QColor(0x21, 0x91, 0x8c), "visible"},
+                                     std::pair<QColor, QString>{blocked_color("viridis"), "blocked"}}) {
+    auto* swatch = new QLabel(this);
+    swatch->setFixedSize(14, 14);
+    swatch->setStyleSheet(QString("background: %1; border: 1px solid #777;").arg(colour.name()));
+    bar->addWidget(swatch);
+    bar->addWidget(new QLabel(text, this));
+  }
   layout->addLayout(bar);
-  grid_ = new MaskGrid(this);
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName("maskScroll");
+  scroll->setFrameShape(QFrame::NoFrame);
+  grid_ = new MaskGrid(this, scroll);
   // A click gives the grid keyboard focus, so Ctrl+Z after painting undoes the painting (the
   // Mask menu's action), not the last edit of the text box that had focus before.
   grid_->setFocusPolicy(Qt::ClickFocus);
-  layout->addWidget(grid_, 1);
+  scroll->setWidget(grid_);
+  scroll->viewport()->installEventFilter(new GridFitter(grid_));
+  layout->addWidget(scroll, 1);
+  connect(zoom_in, &QToolButton::clicked, this, [this] { grid_->setZoom(grid_->zoom() * 2); });
+  connect(zoom_out, &QToolButton::clicked, this, [this] { grid_->setZoom(grid_->zoom() / 2); });
+  connect(fit, &QToolButton::clicked, this, [this] { grid_->setZoom(1.0); });
   connect(head, &QComboBox::currentIndexChanged, this,
           [this, head](int) { setTargetHead(head->currentData().toInt()); });
   connect(apply, &QPushButton::clicked, this, [this, preset, param] {
@@ -173,7 +295,7 @@ void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels
   row_labels_ = row_labels;
   col_labels_ = col_labels;
   if (T == T_ && S == S_ && heads == H_) {
-    grid_->update();
+    grid_->update();  // new labels
     return;
   }
   Planes p(static_cast<size_t>(heads), std::vector<uint8_t>(static_cast<size_t>(T) * S, 0));
@@ -191,14 +313,15 @@ void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels
   T_ = T, S_ = S, H_ = heads;
   planes_ = std::move(p);
   undo_.clear();  // old edits refer to another shape
-  grid_->update();
+  grid_->invalidate();
+  grid_->relayout();
 }
 
 void MaskEditor::setTargetHead(int head) {
   target_ = head;
   const int idx = head_box_->findData(head);
   if (idx >= 0 && idx != head_box_->currentIndex()) head_box_->setCurrentIndex(idx);
-  grid_->update();
+  grid_->invalidate();
 }
 
 bool MaskEditor::isEmpty() const {
@@ -210,7 +333,7 @@ bool MaskEditor::isEmpty() const {
 
 void MaskEditor::setPlanes(const Planes& p) {
   planes_ = p;
-  grid_->update();
+  grid_->invalidate();
   emit maskChanged();
 }
 
@@ -312,6 +435,12 @@ QWidget* MaskEditor::gridWidget() const {
 }
 QPoint MaskEditor::cellCenter(int i, int j) const {
   return grid_->center(i, j);
+}
+void MaskEditor::setZoom(double zoom) {
+  grid_->setZoom(zoom);
+}
+double MaskEditor::zoom() const {
+  return grid_->zoom();
 }
 
 }  // namespace attnlab

@@ -46,6 +46,9 @@ class MaskEditor : public QWidget {
   // Where cell (i, j) is drawn, in the grid widget's coordinates (for tests and tooltips).
   QWidget* gridWidget() const;
   QPoint cellCenter(int i, int j) const;
+  // 1 = the whole mask in view; larger enlarges it (the view scrolls), up to 40 px cells.
+  void setZoom(double zoom);
+  double zoom() const;
 
  signals:
   void maskChanged();
