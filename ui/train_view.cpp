@@ -21,6 +21,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
@@ -329,6 +330,10 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   setRunning(false);
   save_->setEnabled(false);
   explore_->setEnabled(false);
+  // The settings column is as wide as its widest row (no horizontal scroll bar); it scrolls
+  // vertically on a short screen.
+  left_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  left_scroll->setMinimumWidth(left->minimumSizeHint().width() + left_scroll->verticalScrollBar()->sizeHint().width() + 4);
 }
 
 // Closing while training stops it cleanly: the controller stops the run and waits for it.
