@@ -176,7 +176,8 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
       std::cout << j.dump() << "\n";
     } else if (j.is_object()) {
       for (size_t k = 0; k < j["tokens"].size(); ++k)
-        std::cout << (k ? " " : "") << j["tokens"][k].get<std::string>() << "(" << j["ids"][k].get<int>() << ")";
+        std::cout << (k ? " " : "") << j["tokens"][k].get<std::string>() << "("
+                  << (j["unknown"][k].get<int>() ? "[UNK] " : "") << j["ids"][k].get<int>() << ")";
       std::cout << "\n";
     } else {
       std::cout << j.dump() << "\n";

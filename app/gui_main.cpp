@@ -5,6 +5,7 @@
 #include <QKeyEvent>
 #include <QLineEdit>
 #include <QSettings>
+#include <QStatusBar>
 #include <QTimer>
 #include <cstdio>
 
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab: heads, layers, head, mask (Explore) or train.", "NAME"});
+  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask (Explore) or train.", "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu or reference.", "NAME"});
@@ -46,7 +47,12 @@ int main(int argc, char** argv) {
   w.setRememberRecent(use_settings && !p.isSet("type-text"));
   QString dir = p.value("model");
   if (dir.isEmpty() && use_settings) dir = QSettings().value("model/dir").toString();
-  if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model"))) {
+  const bool batch = p.isSet("screenshot") || p.isSet("type-text");  // no dialogs: nobody to close them
+  if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model") || batch)) {
+    if (batch && p.isSet("model") && !dir.isEmpty()) {
+      std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.statusBar()->currentMessage()));
+      return 2;
+    }
     if (!p.isSet("model") || dir.isEmpty()) w.openModel(QString::fromStdString(attnlab::default_model_dir(argv[0])));
   }
   if (use_settings) w.restoreSettings();

@@ -112,6 +112,8 @@ Model load_model(const std::string& dir) {
   if (!fs::exists(dir)) throw Error(dir + ": no such model folder");
   if (!fs::is_directory(dir))
     throw Error(dir + ": not a folder (a model is a folder with config.json, model.safetensors, vocab.txt)");
+  if (!fs::exists(fs::path(dir) / "config.json"))
+    throw Error(dir + ": not a model folder (no config.json; a model folder holds config.json and its weights)");
   if (is_hf_folder(dir)) return load_hf_model(dir);
   Model m;
   m.source = dir;

@@ -64,9 +64,16 @@ void ExploreController::setInput(ExploreInput input) {
   prepared_ = prepare(input_.text, "text", true);
   prepared_cross_ = input_.cross ? prepare(input_.cross_text, "cross text", false) : PreparedInput{};
   if (input_.cross && prepared_cross_.ids.empty()) notices << "Type a second text for cross-attention.";
-  if (input_.view.hide_special)
+  // Say what the token view does only when it does something to this input.
+  bool any_special = false, any_pieces = false;
+  for (const PreparedInput* in : {&prepared_, &prepared_cross_}) {
+    for (uint8_t sp : in->special) any_special = any_special || sp;
+    for (size_t i = 1; i < in->words.size(); ++i)
+      any_pieces = any_pieces || (in->words[i] >= 0 && in->words[i] == in->words[i - 1]);
+  }
+  if (input_.view.hide_special && any_special)
     notices << "Special tokens hidden: their rows and columns are left out, so rows sum to less than 1.";
-  if (input_.view.merge_pieces)
+  if (input_.view.merge_pieces && any_pieces)
     notices << "Word pieces merged: attention to a word is the sum over its pieces, from a word the mean.";
   emit inputPrepared(notices);
   schedule();

@@ -67,12 +67,23 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   pair_text_ = new QLineEdit(this);
   pair_text_->setObjectName("pairText");
   pair_text_->installEventFilter(this);
-  pair_text_->setPlaceholderText("optional second sentence: [CLS] A [SEP] B [SEP]");
+  pair_text_->setPlaceholderText("optional: [CLS] A [SEP] B [SEP]");
   pair_text_->setToolTip("A sentence pair as BERT reads it: token type 0 for the text, 1 for sentence B");
+  // Token-view options beside the input they transform, shown for tokenizers that make special
+  // tokens and word pieces (the Hugging Face ones).
+  hide_special_ = new QCheckBox("hide [CLS]/[SEP]", this);
+  hide_special_->setObjectName("hideSpecial");
+  hide_special_->setToolTip("Leave the tokenizer's special tokens out of the views (rows are not renormalised)");
+  merge_pieces_ = new QCheckBox("merge pieces", this);
+  merge_pieces_->setObjectName("mergePieces");
+  merge_pieces_->setToolTip("One row and column per word: attention to a word = sum over its pieces (keys), "
+                            "from a word = mean over its pieces (queries)");
   inputs->addWidget(new QLabel("Text:", this));
   inputs->addWidget(text_, 3);
   inputs->addWidget(pair_label_);
   inputs->addWidget(pair_text_, 2);
+  inputs->addWidget(hide_special_);
+  inputs->addWidget(merge_pieces_);
   inputs->addWidget(cross_on_);
   inputs->addWidget(cross_text_, 2);
   root->addLayout(inputs);
@@ -174,15 +185,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   connect(scale_mode_, &QComboBox::currentTextChanged, this, [this] { render(); });
   annotate_ = new QCheckBox("values in cells (short inputs)", opts);
   of->addRow(annotate_);
-  hide_special_ = new QCheckBox("hide [CLS] / [SEP]", opts);
-  hide_special_->setObjectName("hideSpecial");
-  hide_special_->setToolTip("Leave the tokenizer's special tokens out of the views (rows are not renormalised)");
-  of->addRow(hide_special_);
-  merge_pieces_ = new QCheckBox("merge word pieces", opts);
-  merge_pieces_->setObjectName("mergePieces");
-  merge_pieces_->setToolTip("One row and column per word: attention to a word = sum over its pieces (keys), "
-                            "from a word = mean over its pieces (queries)");
-  of->addRow(merge_pieces_);
+
   lv->addWidget(opts);
   prediction_ = new QLabel(left);
   prediction_->setWordWrap(true);
@@ -324,8 +327,8 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
   const bool pairs = model_->tokenizer && model_->tokenizer->has_pair_template();
   pair_label_->setVisible(pairs);
   pair_text_->setVisible(pairs);
-  hide_special_->setEnabled(model_->tokenizer || c.add_cls);
-  merge_pieces_->setEnabled(model_->tokenizer != nullptr);
+  hide_special_->setVisible(model_->tokenizer != nullptr);
+  merge_pieces_->setVisible(model_->tokenizer != nullptr);
   layer_slider_->setRange(0, c.num_layers - 1);
   rebuildHeadGrid(c.num_heads);
   // overview thumbnails: layers x heads
@@ -338,7 +341,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
       auto* t = new HeatmapView(overview_page_);
       t->setCompact(true);
       t->setMaxCells(128);
-      t->setMinimumSize(90, 90);
+      t->setMinimumSize(c.num_heads > 8 ? 60 : 90, c.num_heads > 8 ? 60 : 90);  // 12 heads fit 1280 px
       t->setToolTip(QString("layer %1, head %2: click to open this layer").arg(l).arg(h));
       connect(t, &HeatmapView::clicked, this, [this, l] {
         setLayer(l);
@@ -483,6 +486,10 @@ void ExploreView::applyColourScale() {
 // One label step for every head of the grid (the densest any of them needs), so all heads show
 // the same tokens; recomputed when the grid is laid out anew.
 void ExploreView::syncLabelSteps() {
+  // One small-cell layout for the whole grid (heads in different rows differ by a pixel)
+  bool small = false;
+  for (HeatmapView* h : heads_) small = small || h->plot()->height() < 200 || h->plot()->width() < 220;
+  for (HeatmapView* h : heads_) h->setSmallMode(small ? 1 : 0);
   QSize k(1, 1);
   for (HeatmapView* h : heads_) {
     if (h->data().empty()) return;
@@ -573,8 +580,8 @@ void ExploreView::schedule() {
   in.pair = pair_text_->isVisibleTo(this) && !in.cross;
   in.pair_text = pair_text_->text().toStdString();
   in.pad_to = pad_to_->value();
-  in.view.hide_special = hide_special_->isChecked();
-  in.view.merge_pieces = merge_pieces_->isChecked();
+  in.view.hide_special = hide_special_->isChecked() && hide_special_->isVisibleTo(this);
+  in.view.merge_pieces = merge_pieces_->isChecked() && merge_pieces_->isVisibleTo(this);
   controller_->setInput(std::move(in));
 }
 
@@ -610,9 +617,11 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   QStringList warn;
   for (const auto& w : result_->warnings) warn << QString::fromStdString(w);
   emit warnings(warn);
-  const size_t n = result_->ids.size();
+  // Counts of the input; with hidden or merged tokens, also how many rows the views show.
+  const size_t n = controller_->prepared().size(), shown = result_->ids.size();
   QString count = n == 1 ? QString("1 token") : QString("%1 tokens").arg(n);
-  if (result_->is_cross()) count += QString(" attending to %1").arg(result_->cross_ids.size());
+  if (result_->is_cross()) count += QString(" attending to %1").arg(controller_->preparedCross().size());
+  if (shown != n) count += QString(" (%1 shown)").arg(shown);
   emit status(QString("backend %1 (%2) | %3 | forward %4 ms%5")
                   .arg(out.backend, out.device)
                   .arg(count)
@@ -748,7 +757,8 @@ void ExploreView::exportTo(const QString& path, int layer, int head) {
   spec.colormap = colormap_;
   spec.annotate = annotate_->isChecked();
   spec.dpi = export_dpi_;
-  spec.note = token_view_note(hide_special_->isChecked(), merge_pieces_->isChecked());
+  spec.note = token_view_note(hide_special_->isChecked() && hide_special_->isVisibleTo(this),
+                              merge_pieces_->isChecked() && merge_pieces_->isVisibleTo(this));
   // One colour bar for the figure: 0-1 when the screen uses 0-1, else the exported panels'
   // maximum (the layer's, for a layer's heads, as "per layer" shows them).
   spec.unit_range = scale_mode_->currentText() == "shared 0-1";

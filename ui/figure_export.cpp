@@ -112,8 +112,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
   const int grid_rows = spec.layer < 0 ? rows_of_panels : (cols_of_panels + grid_cols - 1) / grid_cols;
   const int T = static_cast<int>(r.probs(panels[0].layer).dim(1)),
             S = static_cast<int>(r.probs(panels[0].layer).dim(2));
-  const bool labels = T <= 64 && S <= 64;
-  const int panel_px = labels ? std::max(260, 18 * std::max(T, S) + 90) : 320;
+  const bool row_labels = T <= 64, col_labels = S <= 64;  // each axis labels its tokens while they fit
+  const int panel_px = row_labels && col_labels ? std::max(260, 18 * std::max(T, S) + 90) : 320;
   const int width = spec.width > 0 ? spec.width : grid_cols * panel_px + 110;
   const int height = spec.height > 0 ? spec.height : grid_rows * panel_px + 60;
 
@@ -176,8 +176,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     QCPAxis* x = rect->axis(QCPAxis::atBottom);
     QCPAxis* y = rect->axis(QCPAxis::atLeft);
     y->setRangeReversed(true);
-    x->setTicker(ticker(kt, labels));
-    y->setTicker(ticker(qt, labels));
+    x->setTicker(ticker(kt, col_labels));
+    y->setTicker(ticker(qt, row_labels));
     x->setTickLabelRotation(60);
     x->setTickLabelFont(QFont("DejaVu Sans", 7));
     y->setTickLabelFont(QFont("DejaVu Sans", 7));

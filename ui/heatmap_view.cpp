@@ -117,6 +117,10 @@ QSize HeatmapView::drawnSize() const {
 
 void HeatmapView::rebuild() {
   plot_->clearItems();
+  // No input: no axes, no colour bar (empty 0-5 axes would look like data).
+  plot_->xAxis->setVisible(!data_.empty());
+  plot_->yAxis->setVisible(!data_.empty());
+  scale_->setVisible(!compact_ && !data_.empty());
   if (data_.empty()) {
     map_->data()->clear();
     plot_->replot(QCustomPlot::rpQueuedReplot);
@@ -141,9 +145,13 @@ void HeatmapView::rebuild() {
       map_->data()->setCell(bj, bi, d->drawn[static_cast<size_t>(bi) * c + bj]);
     }
   map_->setDataRange(QCPRange(0, colourTop()));
-  plot_->xAxis->setRange(-0.5, c - 0.5);
-  plot_->yAxis->setRange(-0.5, r - 0.5);
-  if (square_) {  // widen whichever axis has room, so a cell is as tall as it is wide
+  // Square cells (the enlarged head) while the map is not far from square; a 162 x 6 cross map
+  // with square cells would be a sliver, so it fills the view instead.
+  const bool square = square_ && std::max(r, c) <= 4 * std::min(r, c);
+  auto fit_axes = [&] {
+    plot_->xAxis->setRange(-0.5, c - 0.5);
+    plot_->yAxis->setRange(-0.5, r - 0.5);
+    if (!square) return;  // widen whichever axis has room, so a cell is as tall as it is wide
     const QRect ar = plot_->axisRect()->rect();
     if (ar.width() > 10 && ar.height() > 10) {
       if (ar.width() / static_cast<double>(c) > ar.height() / static_cast<double>(r))
@@ -151,7 +159,8 @@ void HeatmapView::rebuild() {
       else
         plot_->yAxis->setScaleRatio(plot_->xAxis, 1.0);
     }
-  }
+  };
+  fit_axes();
 
   if (!compact_) {
     // Token labels on every k-th drawn cell of each axis: all of them while they are at least a
@@ -178,11 +187,16 @@ void HeatmapView::rebuild() {
     // gets the room, and the tooltip keeps what the titles would say. Decided before the label
     // steps are measured, as is the colour bar's tick count (fewer ticks on a short bar), so the
     // axis rect measured is the one drawn.
-    const bool small = plot_->height() < 200 || plot_->width() < 220;
+    const bool small = small_mode_ > 0 || (small_mode_ < 0 && (plot_->height() < 200 || plot_->width() < 220));
+    // A tiny cell (many heads, long pairs) has no room for vertical key labels: the heatmap gets
+    // the height; hover and the enlarged view name the keys.
+    const bool tiny = plot_->height() < 170;
+    plot_->xAxis->setTickLabels(!tiny);
     plot_->xAxis->setLabel(small ? QString() : QString("keys"));
     plot_->yAxis->setLabel(small ? QString() : QString("queries"));
-    const int bar = plot_->height() - 90;
+    const int bar = plot_->height() - (tiny ? 40 : 90);
     scale_->axis()->ticker()->setTickCount(bar < 90 ? 2 : bar < 160 ? 3 : 5);
+    scale_->axis()->setTickLabels(bar >= 36);  // a bar too short for two labels a line apart: none
     // The steps this size needs, found against the axis rect the labels really leave: lay out
     // with a guess, measure the pitch, thin further while labels would be closer than a line.
     const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 2;
@@ -195,12 +209,14 @@ void HeatmapView::rebuild() {
     for (int pass = 0; pass < 5 && !same; ++pass) {
       set_tickers(own);
       static_cast<LayoutPlot*>(plot_)->layoutNow();
-      const QRect ar = plot_->axisRect()->rect();
-      auto need = [&](int pixels, int n, int now) {
-        const double pitch = pixels / static_cast<double>(std::max(1, n));
-        return std::max(now, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
+      fit_axes();  // the axis rect the labels leave may change square cells' scale
+      // pixels between neighbouring cells, from the axes' scale (square cells leave one axis
+      // with room to spare, so the rect's size over the cell count would overestimate it)
+      auto pitch = [](QCPAxis* ax) { return std::fabs(ax->coordToPixel(1.0) - ax->coordToPixel(0.0)); };
+      auto need = [&](double px, int now) {
+        return std::max(now, static_cast<int>(std::ceil(line / std::max(1e-9, px))));
       };
-      const QSize next(need(ar.width(), c, own.width()), need(ar.height(), r, own.height()));
+      const QSize next(need(pitch(plot_->xAxis), own.width()), need(pitch(plot_->yAxis), own.height()));
       if (next == own) break;
       own = next;
     }

@@ -47,6 +47,13 @@ class HeatmapView : public QWidget {
   // The steps this view needs for its size: labels at least a line of text apart.
   QSize autoLabelSteps() const;
   QSize labelSteps() const { return used_steps_; }
+  // Small-cell layout (no axis titles; they move to the tooltip): -1 = by this view's own size,
+  // 0 / 1 = off / on (a grid sets one value for all its heads, so every head looks the same).
+  void setSmallMode(int mode) {
+    if (mode == small_mode_) return;
+    small_mode_ = mode;
+    rebuild();
+  }
 
  signals:
   // The steps this view needs changed (it was resized): a grid of heads re-synchronises.
@@ -72,6 +79,7 @@ class HeatmapView : public QWidget {
   bool compact_ = false, annotate_ = false;
   float colour_top_ = 0;
   bool square_ = false;
+  int small_mode_ = -1;
   int max_cells_ = 512;
   int row_factor_ = 1, col_factor_ = 1;  // full-resolution cells per drawn cell, per axis
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};

@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QSaveFile>
 #include <QSvgGenerator>
+#include <algorithm>
 #include <cmath>
 
 namespace attnlab {
@@ -13,6 +14,7 @@ namespace attnlab {
 namespace {
 
 constexpr float kMinP = 0.01f;  // lines fainter than 1% are not drawn (they would be invisible)
+constexpr size_t kMaxLines = 2500;  // at most this many lines, the strongest (see paint)
 
 // Matplotlib's tab10 and two more: distinct hues for up to 12 heads, then hues around the wheel.
 const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
@@ -135,13 +137,37 @@ void LineView::paint(QPainter& p, const QRect& area) const {
                  QString("h%1").arg(h));
     }
   }
-  // Lines, faintest first so strong ones stay on top.
+  // which side is which
+  QFont hf = font();
+  hf.setItalic(true);
+  p.setFont(hf);
+  p.setPen(Qt::darkGray);
+  p.drawText(QRectF(area.left() + 4, area.top() + 4, 120, 20), Qt::AlignLeft, "queries");
+  p.drawText(QRectF(area.right() - 124, area.top() + 4, 120, 20), Qt::AlignRight, "keys");
+  // Lines, faintest first so strong ones stay on top. A long input has hundreds of thousands:
+  // only the strongest kMaxLines are drawn (the rest would only fill the view with colour).
   std::vector<Line> ls = lines();
+  const size_t total = ls.size();
+  if (ls.size() > kMaxLines) {
+    std::nth_element(ls.begin(), ls.begin() + static_cast<std::ptrdiff_t>(kMaxLines), ls.end(),
+                     [](const Line& a, const Line& b) { return a.p > b.p; });
+    ls.resize(kMaxLines);
+  }
   std::sort(ls.begin(), ls.end(), [](const Line& a, const Line& b) { return a.p < b.p; });
+  if (ls.size() < total) {
+    QFont nf = font();
+    nf.setPointSize(8);
+    p.setFont(nf);
+    p.drawText(QRectF(area.left(), area.top() + 18, area.width(), 14), Qt::AlignHCenter,
+               QString("the strongest %1 of %2 lines (probability >= %3)")
+                   .arg(ls.size())
+                   .arg(total)
+                   .arg(ls.empty() ? 0.0 : ls.front().p, 0, 'g', 2));
+  }
   for (const Line& l : ls) {
     QColor c = headColor(l.head);
     c.setAlphaF(std::min(1.0f, l.p));
-    p.setPen(QPen(c, 1.5));
+    p.setPen(QPen(c, ls.size() > 1000 ? 1.0 : 1.5));
     p.drawLine(tokenAnchor(0, l.query), tokenAnchor(1, l.key));
   }
   // Token labels, as many as fit at a readable size (every k-th otherwise).
