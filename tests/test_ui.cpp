@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "engine/forward.h"
@@ -1027,4 +1028,41 @@ TEST_CASE("mask editor at 2,048 tokens: the whole mask in view, zoom for single 
   m->setZoom(1.0);
   QApplication::processEvents();
   CHECK(m->gridWidget()->width() <= scroll->viewport()->width());
+}
+
+TEST_CASE("screen and export draw the same cells in the same colours", "[ui][export][render]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.resize(1400, 900);
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcdefg");
+  e->setMaskArgs({"causal"});  // blocked cells too
+  e->flush();
+  QTest::qWait(50);
+  HeatmapView* v = e->headView(1);
+  v->plot()->replot();
+  const int n = 7;
+  // the export of the same head, drawn by the same fill_color_map
+  QTemporaryDir dir;
+  const QString png = dir.filePath("head.png");
+  e->exportTo(png, 0, 1);
+  const QImage img = QImage(png).convertToFormat(QImage::Format_RGB32);
+  REQUIRE(!img.isNull());
+  std::set<QRgb> screen;  // the visible cells' colours (causal: the diagonal spans the whole map)
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j <= i; ++j) screen.insert(cell_pixel(v, i, j).rgb());
+  // the exported map: the bounding box of those colours left of the colour bar
+  QRect box;
+  for (int y = 0; y < img.height(); ++y)
+    for (int x = 0; x < img.width() * 3 / 4; ++x)
+      if (screen.count(img.pixel(x, y))) box = box.united(QRect(x, y, 1, 1));
+  REQUIRE(box.width() > 7 * 4);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      CAPTURE(i, j);
+      const int x = box.left() + static_cast<int>((j + 0.5) * box.width() / n);
+      const int y = box.top() + static_cast<int>((i + 0.5) * box.height() / n);
+      CHECK(QColor(img.pixel(x, y)).name().toStdString() == cell_pixel(v, i, j).name().toStdString());
+    }
 }

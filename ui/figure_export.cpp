@@ -190,29 +190,16 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     // Long inputs are max-pooled per axis as on screen (a 2,000-token map drawn cell by cell
     // would be averaged into darkness by the image's own downsampling): kExportCells per axis.
     const HeatmapData pooled = head_heatmap(alias, p.layer, p.head, kExportCells);
+    fill_color_map(map, pooled);  // the same cells as the views draw
+    const int dr = pooled.drawn_rows, dc = pooled.drawn_cols;
     if (pooled.row_factor > 1 || pooled.col_factor > 1) {
-      const int dr = pooled.drawn_rows, dc = pooled.drawn_cols;
-      map->data()->setSize(dc, dr);
-      map->data()->setRange(cell_centres(dc), cell_centres(dr));
-      for (int i = 0; i < dr; ++i)
-        for (int j = 0; j < dc; ++j) map->data()->setCell(j, i, pooled.drawn[static_cast<size_t>(i) * dc + j]);
       x->setTicker(pooled_ticker(kt, dc, pooled.col_factor));
       y->setTicker(pooled_ticker(qt, dr, pooled.row_factor));
       if (pooled.col_factor > 1) x->setLabel(QString("key (max of %1 per cell)").arg(pooled.col_factor));
       if (pooled.row_factor > 1) y->setLabel(QString("query (max of %1 per cell)").arg(pooled.row_factor));
-      x->setRange(-0.5, dc - 0.5);
-      y->setRange(-0.5, dr - 0.5);
-    } else {
-      map->data()->setSize(S, T);
-      map->data()->setRange(cell_centres(S), cell_centres(T));  // cell k centred on k
-      for (int i = 0; i < T; ++i)
-        for (int j = 0; j < S; ++j)
-          map->data()->setCell(j, i,
-                               r.mask.is_blocked(p.head, i, j) ? std::numeric_limits<double>::quiet_NaN()
-                                                               : t.data[(static_cast<size_t>(p.head) * T + i) * S + j]);
-      x->setRange(-0.5, S - 0.5);
-      y->setRange(-0.5, T - 0.5);
     }
+    x->setRange(-0.5, dc - 0.5);
+    y->setRange(-0.5, dr - 0.5);
     map->setColorScale(scale);  // the map takes the scale's gradient: set it there
     scale->setGradient(gradient);
     map->setDataRange(QCPRange(0, spec.unit_range || vmax <= 0 ? 1 : vmax));

@@ -27,6 +27,18 @@ QCPRange cell_centres(int n) {
   return n == 1 ? QCPRange(-0.5, 0.5) : QCPRange(0, n - 1);
 }
 
+void fill_color_map(QCPColorMap* map, const HeatmapData& d) {
+  const int r = d.drawn_rows, c = d.drawn_cols;
+  map->data()->setSize(c, r);
+  map->data()->setRange(cell_centres(c), cell_centres(r));
+  for (int bi = 0; bi < r; ++bi)
+    for (int bj = 0; bj < c; ++bj) {
+      // NaN is only the colour map's marker for "all blocked" (drawn in blocked_color()); values
+      // shown to the user come from the full-resolution data, never from here.
+      map->data()->setCell(bj, bi, d.drawn[static_cast<size_t>(bi) * c + bj]);
+    }
+}
+
 HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -136,14 +148,7 @@ void HeatmapView::rebuild() {
   }
   row_factor_ = d->row_factor, col_factor_ = d->col_factor;
   const int r = d->drawn_rows, c = d->drawn_cols;
-  map_->data()->setSize(c, r);
-  map_->data()->setRange(cell_centres(c), cell_centres(r));
-  for (int bi = 0; bi < r; ++bi)
-    for (int bj = 0; bj < c; ++bj) {
-      // NaN is only the colour map's marker for "all blocked" (drawn in blocked_color()); values
-      // shown to the user come from the full-resolution data, never from here.
-      map_->data()->setCell(bj, bi, d->drawn[static_cast<size_t>(bi) * c + bj]);
-    }
+  fill_color_map(map_, *d);
   map_->setDataRange(QCPRange(0, colourTop()));
   // Square cells (the enlarged head) while the map is not far from square; a 162 x 6 cross map
   // with square cells would be a sliver, so it fills the view instead.

@@ -19,6 +19,10 @@ namespace attnlab {
 
 // The data range of a colour-map axis of n cells such that cell k is centred on k (any n >= 1).
 QCPRange cell_centres(int n);
+// Fills a colour map with a heatmap's drawn grid (cell (i, j) centred on (j, i); NaN = all
+// blocked, drawn in the map's blocked colour): the one place both the views and the exports
+// turn data into cells.
+void fill_color_map(QCPColorMap* map, const HeatmapData& d);
 
 class HeatmapView : public QWidget {
   Q_OBJECT
