@@ -145,3 +145,10 @@ TEST_CASE("a BERT classifier saves in Hugging Face names and loads back the same
   fs::remove_all(src);
   fs::remove_all(out);
 }
+
+TEST_CASE("a folder without config.json is not a model folder, and says so", "[hf][errors]") {
+  const fs::path dir = fs::temp_directory_path() / "attnlab-test-empty-folder";
+  fs::create_directories(dir);
+  CHECK_THROWS_WITH(load_model(dir.string()), Catch::Contains("not a model folder (no config.json"));
+  fs::remove_all(dir);
+}
