@@ -69,14 +69,24 @@ void RunControl::reset() {
   paused_ = false;
 }
 
-TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::vector<Example>& val_rows,
-                             ModelConfig c, uint64_t seed, int vocab_cap, int min_count) {
+namespace {
+
+// The classes of the training rows (sorted); Error when there is only one.
+std::vector<std::string> classifier_labels(const std::vector<Example>& train_rows) {
   Dataset train_set;
   train_set.rows = train_rows;
-  const std::vector<std::string> labels = train_set.label_set();
+  std::vector<std::string> labels = train_set.label_set();
   if (labels.size() < 2)
     throw Error("only one class (\"" + (labels.empty() ? std::string() : labels[0]) +
                 "\") in the training rows; a classifier needs two or more");
+  return labels;
+}
+
+}  // namespace
+
+TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::vector<Example>& val_rows,
+                             ModelConfig c, uint64_t seed, int vocab_cap, int min_count) {
+  const std::vector<std::string> labels = classifier_labels(train_rows);
   TrainingSetup s;
   s.model.vocab = build_vocab(train_rows, c.tokenizer, c.lowercase, vocab_cap, min_count);
   c.vocab_size = s.model.vocab.size();
@@ -102,12 +112,7 @@ std::vector<bool> encoder_mask(const ModelConfig& c) {
 
 TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& train_rows,
                               const std::vector<Example>& val_rows, uint64_t seed) {
-  Dataset train_set;
-  train_set.rows = train_rows;
-  const std::vector<std::string> labels = train_set.label_set();
-  if (labels.size() < 2)
-    throw Error("only one class (\"" + (labels.empty() ? std::string() : labels[0]) +
-                "\") in the training rows; a classifier needs two or more");
+  const std::vector<std::string> labels = classifier_labels(train_rows);
   TrainingSetup s;
   s.model = base;
   ModelConfig& c = s.model.config;
