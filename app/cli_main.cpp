@@ -17,6 +17,7 @@
 #include "engine/input.h"
 #include "engine/io_util.h"
 #include "engine/npy.h"
+#include "engine/ops.h"
 #include "engine/optimizer.h"
 #include "engine/train_model.h"
 
@@ -37,6 +38,7 @@ using json = nlohmann::json;
 const char* kUsage = R"(attnlab-cli: transformer attention, headless.
 
 usage:
+  attnlab-cli --version
   attnlab-cli forward [--model DIR] (--text "..." [--pair "..."] | --ids 5,17,2)
                       [--cross-text "..." | --cross-ids ...]
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
@@ -378,6 +380,10 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
 int main(int argc, char** argv) {
   using namespace attnlab::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && (args[0] == "--version" || args[0] == "-V")) {
+    std::cout << "attnlab-cli " << ATTNLAB_VERSION << " (Eigen " << attnlab::eigen_version() << ")\n";
+    return 0;
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;

@@ -17,10 +17,12 @@
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setApplicationName("attnlab");
+  QApplication::setApplicationVersion(ATTNLAB_VERSION);
   QApplication::setOrganizationName("attnlab");
   QCommandLineParser p;
   p.setApplicationDescription("attnlab: see how transformer attention works");
   p.addHelpOption();
+  p.addVersionOption();
   p.addOption({"model", "Model folder to open.", "DIR"});
   p.addOption({"text", "Text to show.", "TEXT"});
   p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});

@@ -85,4 +85,7 @@ std::unique_ptr<Ops> make_reference_ops();
 std::unique_ptr<Ops> make_cpu_ops();
 std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
 
+// "3.4.0": the Eigen the cpu ops were built with (for --version and Help > About).
+std::string eigen_version();
+
 }  // namespace attnlab

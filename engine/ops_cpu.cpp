@@ -382,4 +382,9 @@ double sgemm_gflops(int n, int repeat) {
   return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
 }
 
+std::string eigen_version() {
+  return std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
+}
+
 }  // namespace attnlab

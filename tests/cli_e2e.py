@@ -40,6 +40,12 @@ def write(name, data, mode="w"):
     return p
 
 
+# --- version ----------------------------------------------------------------------------------
+r = run("--version")
+check("--version prints the version and exits 0",
+      r.returncode == 0 and r.stdout.startswith("attnlab-cli ") and " (Eigen " in r.stdout
+      and len(r.stdout.split()[1].split(".")) == 3, r.stdout + r.stderr)
+
 # --- good paths -------------------------------------------------------------------------------
 a, h = os.path.join(tmp, "a.npy"), os.path.join(tmp, "h.npy")
 r = run("forward", *RANDOM, "--text", "hello there", "--attn-out", a, "--out", h, "--json")

@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QImage>
 #include <QLabel>
+#include <QMenuBar>
 #include <QLineEdit>
 #include <QStatusBar>
 #include <QScrollArea>
@@ -24,6 +25,7 @@
 #include <thread>
 
 #include "engine/forward.h"
+#include "engine/ops.h"
 #include "engine/trainer.h"
 #include "ui/colormaps.h"
 #include "ui/explore_view.h"
@@ -1065,4 +1067,19 @@ TEST_CASE("screen and export draw the same cells in the same colours", "[ui][exp
       const int y = box.top() + static_cast<int>((i + 0.5) * box.height() / n);
       CHECK(QColor(img.pixel(x, y)).name().toStdString() == cell_pixel(v, i, j).name().toStdString());
     }
+}
+
+TEST_CASE("Help: About names the version, Qt, Eigen, the backends and the model; shortcuts are listed", "[ui][help]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  const QString about = w.aboutText();
+  CHECK(about.contains(ATTNLAB_VERSION));
+  CHECK(about.contains(qVersion()));
+  CHECK(about.contains(QString::fromStdString("Eigen " + eigen_version())));
+  CHECK(about.contains("cpu:"));
+  CHECK(about.contains("4 heads"));  // the open model's summary
+  CHECK(w.shortcutsText().contains("Ctrl+E"));
+  bool help = false;
+  for (QAction* a : w.menuBar()->actions()) help = help || a->text() == "&Help";
+  CHECK(help);
 }

@@ -17,6 +17,7 @@
 #include <QTabWidget>
 #include <QToolBar>
 
+#include "engine/ops.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
 #include "ui/train_view.h"
@@ -123,7 +124,49 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                   [this] { explore_->setLayer(explore_->layer() - 1); });
   view->addAction("&Next layer", QKeySequence(Qt::ALT | Qt::Key_Down), this,
                   [this] { explore_->setLayer(explore_->layer() + 1); });
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&Keyboard shortcuts", this, [this] {
+    QMessageBox box(QMessageBox::NoIcon, "Keyboard shortcuts", shortcutsText(), QMessageBox::Close, this);
+    box.setTextFormat(Qt::RichText);
+    box.exec();
+  });
+  help->addAction("&About attnlab", this, [this] {
+    QMessageBox box(QMessageBox::NoIcon, "About attnlab", aboutText(), QMessageBox::Close, this);
+    box.setTextFormat(Qt::RichText);
+    box.exec();
+  });
   resize(1400, 900);
+}
+
+QString MainWindow::shortcutsText() const {
+  const char* rows[][2] = {
+      {"Ctrl+O", "open a model folder"},
+      {"Ctrl+E", "export the current layer's heads as an image"},
+      {"Alt+Up / Alt+Down, Ctrl+PgUp / Ctrl+PgDown", "previous / next layer"},
+      {"Ctrl+Z / Ctrl+Shift+Z", "undo / redo a mask edit (after clicking the mask editor)"},
+      {"double-click a head", "enlarge it (Head tab)"},
+      {"mouse wheel / drag (Head tab)", "zoom / pan"},
+      {"Ctrl+wheel (Mask editor)", "zoom; the scroll bars move around"},
+      {"Ctrl+Q", "quit"},
+  };
+  QString html = "<table cellspacing=4>";
+  for (const auto& r : rows) html += QString("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(r[0], r[1]);
+  return html + "</table>";
+}
+
+// Version, the libraries it was built with, and the backends this machine offers.
+QString MainWindow::aboutText() const {
+  QString backends;
+  for (const auto& b : backend_names())
+    backends += QString("<br>&nbsp;&nbsp;%1: %2")
+                    .arg(QString::fromStdString(b), QString::fromStdString(backend_description(b)).toHtmlEscaped());
+  return QString("<h3>attnlab %1</h3>"
+                 "<p>See how transformer attention works: every head, every mask, any model it opens, "
+                 "live as you type; train and fine-tune in the app.</p>"
+                 "<p>Qt %2 (built with %3), Eigen %4<br>Backends:%5</p>"
+                 "<p>Model: %6</p>")
+      .arg(ATTNLAB_VERSION, qVersion(), QT_VERSION_STR, QString::fromStdString(eigen_version()), backends,
+           explore_->model() ? QString::fromStdString(explore_->model()->summary()).toHtmlEscaped() : QString("none"));
 }
 
 MainWindow::~MainWindow() = default;

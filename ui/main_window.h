@@ -42,6 +42,11 @@ class MainWindow : public QMainWindow {
  private:
   void exportDialog(int scope);  // 0 head, 1 layer, 2 all layers, 3 data
   void rememberRecent(const QString& dir);
+ public:
+  QString aboutText() const;      // Help > About: version, Qt, Eigen, backends, model
+  QString shortcutsText() const;  // Help > Keyboard shortcuts
+
+ private:
   void fillRecent();
 
   ExploreView* explore_;
