@@ -238,12 +238,12 @@ Model load_hf_model(const std::string& dir_in) {
   } else {
     c.pooler = bert && tensors.count(P + "pooler.dense.weight");  // kept for fine-tuning a classifier on it
   }
+  const json cfg = json::parse(cfg_text);  // parse_hf_config has checked it
   if (!bert && !tensors.count(P + "embeddings.position_embeddings.weight")) {
     // sinusoidal_pos_embds: the table is a frozen buffer that files usually hold; computed otherwise.
-    const json j = json::parse(cfg_text);
-    if (j.value("sinusoidal_pos_embds", false)) c.positional = Positional::Sinusoidal;
+    if (cfg.value("sinusoidal_pos_embds", false)) c.positional = Positional::Sinusoidal;
   }
-  const std::vector<std::string> id2label = hf_labels(json::parse(cfg_text));
+  const std::vector<std::string> id2label = hf_labels(cfg);
   if (c.num_classes > 0) {
     if (static_cast<int>(id2label.size()) == c.num_classes)
       c.labels = id2label;

@@ -98,12 +98,6 @@ std::u32string strip_marks(const std::u32string& s) {
   return out;
 }
 
-std::string thousands(long long v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
   throw Error(where + ": " + what);
 }
@@ -293,6 +287,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_tokenizer_json(const std::s
                       "\" is not supported (TemplateProcessing, BertProcessing are)");
     }
     t->check_template_tokens(where);
+    t->build_patterns();
   } catch (const json::exception& e) {
     fail(where, "unexpected structure (" + json_error_text(e.what()) + ")");
   }
@@ -348,6 +343,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_txt(const std::string
   t->single_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}};
   t->pair_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}, {true, 1, "", 1}, {false, 0, sep, 1}};
   t->check_template_tokens(where);
+  t->build_patterns();
   return t;
 }
 
@@ -459,21 +455,25 @@ std::vector<std::string> HfTokenizer::pre_tokenize(const std::string& normalized
 
 // Leftmost-longest matches of the added tokens with this `normalized` flag (aho-corasick's
 // LeftmostLongest in added_vocabulary.rs), honouring single_word, lstrip and rstrip.
+void HfTokenizer::build_patterns() {
+  for (auto* pats : {&raw_patterns_, &norm_patterns_}) pats->clear();
+  for (size_t k = 0; k < added_.size(); ++k) {
+    const AddedToken& a = added_[k];
+    std::u32string p = uc::decode(a.content);
+    if (a.normalized) p = normalize_cps(p);
+    if (!p.empty()) (a.normalized ? norm_patterns_ : raw_patterns_).emplace_back(std::move(p), k);
+  }
+}
+
 void HfTokenizer::split_added(const std::u32string& text, bool normalized,
                               std::vector<std::pair<std::u32string, int>>& parts) const {
-  std::vector<std::pair<std::u32string, const AddedToken*>> pats;
-  for (const AddedToken& a : added_)
-    if (a.normalized == normalized) {
-      std::u32string p = uc::decode(a.content);
-      if (normalized) p = normalize_cps(p);
-      if (!p.empty()) pats.emplace_back(std::move(p), &a);
-    }
+  const auto& pats = normalized ? norm_patterns_ : raw_patterns_;
   size_t done = 0, i = 0;
   while (i < text.size() && !pats.empty()) {
     const AddedToken* best = nullptr;
     size_t best_len = 0;
-    for (const auto& [p, a] : pats)
-      if (p.size() > best_len && text.compare(i, p.size(), p) == 0) best = a, best_len = p.size();
+    for (const auto& [p, k] : pats)
+      if (p.size() > best_len && text.compare(i, p.size(), p) == 0) best = &added_[k], best_len = p.size();
     if (!best) {
       ++i;
       continue;

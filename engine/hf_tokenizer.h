@@ -79,6 +79,7 @@ class HfTokenizer {
   void word_piece(const std::u32string& word, int word_index, int sequence, Encoding& out) const;
   void post_process(const Encoding& a, const Encoding* b, Encoding& out) const;
   void check_template_tokens(const std::string& where);
+  void build_patterns();  // the added tokens' match patterns, made once at load
 
   Vocab vocab_;
   std::vector<NormStep> norm_;
@@ -87,6 +88,8 @@ class HfTokenizer {
   int max_chars_ = 100;
   bool lowercase_ = false;
   std::vector<AddedToken> added_;
+  // Added tokens as matched: (pattern, index into added_), raw ones and normalised ones apart.
+  std::vector<std::pair<std::u32string, size_t>> raw_patterns_, norm_patterns_;
   std::vector<TemplatePiece> single_, pair_;
   std::unordered_map<std::string, std::vector<int>> template_ids_;  // special token name -> ids
 };

@@ -27,11 +27,6 @@ const std::string& Model::label(int c) const {
 }
 
 std::string Model::summary() const {
-  auto thousands = [](long long v) {
-    std::string s = std::to_string(v);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-    return s;
-  };
   const ModelConfig& c = config;
   char params[32];
   std::snprintf(params, sizeof params, "%.1f M", static_cast<double>(c.parameter_count()) / 1e6);

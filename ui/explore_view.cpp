@@ -269,12 +269,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
     connect(c, &QCheckBox::toggled, this, &ExploreView::schedule);
   for (QSpinBox* s : {pad_to_, window_, stride_}) connect(s, &QSpinBox::valueChanged, this, &ExploreView::schedule);
   connect(token_model_, &TokenListModel::globalsChanged, this, &ExploreView::schedule);
-  connect(token_model_, &TokenListModel::globalsChanged, this, [this] {
-    const PreparedInput& a = controller_->prepared();
-    bool any_unknown = false;
-    for (uint8_t u : a.unknown) any_unknown = any_unknown || u;
-    token_legend_->setVisible(any_unknown || !token_model_->globalPositions().empty());
-  });
+  connect(token_model_, &TokenListModel::globalsChanged, this, &ExploreView::updateTokenLegend);
   connect(editor_, &MaskEditor::maskChanged, this, [this] {
     if (!custom_on_->isChecked() && !editor_->isEmpty()) custom_on_->setChecked(true);  // an edit means "use it"
     schedule();
@@ -415,6 +410,13 @@ void ExploreView::fitTokenStrip() {
   const int row = token_view_->sizeHintForRow(0) > 0 ? token_view_->sizeHintForRow(0) : 32;
   h = std::clamp(h, row + 2 * token_view_->spacing(), 3 * (row + token_view_->spacing()));
   token_view_->setFixedHeight(h + 2 * token_view_->frameWidth());
+}
+
+// The token strip's legend, while it has an unknown or a global token to explain.
+void ExploreView::updateTokenLegend() {
+  bool any_unknown = false;
+  for (uint8_t u : controller_->prepared().unknown) any_unknown = any_unknown || u;
+  token_legend_->setVisible(any_unknown || !token_model_->globalPositions().empty());
 }
 
 void ExploreView::setPairText(const QString& text) {
@@ -591,9 +593,7 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
   const PreparedInput& a = controller_->prepared();
   const PreparedInput& b = controller_->preparedCross();
   token_model_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));
-  bool any_unknown = false;
-  for (uint8_t u : a.unknown) any_unknown = any_unknown || u;
-  token_legend_->setVisible(any_unknown || !token_model_->globalPositions().empty());
+  updateTokenLegend();
   QTimer::singleShot(0, this, [this] { fitTokenStrip(); });
   const bool cross = cross_on_->isChecked();
   const int T = static_cast<int>(a.size()), S = cross ? static_cast<int>(b.size()) : T;

@@ -95,6 +95,7 @@ class ExploreView : public QWidget {
   void rebuildHeadGrid(int heads);
   void layoutHeadGrid();
   void fitTokenStrip();
+  void updateTokenLegend();
   void updateLayerLabel();
   void syncLabelSteps();
   float colourTop() const;
