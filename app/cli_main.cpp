@@ -14,6 +14,7 @@
 #include "app/cli_common.h"
 #include "app/default_model.h"
 #include "engine/forward.h"
+#include "engine/lm.h"
 #include "engine/input.h"
 #include "engine/io_util.h"
 #include "engine/npy.h"
@@ -59,6 +60,9 @@ usage:
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
+  attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) --method logit-lens [--out L.npy] [--json]
+                      language models: each layer's output read through the final norm and the LM head;
+                      L.npy is [2, layers, T]: the top-1 next-token ids, then their probabilities
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
@@ -72,7 +76,9 @@ model options (instead of --model, build a random model):
   [--activation relu|gelu] [--pooling mean|masked_mean|cls] [--tokenizer word|char]
 
 Without --model or --random-init the shipped default model is used. --model also opens an unmodified
-Hugging Face folder (model_type bert or distilbert: config.json, model.safetensors, tokenizer.json).
+Hugging Face folder: model_type bert, distilbert, gpt2, llama, mistral or qwen2 (config.json,
+model.safetensors or its shards, tokenizer.json / vocab.txt / vocab.json + merges.txt). For language
+models, forward --json adds next_tokens (the 10 likeliest after the last token).
 )";
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
@@ -97,8 +103,19 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     j["architecture"] = model.summary();
     j["notes"] = model.hf.notes;
     j["backend"] = backend->name();
-    j["tokens"] = r.tokens;
+    // tokens as the tokenizer gives them (its vocabulary's strings, "Ġthe"); labels as the views show them
+    std::vector<std::string> pieces = r.tokens;
+    if (model.is_hf())
+      for (size_t t = 0; t < r.ids.size(); ++t) pieces[t] = model.vocab.token(r.ids[t]);
+    j["tokens"] = pieces;
+    j["labels"] = r.tokens;
     j["ids"] = r.ids;
+    if (!r.next_tokens.empty()) {
+      json next = json::array();
+      for (const auto& [id, p] : r.next_tokens)
+        next.push_back({{"id", id}, {"token", model.vocab.token(id)}, {"probability", p}});
+      j["next_tokens"] = next;
+    }
     j["token_type_ids"] = req.token_types.empty() ? std::vector<int>(r.ids.size(), 0) : req.token_types;
     if (r.is_cross()) {
       j["cross_tokens"] = r.cross_tokens;
@@ -125,6 +142,50 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       for (size_t k = 0; k < r.class_probs.size(); ++k)
         std::cout << (k ? ", " : "") << model.label(static_cast<int>(k)) << " " << r.class_probs[k];
       std::cout << ")\n";
+    }
+  }
+  return 0;
+}
+
+// The logit lens on a language model.
+int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--text", "--ids", "--method", "--out", "--backend"}), {"--json", "--random-init"});
+  const std::string method = a.get("--method", "");
+  if (method != "logit-lens") throw Error("--method: expected logit-lens, got \"" + method + "\"");
+  const Model model = resolve_model(a, argv0);
+  const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
+  if (in.ids.empty()) throw Error("analyze needs a non-empty --text or --ids");
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  const LogitLens lens = logit_lens(model, *backend, in.ids);
+  const int L = lens.layers, T = lens.T;
+  if (a.has("--out")) {
+    Tensor out({2, L, T});
+    for (int k = 0; k < L * T; ++k) {
+      out.data[static_cast<size_t>(k)] = static_cast<float>(lens.top_id[static_cast<size_t>(k)]);
+      out.data[static_cast<size_t>(L * T + k)] = lens.top_prob[static_cast<size_t>(k)];
+    }
+    save_npy(a.get("--out"), out);
+  }
+  if (a.has("--json")) {
+    json j;
+    j["labels"] = in.tokens;
+    j["ids"] = in.ids;
+    json layers = json::array();
+    for (int l = 0; l < L; ++l) {
+      json row = json::array();
+      for (int t = 0; t < T; ++t) {
+        const int id = lens.top_id[static_cast<size_t>(l * T + t)];
+        row.push_back({{"id", id}, {"token", model.vocab.token(id)}, {"probability", lens.top_prob[static_cast<size_t>(l * T + t)]}});
+      }
+      layers.push_back(row);
+    }
+    j["logit_lens"] = layers;
+    std::cout << j.dump(2) << "\n";
+  } else if (!a.has("--out")) {
+    for (int l = 0; l < L; ++l) {
+      std::cout << "layer " << l << ":";
+      for (int t = 0; t < T; ++t) std::cout << " " << model.vocab.token(lens.top_id[static_cast<size_t>(l * T + t)]);
+      std::cout << "\n";
     }
   }
   return 0;
@@ -167,8 +228,12 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
         o.what = texts.size() > 1 ? "line " + std::to_string(i + 1) : "text";
         if (a.has("--pair")) o.pair = a.get("--pair");
         const PreparedInput in = prepare_text(model, texts[i], o);
-        j = {{"tokens", in.tokens}, {"ids", in.ids}, {"token_type_ids", in.token_types}, {"special", in.special},
-             {"unknown", in.unknown}, {"words", in.words}, {"notices", in.notices}};
+        std::vector<std::string> pieces = in.tokens;  // a Hugging Face tokenizer's own strings ("Ġthe")
+        if (model.is_hf())
+          for (size_t t = 0; t < in.ids.size(); ++t) pieces[t] = model.vocab.token(in.ids[t]);
+        j = {{"tokens", pieces},          {"labels", in.tokens},   {"ids", in.ids},
+             {"token_type_ids", in.token_types}, {"special", in.special}, {"unknown", in.unknown},
+             {"words", in.words},         {"notices", in.notices}};
       }
     } catch (const Error& e) {
       if (texts.size() == 1) throw;
@@ -178,7 +243,7 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
       std::cout << j.dump() << "\n";
     } else if (j.is_object()) {
       for (size_t k = 0; k < j["tokens"].size(); ++k)
-        std::cout << (k ? " " : "") << j["tokens"][k].get<std::string>() << "("
+        std::cout << (k ? " " : "") << j["labels"][k].get<std::string>() << "("
                   << (j["unknown"][k].get<int>() ? "[UNK] " : "") << j["ids"][k].get<int>() << ")";
       std::cout << "\n";
     } else {
@@ -394,6 +459,7 @@ int main(int argc, char** argv) {
     if (cmd == "forward") return cmd_forward(args, argv[0]);
     if (cmd == "bench") return cmd_bench(args, argv[0]);
     if (cmd == "devices") return cmd_devices(args);
+    if (cmd == "analyze") return cmd_analyze(args, argv[0]);
     if (cmd == "tokenize") return cmd_tokenize(args, argv[0]);
     if (cmd == "train") return cmd_train(args);
     if (cmd == "eval") return cmd_eval(args, argv[0]);
@@ -406,7 +472,7 @@ int main(int argc, char** argv) {
       throw attnlab::Error("this attnlab-cli was built without the GUI (ATTNLAB_BUILD_GUI=OFF): export is unavailable");
 #endif
     throw attnlab::Error("unknown command \"" + cmd +
-                         "\" (expected forward, tokenize, train, eval, predict, export, make-data, devices or bench; see --help)");
+                         "\" (expected forward, tokenize, analyze, train, eval, predict, export, make-data, devices or bench; see --help)");
   } catch (const attnlab::Error& e) {
     std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
     return 2;

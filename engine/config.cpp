@@ -33,6 +33,8 @@ const char* to_string(Positional p) {
       return "learned";
     case Positional::Relative:
       return "relative";
+    case Positional::Rotary:
+      return "rotary";
   }
   return "?";
 }
@@ -40,7 +42,20 @@ const char* to_string(NormPlacement n) {
   return n == NormPlacement::Post ? "post" : "pre";
 }
 const char* to_string(Activation a) {
-  return a == Activation::Relu ? "relu" : a == Activation::Gelu ? "gelu" : "gelu_tanh";
+  switch (a) {
+    case Activation::Relu:
+      return "relu";
+    case Activation::Gelu:
+      return "gelu";
+    case Activation::GeluTanh:
+      return "gelu_tanh";
+    case Activation::Silu:
+      return "silu";
+  }
+  return "?";
+}
+const char* to_string(NormKind n) {
+  return n == NormKind::LayerNorm ? "layer_norm" : "rms_norm";
 }
 const char* to_string(Pooling p) {
   switch (p) {
@@ -112,6 +127,14 @@ void ModelConfig::validate() const {
   if (positional == Positional::Sinusoidal && embed_size % 2 != 0)
     throw Error("sinusoidal positions need an even embed_size, got " + std::to_string(embed_size));
   if (!(layer_norm_eps > 0.0f && layer_norm_eps < 1.0f)) throw Error("layer_norm_eps must be in (0, 1)");
+  if (num_kv_heads < 0 || (num_kv_heads > 0 && num_heads % num_kv_heads != 0))
+    throw Error("num_key_value_heads (" + std::to_string(num_kv_heads) + ") must divide num_heads (" +
+                std::to_string(num_heads) + ")");
+  if (positional == Positional::Rotary && head_dim() % 2 != 0)
+    throw Error("rotary positions need an even head size, got " + std::to_string(head_dim()));
+  if (positional == Positional::Rotary && !(rope_theta > 1.0f)) throw Error("rope_theta must be > 1");
+  if (sliding_window < 0) throw Error("sliding_window must be >= 0");
+  if (tied_lm_head && !lm_head) throw Error("internal: a tied LM head without an LM head");
   if (!labels.empty() && static_cast<int>(labels.size()) != num_classes)
     throw Error("labels has " + std::to_string(labels.size()) + " entries but num_classes is " +
                 std::to_string(num_classes));

@@ -8,12 +8,23 @@
 
 namespace attnlab {
 
-enum class Positional { None, Sinusoidal, Learned, Relative };
+enum class Positional {
+  None,
+  Sinusoidal,
+  Learned,
+  Relative,
+  Rotary,  // RoPE (Su et al.) on queries and keys, Hugging Face's half-split rotate_half
+};
 enum class NormPlacement { Post, Pre };
+enum class NormKind {
+  LayerNorm,  // (x - mean) / std * g + b
+  RmsNorm,    // x / rms(x) * g (Llama's LlamaRMSNorm; no bias, no centring)
+};
 enum class Activation {
   Relu,
   Gelu,      // exact: x * Phi(x), nn.GELU()
   GeluTanh,  // tanh approximation, nn.GELU(approximate="tanh") (GPT-2's and BERT's "gelu_new")
+  Silu,      // x * sigmoid(x), nn.SiLU() (Llama's gate)
 };
 enum class Pooling { Mean, MaskedMean, Cls };
 enum class TokenizerKind { Word, Char };
@@ -41,6 +52,22 @@ struct ModelConfig {
   bool pooler = false;          // dense + activation on the pooled vector before the classifier
   bool pooler_relu = false;     // the pooler's activation: tanh (BERT's pooler) or ReLU (DistilBERT's pre_classifier)
   std::vector<std::string> labels;
+  // Decoder language models (GPT-2, Llama family; engine/hf_model.cpp). Defaults are the encoders'.
+  NormKind norm_kind = NormKind::LayerNorm;
+  int num_kv_heads = 0;          // grouped-query attention: key/value heads, each serving a group of query heads (0 = num_heads)
+  float rope_theta = 10000.0f;   // rotary base (Positional::Rotary)
+  bool causal = false;           // the causal mask is part of the model (always on, not a user choice)
+  int sliding_window = 0;        // with causal: key j is visible to query i only when i - j <= sliding_window (0 = no limit)
+  bool gated_ff = false;         // SwiGLU feed-forward: fc2(act(fc1 x) * up x) (Llama's gate/up/down)
+  bool qkv_bias = true;          // biases on the query/key/value projections
+  bool out_bias = true;          // bias on the attention output projection
+  bool ff_bias = true;           // biases on the feed-forward projections
+  bool lm_head = false;          // a language-model head: logits over the vocabulary at every position
+  bool tied_lm_head = false;     // its weight is the token embedding (tie_word_embeddings)
+  float attn_scale = 0.0f;       // score scale; 0 = 1 / sqrt(head_dim)
+
+  int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  bool is_language_model() const { return lm_head; }
 
   int head_dim() const { return embed_size / num_heads; }
   // Throws Error naming the first inconsistent value.
@@ -56,6 +83,7 @@ std::string config_to_json(const ModelConfig& c);
 const char* to_string(Positional p);
 const char* to_string(NormPlacement n);
 const char* to_string(Activation a);
+const char* to_string(NormKind n);
 const char* to_string(Pooling p);
 const char* to_string(TokenizerKind t);
 Positional parse_positional(const std::string& s);

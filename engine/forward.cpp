@@ -2,6 +2,7 @@
 // warnings. Backends only run the layers.
 #include "engine/forward.h"
 
+#include "engine/lm.h"
 #include "engine/plan.h"
 
 #include <algorithm>
@@ -151,6 +152,18 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
 
 }  // namespace
 
+MaskSpec model_mask(const ModelConfig& c, MaskSpec spec) {
+  if (c.causal) spec.causal = true;  // a decoder's own mask: always on
+  return spec;
+}
+
+void block_outside_window(AttnMask& mask, int window) {
+  if (mask.blocked.empty()) mask.blocked.assign(static_cast<size_t>(mask.planes) * mask.T * mask.S, 0);
+  for (int p = 0; p < mask.planes; ++p)
+    for (int i = 0; i < mask.T; ++i)
+      for (int j = 0; j + window < i; ++j) mask.blocked[mask.index(p, i, j)] = 1;
+}
+
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model.config;
@@ -168,8 +181,12 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.token_types = req.token_types;
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
+  if (c.causal && !req.cross_ids.empty())
+    throw Error("cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
+                "language model");
   if (req.cross_ids.empty()) {
-    r.mask = build_mask(req.mask, T, T, c.num_heads, req.ids, pad);
+    r.mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, pad);
+    if (c.sliding_window > 0) block_outside_window(r.mask, c.sliding_window);
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);
     r.attention = std::move(out.attention);
@@ -206,6 +223,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.warnings = mask_warnings(r.mask, "cross-attention mask");
   }
   r.logits = classify(model, r.hidden, r.ids);
+  if (c.lm_head) r.next_tokens = top_next_tokens(model, r.hidden, T - 1, 10);
   if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
   if (!r.logits.empty()) {
     r.class_probs = softmax(r.logits);

@@ -35,6 +35,9 @@ struct ForwardResult {
   Tensor cross_hidden;                            // [T_b, E] in cross mode
   std::vector<float> logits, class_probs;         // empty for encoder-only models
   int predicted = -1;
+  // Language models: the 10 likeliest next tokens after the last position (id, probability),
+  // best first (engine/lm.h for other positions).
+  std::vector<std::pair<int, float>> next_tokens;
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
   AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
@@ -49,6 +52,12 @@ struct ForwardResult {
   // [layers, heads, T, S] of every kept layer (Error if any layer was not kept).
   Tensor stacked_probs() const;
 };
+
+// The user's mask with what the model itself always applies (a decoder's causal mask).
+MaskSpec model_mask(const ModelConfig& c, MaskSpec spec);
+// Blocks keys more than `window` positions before their query (i - j > window): a decoder's
+// sliding window (Mistral), on top of its causal mask.
+void block_outside_window(AttnMask& mask, int window);
 
 // Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);

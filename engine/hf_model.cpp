@@ -16,7 +16,11 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 const char* supported_hf_model_types() {
-  return "bert, distilbert";
+  return "bert, distilbert, gpt2, llama, mistral, qwen2";
+}
+
+bool is_decoder_type(const std::string& model_type) {
+  return model_type == "gpt2" || model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
 }
 
 namespace {
@@ -67,7 +71,8 @@ Activation hf_activation(const std::string& act, const std::string& where) {
   if (act == "gelu") return Activation::Gelu;  // transformers' "gelu" is the exact erf form
   if (act == "gelu_new" || act == "gelu_pytorch_tanh") return Activation::GeluTanh;
   if (act == "relu") return Activation::Relu;
-  throw Error(where + ": activation \"" + act + "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu are)");
+  if (act == "silu" || act == "swish") return Activation::Silu;
+  throw Error(where + ": activation \"" + act + "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu are)");
 }
 
 // id2label {"0": "NEGATIVE", "1": "POSITIVE"} -> labels in id order; empty when absent or not 0..n-1.
@@ -187,6 +192,79 @@ ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::st
     c.activation = hf_activation(k.str("activation", "gelu"), where);
     k.boolean("sinusoidal_pos_embds", false);  // checked here, used in load_hf_model
     c.pooler_relu = true;  // pre_classifier then ReLU
+  } else if (info.model_type == "gpt2") {
+    // GPT2Config's defaults: save_pretrained writes only the keys that differ from them.
+    c.vocab_size = k.integer("vocab_size", false, 50257);
+    c.embed_size = k.integer("n_embd", false, 768);
+    c.num_layers = k.integer("n_layer", false, 12);
+    c.num_heads = k.integer("n_head", false, 12);
+    c.ff_dim = k.integer("n_inner", false, 4 * c.embed_size);
+    c.max_len = k.integer("n_positions", false, 1024);
+    c.activation = hf_activation(k.str("activation_function", "gelu_new"), where);
+    c.layer_norm_eps = static_cast<float>(k.number("layer_norm_epsilon", 1e-5));
+    c.norm = NormPlacement::Pre;
+    c.embedding_norm = false;
+    c.final_norm = true;
+    c.causal = true;
+    c.lm_head = true;
+    c.tied_lm_head = k.boolean("tie_word_embeddings", true);
+    c.pooling = Pooling::Mean;
+    if (!k.boolean("scale_attn_weights", true)) c.attn_scale = 1.0f;  // scores not divided by sqrt(d)
+    if (k.boolean("scale_attn_by_inverse_layer_idx", false))
+      throw Error(where + ": scale_attn_by_inverse_layer_idx is not supported");
+    if (k.boolean("add_cross_attention", false)) throw Error(where + ": GPT-2 with cross-attention is not supported");
+  } else if (info.model_type == "llama" || info.model_type == "mistral" || info.model_type == "qwen2") {
+    // LlamaConfig / MistralConfig / Qwen2Config defaults (transformers 4.40), for keys left out.
+    const bool mistral = info.model_type == "mistral", qwen2 = info.model_type == "qwen2";
+    c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : 32000);
+    c.embed_size = k.integer("hidden_size", false, 4096);
+    c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : 11008);
+    c.num_layers = k.integer("num_hidden_layers", false, 32);
+    c.num_heads = k.integer("num_attention_heads", false, 32);
+    c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : c.num_heads);
+    c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : 2048);
+    c.activation = hf_activation(k.str("hidden_act", "silu"), where);
+    c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
+    c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
+    c.tied_lm_head = k.boolean("tie_word_embeddings", false);
+    if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
+      std::string kind = "?";
+      if (it->is_object())
+        for (const char* key : {"type", "rope_type"})
+          if (auto t = it->find(key); t != it->end() && t->is_string()) kind = t->get<std::string>();
+      throw Error(where + ": rope_scaling of type \"" + kind +
+                  "\" is not supported (attnlab runs the plain rotary embedding; set rope_scaling to null to "
+                  "open the model without it)");
+    }
+    if (auto it = j.find("head_dim"); it != j.end() && it->is_number_integer() && c.num_heads > 0 &&
+                                      it->get<long long>() != c.embed_size / c.num_heads)
+      throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +
+                  " differs from hidden_size / num_attention_heads; not supported");
+    if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
+      throw Error(where + ": num_key_value_heads (" + std::to_string(c.num_kv_heads) +
+                  ") does not divide num_attention_heads (" + std::to_string(c.num_heads) +
+                  "): grouped-query attention needs whole groups");
+    // Biases: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has q, k, v biases only.
+    const bool attention_bias = k.boolean("attention_bias", false);
+    c.qkv_bias = qwen2 || attention_bias;
+    c.out_bias = attention_bias;
+    c.ff_bias = k.boolean("mlp_bias", false);
+    // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees keys i - W .. i, as
+    // transformers 4.40's eager attention masks it.
+    if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
+      auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
+      c.sliding_window = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+    }
+    c.positional = Positional::Rotary;
+    c.norm = NormPlacement::Pre;
+    c.norm_kind = NormKind::RmsNorm;
+    c.embedding_norm = false;
+    c.final_norm = true;
+    c.gated_ff = true;
+    c.causal = true;
+    c.lm_head = true;
+    c.pooling = Pooling::Mean;
+    c.type_vocab_size = 0;
   } else if (info.model_type.empty()) {
     throw Error(where + ": no \"model_type\" (not a Hugging Face config?)");
   } else {
@@ -215,6 +293,76 @@ bool is_hf_folder(const std::string& dir) {
   }
 }
 
+namespace {
+
+// The folder's tokenizer, and its files kept for a saved copy.
+void load_tokenizer(Model& m, const fs::path& dir) {
+  m.tokenizer = HfTokenizer::from_folder(dir.string());
+  for (const char* f : {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json",
+                        "special_tokens_map.json"})
+    if (fs::exists(dir / f)) m.hf.tokenizer_files[f] = read_file_bytes((dir / f).string());
+  if (m.tokenizer->vocab_size() > m.config.vocab_size)
+    throw Error(dir.string() + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+                " tokens but the embedding has only " + std::to_string(m.config.vocab_size) + " rows (vocab_size)");
+  m.vocab = m.tokenizer->vocab();
+}
+
+// Lists tensors the model did not read (pre-training heads, buffers) as a note.
+void note_unused(Model& m, const TensorMap& tensors, const std::set<std::string>& used, const std::string& what) {
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : tensors)
+    if (!used.count(name) && name.find("position_ids") == std::string::npos &&
+        name.find("rotary_emb.inv_freq") == std::string::npos && name.find("attn.bias") == std::string::npos &&
+        name.find("attn.masked_bias") == std::string::npos)
+      unused.push_back(name);
+  if (unused.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unused.size() && i < 3; ++i) list += (i ? ", " : "") + unused[i];
+  if (unused.size() > 3) list += ", ...";
+  m.hf.notes.push_back(std::to_string(unused.size()) + " tensors not used (" + list + "): " + what);
+}
+
+// GPT-2 and the Llama family: the base model under "transformer." / "model." (causal-LM
+// models) or at the top level (base models), and an LM head: lm_head.weight, or the token
+// embedding when tie_word_embeddings says so (GPT-2's default).
+void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
+  const std::string where = dir.string();
+  ModelConfig& c = m.config;
+  const bool gpt2 = m.hf.model_type == "gpt2";
+  const std::string probe = gpt2 ? "wte.weight" : "embed_tokens.weight";
+  const std::string prefixed = gpt2 ? "transformer." : "model.";
+  if (tensors.count(prefixed + probe))
+    m.hf.prefix = prefixed;
+  else if (tensors.count(probe))
+    m.hf.prefix = "";
+  else
+    throw Error(where + ": no \"" + prefixed + probe + "\" or \"" + probe + "\" tensor: not a " + m.hf.model_type +
+                " model's weights");
+  const bool has_head = tensors.count("lm_head.weight") > 0;
+  if (!c.tied_lm_head && !has_head) {
+    if (m.hf.architecture.find("CausalLM") != std::string::npos || m.hf.architecture.find("LMHead") != std::string::npos)
+      throw Error(where + ": " + m.hf.architecture + " without \"lm_head.weight\" (and tie_word_embeddings is false)");
+    c.lm_head = false;  // a base model: hidden states only, no next-token views
+    m.hf.notes.push_back("no language-model head (lm_head.weight) and untied embeddings: next-token views are off");
+  }
+  static const std::map<std::string, std::pair<const char*, const char*>> kArch = {
+      {"gpt2", {"GPT2Model", "GPT2LMHeadModel"}},
+      {"llama", {"LlamaModel", "LlamaForCausalLM"}},
+      {"mistral", {"MistralModel", "MistralForCausalLM"}},
+      {"qwen2", {"Qwen2Model", "Qwen2ForCausalLM"}}};
+  const auto& names = kArch.at(m.hf.model_type);
+  if (m.hf.architecture.empty()) m.hf.architecture = m.hf.prefix.empty() ? names.first : names.second;
+
+  load_tokenizer(m, dir);
+  std::set<std::string> used;
+  m.weights = weights_from_layout(c, tensors, gpt2 ? WeightLayout::HfGpt2 : WeightLayout::HfLlama, m.hf.prefix, &used,
+                                  where);
+  if (c.tied_lm_head && has_head) used.insert("lm_head.weight");  // tied: transformers uses the embedding
+  note_unused(m, tensors, used, "attnlab shows the decoder and its LM head");
+}
+
+}  // namespace
+
 Model load_hf_model(const std::string& dir_in) {
   const fs::path dir(dir_in);
   Model m;
@@ -223,6 +371,10 @@ Model load_hf_model(const std::string& dir_in) {
   const std::string cfg_text = read_file_bytes(cfg_path);
   m.config = parse_hf_config(cfg_text, m.hf, cfg_path);
   TensorMap tensors = load_weights(dir);
+  if (is_decoder_type(m.hf.model_type)) {
+    load_decoder(m, tensors, dir);
+    return m;
+  }
   const std::string where = dir.string();
   m.hf.prefix = find_prefix(tensors, m.hf.model_type, where);
   const bool bert = m.hf.model_type == "bert";
@@ -253,33 +405,19 @@ Model load_hf_model(const std::string& dir_in) {
   if (m.hf.architecture.empty() || (c.num_classes > 0) != (m.hf.architecture.find("ForSequenceClassification") != std::string::npos))
     m.hf.architecture = std::string(bert ? "Bert" : "DistilBert") + (c.num_classes > 0 ? "ForSequenceClassification" : "Model");
 
-  m.tokenizer = HfTokenizer::from_folder(dir_in);
-  for (const char* f : {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"})
-    if (fs::exists(dir / f)) m.hf.tokenizer_files[f] = read_file_bytes((dir / f).string());
-  if (m.tokenizer->vocab_size() > c.vocab_size)
-    throw Error(where + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
-                " tokens but the embedding has only " + std::to_string(c.vocab_size) + " rows (vocab_size)");
-  m.vocab = m.tokenizer->vocab();
-
+  load_tokenizer(m, dir);
   std::set<std::string> used;
   m.weights = weights_from_layout(c, tensors, layout, P, &used, where);
-  std::vector<std::string> unused;
-  for (const auto& [name, t] : tensors)
-    if (!used.count(name) && name.find("position_ids") == std::string::npos) unused.push_back(name);
-  if (!unused.empty()) {
-    std::string list;
-    for (size_t i = 0; i < unused.size() && i < 3; ++i) list += (i ? ", " : "") + unused[i];
-    if (unused.size() > 3) list += ", ...";
-    m.hf.notes.push_back(std::to_string(unused.size()) + " tensors not used (" + list +
-                         "): attnlab shows the encoder" + std::string(c.num_classes ? " and its classifier" : "") +
-                         "; pre-training heads are left out");
-  }
-
+  note_unused(m, tensors, used,
+              "attnlab shows the encoder" + std::string(c.num_classes ? " and its classifier" : "") +
+                  "; pre-training heads are left out");
   return m;
 }
 
 void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
+  if (is_decoder_type(model.hf.model_type))
+    throw Error("saving " + model.hf.model_type + " models is not supported (attnlab reads them; training them is not built yet)");
   const bool bert = model.hf.model_type == "bert";
   json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
   const bool classifier = c.num_classes > 0;

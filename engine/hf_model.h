@@ -13,6 +13,9 @@ namespace attnlab {
 // The model types this build opens, for messages: "bert, distilbert".
 const char* supported_hf_model_types();
 
+// gpt2, llama, mistral, qwen2: causal language models.
+bool is_decoder_type(const std::string& model_type);
+
 // True when DIR/config.json names a "model_type" (a Hugging Face folder).
 bool is_hf_folder(const std::string& dir);
 

@@ -1,8 +1,10 @@
 // Hugging Face tokenizers, reproduced exactly (tests compare ids with the `tokenizers` library):
 // the pipeline of a tokenizer.json (added tokens -> normalizer -> pre-tokenizer -> model ->
-// post-processor), or the BERT tokenizer that transformers builds from vocab.txt +
-// tokenizer_config.json. Supported today: BertNormalizer / Lowercase / NFD / StripAccents,
-// BertPreTokenizer / WhitespaceSplit, WordPiece, TemplateProcessing / BertProcessing.
+// post-processor), or what transformers builds from a slow tokenizer's files: BERT's vocab.txt
+// (+ tokenizer_config.json), GPT-2's vocab.json + merges.txt. Supported: BertNormalizer /
+// Lowercase / NFD / NFC / StripAccents / Prepend / Replace, BertPreTokenizer / WhitespaceSplit /
+// ByteLevel / Split (Oniguruma-style regexes through PCRE2), WordPiece and BPE (merges by rank,
+// byte fallback, ignore_merges), TemplateProcessing / BertProcessing / ByteLevel / Sequence.
 // Truncation and padding in the file are ignored: a visualiser shows the text as typed.
 #pragma once
 
@@ -12,6 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/regex.h"
 #include "engine/tokenizer.h"
 
 namespace attnlab {
@@ -38,12 +43,22 @@ class HfTokenizer {
   // vocab.txt text + tokenizer_config.json text (may be empty: BERT's defaults).
   static std::shared_ptr<const HfTokenizer> from_vocab_txt(const std::string& vocab_text, const std::string& config_text,
                                                             const std::string& where = "vocab.txt");
+  // vocab.json + merges.txt (+ tokenizer_config.json) as transformers' GPT2TokenizerFast.
+  static std::shared_ptr<const HfTokenizer> from_vocab_json(const std::string& vocab_json, const std::string& merges_txt,
+                                                             const std::string& config_text,
+                                                             const std::string& where = "vocab.json");
 
   // Error on invalid UTF-8. `pair`: the second text of a pair (sentence B).
   Encoding encode(const std::string& text, const std::string* pair = nullptr) const;
   // The stages on their own, for `attnlab-cli tokenize --stage` and the tests.
   std::string normalize(const std::string& text) const;
   std::vector<std::string> pre_tokenize(const std::string& normalized) const;
+
+  // Labels a person can read: a byte-level token's bytes as text (a space drawn as U+2423, a
+  // newline as U+21B5), a character split over several tokens shown on the token where it
+  // starts (the others show U+2026), byte-fallback <0xNN> tokens joined the same way.
+  // WordPiece tokens are their own labels.
+  std::vector<std::string> readable(const Encoding& e) const;
 
   const Vocab& vocab() const { return vocab_; }
   int vocab_size() const { return vocab_.size(); }
@@ -66,10 +81,29 @@ class HfTokenizer {
 
  private:
   struct NormStep {
-    enum Kind { Bert, Lowercase, Nfd, StripAccents } kind;
+    enum Kind { Bert, Lowercase, Nfd, Nfc, StripAccents, Prepend, Replace } kind;
     bool clean_text = true, chinese = true, strip_accents = false, lowercase = true;
+    std::u32string text, with;          // Prepend: text; Replace: literal text -> with
+    std::shared_ptr<const Regex> re;    // Replace with a regex
   };
-  enum class PreTok { Bert, WhitespaceSplit, None };
+  struct PreStep {
+    enum Kind { Bert, WhitespaceSplit, ByteLevel, Split } kind;
+    // Split (and ByteLevel's own GPT-2 regex): what a match becomes (tokenizers' SplitDelimiterBehavior)
+    enum Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous } behavior = Isolated;
+    std::shared_ptr<const Regex> re;    // null with a literal pattern
+    std::string literal;
+    bool invert = false;
+    bool add_prefix_space = false, use_regex = true;  // ByteLevel
+  };
+  struct Bpe {
+    std::unordered_map<uint64_t, std::pair<int, int>> merges;  // (left id, right id) -> (rank, merged id)
+    bool byte_fallback = false, ignore_merges = false, fuse_unk = false, has_unk = false;
+    std::string prefix, suffix;  // continuing_subword_prefix, end_of_word_suffix
+  };
+  void bpe_word(const std::u32string& word, int word_index, int sequence, Encoding& out) const;
+  void parse_bpe(const nlohmann::json& model, const std::string& where);
+  void add_merges(const std::vector<std::pair<std::string, std::string>>& merges, const std::string& where);
+  std::vector<std::string> split_by(const PreStep& p, const std::string& piece) const;
 
   void encode_one(const std::string& text, int sequence, Encoding& out, int& word_base) const;
   void split_added(const std::u32string& text, bool normalized,
@@ -82,8 +116,11 @@ class HfTokenizer {
   void build_patterns();  // the added tokens' match patterns, made once at load
 
   Vocab vocab_;
+  bool bpe_model_ = false;  // BPE (else WordPiece)
+  Bpe bpe_;
+  bool byte_level_ = false;  // a ByteLevel pre-tokenizer maps bytes to its 256 printable characters
   std::vector<NormStep> norm_;
-  std::vector<PreTok> pre_;
+  std::vector<PreStep> pre_;
   std::string unk_ = "[UNK]", prefix_ = "##";
   int max_chars_ = 100;
   bool lowercase_ = false;

@@ -36,14 +36,16 @@ void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
 
 namespace {
 
-// A Hugging Face tokenizer's encoding: pieces as the vocabulary spells them ("##ing"), except an
-// unknown word, which keeps its text (marked unknown) so the views say what was not understood.
+// A Hugging Face tokenizer's encoding: pieces as the vocabulary spells them ("##ing"; byte-level
+// tokens as readable text, HfTokenizer::readable), except an unknown word, which keeps its text
+// (marked unknown) so the views say what was not understood.
 PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOptions& o) {
   const Encoding e = m.tokenizer->encode(text, o.pair ? &*o.pair : nullptr);
+  const std::vector<std::string> labels = m.tokenizer->readable(e);
   PreparedInput in;
   size_t content = 0;
   for (size_t i = 0; i < e.size(); ++i) {
-    in.tokens.push_back(e.unknown[i] ? e.word_text[i] : e.tokens[i]);
+    in.tokens.push_back(e.unknown[i] && !e.word_text[i].empty() ? e.word_text[i] : labels[i]);
     in.ids.push_back(e.ids[i]);
     in.unknown.push_back(e.unknown[i]);
     in.special.push_back(e.special[i]);

@@ -5,6 +5,7 @@
 // against the reference). Shapes in comments: N = B * T rows, E = embed, H heads of D = E / H.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ namespace attnlab {
 struct AttnArgs {
   int B = 1, T = 1, H = 1, D = 1;
   int S = 0;  // keys per sequence; 0 = T (self-attention)
+  // Grouped-query attention: K and V hold KV heads (B*S, KV * D), query head h reads key/value
+  // head h / (H / KV) (transformers' repeat_kv). 0 = H (every head its own).
+  int KV = 0;
+  float scale = 0.0f;  // score scale; 0 = 1 / sqrt(D)
   // (a) any mask the engine builds, [planes, T, S] with additive terms; a single sequence (B == 1)
   const AttnMask* mask = nullptr;
   // (b) batches: 1 where the key is [PAD] ([B, S]; may be null), plus an optional causal mask
@@ -31,6 +36,9 @@ struct AttnArgs {
   float drop_scale = 1.0f;                          // 1 / (1 - p)
 
   int keys() const { return S > 0 ? S : T; }
+  int kv_heads() const { return KV > 0 ? KV : H; }
+  int kv_head(int h) const { return h / (H / kv_heads()); }
+  double score_scale() const { return scale > 0.0f ? scale : 1.0 / std::sqrt(static_cast<double>(D)); }
 };
 
 // Row index into the relative-position table for query i and key j: (i - j) + max_len - 1,
@@ -48,9 +56,9 @@ class Ops {
   virtual ~Ops() = default;
   virtual std::string name() const = 0;
 
-  // y = x W^T + b. x (N, in), W (out, in), b (out), y (N, out).
+  // y = x W^T + b. x (N, in), W (out, in), b (out, or empty: no bias), y (N, out).
   virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;
-  // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x, db += colsum(dy).
+  // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x, db += colsum(dy) (when b has one).
   virtual void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
                                Tensor& db) = 0;
 
@@ -61,7 +69,7 @@ class Ops {
   virtual void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy,
                                    Tensor& dx, Tensor& dg, Tensor& db) = 0;
 
-  // a = act(h) elementwise (ReLU, or exact GELU as nn.GELU()).
+  // a = act(h) elementwise (ReLU, exact GELU as nn.GELU(), tanh GELU, SiLU).
   virtual void activation(const Tensor& h, Activation act, Tensor& a) = 0;
   // dh = da * act'(h), in place on da.
   virtual void activation_backward(const Tensor& h, Activation act, Tensor& da) = 0;

@@ -68,7 +68,7 @@ class CpuOps final : public Ops {
     y.reshape_for_overwrite({x.dim(0), W.dim(0)});
     auto Y = mm(y);
     Y.noalias() = cm(x) * cm(W).transpose();
-    Y.rowwise() += cv(b);
+    if (!b.empty()) Y.rowwise() += cv(b);
   }
 
   void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
@@ -78,6 +78,7 @@ class CpuOps final : public Ops {
       mm(*dx).noalias() = cm(dy) * cm(W);
     }
     mm(dW).noalias() += cm(dy).transpose() * cm(x);
+    if (db.empty()) return;  // a linear without bias
     // Column sums in a fixed order (row by row), so gradients do not depend on the heap.
     auto DB = mv(db);
     const auto DY = cm(dy);
@@ -138,6 +139,8 @@ class CpuOps final : public Ops {
       x = Eigen::Map<const Eigen::ArrayXf>(h.ptr() + k0, n);
       if (act == Activation::Gelu)
         x = 0.5f * x * (1.0f + (x * static_cast<float>(M_SQRT1_2)).erf());
+      else if (act == Activation::Silu)
+        x = x / (1.0f + (-x).exp());
       else  // GeluTanh
         x = 0.5f * x * (1.0f + (kTanhK * (x + kTanhA * x * x * x)).tanh());
       Eigen::Map<Eigen::ArrayXf>(a.ptr() + k0, n) = x;
@@ -159,8 +162,9 @@ class CpuOps final : public Ops {
   // Form (b): batches with padding and causal masks, parallel over (sequence, head) pairs.
   void batched_attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) {
     if (s.keys() != s.T) throw Error("internal: batched attention is self-attention");
+    if (s.kv_heads() != s.H) throw Error("internal: batched attention has one key/value head per query head");
     const int B = s.B, T = s.T, H = s.H, D = s.D;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = static_cast<float>(s.score_scale());
     P.reshape_for_overwrite({B, H, T, T});
     ctx.reshape_for_overwrite({static_cast<int64_t>(B) * T, static_cast<int64_t>(H) * D});
     const auto QM = cm(Q), KM = cm(K), VM = cm(V);
@@ -206,9 +210,10 @@ class CpuOps final : public Ops {
 
   void attention_backward(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                           const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) override {
-    if (s.mask || s.keys() != s.T) throw Error("internal: attention_backward takes self-attention batches");
+    if (s.mask || s.keys() != s.T || s.kv_heads() != s.H)
+      throw Error("internal: attention_backward takes self-attention batches, one key/value head per query head");
     const int B = s.B, T = s.T, H = s.H, D = s.D;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = static_cast<float>(s.score_scale());
     dQ = Tensor(Q.shape);
     dK = Tensor(K.shape);
     dV = Tensor(V.shape);
@@ -274,7 +279,7 @@ class CpuOps final : public Ops {
     const int T = s.T, S = s.keys(), H = s.H, D = s.D;
     const bool with_output = Vt && ctx;
     const auto Q = cm(Qt), K = cm(Kt);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = static_cast<float>(s.score_scale());
     const std::vector<Span> spans = visible_spans(mask);
     const int blocks = (T + kTuning.query_block - 1) / kTuning.query_block;
     float* probs = nullptr;
@@ -312,7 +317,8 @@ class CpuOps final : public Ops {
         }
         Eigen::Map<RowMat, 0, Eigen::OuterStride<>> P(dst, n, R, Eigen::OuterStride<>(ld));
         const auto Qb = Q.block(i0, h * D, n, D);
-        P.noalias() = Qb * K.block(r0, h * D, R, D).transpose();
+        const int g = s.kv_head(h);  // the key/value head this query head reads
+        P.noalias() = Qb * K.block(r0, g * D, R, D).transpose();
         if (s.rel) {
           // q_i . r_(i-j) for every table row the block reaches, then gathered per (i, j).
           const int lo = relative_index(i0, r1, s.max_len), hi = relative_index(i0 + n - 1, r0, s.max_len);
@@ -326,7 +332,7 @@ class CpuOps final : public Ops {
           kernels::masked_softmax_row(&P(i, 0), R, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
                                       mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
         }
-        if (with_output) mm(*ctx).block(i0, h * D, n, D).noalias() = P * cm(*Vt).block(r0, h * D, R, D);
+        if (with_output) mm(*ctx).block(i0, h * D, n, D).noalias() = P * cm(*Vt).block(r0, g * D, R, D);
       }
     }
   }
@@ -338,6 +344,10 @@ class CpuOps final : public Ops {
   static constexpr float kTanhA = 0.044715f;
   static float act_grad(float v, Activation a) {
     if (a == Activation::Relu) return v > 0 ? 1.0f : 0.0f;
+    if (a == Activation::Silu) {
+      const float sg = 1.0f / (1.0f + std::exp(-v));
+      return sg * (1.0f + v * (1.0f - sg));
+    }
     if (a == Activation::GeluTanh) {
       const float t = std::tanh(kTanhK * (v + kTanhA * v * v * v));
       return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kTanhK * (1.0f + 3.0f * kTanhA * v * v);

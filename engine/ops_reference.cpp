@@ -18,7 +18,7 @@ class ReferenceOps final : public Ops {
     y = Tensor({N, out});
     for (int64_t n = 0; n < N; ++n)
       for (int64_t o = 0; o < out; ++o) {
-        double s = b.data[static_cast<size_t>(o)];
+        double s = b.empty() ? 0.0 : b.data[static_cast<size_t>(o)];
         for (int64_t k = 0; k < in; ++k) s += static_cast<double>(x.at(n, k)) * W.at(o, k);
         y.at(n, o) = static_cast<float>(s);
       }
@@ -39,7 +39,7 @@ class ReferenceOps final : public Ops {
     for (int64_t o = 0; o < out; ++o) {
       double sb = 0;
       for (int64_t n = 0; n < N; ++n) sb += dy.at(n, o);
-      db.data[static_cast<size_t>(o)] += static_cast<float>(sb);
+      if (!db.empty()) db.data[static_cast<size_t>(o)] += static_cast<float>(sb);
       for (int64_t k = 0; k < in; ++k) {
         double s = 0;
         for (int64_t n = 0; n < N; ++n) s += static_cast<double>(dy.at(n, o)) * x.at(n, k);
@@ -112,6 +112,8 @@ class ReferenceOps final : public Ops {
         return 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
       case Activation::GeluTanh:  // nn.GELU(approximate="tanh")
         return 0.5 * v * (1.0 + std::tanh(kTanhK * (v + kTanhA * v * v * v)));
+      case Activation::Silu:  // x sigmoid(x)
+        return v / (1.0 + std::exp(-v));
     }
     return 0;
   }
@@ -124,6 +126,10 @@ class ReferenceOps final : public Ops {
       case Activation::GeluTanh: {
         const double t = std::tanh(kTanhK * (v + kTanhA * v * v * v));
         return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kTanhK * (1.0 + 3.0 * kTanhA * v * v);
+      }
+      case Activation::Silu: {  // sigmoid + x sigmoid (1 - sigmoid)
+        const double sg = 1.0 / (1.0 + std::exp(-v));
+        return sg * (1.0 + v * (1.0 - sg));
       }
     }
     return 0;
@@ -143,6 +149,13 @@ class ReferenceOps final : public Ops {
   static float el(const Tensor& t, const AttnArgs& s, int rows, int b, int h, int row, int d) {
     return t.at(static_cast<int64_t>(b) * rows + row, h * s.D + d);
   }
+  // The same for keys and values: query head h reads key/value head kv_head(h) (grouped-query).
+  static float& kv(Tensor& t, const AttnArgs& s, int b, int h, int row, int d) {
+    return t.at(static_cast<int64_t>(b) * s.keys() + row, s.kv_head(h) * s.D + d);
+  }
+  static float kv(const Tensor& t, const AttnArgs& s, int b, int h, int row, int d) {
+    return t.at(static_cast<int64_t>(b) * s.keys() + row, s.kv_head(h) * s.D + d);
+  }
   static double keep(const AttnArgs& s, size_t pidx) {
     return s.drop_keep ? ((*s.drop_keep)[pidx] ? s.drop_scale : 0.0) : 1.0;
   }
@@ -150,7 +163,7 @@ class ReferenceOps final : public Ops {
   void attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor* V, Tensor* Pout,
                  Tensor* ctx) override {
     const int B = s.B, T = s.T, S = s.keys(), H = s.H, D = s.D;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const double scale = s.score_scale();
     Tensor Plocal;
     Tensor& P = Pout ? *Pout : Plocal;
     P = Tensor({B, H, T, S});
@@ -165,7 +178,7 @@ class ReferenceOps final : public Ops {
             if (blocked(s, b, h, i, j)) continue;
             double v = 0;
             for (int d = 0; d < D; ++d) {
-              double k = el(K, s, S, b, h, j, d);
+              double k = kv(K, s, b, h, j, d);
               if (s.rel) k += s.rel->at(relative_index(i, j, s.max_len), h * D + d);
               v += el(Q, s, T, b, h, i, d) * k;
             }
@@ -186,7 +199,7 @@ class ReferenceOps final : public Ops {
           // out_h = dropout(P_h) V_h, written into head h's columns of the concatenation
           for (int d = 0; d < D; ++d) {
             double v = 0;
-            for (int j = 0; j < S; ++j) v += P.data[row + j] * keep(s, row + j) * el(*V, s, S, b, h, j, d);
+            for (int j = 0; j < S; ++j) v += P.data[row + j] * keep(s, row + j) * kv(*V, s, b, h, j, d);
             el(*ctx, s, T, b, h, i, d) = static_cast<float>(v);
           }
         }
@@ -195,7 +208,7 @@ class ReferenceOps final : public Ops {
   void attention_backward(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                           const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) override {
     const int B = s.B, T = s.T, S = s.keys(), H = s.H, D = s.D;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const double scale = s.score_scale();
     dQ = Tensor(Q.shape);
     dK = Tensor(K.shape);
     dV = Tensor(V.shape);
@@ -209,8 +222,8 @@ class ReferenceOps final : public Ops {
           for (int j = 0; j < S; ++j) {
             double g = 0;
             for (int d = 0; d < D; ++d) {
-              g += static_cast<double>(el(dctx, s, T, b, h, i, d)) * el(V, s, S, b, h, j, d);
-              el(dV, s, S, b, h, j, d) +=
+              g += static_cast<double>(el(dctx, s, T, b, h, i, d)) * kv(V, s, b, h, j, d);
+              kv(dV, s, b, h, j, d) +=
                   static_cast<float>(keep(s, row + j) * P.data[row + j] * el(dctx, s, T, b, h, i, d));
             }
             dP[static_cast<size_t>(j)] = g * keep(s, row + j);
@@ -221,14 +234,14 @@ class ReferenceOps final : public Ops {
             const double ds = P.data[row + j] * (dP[static_cast<size_t>(j)] - dot) * scale;
             if (ds == 0.0) continue;
             for (int d = 0; d < D; ++d) {
-              double k = el(K, s, S, b, h, j, d);
+              double k = kv(K, s, b, h, j, d);
               if (s.rel) {
                 const int r = relative_index(i, j, s.max_len);
                 k += s.rel->at(r, h * D + d);
                 if (drel) drel->at(r, h * D + d) += static_cast<float>(ds * el(Q, s, T, b, h, i, d));
               }
               el(dQ, s, T, b, h, i, d) += static_cast<float>(ds * k);
-              el(dK, s, S, b, h, j, d) += static_cast<float>(ds * el(Q, s, T, b, h, i, d));
+              kv(dK, s, b, h, j, d) += static_cast<float>(ds * el(Q, s, T, b, h, i, d));
             }
           }
         }

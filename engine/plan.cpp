@@ -31,6 +31,9 @@ class PlanBuilder {
   }
   int residual(int branch, int x) { return add(OpKind::Add, {branch, x, -1}); }
   int dropout(int x) { return add(OpKind::Dropout, {x, -1, -1}); }
+  int rms_norm(int x, Tensor LW::*g) { return add(OpKind::RmsNorm, {x, -1, -1}, g); }
+  int rope(int x) { return add(OpKind::Rope, {x, -1, -1}); }
+  int mul(int a, int b) { return add(OpKind::Mul, {a, b, -1}); }
 
   LayerPlan finish(int output) {
     plan_.output = output;
@@ -57,27 +60,33 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   using LW = LayerWeights;
   PlanBuilder p;
   const bool pre = c.norm == NormPlacement::Pre;
+  const bool rms = c.norm_kind == NormKind::RmsNorm;
+  auto norm = [&](int v, Tensor LW::*g, Tensor LW::*b) { return rms ? p.rms_norm(v, g) : p.layer_norm(v, g, b); };
   const int x = 0;
   // ---- attention sub-layer (MultiHeadAttention: query/key/value, heads, fc_out)
-  const int a_in = pre ? p.layer_norm(x, &LW::ln1_g, &LW::ln1_b) : x;
-  const int q = p.linear(a_in, &LW::wq, &LW::bq);  // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
-  const int k = p.linear(a_in, &LW::wk, &LW::bk);
+  const int a_in = pre ? norm(x, &LW::ln1_g, &LW::ln1_b) : x;
+  int q = p.linear(a_in, &LW::wq, &LW::bq);  // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
+  int k = p.linear(a_in, &LW::wk, &LW::bk);  // (N, KV * D): grouped-query models have fewer key heads
   const int v = p.linear(a_in, &LW::wv, &LW::bv);
+  if (c.positional == Positional::Rotary) q = p.rope(q), k = p.rope(k);
   const int ctx = p.attention(q, k, v);
   const int o = p.dropout(p.linear(ctx, &LW::wo, &LW::bo));
   const int s1 = p.residual(o, x);
-  const int x1 = pre ? s1 : p.layer_norm(s1, &LW::ln1_g, &LW::ln1_b);
+  const int x1 = pre ? s1 : norm(s1, &LW::ln1_g, &LW::ln1_b);
   if (c.ff_dim == 0) return p.finish(x1);  // the article's TextClassifier: attention only
-  // ---- feed-forward sub-layer: fc2(act(fc1(.)))
-  const int f_in = pre ? p.layer_norm(x1, &LW::ln2_g, &LW::ln2_b) : x1;
+  // ---- feed-forward sub-layer: fc2(act(fc1(.))), or gated: fc2(act(fc1(.)) * up(.))
+  const int f_in = pre ? norm(x1, &LW::ln2_g, &LW::ln2_b) : x1;
   const int h = p.linear(f_in, &LW::w1, &LW::b1);  // (N, F)
-  const int f = p.dropout(p.linear(p.activation(h), &LW::w2, &LW::b2));
+  int a = p.activation(h);
+  if (c.gated_ff) a = p.mul(a, p.linear(f_in, &LW::w3, nullptr));
+  const int f = p.dropout(p.linear(a, &LW::w2, &LW::b2));
   const int s2 = p.residual(f, x1);
-  return p.finish(pre ? s2 : p.layer_norm(s2, &LW::ln2_g, &LW::ln2_b));
+  return p.finish(pre ? s2 : norm(s2, &LW::ln2_g, &LW::ln2_b));
 }
 
 std::string LayerPlan::describe() const {
-  static const char* names[] = {"Linear", "LayerNorm", "Activation", "Attention", "Add", "Dropout"};
+  static const char* names[] = {"Linear", "LayerNorm", "Activation", "Attention", "Add",
+                                "Dropout", "RMSNorm",   "RoPE",       "Mul"};
   std::string out;
   for (const Step& s : steps) {
     out += "x" + std::to_string(s.out) + " = " + names[static_cast<int>(s.op)] + "(";
@@ -124,7 +133,45 @@ AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int 
   a.B = B, a.T = T, a.S = S, a.H = c.num_heads, a.D = c.head_dim();
   a.rel = c.positional == Positional::Relative ? &w.rel_pos : nullptr;
   a.max_len = c.max_len;
+  a.KV = c.kv_heads();
+  a.scale = c.attn_scale;
   return a;
+}
+
+void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out) {
+  const int half = D / 2;
+  cos_out = Tensor({T, half});
+  sin_out = Tensor({T, half});
+  for (int i = 0; i < half; ++i) {
+    // theta ** (arange(0, D, 2).float() / D) in float32, then its reciprocal, as transformers does
+    const float inv = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    for (int t = 0; t < T; ++t) {
+      const float angle = static_cast<float>(t) * inv;  // float32 product, as torch's outer product
+      cos_out.at(t, i) = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin_out.at(t, i) = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+}
+
+void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y) {
+  const int64_t N = x.dim(0), E = x.dim(1);
+  y.reshape_for_overwrite(x.shape);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x.ptr() + n * E;
+    float* yr = y.ptr() + n * E;
+    double ss = 0;
+    for (int64_t e = 0; e < E; ++e) ss += static_cast<double>(xr[e]) * xr[e];
+    const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(E) + eps));
+    for (int64_t e = 0; e < E; ++e) yr[e] = g.data[static_cast<size_t>(e)] * (xr[e] * r);
+  }
+}
+
+Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
+  if (!model.config.lm_head) throw Error("this model has no language-model head");
+  const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
+  Tensor logits;
+  ops.linear(x, W, Tensor(), logits);
+  return logits;
 }
 
 Tensor sinusoid_table(int T, int E) {
@@ -193,6 +240,11 @@ void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, c
 void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
   if (!model.config.final_norm) return;
   Tensor y;
+  if (model.config.norm_kind == NormKind::RmsNorm) {
+    rms_norm(x, model.weights.final_ln_g, model.config.layer_norm_eps, y);
+    x = std::move(y);
+    return;
+  }
   ops.layer_norm(x, model.weights.final_ln_g, model.weights.final_ln_b, model.config.layer_norm_eps, y, norm.xhat,
                  norm.rstd);
   x = std::move(y);
@@ -200,6 +252,7 @@ void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
 
 void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor& dx, ModelWeights& G) {
   if (!model.config.final_norm) return;
+  if (model.config.norm_kind == NormKind::RmsNorm) throw Error("training: RMSNorm has no backward yet");
   Tensor d;
   ops.layer_norm_backward(norm.xhat, norm.rstd, model.weights.final_ln_g, dx, d, G.final_ln_g, G.final_ln_b);
   dx = std::move(d);
@@ -270,9 +323,11 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
     // there is no backward): buffers then circulate and nothing is allocated per layer.
     const bool steal = !run.for_backward && plan.last_use[static_cast<size_t>(s.in[0])] == i;
     switch (s.op) {
-      case OpKind::Linear:
-        ops.linear(in0, L.*s.w, L.*s.b, out);
+      case OpKind::Linear: {
+        static const Tensor kNoBias;
+        ops.linear(in0, L.*s.w, s.b ? L.*s.b : kNoBias, out);
         break;
+      }
       case OpKind::LayerNorm:
         ops.layer_norm(in0, L.*s.w, L.*s.b, c.layer_norm_eps, out, st.xhat[static_cast<size_t>(i)],
                        st.rstd[static_cast<size_t>(i)]);
@@ -301,6 +356,47 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
           std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
         }
         add_into(out, in1);
+        break;
+      }
+      case OpKind::RmsNorm:
+        rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
+        break;
+      case OpKind::Rope: {
+        // Hugging Face's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin per head, where
+        // rotate_half(x) = cat(-x2, x1) over the head's halves; row n is position n % T.
+        const int D = attn_in.D, half = D / 2, T = attn_in.T;
+        if (st.rope_cos.empty() || st.rope_cos.dim(0) != T) rope_tables(T, D, c.rope_theta, st.rope_cos, st.rope_sin);
+        if (steal) {
+          std::swap(out, in0);
+        } else {
+          out.reshape_for_overwrite(in0.shape);
+          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
+        }
+        const int64_t rows = out.dim(0), width = out.dim(1);
+        for (int64_t n = 0; n < rows; ++n) {
+          const float* cs = st.rope_cos.ptr() + (n % T) * half;
+          const float* sn = st.rope_sin.ptr() + (n % T) * half;
+          for (int64_t h0 = 0; h0 < width; h0 += D) {
+            float* x1 = out.ptr() + n * width + h0;
+            float* x2 = x1 + half;
+            for (int i = 0; i < half; ++i) {
+              const float a = x1[i], b = x2[i];
+              x1[i] = a * cs[i] - b * sn[i];
+              x2[i] = b * cs[i] + a * sn[i];
+            }
+          }
+        }
+        break;
+      }
+      case OpKind::Mul: {
+        const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
+        if (steal) {
+          std::swap(out, in0);
+        } else {
+          out.reshape_for_overwrite(in0.shape);
+          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
+        }
+        for (size_t k = 0; k < out.data.size(); ++k) out.data[k] *= in1.data[k];
         break;
       }
       case OpKind::Dropout: {
@@ -368,7 +464,12 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
     Tensor g;
     switch (s.op) {
       case OpKind::Linear:
-        ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, G.*s.b);
+        if (s.b) {
+          ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, G.*s.b);
+        } else {
+          Tensor no_bias;
+          ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, no_bias);
+        }
         accumulate(s.in[0], std::move(g));
         break;
       case OpKind::LayerNorm:
@@ -400,6 +501,10 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
         if (!keep.empty()) dropped(dout, keep);
         accumulate(s.in[0], std::move(dout));
         break;
+      case OpKind::RmsNorm:
+      case OpKind::Rope:
+      case OpKind::Mul:
+        throw Error("training: decoder layers (RMSNorm, rotary positions, gated feed-forward) have no backward yet");
     }
   }
   dx = std::move(d[0]);

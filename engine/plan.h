@@ -23,6 +23,9 @@ enum class OpKind {
   Attention,   // out = concat_h(softmax(q k^T / sqrt(d) ...) v), in = {q, k, v}
   Add,         // out = in0 + in1                              (residual)
   Dropout,     // out = dropout(in0) when training, else in0
+  RmsNorm,     // out = in0 / rms(in0) * g                    (weight w = g; Llama's RMSNorm)
+  Rope,        // out = in0 with each head's halves rotated by position (rotary embedding)
+  Mul,         // out = in0 * in1 elementwise                 (SwiGLU's gate times up)
 };
 
 struct Step {
@@ -45,7 +48,9 @@ struct LayerPlan {
 
 // The articles' TransformerLayer for the config: post-norm (x = LN1(x + MHA(x)); x = LN2(x +
 // FFN(x))) or pre-norm (x = x + MHA(LN1(x)); x = x + FFN(LN2(x))), with dropout steps on both
-// residual branches, and without the feed-forward half when ff_dim is 0.
+// residual branches, and without the feed-forward half when ff_dim is 0. Decoders add their
+// parts where the config asks: RMSNorm for LayerNorm, rotary positions on q and k, a gated
+// (SwiGLU) feed-forward; grouped-query heads are the attention op's (AttnArgs::KV).
 LayerPlan make_layer_plan(const ModelConfig& config);
 
 // Dropout (training): on the attention probabilities and on both residual branches, with a
@@ -70,6 +75,7 @@ struct LayerState {
   std::vector<Tensor> xhat, rstd;          // by step: LayerNorm's saved normalised input, 1/std
   std::vector<std::vector<uint8_t>> keep;  // by step: dropout keep flags (Dropout, Attention)
   Tensor P;                                // the attention probabilities (training)
+  Tensor rope_cos, rope_sin;               // [T, D / 2] rotary tables, made once per length
 };
 
 struct LayerRun {
@@ -94,6 +100,16 @@ Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, 
 // Accumulates d loss / d (embedding, learned positions, token types, embedding LayerNorm).
 void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
                     Tensor dx, const NormState& norm, ModelWeights& grads);
+// Hugging Face's rotary tables for positions 0..T-1 and head size D (LlamaRotaryEmbedding, in
+// float32 as it computes them): inv_freq_i = 1 / theta^(2i / D), angle = t * inv_freq_i.
+void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out);
+// x / sqrt(mean(x^2) + eps) * g per row (LlamaRMSNorm, accumulated in double).
+void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y);
+
+// Language models: the LM head's logits for hidden rows x (N, E) -> (N, vocab), through
+// lm_head or the tied embedding.
+Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x);
+
 // After the last layer: [final LayerNorm], in place; and its backward (dx in place).
 void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm);
 void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor& dx, ModelWeights& grads);

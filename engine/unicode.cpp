@@ -135,6 +135,15 @@ std::u32string nfd(std::u32string_view s) {
   return from_icu(out);
 }
 
+std::u32string nfc(std::u32string_view s) {
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(err);
+  if (U_FAILURE(err)) throw Error("ICU: no NFC normaliser (" + std::string(u_errorName(err)) + ")");
+  icu::UnicodeString out = n->normalize(to_icu(s), err);
+  if (U_FAILURE(err)) throw Error("ICU: NFC failed (" + std::string(u_errorName(err)) + ")");
+  return from_icu(out);
+}
+
 std::u32string to_lower(std::u32string_view s) {
   // Character by character, as Rust's char::to_lowercase (no final-sigma context): the simple
   // mapping, except U+0130, the one unconditional multi-character lower case in SpecialCasing.txt.

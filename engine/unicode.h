@@ -21,6 +21,7 @@ std::string encode(char32_t cp);
 const char* category(char32_t cp, double max_age = 0);
 bool is_white_space(char32_t cp);  // the White_Space property (Rust's char::is_whitespace)
 std::u32string nfd(std::u32string_view s);
+std::u32string nfc(std::u32string_view s);
 std::u32string to_lower(std::u32string_view s);  // per character, as Rust's char::to_lowercase
 
 }  // namespace attnlab::unicode

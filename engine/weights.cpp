@@ -21,6 +21,12 @@ int64_t E(const ModelConfig& c) {
 bool has_ff(const ModelConfig& c) {
   return c.ff_dim > 0;
 }
+int64_t KV(const ModelConfig& c) {  // key/value width: kv_heads * head_dim
+  return static_cast<int64_t>(c.kv_heads()) * (c.num_heads > 0 ? c.embed_size / c.num_heads : 0);
+}
+bool layer_norm_bias(const ModelConfig& c) {  // RMSNorm has a gain only
+  return c.norm_kind == NormKind::LayerNorm;
+}
 
 // The table. Model-level rows before the layer rows come first, the layer rows are repeated for
 // every layer, and the model-level rows after them come last: that order is the parameter
@@ -52,50 +58,54 @@ const WeightSpec kTable[] = {
        return Shape{E(c), E(c)};
      }},
     {"attention.query.bias", nullptr, &LayerWeights::bq, Init::FanInUniform,
-     [](const ModelConfig& c) { return Shape{E(c)}; }},
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{E(c)} : Shape{}; }},
     {"attention.key.weight", nullptr, &LayerWeights::wk, Init::FanInUniform,
      [](const ModelConfig& c) {
-       return Shape{E(c), E(c)};
+       return Shape{KV(c), E(c)};
      }},
     {"attention.key.bias", nullptr, &LayerWeights::bk, Init::FanInUniform,
-     [](const ModelConfig& c) { return Shape{E(c)}; }},
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
     {"attention.value.weight", nullptr, &LayerWeights::wv, Init::FanInUniform,
      [](const ModelConfig& c) {
-       return Shape{E(c), E(c)};
+       return Shape{KV(c), E(c)};
      }},
     {"attention.value.bias", nullptr, &LayerWeights::bv, Init::FanInUniform,
-     [](const ModelConfig& c) { return Shape{E(c)}; }},
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
     {"attention.fc_out.weight", nullptr, &LayerWeights::wo, Init::FanInUniform,
      [](const ModelConfig& c) {
        return Shape{E(c), E(c)};
      }},
     {"attention.fc_out.bias", nullptr, &LayerWeights::bo, Init::FanInUniform,
-     [](const ModelConfig& c) { return Shape{E(c)}; }},
+     [](const ModelConfig& c) { return c.out_bias ? Shape{E(c)} : Shape{}; }},
     {"attention.layer_norm.weight", nullptr, &LayerWeights::ln1_g, Init::Ones,
      [](const ModelConfig& c) { return Shape{E(c)}; }},
     {"attention.layer_norm.bias", nullptr, &LayerWeights::ln1_b, Init::Zeros,
-     [](const ModelConfig& c) { return Shape{E(c)}; }},
+     [](const ModelConfig& c) { return layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
     {"ffn.fc1.weight", nullptr, &LayerWeights::w1, Init::FanInUniform,
      [](const ModelConfig& c) {
        return has_ff(c) ? Shape{c.ff_dim, E(c)} : Shape{};
      }},
     {"ffn.fc1.bias", nullptr, &LayerWeights::b1, Init::FanInUniform,
-     [](const ModelConfig& c) { return has_ff(c) ? Shape{c.ff_dim} : Shape{}; }},
+     [](const ModelConfig& c) { return has_ff(c) && c.ff_bias ? Shape{c.ff_dim} : Shape{}; }},
+    {"ffn.up.weight", nullptr, &LayerWeights::w3, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return has_ff(c) && c.gated_ff ? Shape{c.ff_dim, E(c)} : Shape{};
+     }},
     {"ffn.fc2.weight", nullptr, &LayerWeights::w2, Init::FanInUniform,
      [](const ModelConfig& c) {
        return has_ff(c) ? Shape{E(c), c.ff_dim} : Shape{};
      }},
     {"ffn.fc2.bias", nullptr, &LayerWeights::b2, Init::FanInUniform,
-     [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
+     [](const ModelConfig& c) { return has_ff(c) && c.ff_bias ? Shape{E(c)} : Shape{}; }},
     {"ffn.layer_norm.weight", nullptr, &LayerWeights::ln2_g, Init::Ones,
      [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
     {"ffn.layer_norm.bias", nullptr, &LayerWeights::ln2_b, Init::Zeros,
-     [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
+     [](const ModelConfig& c) { return has_ff(c) && layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
     // ---- after the layers: the final LayerNorm, the pooler, the classifier (TextClassifier.fc)
     {"final_norm.weight", &ModelWeights::final_ln_g, nullptr, Init::Ones,
      [](const ModelConfig& c) { return c.final_norm ? Shape{E(c)} : Shape{}; }},
     {"final_norm.bias", &ModelWeights::final_ln_b, nullptr, Init::Zeros,
-     [](const ModelConfig& c) { return c.final_norm ? Shape{E(c)} : Shape{}; }},
+     [](const ModelConfig& c) { return c.final_norm && layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
     {"pooler.dense.weight", &ModelWeights::pooler_w, nullptr, Init::FanInUniform,
      [](const ModelConfig& c) {
        return c.pooler ? Shape{E(c), E(c)} : Shape{};
@@ -108,6 +118,10 @@ const WeightSpec kTable[] = {
      }},
     {"fc.bias", &ModelWeights::fc_b, nullptr, Init::FanInUniform,
      [](const ModelConfig& c) { return c.num_classes > 0 ? Shape{c.num_classes} : Shape{}; }},
+    {"lm_head.weight", &ModelWeights::lm_head, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.lm_head && !c.tied_lm_head ? Shape{c.vocab_size, E(c)} : Shape{};
+     }},
 };
 
 // Visits every row in parameter order: model rows before the layers, layer rows for each of
@@ -201,6 +215,65 @@ LayoutName hf_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
   throw Error(std::string("internal: no Hugging Face ") + (bert ? "BERT" : "DistilBERT") + " name for " + own);
 }
 
+// Hugging Face decoder names, without the base model's prefix ("transformer.", "model."):
+// modeling_gpt2.py and modeling_llama.py (Mistral and Qwen2 use Llama's names). GPT-2's Conv1D
+// stores weights as [in, out], the transpose of nn.Linear, and c_attn holds q, k, v side by side
+// along out. The LM head (lm_head.weight) sits outside the prefix.
+LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
+  const bool gpt2 = layout == WeightLayout::HfGpt2;
+  static const struct {
+    const char* ours;
+    const char* gpt2;   // nullptr: GPT-2 has no such tensor
+    const char* llama;  // nullptr: Llama has no such tensor
+    int third;          // GPT-2's c_attn: q, k, v = 0, 1, 2; -1 otherwise
+    bool conv1d;        // GPT-2: stored transposed
+  } kNames[] = {
+      {"embedding.weight", "wte.weight", "embed_tokens.weight", -1, false},
+      {"pos_embedding.weight", "wpe.weight", nullptr, -1, false},
+      {"attention.query.weight", "attn.c_attn.weight", "self_attn.q_proj.weight", 0, true},
+      {"attention.query.bias", "attn.c_attn.bias", "self_attn.q_proj.bias", 0, false},
+      {"attention.key.weight", "attn.c_attn.weight", "self_attn.k_proj.weight", 1, true},
+      {"attention.key.bias", "attn.c_attn.bias", "self_attn.k_proj.bias", 1, false},
+      {"attention.value.weight", "attn.c_attn.weight", "self_attn.v_proj.weight", 2, true},
+      {"attention.value.bias", "attn.c_attn.bias", "self_attn.v_proj.bias", 2, false},
+      {"attention.fc_out.weight", "attn.c_proj.weight", "self_attn.o_proj.weight", -1, true},
+      {"attention.fc_out.bias", "attn.c_proj.bias", "self_attn.o_proj.bias", -1, false},
+      {"attention.layer_norm.weight", "ln_1.weight", "input_layernorm.weight", -1, false},
+      {"attention.layer_norm.bias", "ln_1.bias", nullptr, -1, false},
+      {"ffn.fc1.weight", "mlp.c_fc.weight", "mlp.gate_proj.weight", -1, true},
+      {"ffn.fc1.bias", "mlp.c_fc.bias", "mlp.gate_proj.bias", -1, false},
+      {"ffn.up.weight", nullptr, "mlp.up_proj.weight", -1, false},
+      {"ffn.fc2.weight", "mlp.c_proj.weight", "mlp.down_proj.weight", -1, true},
+      {"ffn.fc2.bias", "mlp.c_proj.bias", "mlp.down_proj.bias", -1, false},
+      {"ffn.layer_norm.weight", "ln_2.weight", "post_attention_layernorm.weight", -1, false},
+      {"ffn.layer_norm.bias", "ln_2.bias", nullptr, -1, false},
+      {"final_norm.weight", "ln_f.weight", "norm.weight", -1, false},
+      {"final_norm.bias", "ln_f.bias", nullptr, -1, false},
+      {"lm_head.weight", "lm_head.weight", "lm_head.weight", -1, false},
+  };
+  const std::string own = e.spec->name;
+  for (const auto& k : kNames) {
+    if (own != k.ours) continue;
+    const char* name = gpt2 ? k.gpt2 : k.llama;
+    if (!name) break;
+    n.name = name;
+    n.head = own == "lm_head.weight";
+    if (e.layer >= 0) n.name = (gpt2 ? "h." : "layers.") + std::to_string(e.layer) + "." + n.name;
+    if (!gpt2) return n;
+    if (k.conv1d) {
+      n.transposed = true;
+      n.stored_shape = {e.shape[1], e.shape[0]};
+    }
+    if (k.third >= 0) {  // rows (of the transposed weight) or elements of the fused q, k, v
+      n.rows = e.shape[0];
+      n.row0 = k.third * n.rows;
+      n.stored_shape[n.transposed ? 1 : 0] = 3 * n.rows;
+    }
+    return n;
+  }
+  throw Error(std::string("internal: no Hugging Face ") + (gpt2 ? "GPT-2" : "Llama") + " name for " + own);
+}
+
 }  // namespace
 
 LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelConfig& c) {
@@ -212,6 +285,7 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelCon
     if (e.spec->model_member == &ModelWeights::final_ln_b) n.name = "norm.bias";
   }
   if (layout == WeightLayout::HfBert || layout == WeightLayout::HfDistilBert) return hf_name(layout, e, n);
+  if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama) return hf_decoder_name(layout, e, n);
   if (layout == WeightLayout::Article || e.layer < 0) return n;
   const std::string own = e.spec->name;
   if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."

@@ -19,6 +19,7 @@ struct LayerWeights {
   Tensor wo, bo;                  // output projection (fc_out / out_proj)
   Tensor ln1_g, ln1_b;            // the attention sub-layer's LayerNorm
   Tensor w1, b1, w2, b2;          // feed-forward [F, E], [F], [E, F], [E]; empty when ff_dim == 0
+  Tensor w3;                      // gated feed-forward's up projection [F, E] (w1 is the gate)
   Tensor ln2_g, ln2_b;            // the feed-forward sub-layer's LayerNorm
 };
 
@@ -32,6 +33,7 @@ struct ModelWeights {
   Tensor final_ln_g, final_ln_b;  // LayerNorm after the last layer [E]
   Tensor pooler_w, pooler_b;      // pooler dense [E, E], [E] (then tanh)
   Tensor fc_w, fc_b;              // classifier [classes, E], [classes]
+  Tensor lm_head;                 // language-model head [vocab, E] (empty when tied to the embedding)
   // Identifies these values: a fresh number whenever weights are made, loaded or updated, so a
   // device cache keyed on it is never stale (copies share it: they hold the same values).
   // 0 = unknown (never cached).
@@ -80,6 +82,8 @@ enum class WeightLayout {
   TorchEncoder,        // nn.TransformerEncoder(Layer)
   HfBert,              // Hugging Face BertModel (+ BertForSequenceClassification's classifier)
   HfDistilBert,        // Hugging Face DistilBertModel (+ pre_classifier and classifier)
+  HfGpt2,              // Hugging Face GPT2Model / GPT2LMHeadModel (Conv1D weights, fused c_attn)
+  HfLlama,             // Hugging Face LlamaModel / LlamaForCausalLM (and Mistral, Qwen2: same names)
 };
 
 // A tensor's name in a layout, and the rows of it that hold this parameter (a fused tensor such
@@ -90,6 +94,7 @@ struct LayoutName {
   int64_t rows = -1;                  // -1: the whole tensor
   std::vector<int64_t> stored_shape;  // shape of the named tensor
   bool head = false;  // Hugging Face: a task head's tensor, outside the base model's prefix ("bert.")
+  bool transposed = false;  // stored as [in, out] (GPT-2's Conv1D); row0/rows then count its columns
 };
 LayoutName layout_name(WeightLayout layout, const WeightEntry& entry, const ModelConfig& config);
 

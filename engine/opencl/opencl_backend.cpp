@@ -64,7 +64,7 @@ class OpenClBackend final : public Backend {
   std::string device() const override {
     return fallback_ ? "CPU" : rt_->device().name + " (" + rt_->device().platform + ")";
   }
-  std::string notice() const override { return notice_; }
+  std::string notice() const override { return notice_.empty() ? model_notice_ : notice_; }
   void set_profiling(bool on) override {
     if (fallback_) return;
     std::lock_guard<std::mutex> lock(rt_->mutex());
@@ -79,6 +79,8 @@ class OpenClBackend final : public Backend {
 
   EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask,
                       const EncodeOptions& o) override {
+    if (!fallback_ && !device_runs(m.config)) return host(m.config)->encode(m, ids, mask, o);
+    model_notice_.clear();
     if (!fallback_) {
       try {
         return encode_cl(m, ids, mask, o);
@@ -90,6 +92,7 @@ class OpenClBackend final : public Backend {
   }
 
   Tensor cross_attention(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
+    if (!fallback_ && !device_runs(m.config)) return host(m.config)->cross_attention(m, layer, xa, xb, mask);
     if (!fallback_) {
       try {
         return cross_cl(m, layer, xa, xb, mask);
@@ -101,6 +104,19 @@ class OpenClBackend final : public Backend {
   }
 
  private:
+  // The device kernels cover the articles' and BERT-family layers; decoder parts (RMSNorm,
+  // rotary positions, gated feed-forward, grouped-query heads, missing biases, another score
+  // scale) run on the cpu backend, per model, said in notice().
+  static bool device_runs(const ModelConfig& c) {
+    return c.norm_kind == NormKind::LayerNorm && c.positional != Positional::Rotary && !c.gated_ff &&
+           c.kv_heads() == c.num_heads && c.qkv_bias && c.out_bias && c.ff_bias && c.attn_scale == 0.0f;
+  }
+  Backend* host(const ModelConfig&) {
+    if (!host_) host_ = make_cpu_backend();
+    model_notice_ = "the OpenCL kernels do not cover this model's decoder layers yet; it runs on the cpu backend";
+    return host_.get();
+  }
+
   void fall_back(const std::string& why) {
     notice_ = why + "; using the cpu backend";
     fallback_ = make_cpu_backend();
@@ -226,6 +242,11 @@ class OpenClBackend final : public Backend {
         case OpKind::Dropout:  // inference: identity
           take_or_copy();
           break;
+        case OpKind::RmsNorm:
+        case OpKind::Rope:
+        case OpKind::Mul:
+          throw Error("internal: the OpenCL plan has no " + std::string(s.op == OpKind::Rope ? "RoPE" : "decoder") +
+                      " op (device_runs should have sent this model to the cpu backend)");
       }
     }
   }
@@ -333,6 +354,8 @@ class OpenClBackend final : public Backend {
   std::shared_ptr<Runtime> rt_;
   std::unique_ptr<Backend> fallback_;
   std::string notice_;
+  std::unique_ptr<Backend> host_;  // for models the device path does not cover
+  std::string model_notice_;
 };
 
 }  // namespace

@@ -12,7 +12,7 @@ mode=$1
 out=$2
 CXX=${ATTNLAB_FUZZ_CXX:-clang++}
 FLAGS=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root")
-SOURCES=(config weights safetensors npy tokenizer input mask dataset unicode hf_tokenizer hf_model model)
+SOURCES=(config weights safetensors npy tokenizer input mask dataset unicode regex hf_tokenizer hf_model model)
 HARNESSES=(safetensors config vocab dataset npy mask_spec tokenizer_json hf_config)
 
 if [ "$mode" = build ]; then
@@ -22,7 +22,7 @@ if [ "$mode" = build ]; then
   done
   wait
   for h in "${HARNESSES[@]}"; do
-    "$CXX" "${FLAGS[@]}" "$here/fuzz_$h.cpp" "$out"/obj/*.o -licuuc -o "$out/fuzz_$h" &
+    "$CXX" "${FLAGS[@]}" "$here/fuzz_$h.cpp" "$out"/obj/*.o -licuuc -lpcre2-8 -o "$out/fuzz_$h" &
   done
   wait
   for h in "${HARNESSES[@]}"; do test -x "$out/fuzz_$h"; done

@@ -1,0 +1,386 @@
+"""Cross-check attnlab's decoder models and byte-level BPE against Hugging Face's own code
+(transformers 4.40.2, tokenizers 0.19), in the venv scripts/attnlab.sh makes.
+
+1. Byte-level BPE: tokenizers trained here on the repository's own text (a few thousand merges):
+   GPT-2's ByteLevel pre-tokenizer, a Llama-3-style Split(regex) + ByteLevel(use_regex=false)
+   with a BOS template, a Qwen2-style one with NFC, and a SentencePiece-style BPE (Prepend /
+   Replace, byte fallback, fused [UNK]) as TinyLlama ships. Each as tokenizer.json, the byte-level
+   ones also as vocab.json + merges.txt (transformers' GPT2TokenizerFast): ids equal on >= 300
+   hard strings (spaces, newlines, tabs, contractions, digit runs, emoji, CJK, added tokens).
+2. Random GPT-2 (GPT2Model, GPT2LMHeadModel tied and untied), Llama (grouped-query: 4 query heads
+   per key/value head; LlamaModel without a head), Mistral (a sliding window shorter than the
+   input), Qwen2 (q/k/v biases, tied embeddings) folders saved by save_pretrained: per-head
+   probabilities within 1e-5, last hidden state and next-token probabilities within 1e-4 of
+   transformers' eager forward; the top-10 next tokens and the logit lens (top-1 per layer and
+   position) equal to what transformers' hidden states give. BF16 weights converted on load.
+3. Bad folders: unknown model_type, heads not divisible by key/value heads, vocab.json without
+   merges.txt, rope_scaling: each a clear error and exit code 2.
+Usage: hf_decoders.py PATH/TO/attnlab-cli REPO_ROOT
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+import transformers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (GPT2Config, GPT2LMHeadModel, GPT2Model, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM,
+                          LlamaModel, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
+                          Qwen2ForCausalLM)
+
+torch.set_num_threads(2)
+torch.manual_seed(0)
+CLI, REPO = sys.argv[1], sys.argv[2]
+PROB_TOL, HIDDEN_TOL = 1e-5, 1e-4
+failures = []
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg[:2000])
+
+
+def run(args, check=True):
+    p = subprocess.run([CLI] + args, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"attnlab-cli {' '.join(args[:3])} failed: {p.stderr}")
+    return p
+
+
+# ------------------------------------------------------------------ tokenizers
+
+def corpus():
+    files = sorted(glob.glob(os.path.join(REPO, "README.md")) + glob.glob(os.path.join(REPO, "docs", "*.md")) +
+                   glob.glob(os.path.join(REPO, "engine", "*.cpp")) + glob.glob(os.path.join(REPO, "ui", "*.cpp")))
+    lines = []
+    for f in files:
+        with open(f, encoding="utf-8") as h:
+            lines += h.read().splitlines()
+    lines += ["東京は日本の首都です。 서울은 한국의 수도입니다。 café naïve résumé 😀 👍🏽 数字 12345"] * 20
+    return lines
+
+
+SPECIALS = ["<|endoftext|>", "<|begin_of_text|>", "<|im_start|>"]
+
+
+def train_byte_level(kind):
+    tok = Tokenizer(models.BPE())
+    if kind == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        pattern = LLAMA3_PATTERN if kind == "llama3" else QWEN2_PATTERN
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        if kind == "qwen2":
+            tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus(), trainer)
+    if kind == "llama3":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B:1",
+                                          special_tokens=[("<|begin_of_text|>", bos)])])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.add_tokens(["attention head"])  # a user-added token, matched whole
+    return tok
+
+
+def train_sentencepiece_bpe():
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<unk>", "<s>", "</s>"] + byte_tokens,
+                                  show_progress=False, limit_alphabet=200)
+    tok.train_from_iterator(corpus(), trainer)
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B:1",
+                                                       special_tokens=[("<s>", bos)])
+    return tok
+
+
+def hard_strings():
+    s = [
+        "", " ", "  ", "   x", "x   ", " leading", "trailing ", "two  spaces", "tab\there", "\ttab first",
+        "new\nline", "\n\nlead", "end\n", "cr\r\nlf", "mixed \n\t \n spaces", "a\u00a0b", "ideo\u3000sp",
+        "mongol\u180evowel", "line\u2028sep", "hello", "Hello World", "HELLO WORLD", "The movie was not good.",
+        "don't", "Don'T", "I'm", "we're", "they've", "she'll", "he'd", "it's", "IT'S", "'s alone", "rock'n'roll",
+        "123", "1234", "12345678901234567890", "3.14159", "1,000,000", "v1.2.3", "x2y3z4", "٣٤٥", "१२३", "½ ⅓",
+        "café", "naïve", "résumé", "cafe\u0301", "Å vs Å", "Ångström", "straße", "İstanbul", "ΣΊΣΥΦΟΣ",
+        "东京", "東京は日本の首都です。", "서울은 한국의 수도입니다.", "カタカナ", "ひらがな", "𠀋𡈽",
+        "😀", "😀😀😀", "👍🏽", "👨‍👩‍👧", "🇩🇪🇫🇷", "🥰 love", "a😀b", "emoji at end 🎉",
+        "a\u200bb", "a\u200db", "\ufeffbom", "a\x00b", "a\x07b", "a\x1bb", "a\x7fb", "a\ufffdb", "\U000f0000",
+        "<|endoftext|>", "a<|endoftext|>b", "<|endoftext|><|endoftext|>", "<|begin_of_text|>hi", "<|im_start|> x",
+        "attention head", "the attention head attends", "attention  head", "Attention head",
+        "#include <vector>", "std::vector<int> v{1, 2, 3};", "if (x != y) { return -1; }", "a->b", "i++ && --j",
+        "// comment", "/* block */", "x = y * 2 + z / 3;", "https://example.com/path?q=1&r=2", "user@example.com",
+        "!!!", "???", "...", "—", "–", "…", "«»", "„“", "‘’", "¿qué?", "¡hola!", "§¶", "€100", "£5", "±×÷", "→←",
+        "x" * 300, "ab" * 150, " " * 40 + "x", "\n" * 10, "word " * 60,
+    ]
+    rng = np.random.default_rng(0)
+    base = list(s)
+    for _ in range(230):
+        n = int(rng.integers(1, 8))
+        sep = [" ", "", "\n", "  ", "\t"][int(rng.integers(0, 5))]
+        s.append(sep.join(base[int(rng.integers(0, len(base)))] for _ in range(n)))
+    return s
+
+
+def check_tokenizer(name, folder, encode, strings):
+    """ids of every string through `tokenize` (one call per string with a newline, --lines otherwise)."""
+    plain = [t for t in strings if "\n" not in t and "\r" not in t and "\x00" not in t]
+    special = [t for t in strings if t not in plain and "\x00" not in t]
+    got = {}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "lines.txt")
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write("\n".join(plain) + "\n")
+        out = run(["tokenize", "--model", folder, "--lines", path]).stdout.split("\n")
+        for t, line in zip(plain, out):
+            got[t] = json.loads(line)
+    for t in special:
+        p = run(["tokenize", "--model", folder, "--text", t, "--json"], check=False)
+        got[t] = json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr}
+    bad = 0
+    for t in plain + special:
+        want = encode(t)
+        have = got.get(t, {}).get("ids")
+        if have is None and "error" not in got.get(t, {}):
+            have = []
+        if not have and want and len(want) <= 1 and "error" not in got.get(t, {}):
+            want = []  # only the BOS: attnlab has no input, as for "[CLS] [SEP]"
+        if have != want:
+            bad += 1
+            if bad <= 8:
+                fail(f"{name}: {t!r}: attnlab {have} {got.get(t, {}).get('error', '')}, tokenizers {want}")
+    print(f"{name}: ids of {len(plain) + len(special)} strings: {bad} differ")
+    if bad:
+        fail(f"{name}: {bad} strings tokenized differently")
+
+
+def check_labels(name, folder):
+    """Readable labels: spaces shown as U+2423, a character split over byte tokens shown once (on the
+    token where it starts; the others show U+2026), so the labels spell the text."""
+    text = "hello world\t🦜 parrot"  # the parrot is not in the training text: four byte tokens
+    j = json.loads(run(["tokenize", "--model", folder, "--text", text, "--json"]).stdout)
+    labels = [l for l, sp in zip(j["labels"], j["special"]) if not sp]
+    spelled = "".join(l for l in labels if l != "…")
+    want = text.replace(" ", "␣").replace("\t", "⇥")
+    if spelled != want or labels.count("…") < 1 or sum(l.count("🦜") for l in labels) != 1:
+        fail(f"{name}: labels {labels} spell {spelled!r} (want {want!r}, the parrot once, continuation marks)")
+
+
+# ------------------------------------------------------------------ models
+
+def forward_cli(folder, ids):
+    with tempfile.TemporaryDirectory() as d:
+        a, h = os.path.join(d, "a.npy"), os.path.join(d, "h.npy")
+        j = json.loads(run(["forward", "--model", folder, "--ids", ",".join(map(str, ids)), "--attn-out", a,
+                            "--out", h, "--json"]).stdout)
+        return j, np.load(a), np.load(h)
+
+
+def lens_cli(folder, ids):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "l.npy")
+        run(["analyze", "--model", folder, "--ids", ",".join(map(str, ids)), "--method", "logit-lens", "--out", out])
+        return np.load(out)
+
+
+def compare_decoder(name, folder, model, lengths, vocab):
+    model.eval()
+    worst_p = worst_h = worst_n = 0.0
+    rng = np.random.default_rng(1)
+    for T in lengths:
+        ids = [int(x) for x in rng.integers(0, vocab, T)]
+        j, attn, hidden = forward_cli(folder, ids)
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+        ref_attn = torch.stack([a[0] for a in out.attentions]).numpy()
+        ref_hidden = out.hidden_states[-1][0].numpy()
+        if attn.shape != ref_attn.shape:
+            fail(f"{name}: attention shape {attn.shape} vs {ref_attn.shape}")
+            continue
+        worst_p = max(worst_p, float(np.abs(attn - ref_attn).max()))
+        worst_h = max(worst_h, float(np.abs(hidden - ref_hidden).max()))
+        head = model.get_output_embeddings() if hasattr(model, "lm_head") else None
+        if head is None and model.config.tie_word_embeddings:  # a base model: its tied head is the embedding
+            emb = model.get_input_embeddings()
+            head = lambda h, w=emb.weight: h @ w.T
+        if head is None:
+            if "next_tokens" in j:
+                fail(f"{name}: a model without an LM head gave next_tokens")
+            continue
+        with torch.no_grad():
+            logits = out.logits[0, -1] if hasattr(out, "logits") else head(out.hidden_states[-1][0, -1])
+        probs = torch.softmax(logits.double(), -1).numpy()
+        top = [t["id"] for t in j["next_tokens"]]
+        want_top = [int(i) for i in np.argsort(-probs, kind="stable")[:10]]
+        if top[:3] != want_top[:3]:
+            fail(f"{name}: next tokens {top} vs transformers {want_top}")
+        worst_n = max(worst_n, max(abs(t["probability"] - probs[t["id"]]) for t in j["next_tokens"]))
+        # logit lens: every layer's residual through the final norm and the LM head
+        lens = lens_cli(folder, ids)
+        base = model.transformer if hasattr(model, "transformer") else getattr(model, "model", model)
+        norm = base.ln_f if hasattr(base, "ln_f") else base.norm
+        with torch.no_grad():
+            for l in range(len(out.attentions)):
+                hs = out.hidden_states[l + 1][0]
+                logits = head(hs if l == len(out.attentions) - 1 else norm(hs)).double()
+                p = torch.softmax(logits, -1)
+                want_id = p.argmax(-1).numpy()
+                got_id = lens[0, l].astype(np.int64)
+                # ids equal except where two candidates are within rounding of each other
+                for t in np.nonzero(got_id != want_id)[0]:
+                    if abs(float(p[t, got_id[t]]) - float(p[t, want_id[t]])) > 1e-5:
+                        fail(f"{name}: logit lens layer {l} position {t}: {got_id[t]} vs {want_id[t]}")
+                        break
+                worst_n = max(worst_n, float(np.abs(lens[1, l] - p.max(-1).values.numpy()).max()))
+    print(f"{name}: max |diff| probabilities {worst_p:.2e}, hidden {worst_h:.2e}, next-token/lens {worst_n:.2e}")
+    if worst_p > PROB_TOL:
+        fail(f"{name}: probabilities differ by {worst_p:.3e} > {PROB_TOL}")
+    if worst_h > HIDDEN_TOL:
+        fail(f"{name}: hidden states differ by {worst_h:.3e} > {HIDDEN_TOL}")
+    if worst_n > HIDDEN_TOL:
+        fail(f"{name}: next-token probabilities differ by {worst_n:.3e} > {HIDDEN_TOL}")
+
+
+def randomize(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def save(model, folder, tok):
+    model.save_pretrained(folder, safe_serialization=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+
+
+def expect_error(name, folder, needle):
+    p = run(["forward", "--model", folder, "--text", "hello"], check=False)
+    if p.returncode != 2 or needle not in p.stderr:
+        fail(f"bad folder {name}: exit {p.returncode}, stderr {p.stderr.strip()!r} (want {needle!r})")
+    else:
+        print(f"bad folder {name}: {p.stderr.strip()}")
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="attnlab-decoders-")
+    try:
+        strings = hard_strings()
+        toks = {k: train_byte_level(k) for k in ("gpt2", "llama3", "qwen2")}
+        sp = train_sentencepiece_bpe()
+        V = {k: t.get_vocab_size() for k, t in toks.items()}
+
+        # ---- models (random weights, real names and shapes)
+        g = os.path.join(root, "gpt2")
+        cfg = dict(vocab_size=V["gpt2"], n_embd=32, n_layer=2, n_head=4, n_positions=128, attn_implementation="eager")
+        m = randomize(GPT2LMHeadModel(GPT2Config(**cfg)))
+        save(m, g, toks["gpt2"])
+        compare_decoder("GPT2LMHeadModel (tied)", g, m, [1, 7, 100], V["gpt2"])
+        g2 = os.path.join(root, "gpt2-untied")
+        m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
+        save(m, g2, toks["gpt2"])
+        compare_decoder("GPT2LMHeadModel (untied)", g2, m, [5, 64], V["gpt2"])
+        g3 = os.path.join(root, "gpt2-base")
+        m = randomize(GPT2Model(GPT2Config(**cfg)))
+        save(m, g3, toks["gpt2"])
+        compare_decoder("GPT2Model", g3, m, [9], V["gpt2"])
+
+        lcfg = dict(vocab_size=V["llama3"], hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0,
+                    attn_implementation="eager")
+        ll = os.path.join(root, "llama")
+        m = randomize(LlamaForCausalLM(LlamaConfig(**lcfg)))
+        save(m, ll, toks["llama3"])
+        compare_decoder("LlamaForCausalLM (GQA 8/2)", ll, m, [1, 13, 200], V["llama3"])
+        ll_bf16 = os.path.join(root, "llama-bf16")
+        m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
+        toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))
+        m16 = LlamaForCausalLM.from_pretrained(ll_bf16, torch_dtype=torch.float32, attn_implementation="eager")
+        compare_decoder("LlamaForCausalLM (bf16 file)", ll_bf16, m16, [20], V["llama3"])
+        lb = os.path.join(root, "llama-base")
+        m = randomize(LlamaModel(LlamaConfig(**dict(lcfg, rope_theta=500000.0))))
+        save(m, lb, toks["llama3"])
+        compare_decoder("LlamaModel (rope_theta 5e5)", lb, m, [17], V["llama3"])
+
+        mi = os.path.join(root, "mistral")
+        m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))
+        save(m, mi, toks["llama3"])
+        compare_decoder("MistralForCausalLM (window 6)", mi, m, [4, 30], V["llama3"])
+
+        qw = os.path.join(root, "qwen2")
+        m = randomize(Qwen2ForCausalLM(Qwen2Config(**dict(lcfg, vocab_size=V["qwen2"], num_key_value_heads=4,
+                                                           tie_word_embeddings=True))))
+        save(m, qw, toks["qwen2"])
+        compare_decoder("Qwen2ForCausalLM (biases, tied)", qw, m, [3, 40], V["qwen2"])
+
+        # ---- tokenizers: tokenizer.json (the model folders above) and the slow files
+        for kind, folder in (("gpt2", g), ("llama3", ll), ("qwen2", qw)):
+            t = toks[kind]
+            check_tokenizer(f"byte-level BPE ({kind}) tokenizer.json", folder, lambda s, t=t: t.encode(s).ids, strings)
+            check_labels(kind, folder)
+        for kind in ("gpt2", "llama3"):
+            folder = os.path.join(root, f"{kind}-slow")
+            shutil.copytree(g, folder, ignore=shutil.ignore_patterns("tokenizer.json"))
+            toks[kind].model.save(folder)  # vocab.json + merges.txt
+            fast = GPT2TokenizerFast(vocab_file=os.path.join(folder, "vocab.json"),
+                                     merges_file=os.path.join(folder, "merges.txt"))
+            check_tokenizer(f"byte-level BPE ({kind}) vocab.json + merges.txt", folder,
+                            lambda s, f=fast: f(s)["input_ids"], strings)
+        spf = os.path.join(root, "sp-bpe")
+        m = randomize(LlamaForCausalLM(LlamaConfig(**dict(lcfg, vocab_size=sp.get_vocab_size()))))
+        save(m, spf, sp)
+        check_tokenizer("SentencePiece-style BPE (byte fallback)", spf, lambda s: sp.encode(s).ids, strings)
+
+        # ---- bad folders
+        def variant(name, edit, drop=()):
+            folder = os.path.join(root, "bad-" + name)
+            shutil.copytree(ll, folder)
+            with open(os.path.join(folder, "config.json")) as f:
+                c = json.load(f)
+            edit(c)
+            with open(os.path.join(folder, "config.json"), "w") as f:
+                json.dump(c, f)
+            for d in drop:
+                os.remove(os.path.join(folder, d))
+            return folder
+
+        expect_error("unknown model_type", variant("type", lambda c: c.update(model_type="gpt_neox")),
+                     'model_type "gpt_neox" is not supported')
+        expect_error("GQA heads", variant("gqa", lambda c: c.update(num_key_value_heads=3)),
+                     "num_key_value_heads (3) does not divide num_attention_heads (8)")
+        expect_error("rope_scaling", variant("rope", lambda c: c.update(rope_scaling={"type": "dynamic", "factor": 2.0})),
+                     'rope_scaling of type "dynamic" is not supported')
+        slow = os.path.join(root, "bad-merges")
+        shutil.copytree(os.path.join(root, "gpt2-slow"), slow)
+        os.remove(os.path.join(slow, "merges.txt"))
+        expect_error("no merges.txt", slow, "vocab.json without merges.txt")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    main()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all decoder cross-checks passed")
