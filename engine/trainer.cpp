@@ -112,6 +112,10 @@ std::vector<bool> encoder_mask(const ModelConfig& c) {
 
 TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& train_rows,
                               const std::vector<Example>& val_rows, uint64_t seed) {
+  if (base.config.causal)
+    throw Error(base.source + ": fine-tuning trains encoders (attnlab's own models, BERT, DistilBERT); " +
+                (base.is_hf() ? base.hf.architecture : std::string("this model")) +
+                " is a causal language model, which attnlab opens for viewing only");
   const std::vector<std::string> labels = classifier_labels(train_rows);
   TrainingSetup s;
   s.model = base;

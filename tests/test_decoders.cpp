@@ -1,0 +1,154 @@
+// Decoder models without Python: the cpu backend against the reference on grouped-query,
+// rotary, gated, RMSNorm layers at awkward lengths; the model's own causal mask and sliding
+// window; next tokens and the logit lens against their definitions; the regex rewrite and
+// byte-level BPE worked out by hand; readable labels; what decoders refuse (cross mode,
+// training). (Exactness against transformers and tokenizers is tests/hf_decoders.py.)
+#include <cmath>
+#include <filesystem>
+
+#include "engine/forward.h"
+#include "engine/input.h"
+#include "engine/lm.h"
+#include "engine/plan.h"
+#include "engine/regex.h"
+#include "engine/trainer.h"
+#include "tests/hf_test_model.h"
+#include "tests/test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("attnlab-test-dec-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, window) at T = 1, 7, 63", "[decoders]") {
+  const std::string dir = scratch("llama");
+  for (const int window : {0, 5}) {
+    const Model m = tiny_decoder(dir, false, window);
+    REQUIRE(m.config.kv_heads() == 2);
+    REQUIRE(m.config.num_heads == 4);
+    for (const int T : {1, 7, 63}) {
+      ForwardRequest req;
+      req.ids = random_ids(T, m.config.vocab_size, static_cast<uint64_t>(T));
+      auto ref = make_backend("reference");
+      auto cpu = make_backend("cpu");
+      const ForwardResult a = run_forward(m, *ref, req), b = run_forward(m, *cpu, req);
+      for (int l = 0; l < m.config.num_layers; ++l) CHECK(max_abs_diff(a.attention[l], b.attention[l]) < 1e-5);
+      CHECK(max_abs_diff(a.hidden, b.hidden) < 1e-4);
+      // the model's own mask: causal, and at most `window` keys back
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          const bool visible = j <= i && (window == 0 || i - j <= window);
+          CHECK(b.mask.is_blocked(0, i, j) == !visible);
+          if (!visible) CHECK(b.attention[0].data[static_cast<size_t>(i * T + j)] == 0.0f);
+        }
+      REQUIRE(b.next_tokens.size() == 10);
+      CHECK(b.next_tokens[0].second >= b.next_tokens[9].second);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("GPT-2: Conv1D weights read transposed, causal, tied head", "[decoders]") {
+  const std::string dir = scratch("gpt2");
+  const Model m = tiny_decoder(dir, true);
+  CHECK(m.hf.architecture == "GPT2LMHeadModel");
+  CHECK(m.config.tied_lm_head);
+  CHECK(m.config.causal);
+  ForwardRequest req;
+  req.ids = {5, 100, 200, 258};
+  auto cpu = make_backend("cpu");
+  const ForwardResult r = run_forward(m, *cpu, req);
+  CHECK(r.attention[0].data[1] == 0.0f);  // query 0 never sees key 1
+  // the top next token is the arg-max of hidden[last] . embedding rows (the tied head)
+  const int E = m.config.embed_size, T = 4;
+  int best = -1;
+  double best_v = -1e30;
+  for (int v = 0; v < m.config.vocab_size; ++v) {
+    double s = 0;
+    for (int e = 0; e < E; ++e) s += r.hidden.at(T - 1, e) * m.weights.embedding.at(v, e);
+    if (s > best_v) best_v = s, best = v;
+  }
+  CHECK(r.next_tokens[0].first == best);
+  // cross mode is for encoders
+  req.cross_ids = {1, 2};
+  CHECK_THROWS_WITH(run_forward(m, *cpu, req), Catch::Contains("causal language model"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("logit lens: the last layer is the model's prediction; rows are probabilities", "[decoders]") {
+  const std::string dir = scratch("lens");
+  const Model m = tiny_decoder(dir);
+  const std::vector<int> ids = random_ids(9, m.config.vocab_size, 4);
+  auto cpu = make_backend("cpu");
+  const LogitLens lens = logit_lens(m, *cpu, ids);
+  REQUIRE(lens.layers == 2);
+  REQUIRE(lens.T == 9);
+  ForwardRequest req;
+  req.ids = ids;
+  const ForwardResult r = run_forward(m, *cpu, req);
+  for (int t = 0; t < 9; ++t) {
+    const auto top = top_next_tokens(m, r.hidden, t, 1);
+    CHECK(lens.top_id[static_cast<size_t>(9 + t)] == top[0].first);
+    CHECK(lens.top_prob[static_cast<size_t>(9 + t)] == Approx(top[0].second).margin(1e-6));
+    CHECK(lens.top_prob[static_cast<size_t>(t)] > 0.0f);
+    CHECK(lens.top_prob[static_cast<size_t>(t)] <= 1.0f);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("rotary tables: angle 0 at position 0, the rotation keeps lengths", "[decoders]") {
+  Tensor c, s;
+  rope_tables(5, 8, 10000.0f, c, s);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(c.at(0, i) == 1.0f);
+    CHECK(s.at(0, i) == 0.0f);
+  }
+  CHECK(c.at(1, 0) == Approx(std::cos(1.0)).epsilon(1e-6));          // inv_freq_0 = 1
+  CHECK(s.at(3, 1) == Approx(std::sin(3.0 / 10.0)).epsilon(1e-5));   // inv_freq_1 = 1 / 10000^(2/8)
+  for (int t = 0; t < 5; ++t)
+    for (int i = 0; i < 4; ++i) CHECK(c.at(t, i) * c.at(t, i) + s.at(t, i) * s.at(t, i) == Approx(1.0).epsilon(1e-6));
+}
+
+TEST_CASE("regex: Oniguruma's \\s is White_Space; GPT-2's pattern splits as tokenizers does", "[decoders][regex]") {
+  CHECK(Regex::to_pcre2(R"(\s+)").find("\\x{3000}") != std::string::npos);
+  CHECK(Regex::to_pcre2(R"([^\s\p{L}])").rfind("[^\\x{9}", 0) == 0);
+  const Regex ws(R"(\s)");
+  CHECK(ws.find_all("a\u180eb").empty());  // MONGOLIAN VOWEL SEPARATOR is not White_Space
+  CHECK(ws.find_all("a\u3000b").size() == 1);
+  const Regex gpt2(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)");
+  const std::string text = "Hello world's  123!";
+  std::vector<std::string> parts;
+  for (const auto& [b, e] : gpt2.find_all(text)) parts.push_back(text.substr(b, e - b));
+  CHECK(parts == std::vector<std::string>{"Hello", " world", "'s", " ", " 123", "!"});
+  CHECK_THROWS_WITH(Regex("(unclosed"), Catch::Contains("does not compile"));
+}
+
+TEST_CASE("byte-level BPE: merges by rank, BOS from the template, readable labels", "[decoders][tokenizer]") {
+  const auto tok = HfTokenizer::from_tokenizer_json(byte_level_tokenizer_json(true));
+  const Encoding e = tok->encode("the the w\xc3\xa9");
+  // "the" -> t, he (no "Ġ" before the first word); " the" -> Ġthe; " w" -> Ġw; "é" -> two bytes
+  CHECK(e.ids == std::vector<int>{260, 't', 256, 258, 259, 0xC3, 0xA9});
+  CHECK(e.special[0] == 1);
+  const std::vector<std::string> labels = tok->readable(e);
+  CHECK(labels == std::vector<std::string>{"<|endoftext|>", "t", "he", "\u2423the", "\u2423w", "\u00e9", "\u2026"});
+  CHECK(tok->describe() == "byte-level BPE, 261 tokens");
+  const Encoding s = tok->encode("a<|endoftext|>b");  // a typed special token stays whole
+  CHECK(s.ids == std::vector<int>{260, 'a', 260, 'b'});
+}
+
+TEST_CASE("decoders refuse training with a clear message", "[decoders][errors]") {
+  const std::string dir = scratch("train");
+  const Model m = tiny_decoder(dir);
+  std::vector<Example> rows = {{"good", "pos"}, {"bad", "neg"}};
+  CHECK_THROWS_WITH(fine_tune_setup(m, rows, rows, 1), Catch::Contains("causal language model"));
+  fs::remove_all(dir);
+}
