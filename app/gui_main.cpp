@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask (Explore) or train.", "NAME"});
+  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens (Explore) or train.", "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu or reference.", "NAME"});

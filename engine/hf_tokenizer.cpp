@@ -1030,6 +1030,31 @@ std::vector<std::string> HfTokenizer::readable(const Encoding& e) const {
   return labels;
 }
 
+std::string HfTokenizer::readable_token(int id) const {
+  Encoding e;
+  e.tokens = {vocab_.token(id)};
+  e.ids = {id};
+  e.type_ids = {0};
+  e.special = {0};
+  e.unknown = {0};
+  e.word = {0};
+  e.word_text = {""};
+  for (const AddedToken& a : added_)
+    if (a.id == id) e.special[0] = 1;
+  std::string label = readable(e)[0];
+  if (label != "\u2026" && label.find("\uFFFD") == std::string::npos) return label;
+  // part of a character: its bytes
+  std::string hex;
+  for (char32_t c : uc::decode(e.tokens[0])) {
+    auto it = byte_table().to_byte.find(c);
+    const int b = it != byte_table().to_byte.end() ? it->second : -1;
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%s%02X", hex.empty() ? "" : " ", b & 0xFF);
+    hex += buf;
+  }
+  return byte_level_ ? "<" + hex + ">" : e.tokens[0];
+}
+
 // ---------------------------------------------------------------- GPT-2's slow files
 
 std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_json(const std::string& vocab_json,

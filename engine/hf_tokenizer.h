@@ -59,6 +59,9 @@ class HfTokenizer {
   // starts (the others show U+2026), byte-fallback <0xNN> tokens joined the same way.
   // WordPiece tokens are their own labels.
   std::vector<std::string> readable(const Encoding& e) const;
+  // One vocabulary token on its own, readable; a token holding only part of a character shows
+  // its bytes ("<E2 80>").
+  std::string readable_token(int id) const;
 
   const Vocab& vocab() const { return vocab_; }
   int vocab_size() const { return vocab_.size(); }

@@ -12,6 +12,7 @@
 #include <QScrollArea>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <qcustomplot.h>
@@ -25,6 +26,7 @@
 #include <thread>
 
 #include "engine/forward.h"
+#include "engine/lm.h"
 #include "engine/ops.h"
 #include "engine/trainer.h"
 #include "ui/colormaps.h"
@@ -966,6 +968,58 @@ TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[
   // an attnlab model: no sentence B box
   w.useModel(test_model(), "test");
   CHECK_FALSE(pair->isVisible());
+}
+
+TEST_CASE("a causal language model: its causal mask locked on, no cross mode, next tokens, the logit lens",
+          "[ui][decoders]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-llama").toStdString();
+  const Model lm = test::tiny_decoder(dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  QCheckBox* causal = nullptr;
+  QCheckBox* cross = nullptr;
+  for (QCheckBox* c : e->findChildren<QCheckBox*>()) {
+    if (c->text() == "causal") causal = c;
+    if (c->text().startsWith("Cross-attention")) cross = c;
+  }
+  REQUIRE(causal);
+  REQUIRE(cross);
+  CHECK(causal->isChecked());
+  CHECK_FALSE(causal->isEnabled());
+  CHECK_FALSE(cross->isEnabled());
+  CHECK_FALSE(e->findChild<QLineEdit*>("pairText")->isVisible());
+  e->setText("the the w");
+  e->flush();
+  REQUIRE(e->result());
+  const int T = static_cast<int>(e->result()->ids.size());  // <|endoftext|> t he Ġthe Ġw
+  CHECK(T == 5);
+  CHECK(e->result()->mask.is_blocked(0, 0, 1));
+  CHECK(e->predictionText().contains("Next token after"));
+  // the listed tokens are the model's top 10 at the last position, best first
+  const auto top = top_next_tokens(lm, e->result()->hidden, T - 1, 10);
+  CHECK(e->predictionText().contains(QString::fromStdString(lm.tokenizer->readable_token(top[0].first)).toHtmlEscaped()));
+  e->setNextTokenPosition(1);
+  CHECK(e->predictionText().contains("(position 1)"));
+  bool masks_note = false;  // its own causal mask is no experiment
+  for (QLabel* l : e->findChildren<QLabel*>()) masks_note = masks_note || l->text().contains("are experiments");
+  CHECK_FALSE(masks_note);
+  REQUIRE(e->showPage("lens"));
+  e->waitForLens();
+  QTableWidget* lens = e->lensTable();
+  REQUIRE(lens->rowCount() == 2);
+  REQUIRE(lens->columnCount() == T);
+  const LogitLens want = logit_lens(lm, *make_backend("cpu"), e->result()->ids);
+  for (int p = 0; p < T; ++p)  // the top row is the last layer
+    CHECK(lens->item(0, p)->text() ==
+          QString::fromStdString(lm.tokenizer->readable_token(want.top_id[static_cast<size_t>(T + p)])));
+  // an encoder again: causal is a choice, cross mode back, no lens
+  w.useModel(test_model(), "test");
+  CHECK(causal->isEnabled());
+  CHECK(cross->isEnabled());
+  CHECK_FALSE(e->lensTable()->parentWidget()->isEnabled());
 }
 
 TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder stays as it was", "[ui][train][hf]") {

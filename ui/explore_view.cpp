@@ -20,13 +20,17 @@
 #include <QSlider>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QHeaderView>
+#include <QPointer>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <cmath>
 
 #include <qcustomplot.h>
 
+#include "engine/lm.h"
 #include "ui/colormaps.h"
 #include "ui/heatmap_data.h"
 #include "ui/figure_export.h"
@@ -124,6 +128,23 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* left = new QWidget;
   left_scroll->setWidget(left);
   auto* lv = new QVBoxLayout(left);
+  // The prediction first (a classifier's label, a language model's next tokens): what the
+  // model says, above how it is looked at.
+  prediction_ = new QLabel(left);
+  prediction_->setObjectName("prediction");
+  prediction_->setWordWrap(true);
+  prediction_->setTextFormat(Qt::RichText);
+  lv->addWidget(prediction_);
+  next_pos_ = new QSpinBox(left);
+  next_pos_->setObjectName("nextTokenPosition");
+  next_pos_->setRange(-1, 0);
+  next_pos_->setSpecialValueText("after the last token");
+  next_pos_->setValue(-1);
+  next_pos_->setPrefix("after position ");
+  next_pos_->setToolTip("Language models: the position whose likeliest next tokens are listed above");
+  next_pos_->setVisible(false);
+  lv->addWidget(next_pos_);
+  connect(next_pos_, &QSpinBox::valueChanged, this, [this] { renderPrediction(); });
   auto* masks = new QGroupBox("Masks", left);
   auto* mf = new QFormLayout(masks);
   // Two separate things, as in article 003 section 2.1: appending [PAD] tokens (to see what
@@ -187,10 +208,6 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   of->addRow(annotate_);
 
   lv->addWidget(opts);
-  prediction_ = new QLabel(left);
-  prediction_->setWordWrap(true);
-  prediction_->setTextFormat(Qt::RichText);
-  lv->addWidget(prediction_);
   lv->addStretch();
   left_scroll->setMaximumWidth(300);
 
@@ -252,6 +269,21 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   lines_ = new LineView(lines_page_);
   lp->addWidget(lines_, 1);
   tabs_->insertTab(1, lines_page_, "Lines");
+  // The logit lens (language models): each layer's output read through the final norm and the
+  // LM head; the likeliest next token per layer and position, coloured by its probability.
+  lens_page_ = new QWidget;
+  auto* lensv = new QVBoxLayout(lens_page_);
+  lens_status_ = new QLabel(lens_page_);
+  lens_status_->setWordWrap(true);
+  lensv->addWidget(lens_status_);
+  lens_table_ = new QTableWidget(lens_page_);
+  lens_table_->setObjectName("lensTable");
+  lens_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  lens_table_->horizontalHeader()->setDefaultSectionSize(64);
+  lens_table_->verticalHeader()->setDefaultSectionSize(22);
+  lensv->addWidget(lens_table_, 1);
+  lens_page_->setEnabled(false);
+  tabs_->addTab(lens_page_, "Logit lens");
   connect(line_head_, &QComboBox::currentIndexChanged, this, [this](int i) { lines_->setHead(i - 1); });
   rv->addWidget(tabs_, 1);
   split->addWidget(left_scroll);
@@ -286,6 +318,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageUp), this, [this] { setLayer(layer_ - 1); });
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageDown), this, [this] { setLayer(layer_ + 1); });
   connect(tabs_, &QTabWidget::currentChanged, this, [this, scroll] {
+    if (tabs_->currentWidget() == lens_page_ && lens_dirty_) startLens();
     if (tabs_->currentWidget() == scroll && overview_dirty_) renderOverview();
     if (tabs_->currentWidget() == head_page_) openHead(layer_, big_head_);
   });
@@ -311,6 +344,8 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
 
 // The controller stops its runner first, so no result reaches the half-destroyed window.
 ExploreView::~ExploreView() {
+  if (lens_cancel_) lens_cancel_->store(true);
+  if (lens_thread_.joinable()) lens_thread_.join();
   controller_->shutdown();
 }
 
@@ -319,11 +354,36 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
   const ModelConfig& c = model_->config;
   // A sentence-B box for tokenizers with a pair template (BERT family); the piece options for
   // tokenizers that make pieces and special tokens.
-  const bool pairs = model_->tokenizer && model_->tokenizer->has_pair_template();
+  const bool lm = c.causal;
+  const bool pairs = model_->tokenizer && model_->tokenizer->has_pair_template() && !lm;
   pair_label_->setVisible(pairs);
   pair_text_->setVisible(pairs);
   hide_special_->setVisible(model_->tokenizer != nullptr);
+  hide_special_->setText(lm ? "hide special tokens" : "hide [CLS]/[SEP]");
   merge_pieces_->setVisible(model_->tokenizer != nullptr);
+  // A decoder's causal mask is part of the model: shown ticked, not a choice; no cross mode.
+  {
+    QSignalBlocker block(causal_);
+    causal_->setChecked(lm || causal_->isChecked());
+  }
+  causal_->setEnabled(!lm);
+  causal_->setToolTip(lm ? QString("Part of this model: a causal language model only attends to earlier tokens%1")
+                               .arg(c.sliding_window ? QString(", at most %1 back (its sliding window)").arg(c.sliding_window)
+                                                     : QString())
+                         : QString("Each query sees only itself and earlier keys (article 003, section 2.2)"));
+  if (lm) cross_on_->setChecked(false);
+  cross_on_->setEnabled(!lm);
+  cross_on_->setToolTip(lm ? "Cross-attention compares two sequences through an encoder; this is a language model"
+                           : "Queries from the text, keys and values from a second text (article 005, section 5.2)");
+  next_pos_->setVisible(c.lm_head);
+  lens_page_->setEnabled(c.lm_head);
+  tabs_->setTabToolTip(tabs_->indexOf(lens_page_), c.lm_head ? "Each layer's guess of the next token"
+                                                             : "Language models only (a model with an LM head)");
+  lens_dirty_ = true;
+  lens_table_->clear();
+  lens_table_->setRowCount(0);
+  lens_table_->setColumnCount(0);
+  lens_status_->setText(c.lm_head ? "" : "The logit lens reads a language model's layers through its LM head; this model has none.");
   layer_slider_->setRange(0, c.num_layers - 1);
   rebuildHeadGrid(c.num_heads);
   // overview thumbnails: layers x heads
@@ -601,7 +661,8 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
     editor_->setShape(T, S, model_->config.num_heads, to_labels(a.tokens), to_labels(cross ? b.tokens : a.tokens));
   QStringList all = notices;
   // A pretrained model never saw these masks in training: what they show is an experiment.
-  if (model_ && model_->is_hf() && (causal_->isChecked() || window_on_->isChecked() || strided_on_->isChecked() ||
+  const bool own_causal = model_ && model_->config.causal;  // a decoder's causal mask is its own
+  if (model_ && model_->is_hf() && ((causal_->isChecked() && !own_causal) || window_on_->isChecked() || strided_on_->isChecked() ||
                                     custom_on_->isChecked() || !token_model_->globalPositions().empty()))
     all << "Masks on a pretrained model are experiments: it was not trained with them.";
   notice_->setText(all.join(" "));
@@ -666,6 +727,31 @@ void ExploreView::render() {
   if (tabs_->currentWidget() == head_page_) openHead(layer_, big_head_);
   overview_dirty_ = true;
   if (tabs_->currentWidget() == overview_tab_) renderOverview();
+  renderPrediction();
+  lens_dirty_ = true;
+  if (tabs_->currentWidget() == lens_page_) startLens();
+  if (perf_log_) {
+    perf_log_->write(QString("render\t%1\t\t%2\n").arg(r.ids.size()).arg(t.nsecsElapsed() / 1e6, 0, 'f', 2).toUtf8());
+    perf_log_->flush();
+  }
+}
+
+namespace {
+
+// A vocabulary token as a person reads it (byte-level tokens decoded).
+QString token_text(const Model& m, int id) {
+  if (m.tokenizer) return QString::fromStdString(m.tokenizer->readable_token(id));
+  return QString::fromStdString(id < m.vocab.size() ? m.vocab.token(id) : "#" + std::to_string(id));
+}
+
+}  // namespace
+
+void ExploreView::renderPrediction() {
+  if (!result_ || !model_) {
+    prediction_->clear();
+    return;
+  }
+  const ForwardResult& r = *result_;
   if (r.predicted >= 0) {
     QString html =
         QString("<b>Prediction: %1</b><br>").arg(QString::fromStdString(model_->label(r.predicted)).toHtmlEscaped());
@@ -674,13 +760,128 @@ void ExploreView::render() {
                   .arg(QString::fromStdString(model_->label(static_cast<int>(k))).toHtmlEscaped())
                   .arg(r.class_probs[k], 0, 'f', 3);
     prediction_->setText(html);
-  } else {
+    return;
+  }
+  if (!model_->config.lm_head) {
     prediction_->setText("Encoder-only model: no prediction.");
+    return;
   }
-  if (perf_log_) {
-    perf_log_->write(QString("render\t%1\t\t%2\n").arg(r.ids.size()).arg(t.nsecsElapsed() / 1e6, 0, 'f', 2).toUtf8());
-    perf_log_->flush();
+  // Next tokens after a position of the input (the hidden rows are the input's, whatever the
+  // token view shows).
+  const int T = static_cast<int>(r.hidden.dim(0));
+  {
+    QSignalBlocker block(next_pos_);
+    next_pos_->setRange(-1, T - 1);
   }
+  const int pos = next_pos_->value() < 0 ? T - 1 : next_pos_->value();
+  const auto& prepared = controller_->prepared();
+  const QString after =
+      pos < static_cast<int>(prepared.tokens.size()) ? QString::fromStdString(prepared.tokens[static_cast<size_t>(pos)]) : "";
+  const auto top = pos == T - 1 && !r.next_tokens.empty() ? r.next_tokens : top_next_tokens(*model_, r.hidden, pos, 10);
+  QString html = QString("<b>Next token after \"%1\"</b> (position %2)<br><table cellspacing='0' cellpadding='1'>")
+                     .arg(after.toHtmlEscaped())
+                     .arg(pos);
+  for (const auto& [id, p] : top) {
+    const int bar = static_cast<int>(std::lround(p * 80));
+    html += QString("<tr><td>%1</td><td align='right'>&nbsp;%2</td><td>&nbsp;<span style='background:#4c78a8'>%3</span></td></tr>")
+                .arg(token_text(*model_, id).toHtmlEscaped())
+                .arg(p, 0, 'f', 3)
+                .arg(QString("&nbsp;").repeated(std::max(1, bar / 4)));
+  }
+  prediction_->setText(html + "</table>");
+}
+
+QString ExploreView::predictionText() const {
+  return prediction_->text();
+}
+
+void ExploreView::setNextTokenPosition(int position) {
+  next_pos_->setValue(position);
+  renderPrediction();
+}
+
+void ExploreView::startLens() {
+  lens_dirty_ = false;
+  if (lens_cancel_) lens_cancel_->store(true);
+  if (lens_thread_.joinable()) lens_thread_.join();
+  if (!model_ || !model_->config.lm_head || !result_) {
+    lens_table_->setRowCount(0);
+    lens_table_->setColumnCount(0);
+    return;
+  }
+  const std::vector<int> ids = controller_->prepared().ids;
+  if (ids.empty()) return;
+  lens_status_->setText(QString("Reading %1 layers x %2 positions through the LM head...")
+                            .arg(model_->config.num_layers)
+                            .arg(ids.size()));
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  lens_cancel_ = cancel;
+  const int generation = ++lens_generation_;
+  std::shared_ptr<const Model> model = model_;
+  QStringList labels;
+  for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
+  QPointer<ExploreView> self(this);
+  lens_thread_ = std::thread([self, model, ids, labels, cancel, generation] {
+    std::shared_ptr<LogitLens> lens;
+    QString error;
+    try {
+      auto backend = make_backend("cpu");
+      lens = std::make_shared<LogitLens>(logit_lens(*model, *backend, ids, cancel.get()));
+    } catch (const Cancelled&) {
+      return;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, model, lens, labels, error, generation] {
+          if (!self || generation != self->lens_generation_ || self->model_ != model) return;
+          QTableWidget* t = self->lens_table_;
+          if (!lens) {
+            self->lens_status_->setText("Logit lens: " + error);
+            return;
+          }
+          t->setUpdatesEnabled(false);
+          t->clear();
+          t->setRowCount(lens->layers);
+          t->setColumnCount(lens->T);
+          t->setHorizontalHeaderLabels(labels);
+          QStringList rows;
+          for (int l = lens->layers - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
+          t->setVerticalHeaderLabels(rows);  // the last layer on top, as the stack is drawn
+          QCPColorGradient cm = make_gradient(self->colormap_);
+          for (int l = 0; l < lens->layers; ++l)
+            for (int p = 0; p < lens->T; ++p) {
+              const size_t k = static_cast<size_t>(l) * lens->T + p;
+              const float prob = lens->top_prob[k];
+              auto* item = new QTableWidgetItem(token_text(*model, lens->top_id[k]));
+              const QColor bg = QColor::fromRgb(cm.color(prob, QCPRange(0, 1)));
+              item->setBackground(bg);
+              item->setForeground(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
+              item->setToolTip(QString("layer %1, after \"%2\" (position %3): %4 with p = %5")
+                                   .arg(l)
+                                   .arg(labels.value(p))
+                                   .arg(p)
+                                   .arg(token_text(*model, lens->top_id[k]))
+                                   .arg(prob, 0, 'f', 3));
+              t->setItem(lens->layers - 1 - l, p, item);
+            }
+          t->setUpdatesEnabled(true);
+          self->lens_status_->setText(
+              QString("Logit lens: the likeliest next token after each layer, read through the final norm and the LM "
+                      "head (nostalgebraist 2020); colour = its probability (0 to 1, %1). The top row is the model's "
+                      "own prediction.")
+                  .arg(self->colormap_));
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void ExploreView::waitForLens() {
+  flush();
+  if (lens_dirty_ && tabs_->currentWidget() == lens_page_) startLens();
+  if (lens_thread_.joinable()) lens_thread_.join();
+  QCoreApplication::processEvents();
 }
 
 void ExploreView::renderOverview() {
@@ -728,6 +929,7 @@ bool ExploreView::showPage(const QString& name) {
                   : name == "layers" ? overview_tab_
                   : name == "head"   ? head_page_
                   : name == "mask"   ? static_cast<QWidget*>(editor_)
+                  : name == "lens"   ? lens_page_
                                      : nullptr;
   if (!page) return false;
   tabs_->setCurrentWidget(page);

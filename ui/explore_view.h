@@ -6,7 +6,9 @@
 
 #include <QElapsedTimer>
 #include <QWidget>
+#include <atomic>
 #include <memory>
+#include <thread>
 
 #include "engine/forward.h"
 #include "ui/explore_controller.h"
@@ -19,6 +21,7 @@ class QLineEdit;
 class QListView;
 class QSlider;
 class QSpinBox;
+class QTableWidget;
 class QTabWidget;
 class QTimer;
 class QGridLayout;
@@ -64,9 +67,16 @@ class ExploreView : public QWidget {
   MaskEditor* maskEditor() const { return editor_; }
   TokenListModel* tokenModel() const { return token_model_; }
   QTabWidget* tabs() const { return tabs_; }
-  // The pages by name (never by index): "heads", "lines", "layers", "head", "mask". False for
-  // another name.
+  // The pages by name (never by index): "heads", "lines", "layers", "head", "mask", "lens"
+  // (language models). False for another name.
   bool showPage(const QString& name);
+  // Language models: the position whose next tokens the prediction panel lists (-1: the last).
+  void setNextTokenPosition(int position);
+  QString predictionText() const;
+  // The logit lens table (layers x positions), filled in the background when its tab is shown;
+  // waitForLens() blocks until the pending computation has been shown (tests, screenshots).
+  QTableWidget* lensTable() const { return lens_table_; }
+  void waitForLens();
 
  protected:
   bool eventFilter(QObject* obj, QEvent* ev) override;
@@ -102,6 +112,8 @@ class ExploreView : public QWidget {
   void applyColourScale();
   void openHead(int layer, int head);
   MaskSpec currentMask() const;
+  void renderPrediction();
+  void startLens();
 
   std::shared_ptr<const Model> model_;
   ExploreController* controller_;
@@ -152,6 +164,15 @@ class ExploreView : public QWidget {
   LineView* lines_;
   QSlider* layer_slider_;
   QLabel* layer_label_;
+  // Language models: next tokens at a position, and the logit lens page.
+  QSpinBox* next_pos_;
+  QWidget* lens_page_;
+  QTableWidget* lens_table_;
+  QLabel* lens_status_;
+  bool lens_dirty_ = true;
+  std::thread lens_thread_;
+  std::shared_ptr<std::atomic<bool>> lens_cancel_;
+  int lens_generation_ = 0;
 };
 
 }  // namespace attnlab

@@ -205,6 +205,7 @@ void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source)
   if (!labels.isEmpty()) tip += "\nlabels: " + labels;
   for (const auto& n : m->hf.notes) tip += "\n" + QString::fromStdString(n);
   if (m->is_hf()) tip += "\nMasks are experiments on this model: it was not trained with them.";
+  if (m->config.causal) tip += "\nA causal language model: its causal mask is always on.";
   summary_->setToolTip(tip);
   if (QFileInfo(source).isDir()) rememberRecent(QFileInfo(source).absoluteFilePath());
   train_->setBaseModel(m, name);
