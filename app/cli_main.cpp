@@ -414,7 +414,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
               {"heads", c.num_heads},
               {"ff", c.ff_dim},
               {"seq", T},
-              {"mask", req.mask.describe()},
+              {"mask", model_mask(model.config, req.mask).describe()},
               {"repeat", repeat},
               {"median_ms", med},
               {"min_ms", *std::min_element(ms.begin(), ms.end())},

@@ -13,10 +13,12 @@
 6. a real pretrained BERT (all-MiniLM-L6-v2, `scripts/attnlab.sh get-model minilm`) at T = 128 and
    512, every probability kept, against transformers' BertModel (eager, output_attentions=True)
    run by --hf-python (a Python with transformers; PyTorch 2.x from PyPI is the fair anchor);
+7. a GPT-2-small-sized random decoder (--gpt2 DIR, made by bench/make_gpt2.py) at T = 128 and 512
+   against transformers' GPT2Model the same way;
 then prints a table (medians, ratios, GFLOP/s and their share of the SGEMM rate, peak memory) and
 writes the same as JSON. Each measurement runs in its own process (peak memory is per process).
 usage: run_bench.py PATH/TO/attnlab-cli [--repeat N] [--threads N] [--json OUT.json] [--quick]
-                    [--minilm DIR] [--hf-python PYTHON]
+                    [--minilm DIR] [--hf-python PYTHON] [--gpt2 DIR]
 """
 import argparse
 import json
@@ -32,6 +34,7 @@ p.add_argument("--threads", type=int, default=os.cpu_count())
 p.add_argument("--json", default="bench-results.json")
 p.add_argument("--quick", action="store_true", help="fewer repeats and no T=4096 (a smoke run)")
 p.add_argument("--minilm", default=os.path.expanduser("~/.local/share/attnlab/models/all-MiniLM-L6-v2"))
+p.add_argument("--gpt2", default="", help="folder for the GPT-2-small-sized random model (made by --hf-python)")
 p.add_argument("--hf-python", default=os.environ.get("ATTNLAB_BENCH_PYTHON",
                                                       os.path.expanduser("~/.cache/attnlab/hf-venv/bin/python")))
 a = p.parse_args()
@@ -149,6 +152,30 @@ if os.path.exists(os.path.join(a.minilm, "model.safetensors")) and os.path.exist
               f"{r['speedup']:.2f}x")
 else:
     print(f"\n(MiniLM rows skipped: no {a.minilm} or no {a.hf_python}; scripts/attnlab.sh get-model minilm makes both)")
+
+if a.gpt2 and os.path.exists(a.hf_python):
+    # A GPT-2-small-sized decoder (GPT2Model defaults, random weights), every probability kept,
+    # against transformers' GPT2Model (eager, output_attentions=True) run by --hf-python.
+    r = subprocess.run([a.hf_python, os.path.join(here, "make_gpt2.py"), a.gpt2], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"make_gpt2.py failed: {r.stderr}")
+    dec_rows = []
+    for T in (128, 512):
+        ours = cli("bench", "--model", a.gpt2, "--seq", str(T), "--repeat", str(R))
+        r = subprocess.run([a.hf_python, os.path.join(here, "hf_forward.py"), "--model", a.gpt2, "--seq", str(T),
+                            "--repeat", str(R), "--threads", str(a.threads)], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            sys.exit(f"hf_forward.py failed: {r.stderr}")
+        theirs = json.loads(r.stdout.strip().splitlines()[-1])
+        dec_rows.append({"seq": T, "attnlab_ms": ours["median_ms"], "transformers_ms": theirs["median_ms"],
+                         "speedup": theirs["median_ms"] / ours["median_ms"], "gflops": ours["gflops"],
+                         "impl": theirs["impl"]})
+    results["gpt2_small"] = dec_rows
+    print(f"\nGPT-2 small size (12 layers, 12 heads, d=768, random weights, causal), every probability kept, "
+          f"vs {dec_rows[0]['impl']} GPT2Model (eager, output_attentions=True)")
+    for r in dec_rows:
+        print(f"  T={r['seq']}: attnlab {r['attnlab_ms']:.1f} ms ({r['gflops']:.0f} GFLOP/s), "
+              f"transformers {r['transformers_ms']:.1f} ms: {r['speedup']:.2f}x")
 
 with open(a.json, "w") as f:
     json.dump(results, f, indent=2)
