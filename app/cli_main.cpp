@@ -106,14 +106,14 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     // tokens as the tokenizer gives them (its vocabulary's strings, "Ġthe"); labels as the views show them
     std::vector<std::string> pieces = r.tokens;
     if (model.is_hf())
-      for (size_t t = 0; t < r.ids.size(); ++t) pieces[t] = model.vocab.token(r.ids[t]);
+      for (size_t t = 0; t < r.ids.size(); ++t) pieces[t] = model.token_name(r.ids[t]);
     j["tokens"] = pieces;
     j["labels"] = r.tokens;
     j["ids"] = r.ids;
     if (!r.next_tokens.empty()) {
       json next = json::array();
       for (const auto& [id, p] : r.next_tokens)
-        next.push_back({{"id", id}, {"token", model.vocab.token(id)}, {"probability", p}});
+        next.push_back({{"id", id}, {"token", model.token_name(id)}, {"probability", p}});
       j["next_tokens"] = next;
     }
     j["token_type_ids"] = req.token_types.empty() ? std::vector<int>(r.ids.size(), 0) : req.token_types;
@@ -175,7 +175,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       json row = json::array();
       for (int t = 0; t < T; ++t) {
         const int id = lens.top_id[static_cast<size_t>(l * T + t)];
-        row.push_back({{"id", id}, {"token", model.vocab.token(id)}, {"probability", lens.top_prob[static_cast<size_t>(l * T + t)]}});
+        row.push_back({{"id", id}, {"token", model.token_name(id)}, {"probability", lens.top_prob[static_cast<size_t>(l * T + t)]}});
       }
       layers.push_back(row);
     }
@@ -184,7 +184,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   } else if (!a.has("--out")) {
     for (int l = 0; l < L; ++l) {
       std::cout << "layer " << l << ":";
-      for (int t = 0; t < T; ++t) std::cout << " " << model.vocab.token(lens.top_id[static_cast<size_t>(l * T + t)]);
+      for (int t = 0; t < T; ++t) std::cout << " " << model.token_name(lens.top_id[static_cast<size_t>(l * T + t)]);
       std::cout << "\n";
     }
   }
@@ -230,7 +230,7 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
         const PreparedInput in = prepare_text(model, texts[i], o);
         std::vector<std::string> pieces = in.tokens;  // a Hugging Face tokenizer's own strings ("Ġthe")
         if (model.is_hf())
-          for (size_t t = 0; t < in.ids.size(); ++t) pieces[t] = model.vocab.token(in.ids[t]);
+          for (size_t t = 0; t < in.ids.size(); ++t) pieces[t] = model.token_name(in.ids[t]);
         j = {{"tokens", pieces},          {"labels", in.tokens},   {"ids", in.ids},
              {"token_type_ids", in.token_types}, {"special", in.special}, {"unknown", in.unknown},
              {"words", in.words},         {"notices", in.notices}};

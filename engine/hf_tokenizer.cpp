@@ -1031,6 +1031,7 @@ std::vector<std::string> HfTokenizer::readable(const Encoding& e) const {
 }
 
 std::string HfTokenizer::readable_token(int id) const {
+  if (id < 0 || id >= vocab_.size()) return "#" + std::to_string(id);  // an embedding row past the tokenizer
   Encoding e;
   e.tokens = {vocab_.token(id)};
   e.ids = {id};

@@ -26,6 +26,10 @@ const std::string& Model::label(int c) const {
   return none;
 }
 
+std::string Model::token_name(int id) const {
+  return id >= 0 && id < vocab.size() ? vocab.token(id) : "#" + std::to_string(id);
+}
+
 std::string Model::summary() const {
   const ModelConfig& c = config;
   char params[32];

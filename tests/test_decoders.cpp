@@ -141,6 +141,9 @@ TEST_CASE("byte-level BPE: merges by rank, BOS from the template, readable label
   const std::vector<std::string> labels = tok->readable(e);
   CHECK(labels == std::vector<std::string>{"<|endoftext|>", "t", "he", "\u2423the", "\u2423w", "\u00e9", "\u2026"});
   CHECK(tok->describe() == "byte-level BPE, 261 tokens");
+  // embedding rows past the tokenizer (padded vocabularies) are named by number, never looked up
+  CHECK(tok->readable_token(4675) == "#4675");
+  CHECK(tok->readable_token(0xC3) == "<C3>");  // half a character: its byte
   const Encoding s = tok->encode("a<|endoftext|>b");  // a typed special token stays whole
   CHECK(s.ids == std::vector<int>{260, 'a', 260, 'b'});
 }

@@ -785,7 +785,7 @@ void ExploreView::renderPrediction() {
     const int bar = static_cast<int>(std::lround(p * 80));
     html += QString("<tr><td>%1</td><td align='right'>&nbsp;%2</td><td>&nbsp;<span style='background:#4c78a8'>%3</span></td></tr>")
                 .arg(token_text(*model_, id).toHtmlEscaped())
-                .arg(p, 0, 'f', 3)
+                .arg(p >= 0.001f ? QString::number(p, 'f', 3) : QString::number(p, 'e', 1))
                 .arg(QString("&nbsp;").repeated(std::max(1, bar / 4)));
   }
   prediction_->setText(html + "</table>");
