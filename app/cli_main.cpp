@@ -2,6 +2,7 @@
 // Every user error is one line on stderr and exit code 2; success prints results and exits 0.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -358,10 +359,15 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   if (a.has("--sgemm")) {
     const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
     const double g = sgemm_gflops(n, repeat);
-    if (a.has("--json"))
-      std::cout << json{{"sgemm", n}, {"repeat", repeat}, {"gflops", g}}.dump() << "\n";
-    else
+    const double d = onednn_sgemm_gflops(n, repeat);  // 0 without oneDNN
+    if (a.has("--json")) {
+      json j = {{"sgemm", n}, {"repeat", repeat}, {"gflops", g}};
+      if (d > 0) j["onednn_gflops"] = d;
+      std::cout << j.dump() << "\n";
+    } else {
       std::printf("Eigen SGEMM %dx%dx%d: %.1f GFLOP/s (median of %d)\n", n, n, n, g, repeat);
+      if (d > 0) std::printf("oneDNN SGEMM %dx%dx%d: %.1f GFLOP/s (what the cpu ops use)\n", n, n, n, d);
+    }
     return 0;
   }
   if (a.has("--train")) return bench_train(a);
@@ -407,6 +413,16 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const auto [transfer_ms, kernel_ms] = backend->take_device_profile();
   backend->set_profiling(false);
   const double device_ms = transfer_ms + kernel_ms;
+  // A reduced-precision backend: how far its probabilities are from fp32's on the same input.
+  double prob_diff = -1;
+  if (backend->name() == "cpu-bf16") {
+    auto fp32 = make_backend("cpu");
+    const ForwardResult x = run_forward(model, *backend, req), y = run_forward(model, *fp32, req);
+    prob_diff = 0;
+    for (size_t l = 0; l < x.attention.size(); ++l)
+      for (size_t k = 0; k < x.attention[l].data.size(); ++k)
+        prob_diff = std::max(prob_diff, static_cast<double>(std::fabs(x.attention[l].data[k] - y.attention[l].data[k])));
+  }
   if (a.has("--json")) {
     json j = {{"backend", backend->name()},
               {"layers", c.num_layers},
@@ -425,6 +441,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
               {"model_mb", static_cast<double>(c.parameter_count()) * 4 / 1048576.0}};
     if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
     if (!backend->notice().empty()) j["notice"] = backend->notice();
+    if (prob_diff >= 0) j["max_prob_diff_vs_fp32"] = prob_diff;
     std::cout << j.dump() << "\n";
   } else {
     std::printf("backend %s  layers %d dim %d heads %d ff %d seq %d mask %s\n", backend->name().c_str(), c.num_layers,

@@ -59,18 +59,24 @@ class Backend {
 
 std::unique_ptr<Backend> make_reference_backend();
 std::unique_ptr<Backend> make_cpu_backend();
+// The cpu backend with bf16 matrix products in the linear layers (fp32 accumulation, softmax,
+// norms and everything else in fp32), through oneDNN; Error when built without it.
+std::unique_ptr<Backend> make_cpu_bf16_backend();
 // spec: "opencl" (prefers a GPU) or "opencl:N". Never fails: when OpenCL cannot run (no
 // platform, no such device, kernels that do not build, a failed allocation), the backend runs
 // on cpu and notice() says why.
 std::unique_ptr<Backend> make_opencl_backend(const std::string& spec);
-// "reference", "cpu", "opencl", "opencl:N"; Error listing the choices otherwise.
+// "reference", "cpu", "cpu-bf16", "opencl", "opencl:N"; Error listing the choices otherwise.
 std::unique_ptr<Backend> make_backend(const std::string& name);
-// What a user can pick: cpu, reference, and opencl:N for every OpenCL device found.
+// What a user can pick: cpu, cpu-bf16 (built with oneDNN), reference, and opencl:N for every
+// OpenCL device found.
 std::vector<std::string> backend_names();
 bool opencl_compiled_in();
 // This machine's practical limit for benchmarks: Eigen's SGEMM rate (GFLOP/s) on n x n x n,
 // the median of `repeat` runs.
 double sgemm_gflops(int n, int repeat);
+// The same for oneDNN's sgemm (what the cpu ops' linear layers use when built with it); 0 without.
+double onednn_sgemm_gflops(int n, int repeat);
 // A short description of a backend's device ("CPU", an OpenCL device's name) without starting it.
 std::string backend_description(const std::string& name);
 

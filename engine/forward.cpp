@@ -16,8 +16,9 @@ namespace attnlab {
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "reference") return make_reference_backend();
   if (name == "cpu") return make_cpu_backend();
+  if (name == "cpu-bf16") return make_cpu_bf16_backend();
   if (name == "opencl" || name.rfind("opencl:", 0) == 0) return make_opencl_backend(name);
-  throw Error("unknown backend \"" + name + "\" (expected cpu, reference, opencl or opencl:N)");
+  throw Error("unknown backend \"" + name + "\" (expected cpu, cpu-bf16, reference, opencl or opencl:N)");
 }
 
 std::vector<float> softmax(const std::vector<float>& logits) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,9 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string name() const = 0;
+  // The weights the next calls read (ModelWeights::version; 0 = unknown): ops that keep converted
+  // copies of weights (the bf16 path) drop them when it changes.
+  virtual void set_weights_version(uint64_t) {}
 
   // y = x W^T + b. x (N, in), W (out, in), b (out, or empty: no bias), y (N, out).
   virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;
@@ -91,6 +95,12 @@ class Ops {
 
 std::unique_ptr<Ops> make_reference_ops();
 std::unique_ptr<Ops> make_cpu_ops();
+// The cpu ops with the linear layers' products in bf16 (fp32 accumulation, fp32 everything
+// else) through oneDNN; Error when built without oneDNN.
+std::unique_ptr<Ops> make_cpu_bf16_ops();
+bool bf16_available();       // built with oneDNN
+uint16_t to_bf16_bits(float v);  // round to nearest even, as PyTorch's .to(torch.bfloat16)
+std::string bf16_notice();   // empty, or why bf16 is slow here (no bf16 instructions: emulated)
 std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
 
 // "3.4.0": the Eigen the cpu ops were built with (for --version and Help > About).

@@ -14,6 +14,8 @@
 
 #ifdef ATTNLAB_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
+
+#include "engine/onednn_bf16.h"
 #endif
 
 #include "engine/cpu_kernels.h"
@@ -96,9 +98,26 @@ std::vector<Span> visible_spans(const AttnMask& mask) {
 
 class CpuOps final : public Ops {
  public:
-  std::string name() const override { return "cpu"; }
+  explicit CpuOps(bool bf16 = false) {
+#ifdef ATTNLAB_WITH_ONEDNN
+    if (bf16) bf16_ = std::make_unique<Bf16Linear>();
+#else
+    if (bf16) throw Error("this build has no bf16 path (it needs oneDNN: libdnnl-dev, -DATTNLAB_ONEDNN=ON)");
+#endif
+  }
+  std::string name() const override { return bf16_ ? "cpu-bf16" : "cpu"; }
+  void set_weights_version(uint64_t version) override {
+#ifdef ATTNLAB_WITH_ONEDNN
+    if (bf16_) bf16_->set_weights_version(version);
+#else
+    (void)version;
+#endif
+  }
 
   void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) override {
+#ifdef ATTNLAB_WITH_ONEDNN
+    if (bf16_) return bf16_->run(x, W, b, y);
+#endif
     const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
     y.reshape_for_overwrite({N, out});
     if (!b.empty())  // y = b, then y += x W^T
@@ -374,6 +393,11 @@ class CpuOps final : public Ops {
   }
 
  private:
+#ifdef ATTNLAB_WITH_ONEDNN
+  std::unique_ptr<Bf16Linear> bf16_;
+#else
+  std::unique_ptr<int> bf16_;  // never set
+#endif
   static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
 
   static constexpr float kTanhK = 0.7978845608028654f;  // sqrt(2 / pi)
@@ -415,6 +439,37 @@ std::unique_ptr<Ops> make_cpu_ops() {
   return std::make_unique<CpuOps>();
 }
 
+std::unique_ptr<Ops> make_cpu_bf16_ops() {
+  apply_process_tuning();
+  return std::make_unique<CpuOps>(true);
+}
+
+uint16_t to_bf16_bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu)) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+bool bf16_available() {
+#ifdef ATTNLAB_WITH_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string bf16_notice() {
+#ifdef ATTNLAB_WITH_ONEDNN
+  if (!Bf16Linear::native())
+    return "this CPU has no bf16 instructions (AVX512-BF16 or AMX; oneDNN uses " + Bf16Linear::isa() +
+           "): bf16 is emulated and slower than fp32";
+  return {};
+#else
+  return "this build has no bf16 path (it needs oneDNN)";
+#endif
+}
+
 double sgemm_gflops(int n, int repeat) {
   RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);
   c.noalias() = a * b;  // warm-up
@@ -426,6 +481,24 @@ double sgemm_gflops(int n, int repeat) {
   }
   std::sort(secs.begin(), secs.end());
   return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
+}
+
+double onednn_sgemm_gflops(int n, int repeat) {
+#ifdef ATTNLAB_WITH_ONEDNN
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a), c(a.size());
+  gemm(false, false, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
+  std::vector<double> secs;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm(false, false, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(secs.begin(), secs.end());
+  return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
+#else
+  (void)n, (void)repeat;
+  return 0;
+#endif
 }
 
 std::string eigen_version() {

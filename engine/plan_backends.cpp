@@ -29,14 +29,17 @@ double forward_flops(const ModelConfig& c, double T, double S) {
 
 class PlanBackend final : public Backend {
  public:
-  PlanBackend(std::string name, std::unique_ptr<Ops> ops) : name_(std::move(name)), ops_(std::move(ops)) {}
+  PlanBackend(std::string name, std::unique_ptr<Ops> ops, std::string notice = {})
+      : name_(std::move(name)), ops_(std::move(ops)), notice_(std::move(notice)) {}
 
   std::string name() const override { return name_; }
+  std::string notice() const override { return notice_; }
 
   EncodeOutput encode(const Model& model, const std::vector<int>& ids, const AttnMask& mask,
                       const EncodeOptions& options) override {
     const double T = static_cast<double>(ids.size());
     const ThreadBudget threads(forward_flops(model.config, T, T));
+    ops_->set_weights_version(model.weights.version);
     return attnlab::encode(model, *ops_, ids, mask, options);
   }
 
@@ -45,12 +48,14 @@ class PlanBackend final : public Backend {
     const ThreadBudget threads(
         forward_flops(model.config, static_cast<double>(xa.dim(0)), static_cast<double>(xb.dim(0))) /
         model.config.num_layers);
+    ops_->set_weights_version(model.weights.version);
     return cross_attention_probs(model, *ops_, layer, xa, xb, mask);
   }
 
  private:
   std::string name_;
   std::unique_ptr<Ops> ops_;
+  std::string notice_;
 };
 
 }  // namespace
@@ -61,6 +66,10 @@ std::unique_ptr<Backend> make_reference_backend() {
 
 std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<PlanBackend>("cpu", make_cpu_ops());
+}
+
+std::unique_ptr<Backend> make_cpu_bf16_backend() {
+  return std::make_unique<PlanBackend>("cpu-bf16", make_cpu_bf16_ops(), bf16_notice());
 }
 
 }  // namespace attnlab

@@ -142,12 +142,13 @@ case "$cmd" in
     exec ctest --output-on-failure -j "$JOBS" -LE fuzz "$@"
     ;;
   bench)
-    # The performance table: attnlab side by side with PyTorch in one run: PyTorch 2.x from PyPI
-    # (the bench venv) for the pretrained and decoder rows, Debian's python3-torch 1.13 (labelled)
-    # for the articles' layers.
+    # The performance table: attnlab side by side with PyTorch 2.x from PyPI (the bench venv) in
+    # one run (ATTNLAB_BENCH_PYTHON picks another Python; /usr/bin/python3 is Debian's 1.13 on a
+    # mis-detected OpenBLAS, a weak anchor).
     deps; hf_venv; bench_venv; get_model minilm > /dev/null; build
     exec /usr/bin/python3 "$ROOT/bench/run_bench.py" "$BUILD/app/attnlab-cli" \
-      --hf-python "${ATTNLAB_BENCH_PYTHON:-$BENCH_VENV/bin/python}" --gpt2 "$CACHE/bench-gpt2-small" "$@"
+      --hf-python "${ATTNLAB_BENCH_PYTHON:-$BENCH_VENV/bin/python}" \
+      --torch-python "${ATTNLAB_BENCH_PYTHON:-$BENCH_VENV/bin/python}" --gpt2 "$CACHE/bench-gpt2-small" "$@"
     ;;
   *)
     echo "usage: scripts/attnlab.sh run|test|sanitize|bench|build|deps|get-model minilm|cli ARGS..." >&2

@@ -1,6 +1,8 @@
 // Forward pass: the cpu backend against the reference on awkward shapes and every mask, a tiny
 // case worked out by hand, cross-attention, batches, and the invariants of the probabilities.
+#include <array>
 #include <cmath>
+#include <cstring>
 
 #include "engine/input.h"
 #include "tests/test_util.h"
@@ -350,4 +352,69 @@ TEST_CASE("input preparation: one policy for text and ids", "[forward][input]") 
   CHECK(run_forward(m, *cpu, req).tokens == req.tokens);
   req.tokens.clear();
   CHECK(run_forward(m, *cpu, req).tokens == std::vector<std::string>{"the", "film", "[UNK]"});
+}
+
+TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs, awkward shapes", "[forward][bf16]") {
+  if (!bf16_available()) {  // a build without oneDNN says so instead of running fp32 under the name
+    CHECK_THROWS_WITH(make_backend("cpu-bf16"), Catch::Contains("oneDNN"));
+    return;
+  }
+  CHECK(to_bf16_bits(1.0f) == 0x3F80);
+  CHECK(to_bf16_bits(1.0f + 1.0f / 256) == 0x3F80);               // a tie: to even (down)
+  CHECK(to_bf16_bits(1.0f + 3.0f / 256) == 0x3F82);               // a tie: to even (up)
+  CHECK(to_bf16_bits(-2.5f) == 0xC020);
+  auto ops = make_cpu_bf16_ops();
+  auto round = [](float v) {
+    const uint32_t u = static_cast<uint32_t>(to_bf16_bits(v)) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return static_cast<double>(f);
+  };
+  uint64_t version = 100;
+  for (const auto& [N, in, out] : std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 5, 3}, {7, 17, 9}, {33, 64, 130}, {130, 96, 17}})
+    for (const bool bias : {false, true}) {
+      const Tensor x = random_tensor({N, in}, static_cast<uint64_t>(N * 7 + in)), W = random_tensor({out, in}, 5);
+      const Tensor b = bias ? random_tensor({out}, 9) : Tensor();
+      ops->set_weights_version(++version);
+      Tensor y;
+      ops->linear(x, W, b, y);
+      REQUIRE(y.shape == std::vector<int64_t>{N, out});
+      double worst = 0;
+      for (int n = 0; n < N; ++n)
+        for (int o = 0; o < out; ++o) {
+          double s = bias ? b.data[static_cast<size_t>(o)] : 0.0, mag = std::fabs(s);
+          for (int k = 0; k < in; ++k) {
+            s += round(x.at(n, k)) * round(W.at(o, k));
+            mag += std::fabs(round(x.at(n, k)) * round(W.at(o, k)));
+          }
+          worst = std::max(worst, std::fabs(y.at(n, o) - s) / (mag + 1e-6));
+        }
+      CHECK(worst < 1e-5);  // bf16 products are exact in fp32: only the fp32 sums round
+    }
+  // new weights under a new version are converted again; under the same version they are not
+  Tensor W = random_tensor({4, 8}, 1), x = random_tensor({2, 8}, 2), y1, y2, y3;
+  ops->set_weights_version(++version);
+  ops->linear(x, W, Tensor(), y1);
+  for (float& v : W.data) v *= 2;
+  ops->linear(x, W, Tensor(), y2);
+  CHECK(max_abs_diff(y1, y2) == 0.0);  // same version: the converted copy
+  ops->set_weights_version(++version);
+  ops->linear(x, W, Tensor(), y3);
+  CHECK(max_abs_diff(y3, y1) > 0.1);
+}
+
+TEST_CASE("cpu-bf16 backend: probabilities near fp32 on awkward shapes, every mask kind", "[forward][bf16]") {
+  if (!bf16_available()) return;  // the case above checks the message
+  for_each_config({{1, 16, 2, 1, 8}, {7, 18, 2, 2, 9}, {33, 32, 4, 2, 64}},
+                  [](const ShapeCase& s, const ModelConfig& c) {
+                    const Model m = random_model(c, static_cast<uint64_t>(s.T + 3));
+                    ForwardRequest req;
+                    req.ids = random_ids(s.T, c.vocab_size);
+                    req.mask.causal = s.T > 1;
+                    auto fp32 = make_backend("cpu"), bf16 = make_backend("cpu-bf16");
+                    CHECK(bf16->name() == "cpu-bf16");
+                    const ForwardResult a = run_forward(m, *fp32, req), b = run_forward(m, *bf16, req);
+                    for (int l = 0; l < c.num_layers; ++l) CHECK(max_abs_diff(a.attention[l], b.attention[l]) < 2e-2);
+                    check_prob_invariants(b);
+                  });
 }

@@ -27,12 +27,15 @@ std::unique_ptr<Backend> make_opencl_backend(const std::string&) {
   return std::make_unique<NoOpenClBackend>();
 }
 std::vector<std::string> backend_names() {
-  return {"cpu", "reference"};
+  std::vector<std::string> names = {"cpu", "reference"};
+  if (bf16_available()) names.insert(names.begin() + 1, "cpu-bf16");
+  return names;
 }
 bool opencl_compiled_in() {
   return false;
 }
 std::string backend_description(const std::string& name) {
+  if (name == "cpu-bf16") return bf16_notice().empty() ? "CPU, bf16 products (oneDNN)" : bf16_notice();
   return name.rfind("opencl", 0) == 0 ? "not available (built without OpenCL)" : "CPU";
 }
 

@@ -366,6 +366,7 @@ std::unique_ptr<Backend> make_opencl_backend(const std::string& spec) {
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names = {"cpu", "reference"};
+  if (bf16_available()) names.insert(names.begin() + 1, "cpu-bf16");
   try {
     for (const auto& d : cl::list_devices()) names.push_back("opencl:" + std::to_string(d.index));
   } catch (const std::exception&) {
@@ -378,6 +379,7 @@ bool opencl_compiled_in() {
 }
 
 std::string backend_description(const std::string& name) {
+  if (name == "cpu-bf16") return bf16_notice().empty() ? "CPU, bf16 products (oneDNN)" : bf16_notice();
   if (name.rfind("opencl", 0) != 0) return "CPU";
   try {
     const int i = cl::resolve_device(name);
