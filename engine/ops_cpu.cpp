@@ -15,7 +15,7 @@
 #ifdef ATTNLAB_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 
-#include "engine/onednn_bf16.h"
+#include "engine/onednn_linear.h"
 #endif
 
 #include "engine/cpu_kernels.h"
@@ -98,25 +98,26 @@ std::vector<Span> visible_spans(const AttnMask& mask) {
 
 class CpuOps final : public Ops {
  public:
-  explicit CpuOps(bool bf16 = false) {
+  explicit CpuOps(bool bf16 = false) : bf16_mode_(bf16) {
 #ifdef ATTNLAB_WITH_ONEDNN
-    if (bf16) bf16_ = std::make_unique<Bf16Linear>();
+    matmul_ = std::make_unique<OnednnLinear>(bf16);
 #else
     if (bf16) throw Error("this build has no bf16 path (it needs oneDNN: libdnnl-dev, -DATTNLAB_ONEDNN=ON)");
 #endif
   }
-  std::string name() const override { return bf16_ ? "cpu-bf16" : "cpu"; }
+  std::string name() const override { return bf16_mode_ ? "cpu-bf16" : "cpu"; }
   void set_weights_version(uint64_t version) override {
+    version_ = version;
 #ifdef ATTNLAB_WITH_ONEDNN
-    if (bf16_) bf16_->set_weights_version(version);
-#else
-    (void)version;
+    matmul_->set_weights_version(version);
 #endif
   }
 
   void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) override {
 #ifdef ATTNLAB_WITH_ONEDNN
-    if (bf16_) return bf16_->run(x, W, b, y);
+    // Passes over known weights (the backends set the version): matmul primitives per shape.
+    // Training (version 0, weights changing every step) and bf16 aside, sgemm below.
+    if (bf16_mode_ || version_ != 0) return matmul_->run(x, W, b, y);
 #endif
     const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
     y.reshape_for_overwrite({N, out});
@@ -393,10 +394,10 @@ class CpuOps final : public Ops {
   }
 
  private:
+  bool bf16_mode_ = false;
+  uint64_t version_ = 0;
 #ifdef ATTNLAB_WITH_ONEDNN
-  std::unique_ptr<Bf16Linear> bf16_;
-#else
-  std::unique_ptr<int> bf16_;  // never set
+  std::unique_ptr<OnednnLinear> matmul_;
 #endif
   static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
 
@@ -461,8 +462,8 @@ bool bf16_available() {
 
 std::string bf16_notice() {
 #ifdef ATTNLAB_WITH_ONEDNN
-  if (!Bf16Linear::native())
-    return "this CPU has no bf16 instructions (AVX512-BF16 or AMX; oneDNN uses " + Bf16Linear::isa() +
+  if (!OnednnLinear::native())
+    return "this CPU has no bf16 instructions (AVX512-BF16 or AMX; oneDNN uses " + OnednnLinear::isa() +
            "): bf16 is emulated and slower than fp32";
   return {};
 #else

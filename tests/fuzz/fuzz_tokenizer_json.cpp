@@ -1,5 +1,7 @@
-// libFuzzer harness: a Hugging Face tokenizer.json (parse, then encode a text and a pair with it),
-// and the input as text through a fixed BERT tokenizer (UTF-8, Unicode data, added tokens).
+// libFuzzer harness: a Hugging Face tokenizer.json (parse, then encode a text and a pair with it,
+// and label the tokens), and the input as text through a fixed BERT tokenizer (UTF-8, Unicode
+// data, added tokens) and a fixed byte-level BPE (a Llama-3-style Split regex through PCRE2,
+// merges, readable labels of split characters).
 #include <cstdint>
 #include <string>
 
@@ -16,11 +18,30 @@ const char* kTokenizer = R"({"model": {"type": "WordPiece", "unk_token": "[UNK]"
                     "single_word": false, "normalized": false},
                    {"id": 7, "content": "the", "special": false, "single_word": true, "normalized": true}],
   "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]}})";
+// Byte-level: "a" "b" "Ġ" "é"'s two bytes (Ã ©), merges "a b", "Ġ a", "Ã ©".
+const char* kByteLevel = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "\u0120": 2, "\u00c3": 3, "\u00a9": 4,
+  "ab": 5, "\u0120a": 6, "\u00c3\u00a9": 7, "<|s|>": 8}, "merges": ["a b", "\u0120 a", "\u00c3 \u00a9"]},
+  "normalizer": {"type": "NFC"},
+  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": false},
+    {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+  "added_tokens": [{"id": 8, "content": "<|s|>", "special": true, "normalized": false}],
+  "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|s|>", "type_id": 0}},
+    {"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+    {"Sequence": {"id": "B", "type_id": 1}}], "special_tokens": {"<|s|>": {"id": "<|s|>", "ids": [8]}}}})";
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
   static const auto fixed = attnlab::HfTokenizer::from_tokenizer_json(kTokenizer);
+  static const auto bytes = attnlab::HfTokenizer::from_tokenizer_json(kByteLevel);
+  try {
+    const attnlab::Encoding e = bytes->encode(input);  // unknown bytes are dropped (no [UNK]), never a crash
+    if (bytes->readable(e).size() != e.size()) __builtin_trap();
+    for (int id : e.ids) bytes->readable_token(id);
+  } catch (const attnlab::Error&) {
+  }
   try {
     const std::string half = input.substr(0, size / 2);
     fixed->encode(input);
@@ -30,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto t = attnlab::HfTokenizer::from_tokenizer_json(input);
     const std::string text = "The café [MASK] 東京 abbb.";
-    t->encode(text);
+    const attnlab::Encoding e = t->encode(text);
+    t->readable(e);
     if (t->has_pair_template()) t->encode(text, &text);
   } catch (const attnlab::Error&) {
   }

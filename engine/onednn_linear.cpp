@@ -1,5 +1,5 @@
-// oneDNN matmuls for the bf16 path (see onednn_bf16.h).
-#include "engine/onednn_bf16.h"
+// oneDNN matmuls for the cpu ops' linear layers (see onednn_linear.h).
+#include "engine/onednn_linear.h"
 
 #include <map>
 #include <mutex>
@@ -15,7 +15,8 @@ namespace attnlab {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-struct Bf16Linear::Impl {
+struct OnednnLinear::Impl {
+  bool bf16 = false;
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{eng};
   uint64_t version = 0;
@@ -51,29 +52,45 @@ struct Bf16Linear::Impl {
     const auto key = std::make_tuple(N, out, in, bias);
     auto it = prims.find(key);
     if (it != prims.end()) return it->second;
-    const dnnl::memory::desc s({N, in}, dt::bf16, tag::ab), d({N, out}, dt::f32, tag::ab);
+    if (prims.size() >= 256) prims.clear();  // many input lengths seen (typing in the app): start over
+    const dnnl::memory::desc s({N, in}, bf16 ? dt::bf16 : dt::f32, tag::ab), d({N, out}, dt::f32, tag::ab);
     const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(s, wd, dnnl::memory::desc({1, out}, dt::f32, tag::ab), d)
                                          : dnnl::matmul::desc(s, wd, d);
     return prims.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, eng))).first->second;
   }
 };
 
-Bf16Linear::Bf16Linear() : impl_(std::make_unique<Impl>()) {}
-Bf16Linear::~Bf16Linear() = default;
+OnednnLinear::OnednnLinear(bool bf16) : impl_(std::make_unique<Impl>()) {
+  impl_->bf16 = bf16;
+}
+OnednnLinear::~OnednnLinear() = default;
 
-void Bf16Linear::set_weights_version(uint64_t version) {
+void OnednnLinear::set_weights_version(uint64_t version) {
   if (version == impl_->version && version != 0) return;
   impl_->version = version;
   impl_->weights.clear();
 }
 
-void Bf16Linear::run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) {
+void OnednnLinear::run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) {
   Impl& m = *impl_;
   const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
   y.reshape_for_overwrite({N, out});
   if (N == 0) return;
   if (m.version == 0) m.weights.clear();  // unknown weights: never trust a cached conversion
   try {
+    if (!m.bf16) {  // fp32: the weights in place, as the matmul's column-major [in, out]
+      const dnnl::memory w({{in, out}, dt::f32, tag::ba}, m.eng, const_cast<float*>(W.ptr()));
+      dnnl::matmul& p = m.prim(N, out, in, !b.empty(), w.get_desc());
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, dnnl::memory({{N, in}, dt::f32, tag::ab}, m.eng, const_cast<float*>(x.ptr()))},
+          {DNNL_ARG_WEIGHTS, w},
+          {DNNL_ARG_DST, dnnl::memory({{N, out}, dt::f32, tag::ab}, m.eng, y.ptr())}};
+      if (!b.empty())
+        args[DNNL_ARG_BIAS] = dnnl::memory({{1, out}, dt::f32, tag::ab}, m.eng, const_cast<float*>(b.ptr()));
+      p.execute(m.stream, args);
+      m.stream.wait();
+      return;
+    }
     const dnnl::memory& w = m.converted(W);
     dnnl::matmul& p = m.prim(N, out, in, !b.empty(), w.get_desc());
     m.src.resize(static_cast<size_t>(N * in));
@@ -88,11 +105,11 @@ void Bf16Linear::run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& 
     p.execute(m.stream, args);
     m.stream.wait();
   } catch (const dnnl::error& e) {
-    throw Error(std::string("oneDNN bf16 matmul failed: ") + e.what());
+    throw Error(std::string("oneDNN matmul failed: ") + e.what());
   }
 }
 
-std::string Bf16Linear::isa() {
+std::string OnednnLinear::isa() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
     case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
@@ -103,7 +120,7 @@ std::string Bf16Linear::isa() {
   }
 }
 
-bool Bf16Linear::native() {
+bool OnednnLinear::native() {
   const auto isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }

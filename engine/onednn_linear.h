@@ -1,0 +1,35 @@
+// The cpu ops' linear layers as oneDNN matmul primitives, made once per shape and reused.
+// fp32: the weights are read where they are (nn.Linear's [out, in] is the matmul's weights in
+// column-major), no copy; ~1.1-2x oneDNN's sgemm on small and tall products here. bf16 (--backend
+// cpu-bf16, the articles' mixed precision on the CPU): inputs rounded to bf16, fp32 accumulation
+// and output; weights converted once per weights version into the blocked layout the bf16
+// kernels read (AVX512-BF16 / AMX where the CPU has them). Built only with oneDNN.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/tensor.h"
+
+namespace attnlab {
+
+class OnednnLinear {
+ public:
+  explicit OnednnLinear(bool bf16);
+  ~OnednnLinear();
+  // y (N, out) = x W^T + b (bf16: bf16(x) bf16(W)^T + b, accumulated in float32). W is float32 [out, in].
+  void run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y);
+  // Weights of another version: converted (bf16) weights are dropped.
+  void set_weights_version(uint64_t version);
+  // "avx512_core_bf16", "avx512_core_amx", ...: the instruction set oneDNN's kernels use here.
+  static std::string isa();
+  // True when the CPU has bf16 instructions (AVX512-BF16 or AMX); false: oneDNN emulates them.
+  static bool native();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attnlab
