@@ -44,7 +44,7 @@ usage:
   attnlab-cli forward [--model DIR] (--text "..." [--pair "..."] | --ids 5,17,2)
                       [--cross-text "..." | --cross-ids ...]
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
-                      [--pad-to N] [--backend cpu|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
+                      [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--mask-out M.npy] [--json] [--save-model DIR]
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
@@ -82,6 +82,28 @@ model.safetensors or its shards, tokenizer.json / vocab.txt / vocab.json + merge
 models, forward --json adds next_tokens (the 10 likeliest after the last token).
 )";
 
+// A vocabulary token as the views show it (byte-level tokens decoded).
+std::string readable_token(const Model& m, int id) {
+  return m.tokenizer ? m.tokenizer->readable_token(id) : m.token_name(id);
+}
+
+// s cut or padded to n characters (code points, so ␣ counts as one), for plain-text tables.
+std::string pad(const std::string& s, size_t n) {
+  std::string out;
+  size_t chars = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool lead = (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+    if (lead && chars == n) break;
+    chars += lead;
+    out += s[i];
+  }
+  return out + std::string(n - chars, ' ');
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
                with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out",
@@ -114,7 +136,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     if (!r.next_tokens.empty()) {
       json next = json::array();
       for (const auto& [id, p] : r.next_tokens)
-        next.push_back({{"id", id}, {"token", model.token_name(id)}, {"probability", p}});
+        next.push_back({{"id", id}, {"token", model.token_name(id)}, {"label", readable_token(model, id)}, {"probability", p}});
       j["next_tokens"] = next;
     }
     j["token_type_ids"] = req.token_types.empty() ? std::vector<int>(r.ids.size(), 0) : req.token_types;
@@ -122,7 +144,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       j["cross_tokens"] = r.cross_tokens;
       j["cross_ids"] = r.cross_ids;
     }
-    j["mask"] = req.mask.describe();
+    j["mask"] = model_mask(model.config, req.mask).describe();  // a decoder's own causal mask included
     j["attention_shape"] = {model.config.num_layers, model.config.num_heads, r.ids.size(),
                             r.is_cross() ? r.cross_ids.size() : r.ids.size()};
     j["logits"] = r.logits;
@@ -134,7 +156,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   } else {
     std::cout << "model " << model.source << ", backend " << backend->name() << ", " << r.ids.size() << " tokens"
               << (r.is_cross() ? ", cross " + std::to_string(r.cross_ids.size()) + " tokens" : "") << ", mask "
-              << req.mask.describe() << ", " << r.millis << " ms\n";
+              << model_mask(model.config, req.mask).describe() << ", " << r.millis << " ms\n";
     std::cout << "tokens:";
     for (const auto& t : r.tokens) std::cout << " " << t;
     std::cout << "\n";
@@ -144,6 +166,11 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
         std::cout << (k ? ", " : "") << model.label(static_cast<int>(k)) << " " << r.class_probs[k];
       std::cout << ")\n";
     }
+    if (!r.next_tokens.empty()) {
+      std::cout << "next token after the last:";
+      for (const auto& [id, p] : r.next_tokens) std::printf(" %s %.3g", readable_token(model, id).c_str(), p);
+      std::cout << "\n";
+    }
   }
   return 0;
 }
@@ -151,8 +178,11 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
 // The logit lens on a language model.
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--ids", "--method", "--out", "--backend"}), {"--json", "--random-init"});
-  const std::string method = a.get("--method", "");
+  if (!a.has("--method")) throw Error("analyze needs --method (logit-lens)");
+  const std::string method = a.get("--method");
   if (method != "logit-lens") throw Error("--method: expected logit-lens, got \"" + method + "\"");
+  if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
+    throw Error("--out: the logit lens is written as .npy ([2, layers, T]), got \"" + a.get("--out") + "\"");
   const Model model = resolve_model(a, argv0);
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
   if (in.ids.empty()) throw Error("analyze needs a non-empty --text or --ids");
@@ -176,18 +206,30 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       json row = json::array();
       for (int t = 0; t < T; ++t) {
         const int id = lens.top_id[static_cast<size_t>(l * T + t)];
-        row.push_back({{"id", id}, {"token", model.token_name(id)}, {"probability", lens.top_prob[static_cast<size_t>(l * T + t)]}});
+        row.push_back({{"id", id}, {"token", model.token_name(id)}, {"label", readable_token(model, id)},
+                       {"probability", lens.top_prob[static_cast<size_t>(l * T + t)]}});
       }
       layers.push_back(row);
     }
     j["logit_lens"] = layers;
     std::cout << j.dump(2) << "\n";
-  } else if (!a.has("--out")) {
-    for (int l = 0; l < L; ++l) {
-      std::cout << "layer " << l << ":";
-      for (int t = 0; t < T; ++t) std::cout << " " << model.token_name(lens.top_id[static_cast<size_t>(l * T + t)]);
+  } else if (!a.has("--out")) {  // a table: one row per input token, one column per layer (top-1 and p)
+    std::cout << pad("after token", 14);
+    for (int l = 0; l < L; ++l) std::cout << " | " << pad("layer " + std::to_string(l), 17);
+    std::cout << "\n";
+    for (int t = 0; t < T; ++t) {
+      char pos[8], prob[16];
+      std::snprintf(pos, sizeof pos, "%3d ", t);
+      std::cout << pos << pad(in.tokens[static_cast<size_t>(t)], 10);
+      for (int l = 0; l < L; ++l) {
+        const size_t k = static_cast<size_t>(l * T + t);
+        std::snprintf(prob, sizeof prob, " %.2f", lens.top_prob[k]);
+        std::cout << " | " << pad(readable_token(model, lens.top_id[k]), 12) << prob;
+      }
       std::cout << "\n";
     }
+  } else {
+    std::cout << "wrote " << a.get("--out") << " ([2, " << L << ", " << T << "]: top-1 ids, then probabilities)\n";
   }
   return 0;
 }

@@ -82,6 +82,10 @@ int cmd_train(const std::vector<std::string>& argv) {
                           "--pooling", "--norm", "--activation", "--vocab-size"})
       if (a.has(f)) throw Error(std::string(f) + " does not apply with --init (the architecture is the folder's)");
     const Model base = load_model(a.get("--init"));
+    if (base.config.causal)  // before the data is read: the model is what is refused
+      throw Error(a.get("--init") + ": " + (base.is_hf() ? base.hf.architecture : std::string("this model")) +
+                  " is a causal language model; fine-tuning trains encoders (attnlab's own models, BERT, "
+                  "DistilBERT). Open it with forward / analyze, or in the app");
     try {
       setup = fine_tune_setup(base, train_rows, val_rows, seed);
     } catch (const Error& e) {

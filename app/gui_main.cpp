@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens (Explore) or train.", "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
-  p.addOption({"backend", "Backend: cpu or reference.", "NAME"});
+  p.addOption({"backend", "Backend: cpu, cpu-bf16 (built with oneDNN), reference, opencl or opencl:N.", "NAME"});
   p.addOption({"size", "Window size WxH (for screenshots).", "WxH"});
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
   p.addOption({"perf-log", "Record keystroke-to-repaint latency to FILE (TSV).", "FILE"});
@@ -81,8 +81,13 @@ int main(int argc, char** argv) {
   w.show();
   e->flush();
   if (p.isSet("layer")) e->setLayer(p.value("layer").toInt());
-  const QString tab = p.value("tab");
-  e->showPage(tab);
+  QString tab = p.value("tab");
+  if (tab == "logit-lens") tab = "lens";  // the CLI's method name
+  if (!tab.isEmpty() && tab != "train" && !e->showPage(tab)) {
+    std::fprintf(stderr, "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, train)\n",
+                 qPrintable(tab));
+    return 2;
+  }
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());
     if (p.isSet("train-epochs")) {
@@ -95,6 +100,7 @@ int main(int argc, char** argv) {
     const QString file = p.value("screenshot");
     QTimer::singleShot(300, [&w, e, file] {
       e->flush();
+      e->waitForLens();  // the Logit lens tab fills in the background
       QApplication::processEvents();
       const bool ok = w.grab().save(file);
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));

@@ -61,6 +61,8 @@ PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOpt
 }  // namespace
 
 PreparedInput prepare_text(const Model& m, const std::string& text, const InputOptions& o) {
+  if (o.pair && m.config.causal)
+    throw Error("a language model reads one text; a pair (sentence B) is for BERT-style encoders");
   if (m.tokenizer) return prepare_hf(m, text, o);
   if (o.pair)
     throw Error("this model's tokenizer takes one text; a pair (sentence B) needs a tokenizer with a pair template, "

@@ -95,7 +95,7 @@ void OnednnLinear::run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor
     dnnl::matmul& p = m.prim(N, out, in, !b.empty(), w.get_desc());
     m.src.resize(static_cast<size_t>(N * in));
     const float* xs = x.ptr();
-#pragma omp parallel for schedule(static)
+    // serial: ~0.1 ms at 512 x 768, and no thread wake-ups
     for (int64_t k = 0; k < N * in; ++k) m.src[static_cast<size_t>(k)] = to_bf16_bits(xs[k]);
     dnnl::memory src({{N, in}, dt::bf16, tag::ab}, m.eng, m.src.data());
     dnnl::memory dst({{N, out}, dt::f32, tag::ab}, m.eng, y.ptr());

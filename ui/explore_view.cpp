@@ -43,9 +43,15 @@ namespace attnlab {
 
 namespace {
 
+// Axis labels: a space made visible, and long ones (<|begin_of_text|>) cut to 8 characters so
+// one label does not take a small heatmap's width (hover and exports keep the whole token).
 QStringList to_labels(const std::vector<std::string>& tokens) {
   QStringList l;
-  for (const auto& t : tokens) l << (t == " " ? QStringLiteral("\u2423") : QString::fromStdString(t));
+  for (const auto& t : tokens) {
+    QString s = t == " " ? QStringLiteral("\u2423") : QString::fromStdString(t);
+    if (s.size() > 9) s = s.left(8) + QStringLiteral("\u2026");
+    l << s;
+  }
   return l;
 }
 
@@ -377,6 +383,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
                            : "Queries from the text, keys and values from a second text (article 005, section 5.2)");
   next_pos_->setVisible(c.lm_head);
   lens_page_->setEnabled(c.lm_head);
+  tabs_->setTabVisible(tabs_->indexOf(lens_page_), c.lm_head);  // language models only
   tabs_->setTabToolTip(tabs_->indexOf(lens_page_), c.lm_head ? "Each layer's guess of the next token"
                                                              : "Language models only (a model with an LM head)");
   lens_dirty_ = true;
@@ -441,14 +448,24 @@ void ExploreView::rebuildHeadGrid(int heads) {
   layoutHeadGrid();
 }
 
-// The heads grid: up to 8 heads in 4 columns, more in a near-square grid (12: 4 x 3, so
-// MiniLM's heads fit a 1280x720 window without scrolling).
+// The heads grid: the column count that gives each head the largest square plot on the page
+// (8 heads at 1280x720: 4 x 2; 4 heads: 2 x 2; MiniLM's 12: 4 x 3, no scrolling), redone when
+// the window is resized.
 void ExploreView::layoutHeadGrid() {
   const int n = static_cast<int>(heads_.size());
   if (n == 0) return;
-  const int best_cols = n <= 2 ? n : n <= 8 ? 4 : static_cast<int>(std::ceil(std::sqrt(n)));
+  // The arrangement that gives each head the largest square plot: a plot's labels, title and
+  // colour bar take about 140 px across and 100 px down whatever its size.
+  const int W = std::max(heads_page_->width(), 200), H = std::max(heads_page_->height(), 150);
+  int best_cols = 1, best_side = -1000000;
+  for (int c = 1; c <= n; ++c) {
+    const int rows = (n + c - 1) / c;
+    const int side = std::min(W / c - 140, H / rows - 100);
+    if (side >= best_side) best_side = side, best_cols = c;  // ties: more columns
+  }
   if (best_cols == grid_cols_) return;
   grid_cols_ = best_cols;
+  QTimer::singleShot(0, this, [this] { syncLabelSteps(); });  // once the heads have their new sizes
   for (HeatmapView* v : heads_) heads_grid_->removeWidget(v);
   for (int c = 0; c < heads_grid_->columnCount(); ++c) heads_grid_->setColumnStretch(c, 0);
   for (int r = 0; r < heads_grid_->rowCount(); ++r) heads_grid_->setRowStretch(r, 0);
@@ -562,7 +579,10 @@ void ExploreView::syncLabelSteps() {
 
 void ExploreView::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
-  QTimer::singleShot(0, this, [this] { syncLabelSteps(); });  // after the heads have their new sizes
+  QTimer::singleShot(0, this, [this] {  // after the pages have their new sizes
+    layoutHeadGrid();
+    syncLabelSteps();
+  });
 }
 
 // Layers are numbered from 0 everywhere (titles, exports, --layer); the label gives the range.
@@ -747,6 +767,7 @@ QString token_text(const Model& m, int id) {
 }  // namespace
 
 void ExploreView::renderPrediction() {
+  next_pos_->setVisible(result_ && model_ && model_->config.lm_head);
   if (!result_ || !model_) {
     prediction_->clear();
     return;
@@ -845,7 +866,13 @@ void ExploreView::startLens() {
           t->clear();
           t->setRowCount(lens->layers);
           t->setColumnCount(lens->T);
-          t->setHorizontalHeaderLabels(labels);
+          QStringList heads;  // position and token, long tokens cut (the tooltip has them whole)
+          for (int p = 0; p < labels.size(); ++p) {
+            QString s = labels[p];
+            if (s.size() > 10) s = s.left(9) + QStringLiteral("\u2026");
+            heads << QString("%1 %2").arg(p).arg(s);
+          }
+          t->setHorizontalHeaderLabels(heads);
           QStringList rows;
           for (int l = lens->layers - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
           t->setVerticalHeaderLabels(rows);  // the last layer on top, as the stack is drawn
@@ -870,7 +897,7 @@ void ExploreView::startLens() {
           self->lens_status_->setText(
               QString("Logit lens: the likeliest next token after each layer, read through the final norm and the LM "
                       "head (nostalgebraist 2020); colour = its probability (0 to 1, %1). The top row is the model's "
-                      "own prediction.")
+                      "own prediction. Every token of the input is a column (hide / merge apply to the heatmaps).")
                   .arg(self->colormap_));
         },
         Qt::QueuedConnection);

@@ -56,6 +56,7 @@ class HeatmapView : public QWidget {
   void setSmallMode(int mode) {
     if (mode == small_mode_) return;
     small_mode_ = mode;
+    steps_rows_ = -1;  // the axis titles come or go: the label steps are measured again
     rebuild();
   }
 
