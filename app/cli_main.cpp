@@ -487,7 +487,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     std::cout << j.dump() << "\n";
   } else {
     std::printf("backend %s  layers %d dim %d heads %d ff %d seq %d mask %s\n", backend->name().c_str(), c.num_layers,
-                c.embed_size, c.num_heads, c.ff_dim, T, req.mask.describe().c_str());
+                c.embed_size, c.num_heads, c.ff_dim, T, model_mask(model.config, req.mask).describe().c_str());
     std::printf("median %.3f ms over %d runs (min %.3f)  %.1f GFLOP/s  device %s\n", med, repeat,
                 *std::min_element(ms.begin(), ms.end()), gflops, backend->device().c_str());
     if (device_ms > 0)

@@ -149,7 +149,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
                {"--json", "--random-init"});
   if (!a.has("--data")) throw Error("eval needs --data FILE.tsv");
   const Model model = resolve_model(a, argv0);
-  if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
+  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier (num_classes is 0)");
   const Dataset data = load_dataset(a.get("--data"), dataset_options(a));
   const EncodedData enc = encode_examples(model, data.rows);
   auto ops = make_ops(a.get("--backend", "cpu"));
@@ -171,7 +171,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--pair", "--ids"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
-  if (model.config.num_classes == 0) throw Error("the model has no classifier (num_classes is 0)");
+  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier (num_classes is 0)");
   ForwardRequest req;
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
   if (in.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");

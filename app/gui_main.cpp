@@ -67,7 +67,20 @@ int main(int argc, char** argv) {
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
   if (p.isSet("pair")) e->setPairText(p.value("pair"));
   if (p.isSet("hide-special") || p.isSet("merge-pieces")) e->setTokenView(p.isSet("hide-special"), p.isSet("merge-pieces"));
-  if (p.isSet("backend")) w.setBackend(p.value("backend"));
+  if (p.isSet("backend")) {
+    const QString b = p.value("backend");
+    if (b != "cpu" && b != "reference" && b != "opencl" && !b.startsWith("opencl:") &&
+        !(b == "cpu-bf16" && attnlab::bf16_available())) {
+      std::fprintf(stderr, "attnlab: --backend: unknown backend \"%s\" (%s, opencl)\n", qPrintable(b),
+                   qPrintable(QString::fromStdString([] {
+                     std::string all;
+                     for (const auto& n : attnlab::backend_names()) all += (all.empty() ? "" : ", ") + n;
+                     return all;
+                   }())));
+      return 2;
+    }
+    w.setBackend(p.value("backend"));
+  }
   try {
     if (p.isSet("mask")) e->setMaskArgs(p.values("mask"));
   } catch (const std::exception& ex) {

@@ -952,11 +952,8 @@ std::string visible(char32_t c) {
     case U'\r': return "\u240D";  // SYMBOL FOR CARRIAGE RETURN
     default: break;
   }
-  if (c < 0x20 || c == 0x7F) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
-    return buf;
-  }
+  if (c < 0x20) return uc::encode(static_cast<char32_t>(0x2400 + c));  // Unicode's control pictures: U+240B for \v
+  if (c == 0x7F) return "\u2421";
   return uc::encode(c);
 }
 
