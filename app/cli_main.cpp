@@ -338,6 +338,7 @@ int bench_train(const Args& a) {
   ModelWeights grads = zeros_like(model.weights);
   StepOptions so;
   so.dropout = static_cast<float>(a.get_double("--dropout", 0.1));
+  so.checkpoint = a.has("--checkpoint");
   auto step = [&] {
     const auto t0 = std::chrono::steady_clock::now();
     for (Tensor* g : parameters(grads)) std::fill(g->data.begin(), g->data.end(), 0.0f);
@@ -362,7 +363,9 @@ int bench_train(const Args& a) {
                       {"batch", B},
                       {"repeat", repeat},
                       {"median_ms", med},
-                      {"samples_per_s", sps}}
+                      {"samples_per_s", sps},
+                      {"checkpoint", so.checkpoint},
+                      {"peak_rss_mb", peak_rss_mb()}}
                      .dump()
               << "\n";
   } else {
@@ -397,7 +400,7 @@ int cmd_devices(const std::vector<std::string>& argv) {
 
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
-               {"--json", "--random-init", "--train", "--sgemm"});
+               {"--json", "--random-init", "--train", "--sgemm", "--checkpoint"});
   if (a.has("--sgemm")) {
     const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
     const double g = sgemm_gflops(n, repeat);

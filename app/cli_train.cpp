@@ -41,7 +41,7 @@ int cmd_train(const std::vector<std::string>& argv) {
                with(kModelValued, {"--data", "--val-data", "--val-split", "--out", "--config", "--epochs", "--batch",
                                    "--lr", "--weight-decay", "--dropout", "--clip", "--warmup", "--min-count",
                                    "--text-column", "--label-column", "--init"}),
-               {"--cosine", "--quiet", "--json", "--freeze-encoder"});
+               {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
@@ -113,6 +113,7 @@ int cmd_train(const std::vector<std::string>& argv) {
   const double default_lr = a.has("--init") && !a.has("--freeze-encoder") ? 5e-5 : 1e-3;
   tc.optimizer.lr = static_cast<float>(a.get_double("--lr", default_lr));
   tc.freeze_encoder = a.has("--freeze-encoder");
+  tc.checkpoint = a.has("--checkpoint");
   tc.optimizer.weight_decay = static_cast<float>(a.get_double("--weight-decay", 0.0));
   tc.optimizer.clip_norm = static_cast<float>(a.get_double("--clip", 1.0));
   tc.optimizer.warmup_steps = a.get_int("--warmup", 0);

@@ -112,6 +112,19 @@ print(f"\ntraining step (forward + backward + Adam, dropout 0.1), d=128, 8 heads
 print(f"  attnlab {t['attnlab_ms']:.1f} ms ({t['attnlab_samples_per_s']:.0f} samples/s), PyTorch {t['pytorch_ms']:.1f} ms "
       f"({t['pytorch_samples_per_s']:.0f} samples/s): {t['speedup']:.2f}x")
 
+# Activation checkpointing at T = 512: 6 layers (d=128, 8 heads, ff=512), batch 16, with and without.
+ck = {}
+for flag in ("", "--checkpoint"):
+    args = ["bench", "--train", "--layers", "6", "--dim", "128", "--heads", "8", "--ff", "512", "--seq", "512",
+            "--max-len", "512", "--batch", "16", "--repeat", str(max(2, R // 3))]
+    ck[flag or "plain"] = cli(*(args + ([flag] if flag else [])))
+results["checkpoint"] = {"plain_ms": ck["plain"]["median_ms"], "checkpoint_ms": ck["--checkpoint"]["median_ms"],
+                         "plain_peak_mb": ck["plain"]["peak_rss_mb"], "checkpoint_peak_mb": ck["--checkpoint"]["peak_rss_mb"]}
+c = results["checkpoint"]
+print(f"\nactivation checkpointing, training step d=128, 8 heads, 6 layers, ff=512, T=512, batch 16: "
+      f"{c['plain_ms']:.0f} -> {c['checkpoint_ms']:.0f} ms ({c['checkpoint_ms'] / c['plain_ms']:.2f}x), "
+      f"peak {c['plain_peak_mb']:.0f} -> {c['checkpoint_peak_mb']:.0f} MB ({c['checkpoint_peak_mb'] / c['plain_peak_mb']:.2f})")
+
 long_rows = []
 for T in ((2048,) if a.quick else (2048, 4096)):
     for keep in ("all", "0", "none"):

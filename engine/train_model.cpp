@@ -46,15 +46,25 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   std::optional<Dropout> dropout;
   if (opt.dropout > 0.0f) dropout.emplace(opt.dropout, opt.dropout_seed);
   const LayerPlan plan = make_layer_plan(c);
-  std::vector<LayerState> states(static_cast<size_t>(c.num_layers));
+  // Checkpointing keeps each layer's input and the dropout generator as the layer found it
+  // (one LayerState then serves every layer); otherwise every layer keeps its whole state.
+  const bool checkpoint = opt.checkpoint && grads != nullptr && !opt.head_only;
+  std::vector<LayerState> states(checkpoint ? 1 : static_cast<size_t>(c.num_layers));
+  std::vector<Tensor> inputs;
+  std::vector<Dropout> draws;
   LayerRun run;
-  run.for_backward = grads != nullptr;
+  run.for_backward = grads != nullptr && !checkpoint;
   run.dropout = dropout ? &*dropout : nullptr;
   StepOutput out;
   if (opt.keep_attention) out.attention.resize(static_cast<size_t>(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     run.probs = opt.keep_attention ? &out.attention[static_cast<size_t>(l)] : nullptr;
-    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x, states[static_cast<size_t>(l)], run);
+    if (checkpoint) {
+      inputs.push_back(x);
+      if (dropout) draws.push_back(*dropout);
+    }
+    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x, states[checkpoint ? 0 : static_cast<size_t>(l)],
+                  run);
   }
   final_forward(model, ops, x, final_norm);
 
@@ -87,9 +97,20 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   head_backward(model, ops, head, dlogits, B, T, dx, G);
   if (opt.head_only) return out;
   final_backward(model, ops, final_norm, dx, G);
-  for (int l = c.num_layers - 1; l >= 0; --l)
-    layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn,
-                   states[static_cast<size_t>(l)], dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
+  for (int l = c.num_layers - 1; l >= 0; --l) {
+    LayerState& st = states[checkpoint ? 0 : static_cast<size_t>(l)];
+    if (checkpoint) {  // the layer again from its input, drawing the same dropout masks
+      LayerRun again;
+      again.for_backward = true;
+      std::optional<Dropout> replay;
+      if (dropout) replay.emplace(draws[static_cast<size_t>(l)]);
+      again.dropout = replay ? &*replay : nullptr;
+      Tensor y = std::move(inputs[static_cast<size_t>(l)]);
+      layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, y, st, again);
+    }
+    layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn, st,
+                   dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
+  }
   embed_backward(model, ops, batch.ids, types, T, std::move(dx), embed_norm, G);
   return out;
 }

@@ -36,6 +36,10 @@ struct StepOptions {
   bool causal = false;          // train with a causal mask as well as the padding mask
   bool keep_attention = false;  // return every layer's probabilities (tests, training probes)
   bool head_only = false;       // backward through the head only (a frozen encoder gets no gradients)
+  // Activation checkpointing (torch.utils.checkpoint, article 003): keep only each layer's input
+  // and recompute the layer, with the same dropout draws, just before its backward. Gradients
+  // are bit-identical; memory falls from every value of every layer to one layer's worth.
+  bool checkpoint = false;
 };
 
 // Forward (and, when grads is not null, backward: grads are accumulated, scaled for the mean loss).

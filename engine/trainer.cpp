@@ -197,6 +197,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
       so.dropout = cfg.dropout;
       so.dropout_seed = cfg.seed * 1000003ULL + static_cast<uint64_t>(step);
       so.head_only = cfg.freeze_encoder;
+      so.checkpoint = cfg.checkpoint;
       const StepOutput s = train_step(model, *ops, make_batch(model, seqs, labels), so, &grads);
       const double gn = grad_norm(grads);
       if (!std::isfinite(s.loss) || !std::isfinite(gn)) {

@@ -25,6 +25,7 @@ struct TrainConfig {
   std::string backend = "cpu";
   bool keep_best = true;  // end with the weights of the epoch with the best validation accuracy
   bool freeze_encoder = false;  // train the head (pooler, classifier) only
+  bool checkpoint = false;      // activation checkpointing (StepOptions::checkpoint)
 };
 
 struct TrainProgress {
