@@ -15,6 +15,7 @@
 #include "app/cli_common.h"
 #include "app/default_model.h"
 #include "engine/forward.h"
+#include "engine/analysis/methods.h"
 #include "engine/lm.h"
 #include "engine/input.h"
 #include "engine/io_util.h"
@@ -45,6 +46,7 @@ usage:
                       [--cross-text "..." | --cross-ids ...]
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
                       [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
+                      [--ablate L:H[,L:H]...] (those heads' probabilities times 0 before they weight the values)
                       [--mask-out M.npy] [--json] [--save-model DIR]
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
@@ -61,9 +63,12 @@ usage:
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
-  attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) --method logit-lens [--out L.npy] [--json]
-                      language models: each layer's output read through the final norm and the LM head;
-                      L.npy is [2, layers, T]: the top-1 next-token ids, then their probabilities
+  attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
+                      [--target C] [--out FILE.npy] [--json]     beyond raw attention, every layer:
+                      rollout [T, T] (Abnar & Zuidema 2020), value-norm [L, H, T, T] (Kobayashi et al. 2020),
+                      head-importance [L, H] (p_target minus p_target with the head ablated, Michel et al. 2019),
+                      head-patterns (--json; Clark et al. 2019), logit-lens [2, L, T] (language models:
+                      top-1 next-token ids, then probabilities, per layer and position)
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
@@ -107,10 +112,11 @@ bool ends_with(const std::string& s, const std::string& tail) {
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
                with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out",
-                                   "--out", "--mask-out", "--save-model"}),
+                                   "--out", "--mask-out", "--save-model", "--ablate"}),
                {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
-  const ForwardRequest req = request_from_flags(a, model, "forward");
+  ForwardRequest req = request_from_flags(a, model, "forward");
+  if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);
 
@@ -175,62 +181,128 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   return 0;
 }
 
-// The logit lens on a language model.
+// Analysis methods (engine/analysis/methods.h) and the logit lens, one input, headless.
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--ids", "--method", "--out", "--backend"}), {"--json", "--random-init"});
-  if (!a.has("--method")) throw Error("analyze needs --method (logit-lens)");
+  const Args a(argv, with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target"}),
+               {"--json", "--random-init"});
+  static const char* kMethods = "rollout, value-norm, head-importance, head-patterns, logit-lens";
+  if (!a.has("--method")) throw Error(std::string("analyze needs --method (") + kMethods + ")");
   const std::string method = a.get("--method");
-  if (method != "logit-lens") throw Error("--method: expected logit-lens, got \"" + method + "\"");
+  if (method != "rollout" && method != "value-norm" && method != "head-importance" && method != "head-patterns" &&
+      method != "logit-lens")
+    throw Error("--method: expected one of " + std::string(kMethods) + ", got \"" + method + "\"");
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
-    throw Error("--out: the logit lens is written as .npy ([2, layers, T]), got \"" + a.get("--out") + "\"");
+    throw Error("--out: analysis results are written as .npy, got \"" + a.get("--out") + "\"");
   const Model model = resolve_model(a, argv0);
-  const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
-  if (in.ids.empty()) throw Error("analyze needs a non-empty --text or --ids");
+  const ForwardRequest req = request_from_flags(a, model, "analyze");
+  const std::vector<std::string>& labels = req.tokens;
   auto backend = make_backend(a.get("--backend", "cpu"));
-  const LogitLens lens = logit_lens(model, *backend, in.ids);
-  const int L = lens.layers, T = lens.T;
-  if (a.has("--out")) {
-    Tensor out({2, L, T});
-    for (int k = 0; k < L * T; ++k) {
-      out.data[static_cast<size_t>(k)] = static_cast<float>(lens.top_id[static_cast<size_t>(k)]);
-      out.data[static_cast<size_t>(L * T + k)] = lens.top_prob[static_cast<size_t>(k)];
+  const int T = static_cast<int>(req.ids.size());
+  auto save = [&](const Tensor& t) {
+    if (a.has("--out")) save_npy(a.get("--out"), t);
+  };
+  json j;
+  j["method"] = method;
+  j["labels"] = labels;
+  j["ids"] = req.ids;
+  if (method == "rollout" || method == "value-norm") {
+    const Tensor r = method == "rollout" ? attention_rollout(model, *backend, req) : value_norm_attention(model, *backend, req);
+    save(r);
+    j["shape"] = r.shape;
+    if (!a.has("--json") && !a.has("--out")) {  // rollout: what each token draws on most
+      if (method == "rollout")
+        for (int i = 0; i < T; ++i) {
+          int best = 0;
+          for (int k = 1; k < T; ++k)
+            if (r.at(i, k) > r.at(i, best)) best = k;
+          std::cout << pad(labels[static_cast<size_t>(i)], 12) << " draws most on " << labels[static_cast<size_t>(best)]
+                    << " (" << r.at(i, best) << ")\n";
+        }
+      else
+        std::cout << "value-norm: [" << r.dim(0) << ", " << r.dim(1) << ", " << T << ", " << T
+                  << "]; write it with --out FILE.npy\n";
     }
-    save_npy(a.get("--out"), out);
-  }
-  if (a.has("--json")) {
-    json j;
-    j["labels"] = in.tokens;
-    j["ids"] = in.ids;
+    if (a.has("--json") && method == "rollout") {
+      std::vector<std::vector<float>> rows;
+      for (int i = 0; i < T; ++i) rows.emplace_back(r.ptr() + static_cast<size_t>(i) * T, r.ptr() + static_cast<size_t>(i + 1) * T);
+      j["rollout"] = rows;
+    }
+  } else if (method == "head-importance") {
+    const int target = a.has("--target") ? a.get_int("--target", -1) : -1;
+    const Tensor imp = head_importance(model, *backend, req, target);
+    save(imp);
+    j["shape"] = imp.shape;
+    std::vector<std::vector<float>> rows;
+    for (int l = 0; l < imp.dim(0); ++l)
+      rows.emplace_back(imp.ptr() + static_cast<size_t>(l) * imp.dim(1), imp.ptr() + static_cast<size_t>(l + 1) * imp.dim(1));
+    j["importance"] = rows;
+    if (!a.has("--json")) {
+      std::cout << "p(target) with the head ablated subtracted from p(target): rows = layers, columns = heads\n";
+      for (const auto& row : rows) {
+        for (float v : row) std::printf(" %+.4f", v);
+        std::printf("\n");
+      }
+    }
+  } else if (method == "head-patterns") {
+    ForwardRequest full = req;
+    const ForwardResult r = run_forward(model, *backend, full);
+    const auto pats = head_patterns(r);
+    json layers = json::array();
+    for (size_t l = 0; l < pats.size(); ++l) {
+      json heads = json::array();
+      for (size_t h = 0; h < pats[l].size(); ++h) {
+        const HeadPattern& p = pats[l][h];
+        heads.push_back({{"prev", p.prev}, {"next", p.next}, {"self", p.self}, {"first", p.first}, {"sep", p.sep},
+                         {"punct", p.punct}, {"entropy", p.entropy}, {"label", p.label}});
+        if (!a.has("--json"))
+          std::printf("layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f %s\n",
+                      l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.c_str());
+      }
+      layers.push_back(heads);
+    }
+    j["head_patterns"] = layers;
+    if (a.has("--out")) throw Error("--out: head-patterns is a table; use --json");
+  } else {  // logit-lens
+    const LogitLens lens = logit_lens(model, *backend, req.ids);
+    const int L = lens.layers;
+    if (a.has("--out")) {
+      Tensor out({2, L, T});
+      for (int k = 0; k < L * T; ++k) {
+        out.data[static_cast<size_t>(k)] = static_cast<float>(lens.top_id[static_cast<size_t>(k)]);
+        out.data[static_cast<size_t>(L * T + k)] = lens.top_prob[static_cast<size_t>(k)];
+      }
+      save(out);
+    }
     json layers = json::array();
     for (int l = 0; l < L; ++l) {
       json row = json::array();
       for (int t = 0; t < T; ++t) {
-        const int id = lens.top_id[static_cast<size_t>(l * T + t)];
-        row.push_back({{"id", id}, {"token", model.token_name(id)}, {"label", readable_token(model, id)},
-                       {"probability", lens.top_prob[static_cast<size_t>(l * T + t)]}});
+        const size_t k = static_cast<size_t>(l * T + t);
+        row.push_back({{"id", lens.top_id[k]}, {"token", model.token_name(lens.top_id[k])},
+                       {"label", readable_token(model, lens.top_id[k])}, {"probability", lens.top_prob[k]}});
       }
       layers.push_back(row);
     }
     j["logit_lens"] = layers;
-    std::cout << j.dump(2) << "\n";
-  } else if (!a.has("--out")) {  // a table: one row per input token, one column per layer (top-1 and p)
-    std::cout << pad("after token", 14);
-    for (int l = 0; l < L; ++l) std::cout << " | " << pad("layer " + std::to_string(l), 17);
-    std::cout << "\n";
-    for (int t = 0; t < T; ++t) {
-      char pos[8], prob[16];
-      std::snprintf(pos, sizeof pos, "%3d ", t);
-      std::cout << pos << pad(in.tokens[static_cast<size_t>(t)], 10);
-      for (int l = 0; l < L; ++l) {
-        const size_t k = static_cast<size_t>(l * T + t);
-        std::snprintf(prob, sizeof prob, " %.2f", lens.top_prob[k]);
-        std::cout << " | " << pad(readable_token(model, lens.top_id[k]), 12) << prob;
-      }
+    if (!a.has("--json") && !a.has("--out")) {  // a table: one row per input token, one column per layer
+      std::cout << pad("after token", 14);
+      for (int l = 0; l < L; ++l) std::cout << " | " << pad("layer " + std::to_string(l), 17);
       std::cout << "\n";
+      for (int t = 0; t < T; ++t) {
+        char pos[8], prob[16];
+        std::snprintf(pos, sizeof pos, "%3d ", t);
+        std::cout << pos << pad(labels[static_cast<size_t>(t)], 10);
+        for (int l = 0; l < L; ++l) {
+          const size_t k = static_cast<size_t>(l * T + t);
+          std::snprintf(prob, sizeof prob, " %.2f", lens.top_prob[k]);
+          std::cout << " | " << pad(readable_token(model, lens.top_id[k]), 12) << prob;
+        }
+        std::cout << "\n";
+      }
     }
-  } else {
-    std::cout << "wrote " << a.get("--out") << " ([2, " << L << ", " << T << "]: top-1 ids, then probabilities)\n";
   }
+  if (a.has("--json")) std::cout << j.dump(2) << "\n";
+  else if (a.has("--out")) std::cout << "wrote " << a.get("--out") << "\n";
   return 0;
 }
 

@@ -30,6 +30,10 @@ struct EncodeOptions {
   const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
   std::function<void(int layer)> on_layer;    // called as each layer starts (progress, tests)
   std::vector<int> token_types;               // per position, for models with token types; empty = all 0
+  // Head ablation (Michel et al. 2019's head mask): per layer, 1 for a head whose probabilities
+  // are multiplied by 0 before they weight the values (it adds nothing to the output
+  // projection; its probabilities are still returned). Empty = none.
+  std::vector<std::vector<uint8_t>> ablate;
 };
 
 struct EncodeOutput {

@@ -153,6 +153,27 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
 
 }  // namespace
 
+std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c) {
+  std::vector<std::pair<int, int>> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t colon = item.find(':');
+    int l = -1, h = -1;
+    char tail = 0;
+    if (colon == std::string::npos || std::sscanf(item.c_str(), "%d:%d%c", &l, &h, &tail) != 2)
+      throw Error("--ablate: expected LAYER:HEAD[,LAYER:HEAD]..., got \"" + item + "\"");
+    if (l < 0 || l >= c.num_layers || h < 0 || h >= c.num_heads)
+      throw Error("--ablate: no head " + item + " (layers 0-" + std::to_string(c.num_layers - 1) + ", heads 0-" +
+                  std::to_string(c.num_heads - 1) + ")");
+    out.emplace_back(l, h);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 MaskSpec model_mask(const ModelConfig& c, MaskSpec spec) {
   if (c.causal) spec.causal = true;  // a decoder's own mask: always on
   return spec;
@@ -180,6 +201,17 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.cancel = req.cancel;
   opts.on_layer = req.on_layer;
   opts.token_types = req.token_types;
+  if (!req.ablate.empty()) {
+    opts.ablate.assign(static_cast<size_t>(c.num_layers), {});
+    for (const auto& [l, h] : req.ablate) {
+      if (l < 0 || l >= c.num_layers || h < 0 || h >= c.num_heads)
+        throw Error("ablate: no head " + std::to_string(l) + ":" + std::to_string(h) + " (layers 0-" +
+                    std::to_string(c.num_layers - 1) + ", heads 0-" + std::to_string(c.num_heads - 1) + ")");
+      auto& heads = opts.ablate[static_cast<size_t>(l)];
+      heads.resize(static_cast<size_t>(c.num_heads), 0);
+      heads[static_cast<size_t>(h)] = 1;
+    }
+  }
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
   if (c.causal && !req.cross_ids.empty())
@@ -207,6 +239,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     inner.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
     inner.keep_layer_inputs = true;
     inner.cancel = req.cancel;
+    inner.ablate = opts.ablate;
     inner.token_types = req.cross_token_types;
     EncodeOutput b = backend.encode(model, req.cross_ids, mask_b, inner);
     inner.on_layer = req.on_layer;

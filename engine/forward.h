@@ -25,6 +25,8 @@ struct ForwardRequest {
   // When set, the pass stops before its next layer and run_forward throws Cancelled.
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(int layer)> on_layer;  // called as each layer of the (first) encoding starts
+  // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
+  std::vector<std::pair<int, int>> ablate;
 };
 
 struct ForwardResult {
@@ -58,6 +60,9 @@ MaskSpec model_mask(const ModelConfig& c, MaskSpec spec);
 // Blocks keys more than `window` positions before their query (i - j > window): a decoder's
 // sliding window (Mistral), on top of its causal mask.
 void block_outside_window(AttnMask& mask, int window);
+
+// "1:3,0:0" -> {(1, 3), (0, 0)}; Error quoting a malformed or out-of-range pair.
+std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c);
 
 // Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);

@@ -345,6 +345,14 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])],
                       run.for_backward ? &st.P : run.probs, &out);
         if (run.for_backward && run.probs) *run.probs = st.P;
+        if (run.ablate) {  // head mask: P_h * 0 weights the values, so head h's context columns are 0
+          if (run.for_backward) throw Error("internal: head ablation is for inference");
+          const int64_t rows = out.dim(0), width = out.dim(1);
+          for (int h = 0; h < a.H; ++h)
+            if ((*run.ablate)[static_cast<size_t>(h)])
+              for (int64_t n = 0; n < rows; ++n)
+                std::fill(out.ptr() + n * width + h * a.D, out.ptr() + n * width + (h + 1) * a.D, 0.0f);
+        }
         break;
       }
       case OpKind::Add: {
@@ -530,12 +538,27 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
     // Layers the caller does not keep never hold a [H, T, T] buffer.
     if (options.keep_attention.empty() || options.keep_attention[static_cast<size_t>(l)])
       run.probs = &out.attention[static_cast<size_t>(l)];
+    if (!options.ablate.empty() && !options.ablate[static_cast<size_t>(l)].empty())
+      run.ablate = &options.ablate[static_cast<size_t>(l)];
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
   }
   final_forward(model, ops, x, norm);
   out.hidden = std::move(x);
   return out;
+}
+
+Tensor attention_values(const Model& model, Ops& ops, int layer, const Tensor& x) {
+  const ModelConfig& c = model.config;
+  const LayerPlan plan = make_layer_plan(c);
+  const int target = plan.steps[static_cast<size_t>(plan.attention_step)].in[2];
+  LayerState st;
+  size_state(plan, st);
+  st.v[0] = x;
+  AttnArgs attn = attention_args(c, model.weights, 1, static_cast<int>(x.dim(0)), static_cast<int>(x.dim(0)));
+  run_steps(c, plan, model.weights.layers.at(static_cast<size_t>(layer)), ops, attn, st, LayerRun{},
+            steps_for(plan, target));
+  return std::move(st.v[static_cast<size_t>(target)]);
 }
 
 Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tensor& xa, const Tensor& xb,

@@ -82,6 +82,7 @@ struct LayerRun {
   bool for_backward = false;   // keep in the state what layer_backward needs
   Dropout* dropout = nullptr;  // training only
   Tensor* probs = nullptr;     // receives the (B, H, T, S) probabilities when not null
+  const std::vector<uint8_t>* ablate = nullptr;  // [H]: 1 = the head's context is zeroed (head mask)
 };
 
 // AttnArgs of a model's attention for B sequences of T queries and S keys (no mask yet).
@@ -146,6 +147,10 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
 // (from xb), then the attention op without values.
 Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tensor& xa, const Tensor& xb,
                              const AttnMask& mask);
+
+// The values the attention of layer `layer` weights, (T, KV * D), computed from that layer's
+// input x (pre-norm models normalise it first, as the layer does).
+Tensor attention_values(const Model& model, Ops& ops, int layer, const Tensor& x);
 
 // Steps (indices, in plan order) that value `target` depends on.
 std::vector<int> steps_for(const LayerPlan& plan, int target);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/analysis/methods.h"
 #include "engine/forward.h"
 #include "engine/input.h"
 #include "engine/lm.h"
@@ -153,5 +154,44 @@ TEST_CASE("decoders refuse training with a clear message", "[decoders][errors]")
   const Model m = tiny_decoder(dir);
   std::vector<Example> rows = {{"good", "pos"}, {"bad", "neg"}};
   CHECK_THROWS_WITH(fine_tune_setup(m, rows, rows, 1), Catch::Contains("causal language model"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head importance of the next token", "[decoders][analysis]") {
+  const std::string dir = scratch("analysis");
+  const Model m = tiny_decoder(dir);
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.ids = random_ids(7, m.config.vocab_size, 8);
+  const ForwardResult r = run_forward(m, *cpu, req);
+  const Tensor vn = value_norm_attention(m, *cpu, req);
+  REQUIRE(vn.shape == std::vector<int64_t>{2, 4, 7, 7});
+  // a_ij ||f^h(x_j)||: for a fixed head and key, the ratio to a_ij is the same for every query
+  // that sees the key; heads 0 and 1 share a key/value head but not their slice of W_O
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h)
+      for (int j = 0; j < 7; ++j) {
+        double ratio = -1;
+        for (int i = j; i < 7; ++i) {
+          const double a = r.attention[l].data[(static_cast<size_t>(h) * 7 + i) * 7 + j];
+          const double v = vn.data[((static_cast<size_t>(l) * 4 + h) * 7 + i) * 7 + j];
+          if (a < 1e-6) continue;
+          if (ratio < 0) ratio = v / a;
+          CHECK(v / a == Approx(ratio).epsilon(1e-4));
+        }
+        CHECK(vn.data[((static_cast<size_t>(l) * 4 + h) * 7 + 0) * 7 + 6] == 0.0f);  // causal: blocked stays 0
+      }
+  const Tensor roll = attention_rollout(m, *cpu, req);
+  for (int i = 0; i < 7; ++i) {
+    double s = 0;
+    for (int j = 0; j < 7; ++j) s += roll.at(i, j);
+    CHECK(s == Approx(1.0).epsilon(1e-5));
+    for (int j = i + 1; j < 7; ++j) CHECK(roll.at(i, j) == 0.0f);  // nothing from the future
+  }
+  const Tensor imp = head_importance(m, *cpu, req, -1);
+  REQUIRE(imp.shape == std::vector<int64_t>{2, 4});
+  double any = 0;
+  for (float v : imp.data) any += std::fabs(v);
+  CHECK(any > 0.0);
   fs::remove_all(dir);
 }

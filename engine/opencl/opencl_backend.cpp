@@ -79,7 +79,8 @@ class OpenClBackend final : public Backend {
 
   EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask,
                       const EncodeOptions& o) override {
-    if (!fallback_ && !device_runs(m.config)) return host(m.config)->encode(m, ids, mask, o);
+    if (!fallback_ && !device_runs(m.config)) return host("this model's decoder layers")->encode(m, ids, mask, o);
+    if (!fallback_ && !o.ablate.empty()) return host("head ablation")->encode(m, ids, mask, o);
     model_notice_.clear();
     if (!fallback_) {
       try {
@@ -92,7 +93,7 @@ class OpenClBackend final : public Backend {
   }
 
   Tensor cross_attention(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
-    if (!fallback_ && !device_runs(m.config)) return host(m.config)->cross_attention(m, layer, xa, xb, mask);
+    if (!fallback_ && !device_runs(m.config)) return host("this model's decoder layers")->cross_attention(m, layer, xa, xb, mask);
     if (!fallback_) {
       try {
         return cross_cl(m, layer, xa, xb, mask);
@@ -111,9 +112,9 @@ class OpenClBackend final : public Backend {
     return c.norm_kind == NormKind::LayerNorm && c.positional != Positional::Rotary && !c.gated_ff &&
            c.kv_heads() == c.num_heads && c.qkv_bias && c.out_bias && c.ff_bias && c.attn_scale == 0.0f;
   }
-  Backend* host(const ModelConfig&) {
+  Backend* host(const std::string& what) {
     if (!host_) host_ = make_cpu_backend();
-    model_notice_ = "the OpenCL kernels do not cover this model's decoder layers yet; it runs on the cpu backend";
+    model_notice_ = "the OpenCL kernels do not cover " + what + " yet; this pass ran on the cpu backend";
     return host_.get();
   }
 
