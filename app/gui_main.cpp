@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens (Explore) or train.", "NAME"});
+  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance (Explore) or train.", "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu, cpu-bf16 (built with oneDNN), reference, opencl or opencl:N.", "NAME"});
@@ -97,10 +97,11 @@ int main(int argc, char** argv) {
   QString tab = p.value("tab");
   if (tab == "logit-lens") tab = "lens";  // the CLI's method name
   if (!tab.isEmpty() && tab != "train" && !e->showPage(tab)) {
-    std::fprintf(stderr, "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, train)\n",
+    std::fprintf(stderr, "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, train)\n",
                  qPrintable(tab));
     return 2;
   }
+  if (tab == "importance") e->computeImportance();
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());
     if (p.isSet("train-epochs")) {
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
     const QString file = p.value("screenshot");
     QTimer::singleShot(300, [&w, e, file] {
       e->flush();
-      e->waitForLens();  // the Logit lens tab fills in the background
+      e->waitForLens();  // the Logit lens and Importance tabs fill in the background
+      e->waitForImportance();
       QApplication::processEvents();
       const bool ok = w.grab().save(file);
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));

@@ -25,6 +25,7 @@
 #include <set>
 #include <thread>
 
+#include "engine/analysis/methods.h"
 #include "engine/forward.h"
 #include "engine/lm.h"
 #include "engine/ops.h"
@@ -1020,6 +1021,51 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
   CHECK(causal->isEnabled());
   CHECK(cross->isEnabled());
   CHECK_FALSE(e->lensTable()->parentWidget()->isEnabled());
+}
+
+TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates that head and the prediction changes",
+          "[ui][analysis]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  QString last_status;
+  QObject::connect(e, &ExploreView::status, [&](const QString& s) { last_status = s; });
+  e->setText("the film was not very good");
+  e->flush();
+  REQUIRE(e->result());
+  const std::vector<float> before = e->result()->class_probs;
+  const size_t pred = static_cast<size_t>(e->result()->predicted);
+  REQUIRE(e->showPage("importance"));
+  e->computeImportance();
+  e->waitForImportance();
+  QTableWidget* t = e->importanceTable();
+  const int L = e->model()->config.num_layers, H = e->model()->config.num_heads;
+  REQUIRE(t->rowCount() == L);
+  REQUIRE(t->columnCount() == H);
+  ForwardRequest req;
+  req.ids = e->result()->ids;
+  const Tensor want = head_importance(*e->model(), *make_backend("cpu"), req, -1);
+  int best_l = 0, best_h = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      CHECK(t->item(L - 1 - l, h)->text() == QString::number(want.at(l, h), 'g', 3));
+      if (std::fabs(want.at(l, h)) > std::fabs(want.at(best_l, best_h))) best_l = l, best_h = h;
+    }
+  // click the most important head's cell: ablated in every pass, said in the status bar and the title
+  emit t->cellClicked(L - 1 - best_l, best_h);
+  e->flush();
+  CHECK(e->isAblated(best_l, best_h));
+  CHECK(last_status.contains(QString("ablated %1:%2").arg(best_l).arg(best_h)));
+  const std::vector<float> after = e->result()->class_probs;
+  CHECK(after[pred] != before[pred]);  // the prediction panel's numbers change
+  CHECK(before[pred] - after[pred] == Approx(want.at(best_l, best_h)).margin(1e-5));  // by the head's importance
+  e->setLayer(best_l);
+  CHECK(e->headView(best_h)->data().title.contains("ablated"));
+  emit t->cellClicked(L - 1 - best_l, best_h);  // restore
+  e->flush();
+  CHECK_FALSE(e->isAblated(best_l, best_h));
+  CHECK(e->result()->class_probs == before);
 }
 
 TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder stays as it was", "[ui][train][hf]") {

@@ -127,6 +127,7 @@ void ExploreController::recompute() {
       job.token_view.reset();  // nothing but special tokens: show them rather than nothing
   }
   if (mask_provider_) job.request.mask = mask_provider_();
+  job.request.ablate = ablated_;
   if (request_hook_) request_hook_(job.request);
   job.id = next_id_++;
   job.submitted_ns = last_input_ns_;  // latency is measured from the input, debounce included

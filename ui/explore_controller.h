@@ -41,6 +41,8 @@ class ExploreController : public QObject {
   // The mask of the next pass, asked for after inputPrepared (the mask editor takes the new
   // input's shape from that signal before its mask is read).
   void setMaskProvider(std::function<MaskSpec()> provider) { mask_provider_ = std::move(provider); }
+  // Heads ablated in every pass from now on, (layer, head) (ForwardRequest::ablate).
+  void setAblated(std::vector<std::pair<int, int>> heads) { ablated_ = std::move(heads); }
   // Tests: sees every request before it is submitted (to hold a pass at a layer, say).
   void setRequestHook(std::function<void(ForwardRequest&)> hook) { request_hook_ = std::move(hook); }
   // New input: prepared at once (inputPrepared), computed after the debounce.
@@ -78,6 +80,7 @@ class ExploreController : public QObject {
   ExploreInput input_;
   PreparedInput prepared_, prepared_cross_;
   std::function<MaskSpec()> mask_provider_;
+  std::vector<std::pair<int, int>> ablated_;
   std::function<void(ForwardRequest&)> request_hook_;
   std::shared_ptr<const ForwardResult> result_;
   ForwardOutcome outcome_;

@@ -1,6 +1,7 @@
 // ExploreView implementation.
 #include "ui/explore_view.h"
 
+#include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
@@ -30,6 +31,7 @@
 
 #include <qcustomplot.h>
 
+#include "engine/analysis/methods.h"
 #include "engine/lm.h"
 #include "ui/colormaps.h"
 #include "ui/heatmap_data.h"
@@ -290,6 +292,31 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   lensv->addWidget(lens_table_, 1);
   lens_page_->setEnabled(false);
   tabs_->addTab(lens_page_, "Logit lens");
+  // Head importance (Michel et al. 2019): p(prediction) minus p(prediction) with one head
+  // ablated, for every head; click a cell to ablate or restore that head in every view.
+  imp_page_ = new QWidget;
+  auto* impv = new QVBoxLayout(imp_page_);
+  auto* imp_bar = new QHBoxLayout;
+  auto* imp_run = new QPushButton("Compute head importance", imp_page_);
+  imp_run->setObjectName("importanceRun");
+  imp_run->setToolTip("One pass per head with that head ablated: how much the prediction's probability drops");
+  imp_status_ = new QLabel(imp_page_);
+  imp_status_->setWordWrap(true);
+  imp_bar->addWidget(imp_run);
+  imp_bar->addWidget(imp_status_, 1);
+  impv->addLayout(imp_bar);
+  imp_table_ = new QTableWidget(imp_page_);
+  imp_table_->setObjectName("importanceTable");
+  imp_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  imp_table_->horizontalHeader()->setDefaultSectionSize(64);
+  impv->addWidget(imp_table_, 1);
+  tabs_->addTab(imp_page_, "Importance");
+  connect(imp_run, &QPushButton::clicked, this, &ExploreView::computeImportance);
+  connect(imp_table_, &QTableWidget::cellClicked, this, [this](int row, int col) {
+    if (!model_) return;
+    const int l = model_->config.num_layers - 1 - row;  // the last layer on top
+    setAblated(l, col, !isAblated(l, col));
+  });
   connect(line_head_, &QComboBox::currentIndexChanged, this, [this](int i) { lines_->setHead(i - 1); });
   rv->addWidget(tabs_, 1);
   split->addWidget(left_scroll);
@@ -352,6 +379,8 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
 ExploreView::~ExploreView() {
   if (lens_cancel_) lens_cancel_->store(true);
   if (lens_thread_.joinable()) lens_thread_.join();
+  if (imp_cancel_) imp_cancel_->store(true);
+  if (imp_thread_.joinable()) imp_thread_.join();
   controller_->shutdown();
 }
 
@@ -386,6 +415,16 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
   tabs_->setTabVisible(tabs_->indexOf(lens_page_), c.lm_head);  // language models only
   tabs_->setTabToolTip(tabs_->indexOf(lens_page_), c.lm_head ? "Each layer's guess of the next token"
                                                              : "Language models only (a model with an LM head)");
+  ablated_.clear();
+  applyAblation();
+  if (imp_cancel_) imp_cancel_->store(true);
+  imp_table_->clear();
+  imp_table_->setRowCount(0);
+  imp_table_->setColumnCount(0);
+  imp_status_->setText(c.num_classes > 0 || c.lm_head
+                           ? "How much each head matters to the prediction: click Compute (one pass per head)."
+                           : "Head importance needs a prediction (a classifier or a language model); this model has none.");
+  imp_page_->setEnabled(c.num_classes > 0 || c.lm_head);
   lens_dirty_ = true;
   lens_table_->clear();
   lens_table_->setRowCount(0);
@@ -434,6 +473,7 @@ void ExploreView::rebuildHeadGrid(int heads) {
   lines_->setHead(-1);
   for (HeatmapView* h : heads_) h->deleteLater();
   heads_.clear();
+  ablate_actions_.clear();
   grid_cols_ = 0;
   for (int h = 0; h < heads; ++h) {
     auto* v = new HeatmapView(heads_page_);
@@ -443,6 +483,12 @@ void ExploreView::rebuildHeadGrid(int heads) {
     v->setToolTip("Double-click to enlarge");
     connect(v, &HeatmapView::clicked, this, [this, h] { openHead(layer_, h); });
     connect(v, &HeatmapView::labelStepsNeeded, this, &ExploreView::syncLabelSteps, Qt::QueuedConnection);
+    auto* act = new QAction("Ablate this head (its probabilities times 0 before they weight the values)", v);
+    act->setCheckable(true);
+    v->setContextMenuPolicy(Qt::ActionsContextMenu);
+    v->addAction(act);
+    connect(act, &QAction::triggered, this, [this, h](bool on) { setAblated(layer_, h, on); });
+    ablate_actions_.push_back(act);
     heads_.push_back(v);
   }
   layoutHeadGrid();
@@ -703,10 +749,13 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   QString count = n == 1 ? QString("1 token") : QString("%1 tokens").arg(n);
   if (result_->is_cross()) count += QString(" attending to %1").arg(controller_->preparedCross().size());
   if (shown != n) count += QString(" (%1 shown)").arg(shown);
-  emit status(QString("backend %1 (%2) | %3 | forward %4 ms%5")
+  QString ablated;
+  for (const auto& [l, h] : ablated_) ablated += (ablated.isEmpty() ? " | ablated " : ", ") + QString("%1:%2").arg(l).arg(h);
+  emit status(QString("backend %1 (%2) | %3 | forward %4 ms%5%6")
                   .arg(out.backend, out.device)
                   .arg(count)
                   .arg(result_->millis, 0, 'f', 1)
+                  .arg(ablated)
                   .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
   if (perf_log_) {
     const qint64 submitted = out.submitted_ns;
@@ -737,8 +786,9 @@ void ExploreView::render() {
     HeatmapData d = grids_[static_cast<size_t>(layer_ * H + h)];
     d.row_labels = row_labels_;
     d.col_labels = col_labels_;
-    d.title = QString("head %1").arg(h);
+    d.title = isAblated(layer_, h) ? QString("head %1 (ablated)").arg(h) : QString("head %1").arg(h);
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
+    if (static_cast<size_t>(h) < ablate_actions_.size()) ablate_actions_[static_cast<size_t>(h)]->setChecked(isAblated(layer_, h));
   }
   syncLabelSteps();
   applyColourScale();
@@ -904,6 +954,115 @@ void ExploreView::startLens() {
   });
 }
 
+void ExploreView::applyAblation() {
+  controller_->setAblated({ablated_.begin(), ablated_.end()});
+}
+
+void ExploreView::setAblated(int layer, int head, bool ablated) {
+  if (!model_ || layer < 0 || layer >= model_->config.num_layers || head < 0 || head >= model_->config.num_heads) return;
+  if (ablated)
+    ablated_.insert({layer, head});
+  else
+    ablated_.erase({layer, head});
+  applyAblation();
+  // the importance table marks ablated heads with a frame of text
+  const int row = model_->config.num_layers - 1 - layer;
+  if (QTableWidgetItem* it = imp_table_->item(row, head)) {
+    QFont f = it->font();
+    f.setStrikeOut(ablated);
+    it->setFont(f);
+  }
+  schedule();
+}
+
+void ExploreView::computeImportance() {
+  if (imp_cancel_) imp_cancel_->store(true);
+  if (imp_thread_.joinable()) imp_thread_.join();
+  flush();
+  if (!model_ || !result_) return;
+  const ModelConfig& c = model_->config;
+  if (c.num_classes == 0 && !c.lm_head) return;
+  ForwardRequest req;
+  req.ids = controller_->prepared().ids;
+  req.token_types = controller_->prepared().token_types;
+  req.mask = currentMask();
+  req.ablate = {};  // importance of each head alone, from the full model
+  if (req.ids.empty()) return;
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  imp_cancel_ = cancel;
+  const int generation = ++imp_generation_;
+  std::shared_ptr<const Model> model = model_;
+  const std::string backend_name = controller_->backend().toStdString();
+  imp_status_->setText(QString("Ablating %1 heads one at a time...").arg(c.num_layers * c.num_heads));
+  QPointer<ExploreView> self(this);
+  imp_thread_ = std::thread([self, model, req, cancel, generation, backend_name] {
+    std::shared_ptr<Tensor> imp;
+    QString error;
+    try {
+      auto backend = make_backend(backend_name == "reference" ? "reference" : "cpu");
+      imp = std::make_shared<Tensor>(head_importance(*model, *backend, req, -1, [&](int done, int total) {
+        QMetaObject::invokeMethod(qApp, [self, done, total, generation] {
+          if (self && generation == self->imp_generation_)
+            self->imp_status_->setText(QString("Ablating heads: %1 of %2...").arg(done).arg(total));
+        }, Qt::QueuedConnection);
+      }, cancel.get()));
+    } catch (const Cancelled&) {
+      return;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    QMetaObject::invokeMethod(qApp, [self, model, imp, error, generation] {
+      if (!self || generation != self->imp_generation_ || self->model_ != model) return;
+      if (!imp) {
+        self->imp_status_->setText("Head importance: " + error);
+        return;
+      }
+      QTableWidget* t = self->imp_table_;
+      const int L = static_cast<int>(imp->dim(0)), H = static_cast<int>(imp->dim(1));
+      float top = 1e-6f;
+      for (float v : imp->data) top = std::max(top, std::fabs(v));
+      t->clear();
+      t->setRowCount(L);
+      t->setColumnCount(H);
+      QStringList rows, cols;
+      for (int l = L - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
+      for (int h = 0; h < H; ++h) cols << QString("head %1").arg(h);
+      t->setVerticalHeaderLabels(rows);
+      t->setHorizontalHeaderLabels(cols);
+      for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) {
+          const float v = imp->at(l, h);
+          auto* item = new QTableWidgetItem(QString::number(v, 'g', 3));  // confident models: tiny drops
+          // diverging colours centred on 0: red where ablating the head lowers the prediction
+          const float a = std::min(1.0f, std::fabs(v) / top);
+          const QColor bg = v >= 0 ? QColor::fromRgbF(1.0f, 1.0f - 0.75f * a, 1.0f - 0.75f * a)
+                                   : QColor::fromRgbF(1.0f - 0.75f * a, 1.0f - 0.75f * a, 1.0f);
+          item->setBackground(bg);
+          item->setForeground(Qt::black);
+          QFont f = item->font();
+          f.setStrikeOut(self->isAblated(l, h));
+          item->setFont(f);
+          item->setToolTip(QString("layer %1, head %2: the prediction's probability drops by %3 without it. "
+                                   "Click to ablate or restore the head.")
+                               .arg(l)
+                               .arg(h)
+                               .arg(v, 0, 'f', 4));
+          t->setItem(L - 1 - l, h, item);
+        }
+      self->imp_status_->setText(
+          QString("p(prediction) minus p(prediction) with the head ablated (Michel et al. 2019): red, the head "
+                  "helps the prediction; blue, it works against it (largest %1). Click a cell to ablate or restore "
+                  "that head in every view.")
+              .arg(top, 0, 'f', 3));
+    }, Qt::QueuedConnection);
+  });
+}
+
+void ExploreView::waitForImportance() {
+  if (imp_thread_.joinable()) imp_thread_.join();
+  QCoreApplication::processEvents();
+}
+
 void ExploreView::waitForLens() {
   flush();
   if (lens_dirty_ && tabs_->currentWidget() == lens_page_) startLens();
@@ -957,6 +1116,7 @@ bool ExploreView::showPage(const QString& name) {
                   : name == "head"   ? head_page_
                   : name == "mask"   ? static_cast<QWidget*>(editor_)
                   : name == "lens"   ? lens_page_
+                  : name == "importance" ? imp_page_
                                      : nullptr;
   if (!page) return false;
   tabs_->setCurrentWidget(page);

@@ -8,6 +8,7 @@
 #include <QWidget>
 #include <atomic>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "engine/forward.h"
@@ -22,6 +23,7 @@ class QListView;
 class QSlider;
 class QSpinBox;
 class QTableWidget;
+class QAction;
 class QTabWidget;
 class QTimer;
 class QGridLayout;
@@ -77,6 +79,15 @@ class ExploreView : public QWidget {
   // waitForLens() blocks until the pending computation has been shown (tests, screenshots).
   QTableWidget* lensTable() const { return lens_table_; }
   void waitForLens();
+  // Head ablation (Michel et al.'s head mask): the head's probabilities times 0 before they
+  // weight the values, in every pass until restored. Shown in the head's title and the status bar.
+  void setAblated(int layer, int head, bool ablated);
+  bool isAblated(int layer, int head) const { return ablated_.count({layer, head}) > 0; }
+  // The Importance tab: p(prediction) minus p(prediction) with each head ablated, computed in the
+  // background; waitForImportance() blocks until it has been shown (tests, screenshots).
+  void computeImportance();
+  void waitForImportance();
+  QTableWidget* importanceTable() const { return imp_table_; }
 
  protected:
   bool eventFilter(QObject* obj, QEvent* ev) override;
@@ -114,6 +125,7 @@ class ExploreView : public QWidget {
   MaskSpec currentMask() const;
   void renderPrediction();
   void startLens();
+  void applyAblation();
 
   std::shared_ptr<const Model> model_;
   ExploreController* controller_;
@@ -173,6 +185,15 @@ class ExploreView : public QWidget {
   std::thread lens_thread_;
   std::shared_ptr<std::atomic<bool>> lens_cancel_;
   int lens_generation_ = 0;
+  // Head ablation and the Importance tab
+  std::set<std::pair<int, int>> ablated_;
+  std::vector<QAction*> ablate_actions_;  // one per head view of the grid
+  QWidget* imp_page_;
+  QTableWidget* imp_table_;
+  QLabel* imp_status_;
+  std::thread imp_thread_;
+  std::shared_ptr<std::atomic<bool>> imp_cancel_;
+  int imp_generation_ = 0;
 };
 
 }  // namespace attnlab
