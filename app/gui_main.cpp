@@ -2,6 +2,7 @@
 // --screenshot FILE.png it opens in the given state, renders the window, writes the PNG, exits.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QIcon>
 #include <QKeyEvent>
 #include <QLineEdit>
 #include <QSettings>
@@ -19,6 +20,11 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName("attnlab");
   QApplication::setApplicationVersion(ATTNLAB_VERSION);
   QApplication::setOrganizationName("attnlab");
+  QGuiApplication::setDesktopFileName("io.github.attnlab.attnlab");  // the menu entry this window belongs to
+  {  // the installed icon (hicolor theme), else the one installed next to the binary's share/
+    const QString beside = QCoreApplication::applicationDirPath() + "/../share/icons/hicolor/256x256/apps/attnlab.png";
+    QApplication::setWindowIcon(QIcon::fromTheme("attnlab", QIcon(beside)));
+  }
   QCommandLineParser p;
   p.setApplicationDescription("attnlab: see how transformer attention works");
   p.addHelpOption();

