@@ -13,6 +13,7 @@
 #include "app/default_model.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
+#include "ui/tour.h"
 #include "ui/train_view.h"
 
 int main(int argc, char** argv) {
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu, cpu-bf16 (built with oneDNN), reference, opencl or opencl:N.", "NAME"});
   p.addOption({"size", "Window size WxH (for screenshots).", "WxH"});
+  p.addOption({"tour-step", "Open step N of Help > Tour (1-based; the articles, step by step).", "N"});
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
   p.addOption({"perf-log", "Record keystroke-to-repaint latency to FILE (TSV).", "FILE"});
   p.addOption({"no-settings", "Neither read nor write saved settings."});
@@ -108,6 +110,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (tab == "importance") e->computeImportance();
+  if (p.isSet("tour-step")) {
+    if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1)) {
+      std::fprintf(stderr, "attnlab: --tour-step: no step %s (1-%zu)\n", qPrintable(p.value("tour-step")),
+                   attnlab::tour_steps().size());
+      return 2;
+    }
+  }
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());
     if (p.isSet("train-epochs")) {

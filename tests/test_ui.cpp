@@ -8,6 +8,8 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QLineEdit>
+#include <QListWidget>
+#include <QTabWidget>
 #include <QStatusBar>
 #include <QScrollArea>
 #include <QSettings>
@@ -32,6 +34,7 @@
 #include "engine/trainer.h"
 #include "ui/colormaps.h"
 #include "ui/explore_view.h"
+#include "ui/tour.h"
 #include "ui/forward_runner.h"
 #include "ui/heatmap_view.h"
 #include "ui/line_view.h"
@@ -1066,6 +1069,46 @@ TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates
   e->flush();
   CHECK_FALSE(e->isAblated(best_l, best_h));
   CHECK(e->result()->class_probs == before);
+}
+
+TEST_CASE("the tour: every step opens its state, and Help > Tour walks through them", "[ui][tour]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  const auto& steps = tour_steps();
+  REQUIRE(steps.size() >= 9);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    INFO("step " << i + 1 << ": " << steps[i].title.toStdString());
+    REQUIRE(show_tour_step(w, static_cast<int>(i)));
+    e->flush();
+    const TourStep& s = steps[i];
+    if (s.page == "train") {
+      CHECK(w.tabs()->currentWidget() == w.train());
+      continue;
+    }
+    CHECK(w.tabs()->currentWidget() == e);
+    CHECK(e->text() == s.input);
+    CHECK(e->maskArgs() == s.masks);
+    CHECK(e->layer() == s.layer);
+    REQUIRE(e->result());
+    CHECK(static_cast<int>(e->result()->ids.size()) >= s.pad_to);
+    CHECK(e->result()->is_cross() == !s.cross.isEmpty());
+    QTabWidget* pages = e->tabs();
+    const QString shown = pages->tabText(pages->currentIndex()).toLower();
+    const QString want = s.page == "heads" ? "heads" : s.page == "head" ? "head" : s.page == "layers" ? "all layers"
+                         : s.page == "mask" ? "mask editor" : s.page;
+    CHECK(shown == want);
+  }
+  CHECK_FALSE(show_tour_step(w, static_cast<int>(steps.size())));
+  // Help > Tour: a list of the steps; choosing one opens it
+  w.showTour();
+  auto* list = w.findChild<QListWidget*>("tourSteps");
+  REQUIRE(list);
+  CHECK(list->count() == static_cast<int>(steps.size()));
+  list->setCurrentRow(3);  // the causal mask
+  e->flush();
+  CHECK(e->maskArgs() == QStringList{"causal"});
 }
 
 TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder stays as it was", "[ui][train][hf]") {

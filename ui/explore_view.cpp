@@ -671,6 +671,10 @@ void ExploreView::setMaskArgs(const QStringList& args) {
   schedule();
 }
 
+void ExploreView::setPadTo(int length) {
+  pad_to_->setValue(length);
+}
+
 QStringList ExploreView::maskArgs() const {
   QStringList a;
   if (padding_->isChecked()) a << "padding";

@@ -56,6 +56,7 @@ class ExploreView : public QWidget {
   int enlargedHead() const { return big_head_; }  // the head the Head tab shows
   // Applies --mask style arguments ("causal", "window:8", ...). Error on a bad one.
   void setMaskArgs(const QStringList& args);
+  void setPadTo(int length);  // [PAD] tokens appended up to this length (0: none)
   QStringList maskArgs() const;
   void setColormap(const QString& name);
   void setPerfLog(const QString& path);

@@ -8,6 +8,11 @@
 #include <QFileDialog>
 #include <QInputDialog>
 #include <QLabel>
+#include <QDialog>
+#include <QListWidget>
+#include <QPushButton>
+#include <QHBoxLayout>
+#include <QVBoxLayout>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -20,6 +25,7 @@
 #include "engine/ops.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
+#include "ui/tour.h"
 #include "ui/train_view.h"
 
 namespace attnlab {
@@ -125,6 +131,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   view->addAction("&Next layer", QKeySequence(Qt::ALT | Qt::Key_Down), this,
                   [this] { explore_->setLayer(explore_->layer() + 1); });
   QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&Tour: attention step by step", this, [this] { showTour(); });
   help->addAction("&Keyboard shortcuts", this, [this] {
     QMessageBox box(QMessageBox::NoIcon, "Keyboard shortcuts", shortcutsText(), QMessageBox::Close, this);
     box.setTextFormat(Qt::RichText);
@@ -136,6 +143,47 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     box.exec();
   });
   resize(1400, 900);
+}
+
+void MainWindow::showTour() {
+  // One non-modal window beside this one: the steps on the left, what to look at on the right.
+  auto* dlg = findChild<QDialog*>("tourDialog");
+  if (!dlg) {
+    dlg = new QDialog(this);
+    dlg->setObjectName("tourDialog");
+    dlg->setWindowTitle("Tour: attention step by step");
+    auto* lay = new QHBoxLayout(dlg);
+    auto* list = new QListWidget(dlg);
+    list->setObjectName("tourSteps");
+    for (size_t i = 0; i < tour_steps().size(); ++i)
+      list->addItem(QString("%1. %2").arg(i + 1).arg(tour_steps()[i].title));
+    auto* right = new QVBoxLayout;
+    auto* text = new QLabel(dlg);
+    text->setWordWrap(true);
+    text->setTextFormat(Qt::RichText);
+    text->setMinimumWidth(320);
+    text->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    right->addWidget(text, 1);
+    auto* next = new QPushButton("Next step", dlg);
+    right->addWidget(next);
+    lay->addWidget(list);
+    lay->addLayout(right, 1);
+    connect(list, &QListWidget::currentRowChanged, this, [this, text](int row) {
+      if (row < 0) return;
+      const TourStep& s = tour_steps()[static_cast<size_t>(row)];
+      text->setText(QString("<h3>%1</h3><p><i>%2</i></p><p>%3</p><p style='color:#666'>The tour is written for "
+                            "the shipped default model.</p>")
+                        .arg(s.title.toHtmlEscaped(), s.source.toHtmlEscaped(), s.text));
+      show_tour_step(*this, row);
+    });
+    connect(next, &QPushButton::clicked, list, [list] {
+      list->setCurrentRow(std::min(list->currentRow() + 1, list->count() - 1));
+    });
+    dlg->resize(640, 320);
+    list->setCurrentRow(0);
+  }
+  dlg->show();
+  dlg->raise();
 }
 
 QString MainWindow::shortcutsText() const {

@@ -26,6 +26,8 @@ class MainWindow : public QMainWindow {
   bool openModel(const QString& dir, bool quiet = false);
   void useModel(std::shared_ptr<const Model> model, const QString& source);
   ExploreView* explore() const { return explore_; }
+  // Help > Tour: the articles' steps in a small window beside this one; each opens its state.
+  void showTour();
   TrainView* train() const { return train_; }
   QTabWidget* tabs() const { return tabs_; }
   QString modelDir() const { return model_dir_; }

@@ -1,0 +1,72 @@
+// The tour's steps (see tour.h). Written for the shipped default model (2 layers, 8 heads,
+// trained on the negation task), where "not" is what the heads look at.
+#include "ui/tour.h"
+
+#include <QTabWidget>
+
+#include "ui/explore_view.h"
+#include "ui/main_window.h"
+#include "ui/train_view.h"
+
+namespace attnlab {
+
+const std::vector<TourStep>& tour_steps() {
+  static const std::vector<TourStep> steps = {
+      {"Scaled dot-product attention", "article 000, sections 2-3",
+       "One head, enlarged: row <i>i</i> is softmax(q<sub>i</sub> &middot; k<sub>j</sub> / &radic;d) over the keys "
+       "<i>j</i>; every row sums to 1. Hover a cell for its value; double-click a head in the grid to come here.",
+       "the film was not very good", "", {}, 0, 0, "head"},
+      {"Eight heads", "article 000, section 3; article 003, section 4.3",
+       "The same layer, all eight heads: each has its own query, key and value projections, so each learns its "
+       "own pattern. In this model several heads send every word to \"not\", the word that decides the label.",
+       "the film was not very good", "", {}, 0, 0, "heads"},
+      {"Padding and the padding mask", "article 003, section 2.1",
+       "Batches pad short sentences with [PAD]. Here the text is padded to 10 tokens and the padding mask is on: "
+       "no query attends to a [PAD] key (its column is blocked), while the [PAD] rows still attend to the words.",
+       "the film was not good", "", {"padding"}, 10, 0, "heads"},
+      {"The causal mask", "article 003, section 2.2",
+       "A decoder may not look ahead: key <i>j</i> &gt; query <i>i</i> is blocked, so each row spreads over the "
+       "tokens up to itself and the map is a lower triangle. This model was not trained with it: the heads lose "
+       "\"not\" for the words before it.",
+       "the film was not very good", "", {"causal"}, 0, 0, "heads"},
+      {"Your own mask, combined", "article 003, sections 2.3-2.4",
+       "The mask editor: click or drag to block cells (per head or for all heads), then see every head with it. "
+       "Masks combine as in nn.MultiheadAttention: a cell is blocked when any mask blocks it; float masks add.",
+       "the film was not very good", "", {"causal"}, 0, 0, "mask"},
+      {"One head, all heads, all layers", "article 003, sections 4.2-4.3",
+       "Every layer and every head at once; click a thumbnail to open that layer. The second layer's heads "
+       "gather what the first layer found.",
+       "the film was not very good", "", {}, 0, 1, "layers"},
+      {"Queries and keys of different lengths", "article 003, section 5.2 (cross-attention)",
+       "Cross-attention: queries from the first text, keys and values from a second one, so the maps are 6 x 3. "
+       "Each sequence is encoded by the model first; the chosen layer's attention then compares them.",
+       "the film was not very good", "it was bad", {}, 0, 0, "heads"},
+      {"Sliding-window (sparse) attention", "article 000, section 7.2",
+       "Each token sees only its neighbours within the window (here 4: two on each side). Long inputs then cost "
+       "time in proportion to their length, not its square.",
+       "the film was not very good but the actors were not bad at all", "", {"window:4"}, 0, 0, "heads"},
+      {"Training the TextClassifier", "article 000, section 6",
+       "The Train tab trains the article's classifier on the negation task and plots loss and accuracy; the "
+       "probe sentence's heads are redrawn after every epoch, so you can watch a head learn to look from "
+       "\"good\" to \"not\". Press Train.",
+       "the film was not very good", "", {}, 0, 0, "train"},
+  };
+  return steps;
+}
+
+bool show_tour_step(MainWindow& w, int index) {
+  const auto& steps = tour_steps();
+  if (index < 0 || index >= static_cast<int>(steps.size())) return false;
+  const TourStep& s = steps[static_cast<size_t>(index)];
+  ExploreView* e = w.explore();
+  w.tabs()->setCurrentWidget(s.page == "train" ? static_cast<QWidget*>(w.train()) : e);
+  e->setCrossText(s.cross);
+  e->setText(s.input);
+  e->setPadTo(s.pad_to);
+  e->setMaskArgs(s.masks);
+  e->setLayer(s.layer);
+  if (s.page != "train") e->showPage(s.page);
+  return true;
+}
+
+}  // namespace attnlab

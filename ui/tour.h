@@ -1,0 +1,32 @@
+// "Tour: attention step by step": the two seed articles walked through in the app (multi-head
+// attention from scratch, article 000; the masks and heatmaps of nn.MultiheadAttention, article
+// 003), one step per section, each a state of the Explore or Train tab. Help > Tour lists them;
+// `attnlab --tour-step N` opens one (docs/tour/make.sh takes the pictures of docs/tour.md).
+#pragma once
+
+#include <QString>
+#include <QStringList>
+#include <vector>
+
+namespace attnlab {
+
+class MainWindow;
+
+struct TourStep {
+  QString title;    // "The padding mask"
+  QString source;   // "article 003, section 2.1"
+  QString text;     // what to look at, for the Tour dialog (rich text)
+  QString input;    // the Explore text
+  QString cross;    // cross-attention text (empty: self-attention)
+  QStringList masks;  // --mask style arguments
+  int pad_to = 0;     // [PAD] tokens appended up to this length
+  int layer = 0;
+  QString page;  // an Explore page ("heads", "head", "layers", "mask", "lines") or "train"
+};
+
+const std::vector<TourStep>& tour_steps();
+
+// Puts the window in step `index`'s state (0-based). False for an index that does not exist.
+bool show_tour_step(MainWindow& w, int index);
+
+}  // namespace attnlab
