@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
     }
     if (!p.isSet("model") || dir.isEmpty()) w.openModel(QString::fromStdString(attnlab::default_model_dir(argv[0])));
   }
+  // First start (nothing saved yet): the tour opens beside the window, as the thing to try first.
+  const bool first_start = use_settings && !p.isSet("type-text") && !QSettings().contains("model/dir");
   if (use_settings) w.restoreSettings();
   attnlab::ExploreView* e = w.explore();
   if (p.isSet("perf-log")) e->setPerfLog(p.value("perf-log"));
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
       w.train()->waitForFinish();
     }
   }
+  if (first_start) QTimer::singleShot(0, &w, [&w] { w.showTour(); });
   if (p.isSet("screenshot")) {
     const QString file = p.value("screenshot");
     QTimer::singleShot(300, [&w, e, file] {

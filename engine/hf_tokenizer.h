@@ -85,12 +85,14 @@ class HfTokenizer {
  private:
   struct NormStep {
     enum Kind { Bert, Lowercase, Nfd, Nfc, StripAccents, Prepend, Replace } kind;
+    NormStep(Kind k) : kind(k) {}  // NOLINT: {NormStep::Nfd} reads as the step it is
     bool clean_text = true, chinese = true, strip_accents = false, lowercase = true;
     std::u32string text, with;          // Prepend: text; Replace: literal text -> with
     std::shared_ptr<const Regex> re;    // Replace with a regex
   };
   struct PreStep {
     enum Kind { Bert, WhitespaceSplit, ByteLevel, Split } kind;
+    PreStep(Kind k) : kind(k) {}  // NOLINT: {PreStep::Bert} reads as the step it is
     // Split (and ByteLevel's own GPT-2 regex): what a match becomes (tokenizers' SplitDelimiterBehavior)
     enum Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous } behavior = Isolated;
     std::shared_ptr<const Regex> re;    // null with a literal pattern
