@@ -220,9 +220,11 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   if (req.cross_ids.empty()) {
     r.mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, pad);
     if (c.sliding_window > 0) block_outside_window(r.mask, c.sliding_window);
+    opts.keep_layer_inputs = req.keep_layer_inputs;
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);
     r.attention = std::move(out.attention);
+    r.layer_inputs = std::move(out.layer_inputs);
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {
     check_ids(model, req.cross_ids, "the cross sequence");

@@ -27,6 +27,7 @@ struct ForwardRequest {
   std::function<void(int layer)> on_layer;  // called as each layer of the (first) encoding starts
   // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
   std::vector<std::pair<int, int>> ablate;
+  bool keep_layer_inputs = false;  // self mode: return each layer's input (analysis methods read them)
 };
 
 struct ForwardResult {
@@ -42,6 +43,7 @@ struct ForwardResult {
   std::vector<std::pair<int, float>> next_tokens;
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
+  std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them
   AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
   std::vector<std::string> warnings;
   double millis = 0;  // wall time of the forward pass

@@ -58,32 +58,29 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
   const ModelConfig& c = model.config;
   ForwardRequest req = request;
   req.keep_layers.clear();
+  req.keep_layer_inputs = true;  // the values are computed from each layer's input: one pass
   const ForwardResult r = run_forward(model, backend, req);
-  // each layer's input, for the values: the same pass again keeping them (cheap next to it)
-  EncodeOptions opts;
-  opts.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
-  opts.keep_layer_inputs = true;
-  opts.token_types = request.token_types;
-  const EncodeOutput enc = backend.encode(model, r.ids, r.mask, opts);
   const int L = c.num_layers, H = c.num_heads, D = c.head_dim(), E = c.embed_size;
   const int T = static_cast<int>(r.ids.size());
   auto ops = make_cpu_ops();
   Tensor out({L, H, T, T});
+  Tensor vh({T, D}), wh({E, D}), f;
   for (int l = 0; l < L; ++l) {
-    const Tensor v = attention_values(model, *ops, l, enc.layer_inputs[static_cast<size_t>(l)]);  // (T, KV*D)
-    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;                           // [E, E]
+    const Tensor v = attention_values(model, *ops, l, r.layer_inputs[static_cast<size_t>(l)]);  // (T, KV*D)
+    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;                         // [E, E]
     const Tensor& P = r.attention[static_cast<size_t>(l)];
     const int group = H / c.kv_heads();
     for (int h = 0; h < H; ++h) {
       const int g = h / group;
+      // F = v^h W_O[:, hD:(h+1)D]^T, (T, E): row j is f^h(x_j); one matrix product per head
+      for (int j = 0; j < T; ++j)
+        for (int d = 0; d < D; ++d) vh.at(j, d) = v.at(j, g * D + d);
+      for (int e = 0; e < E; ++e)
+        for (int d = 0; d < D; ++d) wh.at(e, d) = Wo.at(e, h * D + d);
+      ops->linear(vh, wh, Tensor(), f);
       for (int j = 0; j < T; ++j) {
-        // f^h(x_j) = v_j^h W_O[:, hD:(h+1)D]^T, a vector of E; its norm
         double ss = 0;
-        for (int e = 0; e < E; ++e) {
-          double s = 0;
-          for (int d = 0; d < D; ++d) s += static_cast<double>(v.at(j, g * D + d)) * Wo.at(e, h * D + d);
-          ss += s * s;
-        }
+        for (int e = 0; e < E; ++e) ss += static_cast<double>(f.at(j, e)) * f.at(j, e);
         const double norm = std::sqrt(ss);
         for (int i = 0; i < T; ++i) {
           const size_t k = ((static_cast<size_t>(l) * H + h) * T + i) * T + j;
