@@ -164,6 +164,28 @@ Vocab vocab_from_map(const json& m, const std::string& where) {
   }
 }
 
+// tokenizer_config.json as transformers reads it (empty text: every default).
+json parse_tokenizer_config(const std::string& text) {
+  if (text.empty()) return json::object();
+  json cfg;
+  try {
+    cfg = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("tokenizer_config.json", "not valid JSON (" + json_error_text(e.what()) + ")");
+  }
+  if (!cfg.is_object()) fail("tokenizer_config.json", "expected a JSON object");
+  return cfg;
+}
+
+// A token named in tokenizer_config.json: a string, or an AddedToken object's "content".
+std::string config_string(const json& cfg, const char* key, const char* fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
+  fail("tokenizer_config.json", std::string("\"") + key + "\" must be a string");
+}
+
 bool json_bool(const json& j, const char* key, bool fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
@@ -407,26 +429,12 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_txt(const std::string
                                                                 const std::string& where) {
   // transformers' BertTokenizerFast built from the slow tokenizer's files (convert_slow_tokenizer.py,
   // BertConverter), with BertTokenizer's defaults for what tokenizer_config.json leaves out.
-  json cfg = json::object();
-  if (!config_text.empty()) {
-    try {
-      cfg = json::parse(config_text);
-    } catch (const json::exception& e) {
-      fail("tokenizer_config.json", "not valid JSON (" + json_error_text(e.what()) + ")");
-    }
-    if (!cfg.is_object()) fail("tokenizer_config.json", "expected a JSON object");
-  }
+  const json cfg = parse_tokenizer_config(config_text);
   auto t = std::make_shared<HfTokenizer>();
   t->vocab_ = parse_vocab(vocab_text, where);
   // vocab.txt often ends with a newline: parse_vocab gives no token for an empty last line, but
   // a blank line inside is a real (empty) token there too.
-  auto str = [&](const char* key, const char* fallback) {
-    auto it = cfg.find(key);
-    if (it == cfg.end() || it->is_null()) return std::string(fallback);
-    if (it->is_string()) return it->get<std::string>();
-    if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
-    fail("tokenizer_config.json", std::string("\"") + key + "\" must be a string");
-  };
+  auto str = [&](const char* key, const char* fallback) { return config_string(cfg, key, fallback); };
   try {
     NormStep s{NormStep::Bert};
     s.lowercase = json_bool(cfg, "do_lower_case", true);
@@ -1061,15 +1069,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_json(const std::strin
                                                                  const std::string& where) {
   // transformers' GPT2Converter (convert_slow_tokenizer.py) over GPT2Tokenizer's files: BPE
   // without [UNK], ByteLevel(add_prefix_space), [BOS] when add_bos_token.
-  json cfg = json::object();
-  if (!config_text.empty()) {
-    try {
-      cfg = json::parse(config_text);
-    } catch (const json::exception& e) {
-      fail("tokenizer_config.json", "not valid JSON (" + json_error_text(e.what()) + ")");
-    }
-    if (!cfg.is_object()) fail("tokenizer_config.json", "expected a JSON object");
-  }
+  const json cfg = parse_tokenizer_config(config_text);
   json vocab;
   try {
     vocab = json::parse(vocab_json);
@@ -1111,13 +1111,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_json(const std::strin
     st.re = std::make_shared<Regex>(kGpt2Pattern, where);
     t->pre_ = {st};
     t->byte_level_ = true;
-    auto str = [&](const char* key, const char* fallback) {
-      auto it = cfg.find(key);
-      if (it == cfg.end() || it->is_null()) return std::string(fallback);
-      if (it->is_string()) return it->get<std::string>();
-      if (it->is_object() && it->contains("content")) return (*it)["content"].get<std::string>();
-      fail("tokenizer_config.json", std::string("\"") + key + "\" must be a string");
-    };
+    auto str = [&](const char* key, const char* fallback) { return config_string(cfg, key, fallback); };
     std::set<int> ids;
     if (auto it = cfg.find("added_tokens_decoder"); it != cfg.end() && it->is_object()) {
       const json decoder = *it;

@@ -29,15 +29,32 @@ Ops& cpu_ops() {
   return *ops;
 }
 
-}  // namespace
 
-std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Tensor& hidden, int position, int k) {
+// The LM head's logits [1, vocab] at one position of hidden [T, E].
+Tensor logits_at(const Model& model, const Tensor& hidden, int position) {
   const int T = static_cast<int>(hidden.dim(0)), E = static_cast<int>(hidden.dim(1));
   if (position < 0 || position >= T) throw Error("position " + std::to_string(position) + " is outside the input");
   Tensor row({1, E});
   std::copy(hidden.ptr() + static_cast<size_t>(position) * E, hidden.ptr() + static_cast<size_t>(position + 1) * E,
             row.ptr());
-  const Tensor logits = lm_logits(model, cpu_ops(), row);
+  return lm_logits(model, cpu_ops(), row);
+}
+
+}  // namespace
+
+double next_token_probability(const Model& model, const Tensor& hidden, int position, int id) {
+  const Tensor logits = logits_at(model, hidden, position);
+  const float* l = logits.ptr();
+  const int V = static_cast<int>(logits.dim(1));
+  if (id < 0 || id >= V) throw Error("no token id " + std::to_string(id) + " in the vocabulary");
+  const double mx = *std::max_element(l, l + V);
+  double sum = 0;
+  for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v]) - mx);
+  return std::exp(static_cast<double>(l[id]) - mx) / sum;
+}
+
+std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Tensor& hidden, int position, int k) {
+  const Tensor logits = logits_at(model, hidden, position);
   const int V = static_cast<int>(logits.dim(1));
   const float* l = logits.ptr();
   const float mx = *std::max_element(l, l + V);

@@ -15,6 +15,9 @@ namespace attnlab {
 // lower id first). hidden is the final hidden state [T, E] (after the final norm).
 std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Tensor& hidden, int position, int k);
 
+// softmax(lm_head(hidden[position]))[id], in double: one token's probability.
+double next_token_probability(const Model& model, const Tensor& hidden, int position, int id);
+
 struct LogitLens {
   int layers = 0, T = 0;
   std::vector<int> top_id;      // [layers, T]: the likeliest next token after layer l at position t

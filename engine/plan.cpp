@@ -322,6 +322,14 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
     // Inference may take over an input's buffer at its last use (nothing else reads it, and
     // there is no backward): buffers then circulate and nothing is allocated per layer.
     const bool steal = !run.for_backward && plan.last_use[static_cast<size_t>(s.in[0])] == i;
+    auto take_or_copy = [&] {  // out = in0, by taking its buffer when stealing, else by a copy
+      if (steal) {
+        std::swap(out, in0);
+      } else {
+        out.reshape_for_overwrite(in0.shape);
+        std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
+      }
+    };
     switch (s.op) {
       case OpKind::Linear: {
         static const Tensor kNoBias;
@@ -357,12 +365,7 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
       }
       case OpKind::Add: {
         const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
-        if (steal) {
-          std::swap(out, in0);
-        } else {
-          out.reshape_for_overwrite(in0.shape);
-          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
-        }
+        take_or_copy();
         add_into(out, in1);
         break;
       }
@@ -374,12 +377,7 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         // rotate_half(x) = cat(-x2, x1) over the head's halves; row n is position n % T.
         const int D = attn_in.D, half = D / 2, T = attn_in.T;
         if (st.rope_cos.empty() || st.rope_cos.dim(0) != T) rope_tables(T, D, c.rope_theta, st.rope_cos, st.rope_sin);
-        if (steal) {
-          std::swap(out, in0);
-        } else {
-          out.reshape_for_overwrite(in0.shape);
-          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
-        }
+        take_or_copy();
         const int64_t rows = out.dim(0), width = out.dim(1);
         for (int64_t n = 0; n < rows; ++n) {
           const float* cs = st.rope_cos.ptr() + (n % T) * half;
@@ -398,22 +396,12 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
       }
       case OpKind::Mul: {
         const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
-        if (steal) {
-          std::swap(out, in0);
-        } else {
-          out.reshape_for_overwrite(in0.shape);
-          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
-        }
+        take_or_copy();
         for (size_t k = 0; k < out.data.size(); ++k) out.data[k] *= in1.data[k];
         break;
       }
       case OpKind::Dropout: {
-        if (steal) {
-          std::swap(out, in0);
-        } else {
-          out.reshape_for_overwrite(in0.shape);
-          std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
-        }
+        take_or_copy();
         if (drop) {
           std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
           keep = drop->keep_mask(out.data.size());

@@ -103,20 +103,6 @@ Tensor head_importance(const Model& model, Backend& backend, const ForwardReques
   req.cancel = cancel;
   const ForwardResult full = run_forward(model, backend, req);
   int t = target;
-  std::vector<float> next_probs;  // language models: softmax over the vocabulary after the last position
-  auto next_prob = [&](const ForwardResult& r, int id) {
-    auto ops = make_cpu_ops();
-    const int T = static_cast<int>(r.hidden.dim(0)), E = static_cast<int>(r.hidden.dim(1));
-    Tensor row({1, E});
-    std::copy(r.hidden.ptr() + static_cast<size_t>(T - 1) * E, r.hidden.ptr() + static_cast<size_t>(T) * E, row.ptr());
-    const Tensor logits = lm_logits(model, *ops, row);
-    const float* l = logits.ptr();
-    const int V = static_cast<int>(logits.dim(1));
-    double mx = l[0], sum = 0;
-    for (int v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(l[v]));
-    for (int v = 0; v < V; ++v) sum += std::exp(l[v] - mx);
-    return std::exp(l[id] - mx) / sum;
-  };
   if (c.num_classes > 0) {
     if (t < 0) t = full.predicted;
     if (t >= c.num_classes) throw Error("--target: no class " + std::to_string(t) + " (the model has " +
@@ -126,7 +112,8 @@ Tensor head_importance(const Model& model, Backend& backend, const ForwardReques
     if (t >= c.vocab_size) throw Error("--target: no token id " + std::to_string(t) + " in the vocabulary");
   }
   auto p_target = [&](const ForwardResult& r) {
-    return c.num_classes > 0 ? static_cast<double>(r.class_probs[static_cast<size_t>(t)]) : next_prob(r, t);
+    return c.num_classes > 0 ? static_cast<double>(r.class_probs[static_cast<size_t>(t)])
+                             : next_token_probability(model, r.hidden, static_cast<int>(r.ids.size()) - 1, t);
   };
   const double base = p_target(full);
   const int L = c.num_layers, H = c.num_heads;
