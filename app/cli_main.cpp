@@ -66,6 +66,8 @@ usage:
   attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
                       [--target C] [--out FILE.npy] [--json]     beyond raw attention, every layer:
                       rollout [T, T] (Abnar & Zuidema 2020), value-norm [L, H, T, T] (Kobayashi et al. 2020),
+                      grad-attention [T, T] (Chefer et al. 2021; relevance for the logit of --target, default
+                      the prediction), mean-heads [L, T, T], mean-layers [T, T] (attention averaged),
                       head-importance [L, H] (p_target minus p_target with the head ablated, Michel et al. 2019),
                       head-patterns (--json; Clark et al. 2019), logit-lens [2, L, T] (language models:
                       top-1 next-token ids, then probabilities, per layer and position)
@@ -185,12 +187,14 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target"}),
                {"--json", "--random-init"});
-  static const char* kMethods = "rollout, value-norm, head-importance, head-patterns, logit-lens";
-  if (!a.has("--method")) throw Error(std::string("analyze needs --method (") + kMethods + ")");
+  static const std::vector<std::string> kMethods = {"rollout",     "value-norm",     "grad-attention", "head-importance",
+                                                    "head-patterns", "mean-heads", "mean-layers",   "logit-lens"};
+  std::string names;
+  for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + m;
+  if (!a.has("--method")) throw Error("analyze needs --method (" + names + ")");
   const std::string method = a.get("--method");
-  if (method != "rollout" && method != "value-norm" && method != "head-importance" && method != "head-patterns" &&
-      method != "logit-lens")
-    throw Error("--method: expected one of " + std::string(kMethods) + ", got \"" + method + "\"");
+  if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end())
+    throw Error("--method: expected one of " + names + ", got \"" + method + "\"");
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
     throw Error("--out: analysis results are written as .npy, got \"" + a.get("--out") + "\"");
   const Model model = resolve_model(a, argv0);
@@ -205,12 +209,39 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   j["method"] = method;
   j["labels"] = labels;
   j["ids"] = req.ids;
-  if (method == "rollout" || method == "value-norm") {
-    const Tensor r = method == "rollout" ? attention_rollout(model, *backend, req) : value_norm_attention(model, *backend, req);
+  if (method == "rollout" || method == "value-norm" || method == "grad-attention" || method == "mean-heads" ||
+      method == "mean-layers") {
+    const bool per_token = method == "rollout" || method == "grad-attention" || method == "mean-layers";  // [T, T]
+    Tensor r;
+    if (method == "rollout") {
+      r = attention_rollout(model, *backend, req);
+    } else if (method == "value-norm") {
+      r = value_norm_attention(model, *backend, req);
+    } else if (method == "grad-attention") {
+      int used = -1;
+      r = grad_attention(model, req, a.has("--target") ? a.get_int("--target", -1) : -1, &used);
+      j["target"] = used;
+      if (!a.has("--json") && !a.has("--out"))
+        std::cout << "relevance for the logit of "
+                  << (model.config.num_classes == 0 ? "next token " + readable_token(model, used)
+                      : "class " + std::to_string(used) +
+                            (used < static_cast<int>(model.config.labels.size())
+                                 ? " (" + model.config.labels[static_cast<size_t>(used)] + ")" : ""))
+                  << "\n";
+    } else {
+      ForwardRequest full = req;
+      full.keep_layers.clear();
+      const Tensor all = run_forward(model, *backend, full).stacked_probs();
+      r = method == "mean-heads" ? mean_over_heads(all) : mean_over_layers(all);
+    }
     save(r);
     j["shape"] = r.shape;
-    if (!a.has("--json") && !a.has("--out")) {  // rollout: what each token draws on most
-      if (method == "rollout")
+    if (!a.has("--json") && !a.has("--out")) {
+      if (method == "grad-attention") {  // the readout's row: which tokens the prediction rests on
+        const std::vector<float> rel = readout_relevance(model, req.ids, r);
+        std::cout << "relevance of each token to the prediction (the readout's row, its own 1 left out):\n";
+        for (int j = 0; j < T; ++j) std::printf("  %-14s %.4f\n", labels[static_cast<size_t>(j)].c_str(), rel[static_cast<size_t>(j)]);
+      } else if (per_token) {  // [T, T]: what each token draws on most
         for (int i = 0; i < T; ++i) {
           int best = 0;
           for (int k = 1; k < T; ++k)
@@ -218,14 +249,14 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
           std::cout << pad(labels[static_cast<size_t>(i)], 12) << " draws most on " << labels[static_cast<size_t>(best)]
                     << " (" << r.at(i, best) << ")\n";
         }
-      else
-        std::cout << "value-norm: [" << r.dim(0) << ", " << r.dim(1) << ", " << T << ", " << T
-                  << "]; write it with --out FILE.npy\n";
+      } else {
+        std::cout << method << ": " << shape_str(r.shape) << "; write it with --out FILE.npy\n";
+      }
     }
-    if (a.has("--json") && method == "rollout") {
+    if (a.has("--json") && per_token) {
       std::vector<std::vector<float>> rows;
       for (int i = 0; i < T; ++i) rows.emplace_back(r.ptr() + static_cast<size_t>(i) * T, r.ptr() + static_cast<size_t>(i + 1) * T);
-      j["rollout"] = rows;
+      j[method == "rollout" ? "rollout" : method == "grad-attention" ? "relevance" : "mean"] = rows;
     }
   } else if (method == "head-importance") {
     const int target = a.has("--target") ? a.get_int("--target", -1) : -1;

@@ -186,6 +186,31 @@ void block_outside_window(AttnMask& mask, int window) {
       for (int j = 0; j + window < i; ++j) mask.blocked[mask.index(p, i, j)] = 1;
 }
 
+std::vector<std::vector<uint8_t>> ablation_flags(const ModelConfig& c, const std::vector<std::pair<int, int>>& heads) {
+  std::vector<std::vector<uint8_t>> flags;
+  if (heads.empty()) return flags;
+  flags.assign(static_cast<size_t>(c.num_layers), {});
+  for (const auto& [l, h] : heads) {
+    if (l < 0 || l >= c.num_layers || h < 0 || h >= c.num_heads)
+      throw Error("ablate: no head " + std::to_string(l) + ":" + std::to_string(h) + " (layers 0-" +
+                  std::to_string(c.num_layers - 1) + ", heads 0-" + std::to_string(c.num_heads - 1) + ")");
+    auto& layer = flags[static_cast<size_t>(l)];
+    layer.resize(static_cast<size_t>(c.num_heads), 0);
+    layer[static_cast<size_t>(h)] = 1;
+  }
+  return flags;
+}
+
+AttnMask self_attention_mask(const Model& model, const ForwardRequest& req) {
+  const ModelConfig& c = model.config;
+  check_ids(model, req.ids, "the sequence");
+  check_types(model, req.token_types, req.ids.size(), "the sequence");
+  const int T = static_cast<int>(req.ids.size());
+  AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, model.vocab.pad_id());
+  if (c.sliding_window > 0) block_outside_window(mask, c.sliding_window);
+  return mask;
+}
+
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model.config;
@@ -201,25 +226,14 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.cancel = req.cancel;
   opts.on_layer = req.on_layer;
   opts.token_types = req.token_types;
-  if (!req.ablate.empty()) {
-    opts.ablate.assign(static_cast<size_t>(c.num_layers), {});
-    for (const auto& [l, h] : req.ablate) {
-      if (l < 0 || l >= c.num_layers || h < 0 || h >= c.num_heads)
-        throw Error("ablate: no head " + std::to_string(l) + ":" + std::to_string(h) + " (layers 0-" +
-                    std::to_string(c.num_layers - 1) + ", heads 0-" + std::to_string(c.num_heads - 1) + ")");
-      auto& heads = opts.ablate[static_cast<size_t>(l)];
-      heads.resize(static_cast<size_t>(c.num_heads), 0);
-      heads[static_cast<size_t>(h)] = 1;
-    }
-  }
+  opts.ablate = ablation_flags(c, req.ablate);
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
   if (c.causal && !req.cross_ids.empty())
     throw Error("cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
                 "language model");
   if (req.cross_ids.empty()) {
-    r.mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, pad);
-    if (c.sliding_window > 0) block_outside_window(r.mask, c.sliding_window);
+    r.mask = self_attention_mask(model, req);
     opts.keep_layer_inputs = req.keep_layer_inputs;
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);

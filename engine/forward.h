@@ -63,6 +63,12 @@ MaskSpec model_mask(const ModelConfig& c, MaskSpec spec);
 // sliding window (Mistral), on top of its causal mask.
 void block_outside_window(AttnMask& mask, int window);
 
+// Self mode: validates the ids (and token types) and builds the mask the attention applies: the
+// request's MaskSpec with the model's own (causal, sliding window).
+AttnMask self_attention_mask(const Model& model, const ForwardRequest& request);
+// Per layer, 1 for each ablated head (EncodeOptions::ablate); empty when none. Error for a head
+// that does not exist.
+std::vector<std::vector<uint8_t>> ablation_flags(const ModelConfig& c, const std::vector<std::pair<int, int>>& heads);
 // "1:3,0:0" -> {(1, 3), (0, 0)}; Error quoting a malformed or out-of-range pair.
 std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c);
 

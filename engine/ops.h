@@ -62,14 +62,15 @@ class Ops {
 
   // y = x W^T + b. x (N, in), W (out, in), b (out, or empty: no bias), y (N, out).
   virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;
-  // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x, db += colsum(dy) (when b has one).
+  // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x (skipped when dW is empty: input
+  // gradients only), db += colsum(dy) (when db is not empty).
   virtual void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,
                                Tensor& db) = 0;
 
   // y = (x - mean) * rstd * g + b per row; saves xhat (N, E) and rstd (N) for the backward.
   virtual void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y, Tensor& xhat,
                           Tensor& rstd) = 0;
-  // dx overwritten; dg, db accumulated.
+  // dx overwritten; dg, db accumulated (skipped when empty).
   virtual void layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& g, const Tensor& dy,
                                    Tensor& dx, Tensor& dg, Tensor& db) = 0;
 
@@ -87,8 +88,9 @@ class Ops {
   void attention(const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) {
     attention(a, Q, K, &V, &P, &ctx);
   }
-  // Self-attention batches only (form (b)). dQ, dK, dV overwritten; drel (when the args have a
-  // relative table) accumulated.
+  // Self-attention batches only (form (b); a single sequence's mask acts through P alone, so it
+  // runs as form (b) with no mask), grouped-query heads included. dQ, dK, dV overwritten; drel
+  // (when the args have a relative table) accumulated.
   virtual void attention_backward(const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                                   const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) = 0;
 };

@@ -133,7 +133,7 @@ class CpuOps final : public Ops {
       dx->reshape_for_overwrite({N, in});
       gemm(false, false, N, in, out, dy.ptr(), out, W.ptr(), in, 0.0f, dx->ptr(), in);  // dx = dy W
     }
-    gemm(true, false, out, in, N, dy.ptr(), out, x.ptr(), in, 1.0f, dW.ptr(), in);  // dW += dy^T x
+    if (!dW.empty()) gemm(true, false, out, in, N, dy.ptr(), out, x.ptr(), in, 1.0f, dW.ptr(), in);  // dW += dy^T x
     if (db.empty()) return;  // a linear without bias
     // Column sums in a fixed order (row by row), so gradients do not depend on the heap.
     auto DB = mv(db);
@@ -162,14 +162,15 @@ class CpuOps final : public Ops {
     const auto DY = cm(dy);
     dx = Tensor(xhat.shape);
     auto DX = mm(dx);
-    auto DG = mv(dg);
-    auto DB = mv(db);
+    const bool weights = !dg.empty() && !db.empty();
     const auto gv = cv(g).array();
     const float inv_e = 1.0f / static_cast<float>(XH.cols());
     Eigen::ArrayXf dh(XH.cols()), tmp(XH.cols());
     for (Eigen::Index n = 0; n < XH.rows(); ++n) {
-      DG += DY.row(n).cwiseProduct(XH.row(n));
-      DB += DY.row(n);
+      if (weights) {
+        mv(dg) += DY.row(n).cwiseProduct(XH.row(n));
+        mv(db) += DY.row(n);
+      }
       dh = (DY.row(n).array() * gv).transpose();
       const float m1 = kernels::stable_sum(dh.data(), dh.size()) * inv_e;
       tmp = dh * XH.row(n).array().transpose();
@@ -266,13 +267,16 @@ class CpuOps final : public Ops {
 
   void attention_backward(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                           const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) override {
-    if (s.mask || s.keys() != s.T || s.kv_heads() != s.H)
-      throw Error("internal: attention_backward takes self-attention batches, one key/value head per query head");
+    if (s.mask || s.keys() != s.T) throw Error("internal: attention_backward takes self-attention batches");
     const int B = s.B, T = s.T, H = s.H, D = s.D;
     const float scale = static_cast<float>(s.score_scale());
+    // Grouped-query heads: each query head's dK, dV go to its own columns first, then the heads
+    // that share a key/value head are summed into it (in head order: deterministic).
+    const bool grouped = s.kv_heads() != H;
+    const int64_t N = static_cast<int64_t>(B) * T;
     dQ = Tensor(Q.shape);
-    dK = Tensor(K.shape);
-    dV = Tensor(V.shape);
+    dK = grouped ? Tensor({N, static_cast<int64_t>(H) * D}) : Tensor(K.shape);
+    dV = grouped ? Tensor({N, static_cast<int64_t>(H) * D}) : Tensor(V.shape);
     const auto QM = cm(Q), KM = cm(K), VM = cm(V), DC = cm(dctx);
     auto DQ = mm(dQ), DK = mm(dK), DV = mm(dV);
     // Relative-table gradients from different sequences land in the same rows: one buffer per
@@ -290,7 +294,8 @@ class CpuOps final : public Ops {
         const int b = bh / H, h = bh % H;
         const Eigen::Index r0 = static_cast<Eigen::Index>(b) * T;
         const ConstMap Pm(P.ptr() + static_cast<size_t>(bh) * T * T, T, T);
-        const auto Qb = QM.block(r0, h * D, T, D), Kb = KM.block(r0, h * D, T, D), Vb = VM.block(r0, h * D, T, D);
+        const int g = s.kv_head(h);
+        const auto Qb = QM.block(r0, h * D, T, D), Kb = KM.block(r0, g * D, T, D), Vb = VM.block(r0, g * D, T, D);
         const auto dC = DC.block(r0, h * D, T, D);
         Pd = Pm;
         if (s.drop_keep) apply_keep(s, bh, Pd);
@@ -319,6 +324,16 @@ class CpuOps final : public Ops {
       }
     }
     for (auto& t : drel_local) mm(*drel) += cm(t);
+    if (grouped) {
+      Tensor dk(K.shape), dv(V.shape);
+      for (int h = 0; h < H; ++h) {
+        const int g = s.kv_head(h);
+        mm(dk).middleCols(g * D, D) += DK.middleCols(h * D, D);
+        mm(dv).middleCols(g * D, D) += DV.middleCols(h * D, D);
+      }
+      dK = std::move(dk);
+      dV = std::move(dv);
+    }
   }
 
   // Form (a): one sequence with any mask (planes per head, additive terms). Work is split into

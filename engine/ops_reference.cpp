@@ -40,6 +40,7 @@ class ReferenceOps final : public Ops {
       double sb = 0;
       for (int64_t n = 0; n < N; ++n) sb += dy.at(n, o);
       if (!db.empty()) db.data[static_cast<size_t>(o)] += static_cast<float>(sb);
+      if (dW.empty()) continue;
       for (int64_t k = 0; k < in; ++k) {
         double s = 0;
         for (int64_t n = 0; n < N; ++n) s += static_cast<double>(dy.at(n, o)) * x.at(n, k);
@@ -81,8 +82,8 @@ class ReferenceOps final : public Ops {
         const double dh = static_cast<double>(dy.at(n, e)) * g.data[static_cast<size_t>(e)];
         m1 += dh;
         m2 += dh * xhat.at(n, e);
-        dg.data[static_cast<size_t>(e)] += dy.at(n, e) * xhat.at(n, e);
-        db.data[static_cast<size_t>(e)] += dy.at(n, e);
+        if (!dg.empty()) dg.data[static_cast<size_t>(e)] += dy.at(n, e) * xhat.at(n, e);
+        if (!db.empty()) db.data[static_cast<size_t>(e)] += dy.at(n, e);
       }
       m1 /= static_cast<double>(E);
       m2 /= static_cast<double>(E);

@@ -166,6 +166,29 @@ void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y) {
   }
 }
 
+// y = g * x * r with r = 1 / sqrt(mean(x^2) + eps):
+//   dx = r * (g dy) - x * r^3 * mean(g dy x),   dg += dy * x * r   (dg skipped when empty)
+void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx, Tensor& dg) {
+  const int64_t N = x.dim(0), E = x.dim(1);
+  dx.reshape_for_overwrite(x.shape);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x.ptr() + n * E;
+    const float* dyr = dy.ptr() + n * E;
+    float* dxr = dx.ptr() + n * E;
+    double ss = 0, m = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      ss += static_cast<double>(xr[e]) * xr[e];
+      m += static_cast<double>(g.data[static_cast<size_t>(e)]) * dyr[e] * xr[e];
+    }
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(E) + eps);
+    m /= static_cast<double>(E);
+    for (int64_t e = 0; e < E; ++e) {
+      dxr[e] = static_cast<float>(r * g.data[static_cast<size_t>(e)] * dyr[e] - xr[e] * r * r * r * m);
+      if (!dg.empty()) dg.data[static_cast<size_t>(e)] += static_cast<float>(dyr[e] * xr[e] * r);
+    }
+  }
+}
+
 Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
   if (!model.config.lm_head) throw Error("this model has no language-model head");
   const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
@@ -242,6 +265,7 @@ void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
   Tensor y;
   if (model.config.norm_kind == NormKind::RmsNorm) {
     rms_norm(x, model.weights.final_ln_g, model.config.layer_norm_eps, y);
+    norm.xhat = std::move(x);  // RMSNorm's backward reads its input
     x = std::move(y);
     return;
   }
@@ -252,8 +276,12 @@ void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
 
 void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor& dx, ModelWeights& G) {
   if (!model.config.final_norm) return;
-  if (model.config.norm_kind == NormKind::RmsNorm) throw Error("training: RMSNorm has no backward yet");
   Tensor d;
+  if (model.config.norm_kind == NormKind::RmsNorm) {
+    rms_norm_backward(norm.xhat, model.weights.final_ln_g, model.config.layer_norm_eps, dx, d, G.final_ln_g);
+    dx = std::move(d);
+    return;
+  }
   ops.layer_norm_backward(norm.xhat, norm.rstd, model.weights.final_ln_g, dx, d, G.final_ln_g, G.final_ln_b);
   dx = std::move(d);
 }
@@ -311,6 +339,28 @@ void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tens
 
 namespace {
 
+// Hugging Face's apply_rotary_pos_emb on x (N, heads * D) in place: x * cos + rotate_half(x) * sin
+// per head, where rotate_half(x) = cat(-x2, x1) over the head's halves; row n is position n % T.
+// inverse rotates by the opposite angles (the rotation's transpose: its backward).
+void rotate(Tensor& x, const Tensor& cos, const Tensor& sin, int D, int T, bool inverse) {
+  const int half = D / 2;
+  const float sign = inverse ? -1.0f : 1.0f;
+  const int64_t rows = x.dim(0), width = x.dim(1);
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* cs = cos.ptr() + (n % T) * half;
+    const float* sn = sin.ptr() + (n % T) * half;
+    for (int64_t h0 = 0; h0 < width; h0 += D) {
+      float* x1 = x.ptr() + n * width + h0;
+      float* x2 = x1 + half;
+      for (int i = 0; i < half; ++i) {
+        const float a = x1[i], b = x2[i], s = sign * sn[i];
+        x1[i] = a * cs[i] - b * s;
+        x2[i] = b * cs[i] + a * s;
+      }
+    }
+  }
+}
+
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
 void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
                LayerState& st, const LayerRun& run, const std::vector<int>& which) {
@@ -353,8 +403,8 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])],
                       run.for_backward ? &st.P : run.probs, &out);
         if (run.for_backward && run.probs) *run.probs = st.P;
+        if (run.for_backward) st.ablate = run.ablate;  // the backward zeroes the same heads' gradients
         if (run.ablate) {  // head mask: P_h * 0 weights the values, so head h's context columns are 0
-          if (run.for_backward) throw Error("internal: head ablation is for inference");
           const int64_t rows = out.dim(0), width = out.dim(1);
           for (int h = 0; h < a.H; ++h)
             if ((*run.ablate)[static_cast<size_t>(h)])
@@ -373,25 +423,10 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
         break;
       case OpKind::Rope: {
-        // Hugging Face's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin per head, where
-        // rotate_half(x) = cat(-x2, x1) over the head's halves; row n is position n % T.
-        const int D = attn_in.D, half = D / 2, T = attn_in.T;
-        if (st.rope_cos.empty() || st.rope_cos.dim(0) != T) rope_tables(T, D, c.rope_theta, st.rope_cos, st.rope_sin);
+        if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T)
+          rope_tables(attn_in.T, attn_in.D, c.rope_theta, st.rope_cos, st.rope_sin);
         take_or_copy();
-        const int64_t rows = out.dim(0), width = out.dim(1);
-        for (int64_t n = 0; n < rows; ++n) {
-          const float* cs = st.rope_cos.ptr() + (n % T) * half;
-          const float* sn = st.rope_sin.ptr() + (n % T) * half;
-          for (int64_t h0 = 0; h0 < width; h0 += D) {
-            float* x1 = out.ptr() + n * width + h0;
-            float* x2 = x1 + half;
-            for (int i = 0; i < half; ++i) {
-              const float a = x1[i], b = x2[i];
-              x1[i] = a * cs[i] - b * sn[i];
-              x2[i] = b * cs[i] + a * sn[i];
-            }
-          }
-        }
+        rotate(out, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, false);
         break;
       }
       case OpKind::Mul: {
@@ -412,6 +447,30 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
       }
     }
   }
+}
+
+// d loss / d P from d loss / d ctx: ctx_i = sum_j keep_ij P_ij V_j (per head), so
+// dP_ij = keep_ij * scale * dctx_i . V_j, one (T, S) matrix product per sequence and head.
+void attention_probs_gradient(Ops& ops, const AttnArgs& a, const Tensor& dctx, const Tensor& V,
+                              const std::vector<uint8_t>& keep, float drop_scale, Tensor& dP) {
+  const int B = a.B, T = a.T, S = a.keys(), H = a.H, D = a.D;
+  dP = Tensor({B, H, T, S});
+  const int64_t cw = dctx.dim(1), vw = V.dim(1);
+  Tensor dc({T, D}), vh({S, D}), out;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const int g = a.kv_head(h);
+      for (int i = 0; i < T; ++i)
+        std::copy_n(dctx.ptr() + (static_cast<int64_t>(b) * T + i) * cw + h * D, D, dc.ptr() + static_cast<int64_t>(i) * D);
+      for (int j = 0; j < S; ++j)
+        std::copy_n(V.ptr() + (static_cast<int64_t>(b) * S + j) * vw + g * D, D, vh.ptr() + static_cast<int64_t>(j) * D);
+      ops.linear(dc, vh, Tensor(), out);  // (T, S) = dc vh^T
+      float* dst = dP.ptr() + (static_cast<size_t>(b) * H + h) * T * S;
+      for (size_t k = 0; k < static_cast<size_t>(T) * S; ++k) {
+        const size_t at = (static_cast<size_t>(b) * H + h) * T * S + k;
+        dst[k] = keep.empty() ? out.data[k] : (keep[at] ? out.data[k] * drop_scale : 0.0f);
+      }
+    }
 }
 
 void size_state(const LayerPlan& plan, LayerState& st) {
@@ -438,7 +497,8 @@ void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeigh
 }
 
 void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
-                    const AttnArgs& attn_in, LayerState& st, float drop_scale, Tensor& dx, Tensor* drel) {
+                    const AttnArgs& attn_in, LayerState& st, float drop_scale, Tensor& dx, Tensor* drel,
+                    Tensor* dprobs) {
   std::vector<Tensor> d(static_cast<size_t>(plan.values));  // d loss / d value
   d[static_cast<size_t>(plan.output)] = std::move(dx);
   auto accumulate = [&](int value, Tensor&& g) {
@@ -479,8 +539,17 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
         break;
       case OpKind::Attention: {
         AttnArgs a = attn_in;
+        a.mask = nullptr;  // a mask reaches the backward only through P (blocked: P = 0)
         a.drop_keep = keep.empty() ? nullptr : &keep;
         a.drop_scale = drop_scale;
+        if (st.ablate) {  // an ablated head's context was zeroed: nothing flows back through it
+          const int64_t rows = dout.dim(0), width = dout.dim(1);
+          for (int h = 0; h < a.H; ++h)
+            if ((*st.ablate)[static_cast<size_t>(h)])
+              for (int64_t n = 0; n < rows; ++n)
+                std::fill(dout.ptr() + n * width + h * a.D, dout.ptr() + n * width + (h + 1) * a.D, 0.0f);
+        }
+        if (dprobs) attention_probs_gradient(ops, a, dout, st.v[static_cast<size_t>(s.in[2])], keep, drop_scale, *dprobs);
         Tensor dQ, dK, dV;
         ops.attention_backward(a, in0, st.v[static_cast<size_t>(s.in[1])], st.v[static_cast<size_t>(s.in[2])], st.P,
                                dout, dQ, dK, dV, a.rel ? drel : nullptr);
@@ -498,9 +567,21 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
         accumulate(s.in[0], std::move(dout));
         break;
       case OpKind::RmsNorm:
+        rms_norm_backward(in0, L.*s.w, c.layer_norm_eps, dout, g, G.*s.w);
+        accumulate(s.in[0], std::move(g));
+        break;
       case OpKind::Rope:
-      case OpKind::Mul:
-        throw Error("training: decoder layers (RMSNorm, rotary positions, gated feed-forward) have no backward yet");
+        rotate(dout, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, true);
+        accumulate(s.in[0], std::move(dout));
+        break;
+      case OpKind::Mul: {  // out = a * b: da = dout * b, db = dout * a
+        const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
+        g = dout;
+        for (size_t k = 0; k < g.data.size(); ++k) g.data[k] *= in1.data[k], dout.data[k] *= in0.data[k];
+        accumulate(s.in[0], std::move(g));
+        accumulate(s.in[1], std::move(dout));
+        break;
+      }
     }
   }
   dx = std::move(d[0]);

@@ -76,6 +76,7 @@ struct LayerState {
   std::vector<std::vector<uint8_t>> keep;  // by step: dropout keep flags (Dropout, Attention)
   Tensor P;                                // the attention probabilities (training)
   Tensor rope_cos, rope_sin;               // [T, D / 2] rotary tables, made once per length
+  const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
 };
 
 struct LayerRun {
@@ -134,9 +135,14 @@ Tensor sinusoid_table(int T, int E);
 void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn,
                    Tensor& x, LayerState& state, const LayerRun& run);
 // dx: d loss / d (layer output) in, d loss / d (layer input) out. Weight gradients are
-// accumulated into G (and drel, the relative table's, when the model has one).
+// accumulated into G (and drel, the relative table's, when the model has one); a weight whose
+// gradient tensor in G is empty gets none (analysis asks only for input gradients). dprobs, when
+// not null, receives d loss / d P, the gradient at the attention probabilities (B, H, T, S).
 void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
-                    const AttnArgs& attn, LayerState& state, float drop_scale, Tensor& dx, Tensor* drel);
+                    const AttnArgs& attn, LayerState& state, float drop_scale, Tensor& dx, Tensor* drel,
+                    Tensor* dprobs = nullptr);
+// RMSNorm's backward: dx from dy (x the norm's input); dg accumulated unless empty.
+void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx, Tensor& dg);
 
 // Inference on one sequence: the embedding, the layer stack, the final norm, keeping what
 // options ask for. Throws Cancelled when options.cancel is set (checked before every layer).

@@ -12,9 +12,12 @@ PyTorch from their papers' formulas:
 with no mask, causal, and padding masks. Rollout rows must sum to 1.
 Usage: analysis_crosscheck.py PATH/TO/attnlab-cli
 """
+import atexit
+import copy
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -109,11 +112,25 @@ def make_case(pre, seed):
            "num_classes": C, "positional": "learned", "activation": "gelu", "pooling": "mean",
            "norm": "pre" if pre else "post", "labels": ["a", "b", "c"]}
     folder = tempfile.mkdtemp(prefix="attnlab_analysis_")
+    atexit.register(shutil.rmtree, folder, True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(cfg, f)
     with open(os.path.join(folder, "vocab.txt"), "w") as f:
         f.write("\n".join(["[PAD]", "[UNK]", "[CLS]"] + [f"w{i}" for i in range(Vocab - 3)]) + "\n")
     save_safetensors(os.path.join(folder, "model.safetensors"), t)
+
+    def run_grad(ids, blocked, target, dtype=torch.float32):
+        """Every layer's attention and d logit[target] / d attention, by autograd."""
+        e, p, ls, head = (copy.deepcopy(m).to(dtype) for m in (emb, pos, layers, fc))
+        x = e(ids) + p(torch.arange(len(ids)))
+        atts = []
+        for layer in ls:
+            x, att, _ = layer(x, blocked)
+            atts.append(att)
+        logits = head(x.mean(dim=0))
+        target = int(logits.argmax()) if target is None else target
+        grads = torch.autograd.grad(logits[target], atts)
+        return [a.detach() for a in atts], [g.detach() for g in grads], target
 
     def run(ids, blocked, ablate=None):
         with torch.no_grad():
@@ -126,7 +143,7 @@ def make_case(pre, seed):
             logits = fc(x.mean(dim=0))
         return atts, values, logits
 
-    return folder, layers, run, H
+    return folder, layers, run, run_grad, H
 
 
 def cli(*args):
@@ -144,7 +161,7 @@ def analyze(folder, ids, masks, method, extra=()):
 def main():
     T = 9
     for pre in (False, True):
-        folder, layers, run, H = make_case(pre, 5 + pre)
+        folder, layers, run, run_grad, H = make_case(pre, 5 + pre)
         ids = torch.randint(3, 30, (T,))
         ids_pad = ids.clone()
         ids_pad[-2:] = 0  # [PAD] tokens for the padding mask
@@ -164,6 +181,30 @@ def main():
             got = analyze(folder, x_ids.tolist(), masks, "rollout")
             check(f"{tag}: rollout", got, R, 1e-5)
             check(f"{tag}: rollout rows sum to 1", got.sum(-1), np.ones(T), 1e-5)
+            # aggregates
+            stacked = torch.stack(atts).double().numpy()  # [L, H, T, T]
+            check(f"{tag}: mean-heads", analyze(folder, x_ids.tolist(), masks, "mean-heads"), stacked.mean(1), 1e-5)
+            check(f"{tag}: mean-layers", analyze(folder, x_ids.tolist(), masks, "mean-layers"), stacked.mean((0, 1)), 1e-5)
+            # grad-attention (Chefer et al. 2021), the predicted class and class 1, by autograd
+            # float64 autograd is the oracle; float32 autograd's own distance from it sets the bound
+            # (post-LN with large weights saturates: both float32 results drift by ~1e-4)
+            def relevance(atts_, grads_):
+                R = np.eye(T)
+                for a, g in zip(atts_, grads_):
+                    R = R + np.clip((g * a).double().numpy(), 0, None).mean(0) @ R
+                return R
+            for target in (None, 1):
+                g_atts, g_grads, used = run_grad(x_ids, blocked, target, torch.float64)
+                R = relevance(g_atts, g_grads)
+                R32 = relevance(*run_grad(x_ids, blocked, used)[:2])
+                torch_err = float(np.abs(R32 - R).max())
+                extra = [] if target is None else ["--target", str(target)]
+                got = analyze(folder, x_ids.tolist(), masks, "grad-attention", extra)
+                print(f"{tag}: grad-attention: float32 PyTorch differs from float64 by {torch_err:.2e}")
+                check(f"{tag}: grad-attention, class {used}", got, R,
+                      max(1e-5 * max(1.0, float(np.abs(R).max())), 4 * torch_err))
+                if float(np.abs(R - np.eye(T)).max()) < 1e-4:
+                    failures.append(f"{tag}: grad-attention is the identity: the check would prove nothing")
             # value-norm
             vn = []
             for layer, a, v in zip(layers, atts, values):

@@ -17,6 +17,7 @@
    merges.txt, rope_scaling: each a clear error and exit code 2.
 Usage: hf_decoders.py PATH/TO/attnlab-cli REPO_ROOT
 """
+import copy
 import glob
 import json
 import os
@@ -261,6 +262,41 @@ def compare_decoder(name, folder, model, lengths, vocab):
         fail(f"{name}: next-token probabilities differ by {worst_n:.3e} > {HIDDEN_TOL}")
 
 
+def check_grad_attention(name, folder, model, T, vocab):
+    """grad-attention (Chefer et al. 2021) for the top next token, against transformers' autograd:
+    d logit / d attentions from output_attentions=True (the tensors that weight the values)."""
+    ids = [int(x) for x in np.random.default_rng(7).integers(0, vocab, T)]
+
+    def relevance(dtype, target=None):
+        m = copy.deepcopy(model).to(dtype).eval()
+        out = m(input_ids=torch.tensor([ids]), output_attentions=True)
+        logits = out.logits[0, -1]
+        target = int(logits.argmax()) if target is None else target
+        grads = torch.autograd.grad(logits[target], out.attentions)
+        R = np.eye(T)
+        for a, g in zip(out.attentions, grads):
+            R = R + np.clip((g[0] * a[0]).double().detach().numpy(), 0, None).mean(0) @ R
+        return R, target
+
+    try:
+        R, target = relevance(torch.float64)
+        R32, _ = relevance(torch.float32, target)
+    except RuntimeError:  # transformers 4.40's sliding-window mask cannot be made in float64 on torch 1.13
+        R, target = relevance(torch.float32)
+        R32 = R
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.npy")
+        run(["analyze", "--model", folder, "--ids", ",".join(map(str, ids)), "--method", "grad-attention",
+             "--target", str(target), "--out", out])
+        got = np.load(out)
+    err, torch_err = float(np.abs(got - R).max()), float(np.abs(R32 - R).max())
+    print(f"{name}: grad-attention max |diff| {err:.2e} (float32 PyTorch: {torch_err:.2e})")
+    if float(np.abs(R - np.eye(T)).max()) < 1e-4:
+        fail(f"{name}: grad-attention is the identity: the check would prove nothing")
+    if err > max(1e-5 * max(1.0, float(np.abs(R).max())), 4 * torch_err):
+        fail(f"{name}: grad-attention differs by {err:.3e}")
+
+
 def randomize(model):
     with torch.no_grad():
         for p in model.parameters():
@@ -295,6 +331,7 @@ def main():
         m = randomize(GPT2LMHeadModel(GPT2Config(**cfg)))
         save(m, g, toks["gpt2"])
         compare_decoder("GPT2LMHeadModel (tied)", g, m, [1, 7, 100], V["gpt2"])
+        check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -311,6 +348,7 @@ def main():
         m = randomize(LlamaForCausalLM(LlamaConfig(**lcfg)))
         save(m, ll, toks["llama3"])
         compare_decoder("LlamaForCausalLM (GQA 8/2)", ll, m, [1, 13, 200], V["llama3"])
+        check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))
@@ -325,12 +363,14 @@ def main():
         m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))
         save(m, mi, toks["llama3"])
         compare_decoder("MistralForCausalLM (window 6)", mi, m, [4, 30], V["llama3"])
+        check_grad_attention("MistralForCausalLM (window 6)", mi, m, 20, V["llama3"])
 
         qw = os.path.join(root, "qwen2")
         m = randomize(Qwen2ForCausalLM(Qwen2Config(**dict(lcfg, vocab_size=V["qwen2"], num_key_value_heads=4,
                                                            tie_word_embeddings=True))))
         save(m, qw, toks["qwen2"])
         compare_decoder("Qwen2ForCausalLM (biases, tied)", qw, m, [3, 40], V["qwen2"])
+        check_grad_attention("Qwen2ForCausalLM (biases, tied)", qw, m, 11, V["qwen2"])
 
         # ---- tokenizers: tokenizer.json (the model folders above) and the slow files
         for kind, folder in (("gpt2", g), ("llama3", ll), ("qwen2", qw)):

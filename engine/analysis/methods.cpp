@@ -2,6 +2,7 @@
 #include "engine/analysis/methods.h"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
 
 #include "engine/lm.h"
@@ -88,6 +89,158 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
         }
       }
     }
+  }
+  return out;
+}
+
+PredictionGradients prediction_gradients(const Model& model, const ForwardRequest& request, int target,
+                                         ModelWeights* grads) {
+  require_self(request, "grad-attention");
+  const ModelConfig& c = model.config;
+  const ModelWeights& W = model.weights;
+  if (c.num_classes == 0 && !c.lm_head)
+    throw Error("grad-attention explains a prediction: it needs a classifier, or a language model's next token");
+  const AttnMask mask = self_attention_mask(model, request);
+  const std::vector<std::vector<uint8_t>> ablate = ablation_flags(c, request.ablate);
+  const int T = static_cast<int>(request.ids.size()), L = c.num_layers, E = c.embed_size;
+  auto ops = make_cpu_ops();
+  ops->set_weights_version(W.version);
+
+  // ---- forward, every layer keeping what its backward needs
+  NormState embed_norm, final_norm;
+  Tensor x = embed_forward(model, *ops, request.ids, request.token_types, T, embed_norm);
+  AttnArgs attn = attention_args(c, W, 1, T, T);
+  attn.mask = &mask;
+  const LayerPlan plan = make_layer_plan(c);
+  std::vector<LayerState> states(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    if (request.cancel && request.cancel->load()) throw Cancelled();
+    LayerRun run;
+    run.for_backward = true;
+    if (!ablate.empty() && !ablate[static_cast<size_t>(l)].empty()) run.ablate = &ablate[static_cast<size_t>(l)];
+    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], *ops, attn, x, states[static_cast<size_t>(l)], run);
+  }
+  final_forward(model, *ops, x, final_norm);
+
+  // ---- y and d y / d (final hidden states)
+  ModelWeights none;
+  none.layers.resize(static_cast<size_t>(L));
+  ModelWeights& G = grads ? *grads : none;
+  PredictionGradients out;
+  Tensor dx({T, E});
+  if (c.num_classes > 0) {
+    HeadState head;
+    const Tensor logits = head_forward(model, *ops, x, pad_flags(model, request.ids), 1, T, head);
+    int t = target;
+    if (t < 0) t = static_cast<int>(std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
+    if (t >= c.num_classes)
+      throw Error("--target: no class " + std::to_string(t) + " (the model has " + std::to_string(c.num_classes) + ")");
+    out.target = t, out.y = logits.data[static_cast<size_t>(t)];
+    Tensor dlogits({1, c.num_classes});
+    dlogits.data[static_cast<size_t>(t)] = 1.0f;
+    head_backward(model, *ops, head, dlogits, 1, T, dx, G);
+  } else {
+    Tensor last({1, E});
+    std::copy_n(x.ptr() + static_cast<int64_t>(T - 1) * E, E, last.ptr());
+    const Tensor logits = lm_logits(model, *ops, last);
+    int t = target;
+    if (t < 0) t = static_cast<int>(std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
+    if (t >= c.vocab_size) throw Error("--target: no token id " + std::to_string(t) + " in the vocabulary");
+    out.target = t, out.y = logits.data[static_cast<size_t>(t)];
+    // y = h_{T-1} . W_lm[t]: d y / d h_{T-1} = W_lm[t], d y / d W_lm[t] = h_{T-1}
+    const Tensor& Wlm = c.tied_lm_head ? W.embedding : W.lm_head;
+    Tensor& Glm = c.tied_lm_head ? G.embedding : G.lm_head;
+    std::copy_n(Wlm.ptr() + static_cast<int64_t>(t) * E, E, dx.ptr() + static_cast<int64_t>(T - 1) * E);
+    if (!Glm.empty())
+      for (int e = 0; e < E; ++e) Glm.at(t, e) += last.data[static_cast<size_t>(e)];
+  }
+
+  // ---- backward through the layers, keeping d y / d A_l
+  final_backward(model, *ops, final_norm, dx, G);
+  out.probs.resize(static_cast<size_t>(L));
+  out.dprobs.resize(static_cast<size_t>(L));
+  for (int l = L - 1; l >= 0; --l) {
+    if (request.cancel && request.cancel->load()) throw Cancelled();
+    LayerState& st = states[static_cast<size_t>(l)];
+    Tensor& dP = out.dprobs[static_cast<size_t>(l)];
+    layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], *ops, attn, st, 1.0f,
+                   dx, G.rel_pos.empty() ? nullptr : &G.rel_pos, &dP);
+    if (dP.empty()) dP = Tensor({1, c.num_heads, T, T});  // nothing downstream reads this layer's attention
+    dP.shape.erase(dP.shape.begin());                     // (1, H, T, T) -> (H, T, T)
+    out.probs[static_cast<size_t>(l)] = std::move(st.P);
+    out.probs[static_cast<size_t>(l)].shape.erase(out.probs[static_cast<size_t>(l)].shape.begin());
+    st = LayerState();  // free the layer's values as the backward passes it
+  }
+  if (grads) embed_backward(model, *ops, request.ids, request.token_types, T, std::move(dx), embed_norm, *grads);
+  return out;
+}
+
+Tensor grad_attention(const Model& model, const ForwardRequest& request, int target, int* used_target) {
+  const PredictionGradients g = prediction_gradients(model, request, target);
+  if (used_target) *used_target = g.target;
+  const int T = static_cast<int>(request.ids.size());
+  std::vector<double> R(static_cast<size_t>(T) * T, 0.0), A(R.size()), next(R.size());
+  for (int i = 0; i < T; ++i) R[static_cast<size_t>(i * T + i)] = 1.0;
+  for (size_t l = 0; l < g.probs.size(); ++l) {  // the first layer first
+    const Tensor &P = g.probs[l], &dP = g.dprobs[l];
+    const int H = static_cast<int>(P.dim(0));
+    std::fill(A.begin(), A.end(), 0.0);
+    for (int h = 0; h < H; ++h)
+      for (size_t k = 0; k < A.size(); ++k) {
+        const double v = static_cast<double>(dP.data[h * A.size() + k]) * P.data[h * A.size() + k];
+        if (v > 0) A[k] += v / H;
+      }
+    // R <- R + A_bar R
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) {
+        double s = R[static_cast<size_t>(i * T + j)];
+        for (int k = 0; k < T; ++k) s += A[static_cast<size_t>(i * T + k)] * R[static_cast<size_t>(k * T + j)];
+        next[static_cast<size_t>(i * T + j)] = s;
+      }
+    std::swap(R, next);
+  }
+  Tensor out({T, T});
+  for (size_t k = 0; k < R.size(); ++k) out.data[k] = static_cast<float>(R[k]);
+  return out;
+}
+
+std::vector<float> readout_relevance(const Model& model, const std::vector<int>& ids, const Tensor& R) {
+  const int T = static_cast<int>(ids.size());
+  std::vector<float> w(static_cast<size_t>(T), 0.0f);
+  if (model.config.num_classes > 0) {
+    const std::vector<uint8_t> pad = pad_flags(model, ids);
+    w = pooling_weights(model.config.pooling, pad.data(), T);
+  } else {
+    w[static_cast<size_t>(T - 1)] = 1.0f;
+  }
+  std::vector<float> r(static_cast<size_t>(T), 0.0f);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j)
+      r[static_cast<size_t>(j)] += w[static_cast<size_t>(i)] * (R.at(i, j) - (i == j ? 1.0f : 0.0f));
+  return r;
+}
+
+Tensor mean_over_heads(const Tensor& m) {
+  if (m.rank() != 4) throw Error("mean over heads: expected [layers, heads, T, S]");
+  const int64_t L = m.dim(0), H = m.dim(1), TS = m.dim(2) * m.dim(3);
+  Tensor out({L, m.dim(2), m.dim(3)});
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t k = 0; k < TS; ++k) {
+      double s = 0;
+      for (int64_t h = 0; h < H; ++h) s += m.data[static_cast<size_t>((l * H + h) * TS + k)];
+      out.data[static_cast<size_t>(l * TS + k)] = static_cast<float>(s / static_cast<double>(H));
+    }
+  return out;
+}
+
+Tensor mean_over_layers(const Tensor& m) {
+  const Tensor per_layer = mean_over_heads(m);
+  const int64_t L = per_layer.dim(0), TS = per_layer.dim(1) * per_layer.dim(2);
+  Tensor out({per_layer.dim(1), per_layer.dim(2)});
+  for (int64_t k = 0; k < TS; ++k) {
+    double s = 0;
+    for (int64_t l = 0; l < L; ++l) s += per_layer.data[static_cast<size_t>(l * TS + k)];
+    out.data[static_cast<size_t>(k)] = static_cast<float>(s / static_cast<double>(L));
   }
   return out;
 }
