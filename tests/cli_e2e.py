@@ -6,8 +6,10 @@ cross mode, --save-model then --model on the saved folder, reference == cpu thro
 Bad input: every case exits non-zero with a one-line message naming what and where.
 Usage: cli_e2e.py PATH/TO/attnlab-cli
 """
+import atexit
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import numpy as np
 CLI = sys.argv[1]
 failures = []
 tmp = tempfile.mkdtemp(prefix="attnlab_cli_")
+atexit.register(shutil.rmtree, tmp, True)
 RANDOM = ["--random-init", "--seed", "3", "--dim", "32", "--heads", "4", "--layers", "3", "--ff", "40",
           "--max-len", "64", "--classes", "2"]
 

@@ -11,9 +11,11 @@ need_weights=True, average_attn_weights=False. Masks: none, causal, padding, boo
 custom, sliding window, their combination, a fully blocked row (PyTorch: NaN, attnlab: zeros),
 and cross-attention. Usage: torch_crosscheck.py PATH/TO/attnlab-cli
 """
+import atexit
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -123,6 +125,7 @@ def torch_encoder_case():
     cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": 64,
            "positional": "sinusoidal"}
     folder = tempfile.mkdtemp(prefix="attnlab_torch_")
+    atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
 
     g = torch.Generator().manual_seed(1)
@@ -157,6 +160,7 @@ def torch_encoder_case():
     dead[4, :] = True  # query 4 sees nothing
 
     d = tempfile.mkdtemp(prefix="attnlab_masks_")
+    atexit.register(shutil.rmtree, d, True)
 
     def npy(name, t):
         p = os.path.join(d, name)
@@ -251,6 +255,7 @@ def article_case():
     cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": MAXLEN,
            "num_classes": C, "positional": "learned", "activation": "gelu", "pooling": "mean", "labels": ["x", "y", "z"]}
     folder = tempfile.mkdtemp(prefix="attnlab_article_")
+    atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
     causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
@@ -286,6 +291,7 @@ def prenorm_case():
     cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": 32,
            "norm": "pre", "activation": "gelu"}
     folder = tempfile.mkdtemp(prefix="attnlab_prenorm_")
+    atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
     with torch.no_grad():
@@ -330,6 +336,7 @@ def bert_like_case():
            "num_classes": C, "positional": "learned", "activation": "gelu_tanh", "layer_norm_eps": 1e-12,
            "type_vocab_size": 2, "embedding_norm": True, "pooler": True, "pooling": "cls", "add_cls": False}
     folder = tempfile.mkdtemp(prefix="attnlab_bertlike_")
+    atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
     with torch.no_grad():
@@ -368,6 +375,7 @@ def final_norm_case():
     cfg = {"vocab_size": V, "embed_size": E, "num_heads": H, "num_layers": L, "ff_dim": F, "max_len": 32,
            "norm": "pre", "activation": "gelu", "final_norm": True}
     folder = tempfile.mkdtemp(prefix="attnlab_finalnorm_")
+    atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
     with torch.no_grad():
