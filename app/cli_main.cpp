@@ -89,11 +89,6 @@ model.safetensors or its shards, tokenizer.json / vocab.txt / vocab.json + merge
 models, forward --json adds next_tokens (the 10 likeliest after the last token).
 )";
 
-// A vocabulary token as the views show it (byte-level tokens decoded).
-std::string readable_token(const Model& m, int id) {
-  return m.tokenizer ? m.tokenizer->readable_token(id) : m.token_name(id);
-}
-
 // s cut or padded to n characters (code points, so ␣ counts as one), for plain-text tables.
 std::string pad(const std::string& s, size_t n) {
   std::string out;
@@ -144,7 +139,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     if (!r.next_tokens.empty()) {
       json next = json::array();
       for (const auto& [id, p] : r.next_tokens)
-        next.push_back({{"id", id}, {"token", model.token_name(id)}, {"label", readable_token(model, id)}, {"probability", p}});
+        next.push_back({{"id", id}, {"token", model.token_name(id)}, {"label", model.readable_token(id)}, {"probability", p}});
       j["next_tokens"] = next;
     }
     j["token_type_ids"] = req.token_types.empty() ? std::vector<int>(r.ids.size(), 0) : req.token_types;
@@ -176,7 +171,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     }
     if (!r.next_tokens.empty()) {
       std::cout << "next token after the last:";
-      for (const auto& [id, p] : r.next_tokens) std::printf(" %s %.3g", readable_token(model, id).c_str(), p);
+      for (const auto& [id, p] : r.next_tokens) std::printf(" %s %.3g", model.readable_token(id).c_str(), p);
       std::cout << "\n";
     }
   }
@@ -223,7 +218,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       j["target"] = used;
       if (!a.has("--json") && !a.has("--out"))
         std::cout << "relevance for the logit of "
-                  << (model.config.num_classes == 0 ? "next token " + readable_token(model, used)
+                  << (model.config.num_classes == 0 ? "next token " + model.readable_token(used)
                       : "class " + std::to_string(used) +
                             (used < static_cast<int>(model.config.labels.size())
                                  ? " (" + model.config.labels[static_cast<size_t>(used)] + ")" : ""))
@@ -310,7 +305,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       for (int t = 0; t < T; ++t) {
         const size_t k = static_cast<size_t>(l * T + t);
         row.push_back({{"id", lens.top_id[k]}, {"token", model.token_name(lens.top_id[k])},
-                       {"label", readable_token(model, lens.top_id[k])}, {"probability", lens.top_prob[k]}});
+                       {"label", model.readable_token(lens.top_id[k])}, {"probability", lens.top_prob[k]}});
       }
       layers.push_back(row);
     }
@@ -326,7 +321,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
         for (int l = 0; l < L; ++l) {
           const size_t k = static_cast<size_t>(l * T + t);
           std::snprintf(prob, sizeof prob, " %.2f", lens.top_prob[k]);
-          std::cout << " | " << pad(readable_token(model, lens.top_id[k]), 12) << prob;
+          std::cout << " | " << pad(model.readable_token(lens.top_id[k]), 12) << prob;
         }
         std::cout << "\n";
       }

@@ -13,6 +13,7 @@
 #include "app/default_model.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
+#include "ui/methods_view.h"
 #include "ui/tour.h"
 #include "ui/train_view.h"
 
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance (Explore) or train.", "NAME"});
+  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance, methods (Explore) or train.",
+               "NAME"});
+  p.addOption({"method", "With --tab methods: rollout, relevance, value-norm, mean-heads or mean-layers.", "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu, cpu-bf16 (built with oneDNN), reference, opencl or opencl:N.", "NAME"});
@@ -107,11 +110,22 @@ int main(int argc, char** argv) {
   QString tab = p.value("tab");
   if (tab == "logit-lens") tab = "lens";  // the CLI's method name
   if (!tab.isEmpty() && tab != "train" && !e->showPage(tab)) {
-    std::fprintf(stderr, "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, train)\n",
+    std::fprintf(stderr,
+                 "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, methods, train)\n",
                  qPrintable(tab));
     return 2;
   }
   if (tab == "importance") e->computeImportance();
+  if (p.isSet("method")) {
+    static const QStringList kMethods = {"rollout", "relevance", "value-norm", "mean-heads", "mean-layers"};
+    const int m = kMethods.indexOf(p.value("method"));
+    if (m < 0) {
+      std::fprintf(stderr, "attnlab: --method: no method \"%s\" (%s)\n", qPrintable(p.value("method")),
+                   qPrintable(kMethods.join(", ")));
+      return 2;
+    }
+    e->methodsView()->setMethod(static_cast<attnlab::MethodsView::Method>(m));
+  }
   if (p.isSet("tour-step")) {
     if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1)) {
       std::fprintf(stderr, "attnlab: --tour-step: no step %s (1-%zu)\n", qPrintable(p.value("tour-step")),
@@ -134,6 +148,7 @@ int main(int argc, char** argv) {
       e->flush();
       e->waitForLens();  // the Logit lens and Importance tabs fill in the background
       e->waitForImportance();
+      e->methodsView()->wait();
       QApplication::processEvents();
       const bool ok = w.grab().save(file);
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));

@@ -26,6 +26,10 @@ const std::string& Model::label(int c) const {
   return none;
 }
 
+std::string Model::readable_token(int id) const {
+  return tokenizer ? tokenizer->readable_token(id) : token_name(id);
+}
+
 std::string Model::token_name(int id) const {
   return id >= 0 && id < vocab.size() ? vocab.token(id) : "#" + std::to_string(id);
 }

@@ -41,6 +41,8 @@ struct Model {
   // The vocabulary's string for an id, or "#N" for an embedding row without a token (models pad
   // their embedding past the tokenizer: GPT-2 checkpoints to 50,304, Qwen2 to 151,936).
   std::string token_name(int id) const;
+  // A vocabulary token as the views show it (byte-level tokens decoded: "␣world").
+  std::string readable_token(int id) const;
   bool is_hf() const { return !hf.model_type.empty(); }
   // "BertForSequenceClassification: 6 layers, 12 heads, hidden 384, vocabulary 30,522, 22.7 M parameters"
   std::string summary() const;

@@ -42,36 +42,11 @@
 #include "ui/mask_editor.h"
 #include "ui/token_model.h"
 #include "tests/hf_test_model.h"
+#include "tests/ui_test_util.h"
 
 using namespace attnlab;
+using namespace attnlab::test;
 
-namespace {
-
-std::shared_ptr<const Model> test_model(int max_len = 64) {
-  ModelConfig c;
-  c.vocab_size = 100, c.embed_size = 32, c.num_heads = 4, c.num_layers = 2, c.ff_dim = 32, c.max_len = max_len;
-  c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
-  auto m = std::make_shared<Model>();
-  m->config = c;
-  m->weights = random_weights(c, 1);
-  m->vocab = default_vocab(c);
-  return m;
-}
-
-QCheckBox* checkbox(QWidget* root, const QString& text) {
-  for (QCheckBox* c : root->findChildren<QCheckBox*>())
-    if (c->text() == text) return c;
-  FAIL("no checkbox " << text.toStdString());
-  return nullptr;
-}
-
-QByteArray head_bytes(const QString& path, int n) {
-  QFile f(path);
-  REQUIRE(f.open(QIODevice::ReadOnly));
-  return f.read(n);
-}
-
-}  // namespace
 
 TEST_CASE("typing updates the tokens and every head's heatmap", "[ui]") {
   MainWindow w;
@@ -1024,51 +999,6 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
   CHECK(causal->isEnabled());
   CHECK(cross->isEnabled());
   CHECK_FALSE(e->lensTable()->parentWidget()->isEnabled());
-}
-
-TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates that head and the prediction changes",
-          "[ui][analysis]") {
-  MainWindow w;
-  w.useModel(test_model(), "test");
-  w.show();
-  ExploreView* e = w.explore();
-  QString last_status;
-  QObject::connect(e, &ExploreView::status, [&](const QString& s) { last_status = s; });
-  e->setText("the film was not very good");
-  e->flush();
-  REQUIRE(e->result());
-  const std::vector<float> before = e->result()->class_probs;
-  const size_t pred = static_cast<size_t>(e->result()->predicted);
-  REQUIRE(e->showPage("importance"));
-  e->computeImportance();
-  e->waitForImportance();
-  QTableWidget* t = e->importanceTable();
-  const int L = e->model()->config.num_layers, H = e->model()->config.num_heads;
-  REQUIRE(t->rowCount() == L);
-  REQUIRE(t->columnCount() == H);
-  ForwardRequest req;
-  req.ids = e->result()->ids;
-  const Tensor want = head_importance(*e->model(), *make_backend("cpu"), req, -1);
-  int best_l = 0, best_h = 0;
-  for (int l = 0; l < L; ++l)
-    for (int h = 0; h < H; ++h) {
-      CHECK(t->item(L - 1 - l, h)->text() == QString::number(want.at(l, h), 'g', 3));
-      if (std::fabs(want.at(l, h)) > std::fabs(want.at(best_l, best_h))) best_l = l, best_h = h;
-    }
-  // click the most important head's cell: ablated in every pass, said in the status bar and the title
-  emit t->cellClicked(L - 1 - best_l, best_h);
-  e->flush();
-  CHECK(e->isAblated(best_l, best_h));
-  CHECK(last_status.contains(QString("ablated %1:%2").arg(best_l).arg(best_h)));
-  const std::vector<float> after = e->result()->class_probs;
-  CHECK(after[pred] != before[pred]);  // the prediction panel's numbers change
-  CHECK(before[pred] - after[pred] == Approx(want.at(best_l, best_h)).margin(1e-5));  // by the head's importance
-  e->setLayer(best_l);
-  CHECK(e->headView(best_h)->data().title.contains("ablated"));
-  emit t->cellClicked(L - 1 - best_l, best_h);  // restore
-  e->flush();
-  CHECK_FALSE(e->isAblated(best_l, best_h));
-  CHECK(e->result()->class_probs == before);
 }
 
 TEST_CASE("the tour: every step opens its state, and Help > Tour walks through them", "[ui][tour]") {

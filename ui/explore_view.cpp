@@ -39,6 +39,7 @@
 #include "ui/heatmap_view.h"
 #include "ui/line_view.h"
 #include "ui/mask_editor.h"
+#include "ui/methods_view.h"
 #include "ui/token_model.h"
 
 namespace attnlab {
@@ -311,6 +312,10 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   imp_table_->horizontalHeader()->setDefaultSectionSize(64);
   impv->addWidget(imp_table_, 1);
   tabs_->addTab(imp_page_, "Importance");
+  methods_ = new MethodsView;
+  tabs_->addTab(methods_, "Beyond attention");
+  tabs_->setTabToolTip(tabs_->indexOf(methods_),
+                       "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)");
   connect(imp_run, &QPushButton::clicked, this, &ExploreView::computeImportance);
   connect(imp_table_, &QTableWidget::cellClicked, this, [this](int row, int col) {
     if (!model_) return;
@@ -417,6 +422,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
                                                              : "Language models only (a model with an LM head)");
   ablated_.clear();
   applyAblation();
+  methods_->setModel(model_);
   if (imp_cancel_) imp_cancel_->store(true);
   imp_table_->clear();
   imp_table_->setRowCount(0);
@@ -576,6 +582,7 @@ void ExploreView::setLayer(int layer) {
   layer_slider_->setValue(layer);
   layer_slider_->blockSignals(false);
   updateLayerLabel();
+  methods_->setLayer(layer);
   if (changed) {
     const qint64 start = clock_.nsecsElapsed();
     render();
@@ -646,6 +653,7 @@ void ExploreView::setColormap(const QString& name) {
   for (HeatmapView* h : heads_) h->setGradient(name);
   for (HeatmapView* h : thumbs_) h->setGradient(name);
   big_->setGradient(name);
+  methods_->setGradient(name);
 }
 
 void ExploreView::setPerfLog(const QString& path) {
@@ -740,6 +748,17 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
 
 void ExploreView::onResult(const ForwardOutcome& out) {
   result_ = out.result;
+  {  // the analysis page computes from the same input, at full token resolution
+    ForwardRequest req;
+    req.ids = controller_->prepared().ids;
+    req.token_types = controller_->prepared().token_types;
+    req.mask = currentMask();
+    req.ablate = {ablated_.begin(), ablated_.end()};
+    if (result_->is_cross()) req.cross_ids = controller_->preparedCross().ids;
+    QStringList labels;
+    for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
+    methods_->setInput(req, labels);
+  }
   grids_ = out.heads;
   mask_grid_ = out.mask;
   row_labels_ = to_labels(result_->tokens);  // the result's own tokens: never another input's
@@ -814,8 +833,7 @@ namespace {
 
 // A vocabulary token as a person reads it (byte-level tokens decoded).
 QString token_text(const Model& m, int id) {
-  if (m.tokenizer) return QString::fromStdString(m.tokenizer->readable_token(id));
-  return QString::fromStdString(id < m.vocab.size() ? m.vocab.token(id) : "#" + std::to_string(id));
+  return QString::fromStdString(m.readable_token(id));
 }
 
 }  // namespace
@@ -1115,6 +1133,7 @@ bool ExploreView::eventFilter(QObject* obj, QEvent* ev) {
 
 bool ExploreView::showPage(const QString& name) {
   QWidget* page = name == "heads"    ? heads_page_
+                  : name == "methods" ? static_cast<QWidget*>(methods_)
                   : name == "lines"  ? lines_page_
                   : name == "layers" ? overview_tab_
                   : name == "head"   ? head_page_

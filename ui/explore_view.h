@@ -34,6 +34,7 @@ namespace attnlab {
 class HeatmapView;
 class LineView;
 class MaskEditor;
+class MethodsView;
 class TokenListModel;
 
 class ExploreView : public QWidget {
@@ -71,7 +72,7 @@ class ExploreView : public QWidget {
   TokenListModel* tokenModel() const { return token_model_; }
   QTabWidget* tabs() const { return tabs_; }
   // The pages by name (never by index): "heads", "lines", "layers", "head", "mask", "lens"
-  // (language models). False for another name.
+  // (language models), "importance", "methods". False for another name.
   bool showPage(const QString& name);
   // Language models: the position whose next tokens the prediction panel lists (-1: the last).
   void setNextTokenPosition(int position);
@@ -89,6 +90,8 @@ class ExploreView : public QWidget {
   void computeImportance();
   void waitForImportance();
   QTableWidget* importanceTable() const { return imp_table_; }
+  // The "Beyond attention" page: rollout, relevance, value-weighted, averaged attention.
+  MethodsView* methodsView() const { return methods_; }
 
  protected:
   bool eventFilter(QObject* obj, QEvent* ev) override;
@@ -195,6 +198,7 @@ class ExploreView : public QWidget {
   std::thread imp_thread_;
   std::shared_ptr<std::atomic<bool>> imp_cancel_;
   int imp_generation_ = 0;
+  MethodsView* methods_;
 };
 
 }  // namespace attnlab

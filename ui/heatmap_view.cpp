@@ -159,10 +159,19 @@ void HeatmapView::rebuild() {
     if (!square) return;  // widen whichever axis has room, so a cell is as tall as it is wide
     const QRect ar = plot_->axisRect()->rect();
     if (ar.width() > 10 && ar.height() > 10) {
-      if (ar.width() / static_cast<double>(c) > ar.height() / static_cast<double>(r))
+      // The widened axis keeps the map against its axes (its token labels beside it), the room
+      // to spare on the far side, instead of centring the map away from its labels.
+      if (ar.width() / static_cast<double>(c) > ar.height() / static_cast<double>(r)) {
         plot_->xAxis->setScaleRatio(plot_->yAxis, 1.0);
-      else
+        plot_->xAxis->setRange(-0.5, -0.5 + plot_->xAxis->range().size());
+      } else {
         plot_->yAxis->setScaleRatio(plot_->xAxis, 1.0);
+        const double span = plot_->yAxis->range().size();
+        if (plot_->yAxis->rangeReversed())
+          plot_->yAxis->setRange(r - 0.5 - span, r - 0.5);
+        else
+          plot_->yAxis->setRange(-0.5, -0.5 + span);
+      }
     }
   };
   fit_axes();

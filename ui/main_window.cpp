@@ -1,6 +1,8 @@
 // MainWindow implementation.
 #include "ui/main_window.h"
 
+#include "ui/methods_view.h"
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
@@ -25,6 +27,7 @@
 #include "engine/ops.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
+#include "ui/methods_view.h"
 #include "ui/tour.h"
 #include "ui/train_view.h"
 
@@ -88,6 +91,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   exp->addAction("Current layer's heads as image...", QKeySequence("Ctrl+E"), this, [this] { exportDialog(1); });
   exp->addAction("Every layer as image...", this, [this] { exportDialog(2); });
   exp->addAction("Probabilities as CSV or .npy...", this, [this] { exportDialog(3); });
+  exp->addAction("Beyond-attention map (rollout, relevance, ...)...", this, [this] {
+    explore_->showPage("methods");
+    const QString f = QFileDialog::getSaveFileName(
+        this, "Export", "map.png", "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV (*.csv);;NumPy array (*.npy)");
+    if (f.isEmpty()) return;
+    try {
+      explore_->methodsView()->exportTo(f, explore_->exportDpi());
+      statusBar()->showMessage("exported " + f);
+    } catch (const Error& e) {
+      showError(QString::fromStdString(e.what()));
+    }
+  });
   exp->addAction("Line view as image...", this, [this] {
     const QString f = QFileDialog::getSaveFileName(this, "Export", "lines.png", "PNG image (*.png);;SVG (*.svg)");
     if (f.isEmpty()) return;

@@ -1,0 +1,127 @@
+// The Explore tab's analysis pages: head importance (click to ablate) and "Beyond attention"
+// (rollout, relevance, value-weighted, averages), each held to the engine's methods.
+#include <QComboBox>
+#include <QImage>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "engine/analysis/methods.h"
+#include "engine/forward.h"
+#include "engine/npy.h"
+#include "ui/explore_view.h"
+#include "ui/heatmap_view.h"
+#include "ui/main_window.h"
+#include "ui/methods_view.h"
+#include "tests/ui_test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+
+TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates that head and the prediction changes",
+          "[ui][analysis]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  QString last_status;
+  QObject::connect(e, &ExploreView::status, [&](const QString& s) { last_status = s; });
+  e->setText("the film was not very good");
+  e->flush();
+  REQUIRE(e->result());
+  const std::vector<float> before = e->result()->class_probs;
+  const size_t pred = static_cast<size_t>(e->result()->predicted);
+  REQUIRE(e->showPage("importance"));
+  e->computeImportance();
+  e->waitForImportance();
+  QTableWidget* t = e->importanceTable();
+  const int L = e->model()->config.num_layers, H = e->model()->config.num_heads;
+  REQUIRE(t->rowCount() == L);
+  REQUIRE(t->columnCount() == H);
+  ForwardRequest req;
+  req.ids = e->result()->ids;
+  const Tensor want = head_importance(*e->model(), *make_backend("cpu"), req, -1);
+  int best_l = 0, best_h = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      CHECK(t->item(L - 1 - l, h)->text() == QString::number(want.at(l, h), 'g', 3));
+      if (std::fabs(want.at(l, h)) > std::fabs(want.at(best_l, best_h))) best_l = l, best_h = h;
+    }
+  // click the most important head's cell: ablated in every pass, said in the status bar and the title
+  emit t->cellClicked(L - 1 - best_l, best_h);
+  e->flush();
+  CHECK(e->isAblated(best_l, best_h));
+  CHECK(last_status.contains(QString("ablated %1:%2").arg(best_l).arg(best_h)));
+  const std::vector<float> after = e->result()->class_probs;
+  CHECK(after[pred] != before[pred]);  // the prediction panel's numbers change
+  CHECK(before[pred] - after[pred] == Approx(want.at(best_l, best_h)).margin(1e-5));  // by the head's importance
+  e->setLayer(best_l);
+  CHECK(e->headView(best_h)->data().title.contains("ablated"));
+  emit t->cellClicked(L - 1 - best_l, best_h);  // restore
+  e->flush();
+  CHECK_FALSE(e->isAblated(best_l, best_h));
+  CHECK(e->result()->class_probs == before);
+}
+
+TEST_CASE("beyond attention: each map is the engine's, follows the layer and ablation, and exports", "[ui][analysis]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("the film was not very good");
+  e->flush();
+  REQUIRE(e->showPage("methods"));
+  MethodsView* m = e->methodsView();
+  ForwardRequest req;
+  req.ids = e->result()->ids;
+  const int T = static_cast<int>(req.ids.size());
+  auto backend = make_backend("cpu");
+  auto shown = [&](int i, int j) { return m->view()->data().value(i, j); };
+  auto same = [&](const Tensor& want, size_t offset) {
+    double worst = 0;
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j)
+        worst = std::max(worst, static_cast<double>(std::fabs(shown(i, j) - want.data[offset + static_cast<size_t>(i * T + j)])));
+    return worst;
+  };
+  m->setMethod(MethodsView::Rollout);
+  m->wait();
+  REQUIRE(m->view()->data().rows == T);
+  CHECK(same(attention_rollout(*e->model(), *backend, req), 0) < 1e-6);
+  m->setMethod(MethodsView::Relevance);
+  m->wait();
+  Tensor R = grad_attention(*e->model(), req, -1);
+  for (int i = 0; i < T; ++i) R.at(i, i) -= 1.0f;  // shown without the identity
+  CHECK(same(R, 0) < 1e-6);
+  CHECK(m->statusText().contains("Chefer"));
+  m->setMethod(MethodsView::ValueNorm);
+  m->wait();
+  const Tensor vn = value_norm_attention(*e->model(), *backend, req);  // [L, H, T, T]
+  const int H = e->model()->config.num_heads;
+  e->setLayer(1);
+  m->findChild<QComboBox*>("methodHead")->setCurrentIndex(1 + 2);  // head 2
+  CHECK(same(vn, (static_cast<size_t>(1) * H + 2) * T * T) < 1e-6);
+  CHECK(m->view()->data().title == "Layer 1, head 2, value-weighted");
+  // ablating a head changes the maps computed for the same input
+  m->setMethod(MethodsView::Rollout);
+  m->wait();
+  const float before = shown(T - 1, 0);
+  e->setAblated(0, 0, true);
+  e->setAblated(0, 1, true);
+  e->flush();
+  m->wait();
+  req.ablate = {{0, 0}, {0, 1}};
+  CHECK(same(attention_rollout(*e->model(), *backend, req), 0) < 1e-6);
+  CHECK(shown(T - 1, 0) != before);
+  // exports like the heatmaps
+  QTemporaryDir dir;
+  const QString npy = dir.filePath("rollout.npy");
+  m->exportTo(npy, 96);
+  const Tensor saved = load_npy(npy.toStdString()).tensor;
+  REQUIRE(saved.shape == std::vector<int64_t>{T, T});
+  CHECK(same(saved, 0) == 0.0);
+  m->exportTo(dir.filePath("rollout.png"), 96);
+  CHECK(QImage(dir.filePath("rollout.png")).width() > 100);
+  CHECK_THROWS_WITH(m->exportTo(dir.filePath("r.bmp"), 96), Catch::Contains("unknown export format"));
+}

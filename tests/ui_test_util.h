@@ -1,0 +1,40 @@
+// Helpers shared by the UI tests: a small random classifier, widgets found by their text.
+#pragma once
+
+#include <QCheckBox>
+#include <QFile>
+#include <QWidget>
+#include <catch2/catch.hpp>
+#include <memory>
+
+#include "engine/model.h"
+#include "engine/weights.h"
+
+namespace attnlab::test {
+
+inline std::shared_ptr<const Model> test_model(int max_len = 64) {
+  ModelConfig c;
+  c.vocab_size = 100, c.embed_size = 32, c.num_heads = 4, c.num_layers = 2, c.ff_dim = 32, c.max_len = max_len;
+  c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
+  auto m = std::make_shared<Model>();
+  m->config = c;
+  m->weights = random_weights(c, 1);
+  m->vocab = default_vocab(c);
+  return m;
+}
+
+inline QCheckBox* checkbox(QWidget* root, const QString& text) {
+  for (QCheckBox* c : root->findChildren<QCheckBox*>())
+    if (c->text() == text) return c;
+  FAIL("no checkbox " << text.toStdString());
+  return nullptr;
+}
+
+inline QByteArray head_bytes(const QString& path, int n) {
+  QFile f(path);
+  REQUIRE(f.open(QIODevice::ReadOnly));
+  return f.read(n);
+}
+
+
+}  // namespace attnlab::test

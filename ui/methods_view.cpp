@@ -1,0 +1,280 @@
+// The "Beyond attention" page (see methods_view.h).
+#include "ui/methods_view.h"
+
+#include <QApplication>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPointer>
+#include <QStandardItemModel>
+#include <QVBoxLayout>
+
+#include "engine/analysis/methods.h"
+#include "ui/figure_export.h"
+#include "ui/heatmap_data.h"
+#include "ui/heatmap_view.h"
+
+namespace attnlab {
+
+namespace {
+
+const char* kCaveat =
+    "<br><i>Attention is not explanation (Jain &amp; Wallace 2019; Wiegreffe &amp; Pinter 2019): read these maps as "
+    "hypotheses to test, e.g. by ablating heads.</i>";
+
+QString describe(int method, const QString& note) {
+  switch (method) {
+    case MethodsView::Rollout:
+      return "<b>Attention rollout</b> (Abnar &amp; Zuidema 2020): each layer's attention averaged over heads, mixed "
+             "half and half with the residual connection, multiplied through the layers. Row i: how much token i's "
+             "final representation draws on each input token; rows sum to 1.";
+    case MethodsView::Relevance:
+      return "<b>Gradient-weighted relevance</b> (Chefer et al. 2021) for " + note.toHtmlEscaped() +
+             ": each layer's attention times its gradient, negatives clipped, averaged over heads and accumulated "
+             "from the first layer to the last. Each token's own 1 on the diagonal is left out.";
+    case MethodsView::ValueNorm:
+      return "<b>Value-weighted attention</b> (Kobayashi et al. 2020): a<sub>ij</sub> &middot; ||f(x<sub>j</sub>)||, "
+             "the attention weight times the size of what key j sends through the head's value and output "
+             "projections. Large weights on small vectors (often [CLS], [SEP], punctuation) shrink.";
+    case MethodsView::MeanHeads:
+      return "<b>Attention averaged over the heads</b> of this layer.";
+    default:
+      return "<b>Attention averaged over every head of every layer.</b>";
+  }
+}
+
+}  // namespace
+
+MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
+  auto* v = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  method_box_ = new QComboBox(this);
+  method_box_->setObjectName("methodBox");
+  method_box_->addItems({"Rollout (all layers)", "Relevance for the prediction (gradients)", "Value-weighted (this layer)",
+                         "Mean over heads (this layer)", "Mean over all layers and heads"});
+  method_box_->setToolTip("What to show instead of one head's raw attention");
+  head_box_ = new QComboBox(this);
+  head_box_->setObjectName("methodHead");
+  head_box_->setToolTip("Value-weighted attention of one head, or the mean over the layer's heads");
+  bar->addWidget(new QLabel("show:", this));
+  bar->addWidget(method_box_);
+  bar->addWidget(head_box_);
+  bar->addStretch();
+  v->addLayout(bar);
+  status_ = new QLabel(this);
+  status_->setWordWrap(true);
+  status_->setTextFormat(Qt::RichText);
+  v->addWidget(status_);
+  view_ = new HeatmapView(this);
+  view_->setObjectName("methodView");
+  view_->setMaxCells(1024);
+  view_->setSquareCells(true);
+  v->addWidget(view_, 1);
+  head_box_->setVisible(false);
+  connect(method_box_, &QComboBox::currentIndexChanged, this, [this] {
+    head_box_->setVisible(method() == ValueNorm);
+    if (maps_method_ != method()) dirty_ = true;
+    if (isVisible()) start();
+  });
+  connect(head_box_, &QComboBox::currentIndexChanged, this, [this] { show(); });
+}
+
+MethodsView::~MethodsView() {
+  if (cancel_) cancel_->store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void MethodsView::setModel(std::shared_ptr<const Model> model) {
+  model_ = std::move(model);
+  if (cancel_) cancel_->store(true);
+  maps_.reset();
+  maps_method_ = -1;
+  shown_.reset();
+  view_->setData({});
+  QSignalBlocker block(head_box_);
+  head_box_->clear();
+  head_box_->addItem("mean of heads");
+  for (int h = 0; h < model_->config.num_heads; ++h) head_box_->addItem(QString("head %1").arg(h));
+  const bool predicts = model_->config.num_classes > 0 || model_->config.lm_head;
+  auto* items = qobject_cast<QStandardItemModel*>(method_box_->model());
+  if (items) items->item(Relevance)->setEnabled(predicts);
+  if (!predicts && method() == Relevance) method_box_->setCurrentIndex(Rollout);
+  dirty_ = true;
+}
+
+void MethodsView::setInput(const ForwardRequest& request, const QStringList& labels) {
+  request_ = request;
+  labels_ = labels;
+  dirty_ = true;
+  if (isVisible()) start();
+}
+
+void MethodsView::setLayer(int layer) {
+  if (layer == layer_) return;
+  layer_ = layer;
+  show();
+}
+
+void MethodsView::setMethod(Method m) { method_box_->setCurrentIndex(m); }
+
+MethodsView::Method MethodsView::method() const { return static_cast<Method>(method_box_->currentIndex()); }
+
+void MethodsView::setGradient(const QString& name) {
+  colormap_ = name;
+  view_->setGradient(name);
+}
+
+QString MethodsView::statusText() const { return status_->text(); }
+
+void MethodsView::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (dirty_) start();
+}
+
+void MethodsView::start() {
+  dirty_ = false;
+  if (cancel_) cancel_->store(true);
+  if (thread_.joinable()) thread_.join();
+  if (!model_ || request_.ids.empty()) {
+    maps_.reset();
+    show();
+    return;
+  }
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  cancel_ = cancel;
+  const int generation = ++generation_;
+  const int m = method();
+  status_->setText(describe(m, "the prediction") + "<br>Computing...");
+  ForwardRequest req = request_;
+  req.cancel = cancel.get();
+  std::shared_ptr<const Model> model = model_;
+  QPointer<MethodsView> self(this);
+  thread_ = std::thread([self, model, req, cancel, generation, m] {
+    std::shared_ptr<Tensor> maps;
+    auto blocked = std::make_shared<std::vector<uint8_t>>();
+    QString note, error;
+    try {
+      auto backend = make_backend("cpu");
+      if (m == Rollout) {
+        maps = std::make_shared<Tensor>(attention_rollout(*model, *backend, req));
+      } else if (m == Relevance) {
+        int target = -1;
+        Tensor R = grad_attention(*model, req, -1, &target);
+        for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) -= 1.0f;  // the identity says nothing
+        maps = std::make_shared<Tensor>(std::move(R));
+        note = model->config.num_classes > 0
+                   ? QString("the logit of \"%1\"").arg(QString::fromStdString(model->label(target)))
+                   : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
+      } else if (m == ValueNorm) {
+        maps = std::make_shared<Tensor>(value_norm_attention(*model, *backend, req));
+      } else {
+        ForwardRequest full = req;
+        full.keep_layers.clear();
+        const Tensor all = run_forward(*model, *backend, full).stacked_probs();
+        maps = std::make_shared<Tensor>(m == MeanHeads ? mean_over_heads(all) : mean_over_layers(all));
+      }
+      // cells the mask blocks for every head: drawn as blocked where the map is 0 there
+      const AttnMask mask = self_attention_mask(*model, req);
+      const int T = mask.T;
+      blocked->assign(static_cast<size_t>(T) * T, 1);
+      for (int p = 0; p < mask.planes; ++p)
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < T; ++j)
+            if (!mask.is_blocked(p, i, j)) (*blocked)[static_cast<size_t>(i) * T + j] = 0;
+    } catch (const Cancelled&) {
+      return;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (cancel->load()) return;
+    QMetaObject::invokeMethod(qApp, [self, model, maps, blocked, note, error, generation, m] {
+      if (!self || generation != self->generation_ || self->model_ != model) return;
+      self->maps_ = maps;
+      self->blocked_ = blocked;
+      self->maps_method_ = m;
+      self->maps_note_ = note;
+      if (!maps) {
+        self->view_->setData({});
+        self->shown_.reset();
+        self->status_->setText(describe(m, "the prediction") + "<br><b>Not available:</b> " + error.toHtmlEscaped());
+        return;
+      }
+      self->show();
+    }, Qt::QueuedConnection);
+  });
+}
+
+QString MethodsView::title() const {
+  const int head = head_box_->currentIndex() - 1;
+  switch (maps_method_) {
+    case Rollout: return "Attention rollout";
+    case Relevance: return "Relevance for " + maps_note_;
+    case ValueNorm:
+      return head < 0 ? QString("Layer %1, value-weighted, mean of heads").arg(layer_)
+                      : QString("Layer %1, head %2, value-weighted").arg(layer_).arg(head);
+    case MeanHeads: return QString("Layer %1, mean of heads").arg(layer_);
+    default: return "Mean of every layer and head";
+  }
+}
+
+void MethodsView::show() {
+  if (!maps_ || maps_method_ != method()) {
+    view_->setData({});
+    shown_.reset();
+    if (!model_ || request_.ids.empty()) status_->setText("Type some text to see the maps.");
+    return;
+  }
+  const Tensor& m = *maps_;
+  const int T = static_cast<int>(m.dim(m.rank() - 1));
+  const size_t TT = static_cast<size_t>(T) * T;
+  std::vector<float> values(TT, 0.0f);
+  const int layer = std::min(layer_, m.rank() >= 3 ? static_cast<int>(m.dim(0)) - 1 : 0);
+  if (m.rank() == 2) {
+    values.assign(m.data.begin(), m.data.end());
+  } else if (m.rank() == 3) {  // [L, T, T]
+    std::copy_n(m.data.begin() + static_cast<std::ptrdiff_t>(layer * TT), TT, values.begin());
+  } else {  // [L, H, T, T]: one head, or the mean of the layer's heads
+    const int H = static_cast<int>(m.dim(1)), head = head_box_->currentIndex() - 1;
+    for (int h = 0; h < H; ++h) {
+      if (head >= 0 && h != head) continue;
+      const float* src = m.ptr() + (static_cast<size_t>(layer) * H + h) * TT;
+      for (size_t k = 0; k < TT; ++k) values[k] += head >= 0 ? src[k] : src[k] / static_cast<float>(H);
+    }
+  }
+  auto result = std::make_shared<ForwardResult>();
+  Tensor one({1, T, T});
+  std::copy(values.begin(), values.end(), one.data.begin());
+  result->attention.push_back(std::move(one));
+  for (const QString& l : labels_) result->tokens.push_back(l.toStdString());
+  result->ids = request_.ids;
+  shown_ = result;
+  std::vector<uint8_t> blocked(TT, 0);
+  if (blocked_ && blocked_->size() == TT)
+    for (size_t k = 0; k < TT; ++k) blocked[k] = (*blocked_)[k] && values[k] == 0.0f;
+  HeatmapData d = owned_heatmap(std::move(values), std::move(blocked), T, T, 1024);
+  d.row_labels = labels_;
+  d.col_labels = labels_;
+  d.title = title();
+  view_->setData(std::move(d));
+  status_->setText(describe(maps_method_, maps_note_) + kCaveat);
+}
+
+void MethodsView::wait() {
+  if (dirty_ && isVisible()) start();
+  if (thread_.joinable()) thread_.join();
+  QCoreApplication::processEvents();
+}
+
+void MethodsView::exportTo(const QString& path, int dpi) {
+  wait();
+  if (!shown_) throw Error("nothing to export: the map has not been computed (show the page first)");
+  ExportSpec spec;
+  spec.layer = 0;
+  spec.head = 0;
+  spec.dpi = dpi;
+  spec.colormap = colormap_;
+  spec.title = title();
+  export_attention(*shown_, spec, path);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,77 @@
+// MethodsView: the Explore tab's "Beyond attention" page. One large map of an analysis method
+// (engine/analysis/methods.h) for the current input: attention rollout, gradient-weighted
+// relevance, norm-based (value-weighted) attention per head or averaged, and plain attention
+// averaged over heads or over every layer. Computed in the background when the page is shown
+// and the input, mask or ablated heads change; the same labels, hover values, colour bar and
+// exports as the heatmaps.
+#pragma once
+
+#include <QWidget>
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "engine/forward.h"
+
+class QComboBox;
+class QLabel;
+
+namespace attnlab {
+
+class HeatmapView;
+
+class MethodsView : public QWidget {
+  Q_OBJECT
+ public:
+  enum Method { Rollout = 0, Relevance, ValueNorm, MeanHeads, MeanLayers };
+
+  explicit MethodsView(QWidget* parent = nullptr);
+  ~MethodsView() override;
+
+  void setModel(std::shared_ptr<const Model> model);
+  // The input the maps are computed for (prepared ids, mask, ablated heads) and its labels.
+  // Marks the page out of date; it computes when shown.
+  void setInput(const ForwardRequest& request, const QStringList& labels);
+  void setLayer(int layer);  // the layer of the per-layer maps (value-weighted, mean over heads)
+  void setMethod(Method m);
+  Method method() const;
+  void setGradient(const QString& name);
+
+  // Blocks until the pending computation has been shown (tests, screenshots).
+  void wait();
+  HeatmapView* view() const { return view_; }
+  QString statusText() const;
+  // The shown map as .png .svg .pdf .csv .npy (Error when there is none yet).
+  void exportTo(const QString& path, int dpi);
+
+ protected:
+  void showEvent(QShowEvent* e) override;
+
+ private:
+  void start();  // computes the current method's maps in the background
+  void show();   // draws the slice of the cached maps for the layer and head chosen
+  QString title() const;
+
+  std::shared_ptr<const Model> model_;
+  ForwardRequest request_;
+  QStringList labels_;
+  int layer_ = 0;
+  bool dirty_ = true;
+  // The computed maps of one method: [T, T] (rollout, relevance, mean over layers), [L, T, T]
+  // (mean over heads) or [L, H, T, T] (value-weighted), with what was explained.
+  std::shared_ptr<const Tensor> maps_;
+  std::shared_ptr<const std::vector<uint8_t>> blocked_;  // [T * T]: blocked for every head by the mask
+  int maps_method_ = -1;
+  QString maps_note_;
+  QString colormap_ = "viridis";
+  std::shared_ptr<const ForwardResult> shown_;  // the shown map as a one-head result, for export
+  QComboBox* method_box_;
+  QComboBox* head_box_;
+  QLabel* status_;
+  HeatmapView* view_;
+  std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  int generation_ = 0;
+};
+
+}  // namespace attnlab
