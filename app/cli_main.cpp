@@ -50,8 +50,10 @@ usage:
                       [--mask-out M.npy] [--json] [--save-model DIR]
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
-  attnlab-cli bench --sgemm [--seq 512]    this machine's Eigen SGEMM rate
+  attnlab-cli bench --sgemm [--seq 512]    this machine's SGEMM rate (Eigen, oneDNN)
   attnlab-cli bench --train [--layers 2 --dim 128 --heads 8 --ff 512] [--seq 64] [--batch 32] [--dropout 0.1]
+  attnlab-cli bench --analysis [--model DIR] [--seq 128]   rollout, value-norm, grad-attention, head importance
+                      against a forward pass (default: 6 layers, 12 heads, d=384, a classifier)
   attnlab-cli train --data FILE.tsv [--val-data FILE.tsv | --val-split 0.1] --out DIR
                       [--config config.json | --layers N --heads H --dim D --ff F --max-len T
                        --tokenizer word|char --positional ... --pooling ... --norm ... --activation ...]
@@ -496,9 +498,61 @@ int cmd_devices(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// The analysis methods' cost next to a plain forward pass (medians, in process): a 6-layer,
+// 12-head, d=384 classifier (MiniLM's shape) at T = 128 unless --model / flags say otherwise.
+int bench_analysis(const Args& a) {
+  Model model;
+  if (a.has("--model")) {
+    model = load_model(a.get("--model"));
+  } else {
+    ModelConfig d;
+    d.vocab_size = 1000, d.embed_size = 384, d.num_heads = 12, d.num_layers = 6, d.ff_dim = 1536, d.max_len = 512;
+    d.num_classes = 2, d.pooling = Pooling::MaskedMean, d.norm = NormPlacement::Post;
+    model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
+  }
+  const ModelConfig& c = model.config;
+  const int T = a.get_int("--seq", 128), repeat = a.get_int("--repeat", 5);
+  if (T <= 0 || T > c.max_len) throw Error("--seq must be in [1, max_len = " + std::to_string(c.max_len) + "]");
+  if (repeat <= 0) throw Error("--repeat must be positive");
+  std::mt19937 rng(1);
+  ForwardRequest req;
+  for (int t = 0; t < T; ++t) req.ids.push_back(3 + static_cast<int>(rng() % static_cast<unsigned>(c.vocab_size - 3)));
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  auto timed = [&](const std::function<void()>& f, int n) {
+    f();  // warm-up
+    std::vector<double> ms;
+    for (int r = 0; r < n; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return median(ms);
+  };
+  const bool predicts = c.num_classes > 0 || c.lm_head;
+  json j = {{"layers", c.num_layers}, {"heads", c.num_heads}, {"dim", c.embed_size}, {"seq", T}, {"repeat", repeat}};
+  j["forward_ms"] = timed([&] { run_forward(model, *backend, req); }, repeat);
+  j["rollout_ms"] = timed([&] { attention_rollout(model, *backend, req); }, repeat);
+  j["value_norm_ms"] = timed([&] { value_norm_attention(model, *backend, req); }, repeat);
+  if (predicts) {
+    j["grad_attention_ms"] = timed([&] { grad_attention(model, req, -1); }, repeat);
+    j["head_importance_ms"] = timed([&] { head_importance(model, *backend, req, -1); }, std::max(1, repeat / 3));
+  }
+  if (a.has("--json")) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  const double f = j["forward_ms"];
+  std::printf("analysis, %d layers x %d heads, d=%d, T=%d (medians of %d): forward %.1f ms\n", c.num_layers, c.num_heads,
+              c.embed_size, T, repeat, f);
+  for (const char* k : {"rollout_ms", "value_norm_ms", "grad_attention_ms", "head_importance_ms"})
+    if (j.contains(k))
+      std::printf("  %-20s %8.1f ms  (%.2f forward passes)\n", k, j[k].get<double>(), j[k].get<double>() / f);
+  return 0;
+}
+
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
-               {"--json", "--random-init", "--train", "--sgemm", "--checkpoint"});
+               {"--json", "--random-init", "--train", "--sgemm", "--checkpoint", "--analysis"});
   if (a.has("--sgemm")) {
     const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
     const double g = sgemm_gflops(n, repeat);
@@ -514,6 +568,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     return 0;
   }
   if (a.has("--train")) return bench_train(a);
+  if (a.has("--analysis")) return bench_analysis(a);
   Model model;
   if (a.has("--model")) {
     model = load_model(a.get("--model"));

@@ -125,6 +125,15 @@ print(f"\nactivation checkpointing, training step d=128, 8 heads, 6 layers, ff=5
       f"{c['plain_ms']:.0f} -> {c['checkpoint_ms']:.0f} ms ({c['checkpoint_ms'] / c['plain_ms']:.2f}x), "
       f"peak {c['plain_peak_mb']:.0f} -> {c['checkpoint_peak_mb']:.0f} MB ({c['checkpoint_peak_mb'] / c['plain_peak_mb']:.2f})")
 
+# The analysis methods against a forward pass: 6 layers x 12 heads, d=384 (MiniLM's shape), T = 128.
+an = cli("bench", "--analysis", "--repeat", str(max(5, R)))
+results["analysis"] = an
+print(f"\nanalysis methods, 6 layers x 12 heads, d=384, T=128 (targets: rollout and value-norm <= 1.1 forward "
+      f"passes, grad-attention <= 3, head importance <= 2 s): forward {an['forward_ms']:.1f} ms; "
+      f"rollout {an['rollout_ms'] / an['forward_ms']:.2f}, value-norm {an['value_norm_ms'] / an['forward_ms']:.2f}, "
+      f"grad-attention {an['grad_attention_ms'] / an['forward_ms']:.2f} forward passes; "
+      f"head importance {an['head_importance_ms'] / 1000:.2f} s")
+
 long_rows = []
 for T in ((2048,) if a.quick else (2048, 4096)):
     for keep in ("all", "0", "none"):

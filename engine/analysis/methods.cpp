@@ -12,6 +12,24 @@ namespace attnlab {
 
 namespace {
 
+// out = A R (+ R when add_r), T x T row-major, in double. Loop order i, k, j: rows of R stream
+// through, the inner loop vectorises; zero entries of A (blocked keys) are skipped.
+void multiply(const std::vector<double>& A, const std::vector<double>& R, std::vector<double>& out, int T, bool add_r) {
+  for (int i = 0; i < T; ++i) {
+    double* o = out.data() + static_cast<size_t>(i) * T;
+    if (add_r)
+      std::copy_n(R.data() + static_cast<size_t>(i) * T, T, o);
+    else
+      std::fill(o, o + T, 0.0);
+    for (int k = 0; k < T; ++k) {
+      const double a = A[static_cast<size_t>(i) * T + k];
+      if (a == 0.0) continue;
+      const double* r = R.data() + static_cast<size_t>(k) * T;
+      for (int j = 0; j < T; ++j) o[j] += a * r[j];
+    }
+  }
+}
+
 void require_self(const ForwardRequest& r, const char* what) {
   if (!r.cross_ids.empty()) throw Error(std::string(what) + " reads self-attention; cross mode has none");
 }
@@ -41,12 +59,7 @@ Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequ
       for (int j = 0; j < T; ++j) A[static_cast<size_t>(i * T + j)] /= sum;  // sum >= 0.5: never 0
     }
     // R <- A~_l R (later layers on the left)
-    for (int i = 0; i < T; ++i)
-      for (int j = 0; j < T; ++j) {
-        double s = 0;
-        for (int k = 0; k < T; ++k) s += A[static_cast<size_t>(i * T + k)] * R[static_cast<size_t>(k * T + j)];
-        next[static_cast<size_t>(i * T + j)] = s;
-      }
+    multiply(A, R, next, T, false);
     std::swap(R, next);
   }
   Tensor out({T, T});
@@ -191,12 +204,7 @@ Tensor grad_attention(const Model& model, const ForwardRequest& request, int tar
         if (v > 0) A[k] += v / H;
       }
     // R <- R + A_bar R
-    for (int i = 0; i < T; ++i)
-      for (int j = 0; j < T; ++j) {
-        double s = R[static_cast<size_t>(i * T + j)];
-        for (int k = 0; k < T; ++k) s += A[static_cast<size_t>(i * T + k)] * R[static_cast<size_t>(k * T + j)];
-        next[static_cast<size_t>(i * T + j)] = s;
-      }
+    multiply(A, R, next, T, true);
     std::swap(R, next);
   }
   Tensor out({T, T});
