@@ -1,6 +1,13 @@
 // The Explore tab's analysis pages: head importance (click to ablate) and "Beyond attention"
 // (rollout, relevance, value-weighted, averages), each held to the engine's methods.
+#include <QAbstractButton>
+#include <QAbstractItemView>
+#include <QAbstractSlider>
+#include <QAbstractSpinBox>
 #include <QComboBox>
+#include <QLineEdit>
+#include <QScrollBar>
+#include <QTabBar>
 #include <QImage>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -124,4 +131,30 @@ TEST_CASE("beyond attention: each map is the engine's, follows the layer and abl
   m->exportTo(dir.filePath("rollout.png"), 96);
   CHECK(QImage(dir.filePath("rollout.png")).width() > 100);
   CHECK_THROWS_WITH(m->exportTo(dir.filePath("r.bmp"), 96), Catch::Contains("unknown export format"));
+}
+
+TEST_CASE("every control says what it does in a tooltip", "[ui][desktop]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  QStringList missing;
+  for (QWidget* wd : w.findChildren<QWidget*>()) {
+    const bool control = qobject_cast<QAbstractButton*>(wd) || qobject_cast<QComboBox*>(wd) ||
+                         qobject_cast<QAbstractSpinBox*>(wd) || qobject_cast<QLineEdit*>(wd) ||
+                         qobject_cast<QAbstractSlider*>(wd);
+    if (!control || qobject_cast<QScrollBar*>(wd)) continue;
+    // parts of other widgets (a spin box's line edit, a tab bar's scroll buttons, a table's corner)
+    QWidget* parent = wd->parentWidget();
+    if (qobject_cast<QAbstractSpinBox*>(parent) || qobject_cast<QComboBox*>(parent) || qobject_cast<QTabBar*>(parent) ||
+        qobject_cast<QAbstractItemView*>(parent) || wd->objectName().startsWith("qt_"))
+      continue;
+    if (wd->toolTip().isEmpty()) {
+      QString what = wd->metaObject()->className();
+      if (auto* b = qobject_cast<QAbstractButton*>(wd)) what += " \"" + b->text() + "\"";
+      if (!wd->objectName().isEmpty()) what += " #" + wd->objectName();
+      missing << what;
+    }
+  }
+  INFO("controls without a tooltip: " << missing.join(", ").toStdString());
+  CHECK(missing.isEmpty());
 }

@@ -70,12 +70,14 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   text_->setObjectName("text");
   text_->installEventFilter(this);
   text_->setPlaceholderText("Type text: every head's attention updates as you type");
+  text_->setToolTip("The input: tokenised as you type, every view follows");
   cross_on_ = new QCheckBox("Cross-attention with:", this);
   cross_text_ = new QLineEdit(this);
   cross_text_->setObjectName("crossText");
   cross_text_->installEventFilter(this);
   cross_text_->setPlaceholderText("second text (keys and values)");
   cross_text_->setEnabled(false);
+  cross_text_->setToolTip("Cross-attention: the text's queries attend to this text's keys and values");
   pair_label_ = new QLabel("Sentence B:", this);
   pair_text_ = new QLineEdit(this);
   pair_text_->setObjectName("pairText");
@@ -167,19 +169,25 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   padding_->setToolTip("key_padding_mask: attention to [PAD] tokens is blocked");
   mf->addRow(padding_);
   causal_ = new QCheckBox("causal", masks);
+  causal_->setToolTip("Each query sees only itself and earlier keys (article 003, section 2.2)");
   mf->addRow(causal_);
   window_on_ = new QCheckBox("sliding window", masks);
   window_ = new QSpinBox(masks);
   window_->setRange(1, 4096);
   window_->setValue(4);
+  window_on_->setToolTip("Sparse attention: each query sees keys at most this many positions away (article 000, 7.2)");
+  window_->setToolTip("The window's half-width in tokens");
   mf->addRow(window_on_, window_);
   strided_on_ = new QCheckBox("strided", masks);
   stride_ = new QSpinBox(masks);
   stride_->setRange(1, 4096);
   stride_->setValue(3);
+  strided_on_->setToolTip("Sparse attention: a local window plus every k-th key (Child et al. 2019)");
+  stride_->setToolTip("The stride k");
   mf->addRow(strided_on_, stride_);
   mf->addRow(new QLabel("global tokens: tick them in the token strip", masks));
   custom_on_ = new QCheckBox("custom (mask editor)", masks);
+  custom_on_->setToolTip("Also apply the mask painted in the Mask editor tab (article 003, sections 2.3-2.4)");
   mf->addRow(custom_on_);
   mask_view_ = new HeatmapView(masks);
   mask_view_->setCompact(true);
@@ -204,6 +212,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* of = new QFormLayout(opts);
   auto* cmap = new QComboBox(opts);
   cmap->addItems(colormap_names());
+  cmap->setToolTip("Colour map of every heatmap (perceptually uniform; blocked cells get their own colour)");
   of->addRow("colour map", cmap);
   scale_mode_ = new QComboBox(opts);
   scale_mode_->setObjectName("colourScale");
@@ -214,6 +223,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   of->addRow("colour scale", scale_mode_);
   connect(scale_mode_, &QComboBox::currentTextChanged, this, [this] { render(); });
   annotate_ = new QCheckBox("values in cells (short inputs)", opts);
+  annotate_->setToolTip("Print each probability in its cell when the cells are large enough");
   of->addRow(annotate_);
 
   lv->addWidget(opts);
@@ -228,6 +238,9 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* next = new QPushButton("Layer >", right);
   layer_slider_ = new QSlider(Qt::Horizontal, right);
   layer_slider_->setObjectName("layerSlider");
+  layer_slider_->setToolTip("The layer every view shows (Ctrl+PageUp / Ctrl+PageDown)");
+  prev->setToolTip("Previous layer (Ctrl+PageUp)");
+  next->setToolTip("Next layer (Ctrl+PageDown)");
   layer_label_ = new QLabel("layer 0", right);
   lbar->addWidget(prev);
   lbar->addWidget(layer_slider_, 1);
@@ -251,6 +264,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* hbar = new QHBoxLayout;
   head_box_ = new QComboBox(head_page_);
   head_box_->setObjectName("headBox");
+  head_box_->setToolTip("The head shown large (double-click a head in the Heads tab)");
   hbar->addWidget(new QLabel("head:", head_page_));
   hbar->addWidget(head_box_);
   hbar->addStretch();
@@ -271,6 +285,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   auto* lbar2 = new QHBoxLayout;
   line_head_ = new QComboBox(lines_page_);
   line_head_->setObjectName("lineHead");
+  line_head_->setToolTip("Lines of one head, or of every head in its own colour");
   lbar2->addWidget(new QLabel("heads:", lines_page_));
   lbar2->addWidget(line_head_);
   lbar2->addStretch();

@@ -240,6 +240,11 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
   auto* apply = new QPushButton("Apply preset", this);
   auto* invert = new QPushButton("Invert", this);
   auto* clear = new QPushButton("Clear", this);
+  head->setToolTip("Paint the mask shared by every head, or one head's own");
+  preset->setToolTip("A pattern to start from: band, block-diagonal, dilated, ...");
+  apply->setToolTip("Replace the painted mask with the preset");
+  invert->setToolTip("Blocked cells become visible and visible cells blocked");
+  clear->setToolTip("Unblock every cell");
   auto* zoom_in = new QToolButton(this);
   zoom_in->setText("+");
   zoom_in->setToolTip("Zoom in (Ctrl+wheel); labels appear on cells of 12 px and more");

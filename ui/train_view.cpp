@@ -146,6 +146,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   freeze_ = new QCheckBox("freeze the encoder (train the classifier only)", model_box);
   freeze_->setObjectName("freezeEncoder");
   freeze_->setEnabled(false);
+  freeze_->setToolTip("Fine-tuning: keep the pretrained encoder's weights and train only the pooler and classifier");
   mf->addRow(freeze_);
   preset_ = combo({"default", "tiny (fast)", "article model (d=128, 8 heads)"}, "default", model_box);
   mf->addRow("preset", preset_);
@@ -167,6 +168,31 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   weight_decay_ = dspin(0, 1, 0, 4, 0.01, model_box);
   clip_ = dspin(0, 100, 1, 2, 0.5, model_box);
   seed_ = spin(0, 1 << 30, 1, model_box);
+  // What each setting means, where a student looks for it (article 000's TextClassifier).
+  const std::pair<QWidget*, const char*> tips[] = {
+      {val_split_, "Share of the rows held out for validation when the data has no separate validation file"},
+      {preset_, "Fill the form: the default model, a tiny fast one, or the article's (d=128, 8 heads)"},
+      {layers_, "Transformer layers (encoder blocks)"},
+      {heads_, "Attention heads per layer; the dimension must be divisible by it"},
+      {dim_, "Model dimension d (embedding and hidden size)"},
+      {ff_, "Feed-forward hidden size (0: attention only)"},
+      {max_len_, "Longest input in tokens; longer rows are truncated"},
+      {positional_, "Position information: none, sinusoidal (Vaswani et al.), learned table, or relative (Shaw et al.)"},
+      {norm_, "LayerNorm after each residual (post, the articles') or before each sub-layer (pre)"},
+      {activation_, "Feed-forward activation"},
+      {tokenizer_, "Split text into words or characters (a new vocabulary is built from the data)"},
+      {pooling_, "How token states become one vector for the classifier: mean over real tokens, mean over all, or [CLS]"},
+      {dropout_, "Dropout on attention probabilities and residual branches while training"},
+      {lr_, "AdamW learning rate"},
+      {batch_, "Rows per optimisation step"},
+      {epochs_, "Passes over the training rows"},
+      {weight_decay_, "AdamW weight decay (decoupled)"},
+      {clip_, "Gradient-norm clipping (0: off)"},
+      {seed_, "Random seed: the same seed, data and thread count give the same run"},
+      {data_choice_, "A dataset shipped with attnlab, or your own TSV / CSV file (text and label columns)"},
+      {text_col_, "The column that holds the text"},
+      {label_col_, "The column that holds the label"}};
+  for (const auto& [w, tip] : tips) w->setToolTip(tip);
   mf->addRow("layers", layers_);
   mf->addRow("heads", heads_);
   mf->addRow("embedding size", dim_);
@@ -202,6 +228,11 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   stop_ = new QPushButton("Stop", right);
   save_ = new QPushButton("Save model...", right);
   explore_ = new QPushButton("Open in Explore", right);
+  train_->setToolTip("Start training with the settings on the left (Ctrl+Return)");
+  pause_->setToolTip("Pause or resume after the current step");
+  stop_->setToolTip("Stop after the current step; the model trained so far is kept");
+  save_->setToolTip("Save the trained model as a folder Explore and attnlab-cli open");
+  explore_->setToolTip("Open the trained model in the Explore tab");
   for (QPushButton* b : {train_, pause_, stop_, save_, explore_}) buttons->addWidget(b);
   buttons->addStretch();
   rv->addLayout(buttons);
@@ -229,6 +260,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   rv->addLayout(curves, 2);
   auto* cexp = new QHBoxLayout;
   auto* export_curves = new QPushButton("Export curves...", right);
+  export_curves->setToolTip("Save the loss and accuracy curves as PNG, SVG, PDF or CSV");
   cexp->addWidget(export_curves);
   cexp->addStretch();
   rv->addLayout(cexp);
@@ -241,6 +273,9 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   timeline_ = new QSlider(Qt::Horizontal, heads_box);
   timeline_->setRange(0, 0);
   timeline_label_ = new QLabel("no snapshots yet", heads_box);
+  probe_->setToolTip("A sentence whose attention is drawn as the model trains (article 000: watch \"not\" find \"good\")");
+  probe_layer_->setToolTip("The layer whose heads the live view shows");
+  timeline_->setToolTip("Step back through the snapshots taken during training");
   hbar->addWidget(new QLabel("probe", heads_box));
   hbar->addWidget(probe_, 2);
   hbar->addWidget(new QLabel("layer", heads_box));
