@@ -66,7 +66,8 @@ usage:
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
   attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
-                      [--target C] [--out FILE.npy] [--json]     beyond raw attention, every layer:
+                      [--target C] [--out FILE.npy] [--json]     beyond raw attention, every layer; --target is
+                      a class index (classifiers) or a token id (language models), default the prediction:
                       rollout [T, T] (Abnar & Zuidema 2020), value-norm [L, H, T, T] (Kobayashi et al. 2020),
                       grad-attention [T, T] (Chefer et al. 2021; relevance for the logit of --target, default
                       the prediction), mean-heads [L, T, T], mean-layers [T, T] (attention averaged),
@@ -194,6 +195,9 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     throw Error("--method: expected one of " + names + ", got \"" + method + "\"");
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
     throw Error("--out: analysis results are written as .npy, got \"" + a.get("--out") + "\"");
+  const int target = a.has("--target") ? a.get_int("--target", -1) : -1;
+  if (a.has("--target") && target < 0)
+    throw Error("--target: a class index (classifiers) or a token id (language models), 0 or more");
   const Model model = resolve_model(a, argv0);
   const ForwardRequest req = request_from_flags(a, model, "analyze");
   const std::vector<std::string>& labels = req.tokens;
@@ -216,11 +220,12 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       r = value_norm_attention(model, *backend, req);
     } else if (method == "grad-attention") {
       int used = -1;
-      r = grad_attention(model, req, a.has("--target") ? a.get_int("--target", -1) : -1, &used);
+      r = grad_attention(model, req, target, &used);
       j["target"] = used;
       if (!a.has("--json") && !a.has("--out"))
         std::cout << "relevance for the logit of "
-                  << (model.config.num_classes == 0 ? "next token " + model.readable_token(used)
+                  << (model.config.num_classes == 0 ? "next token \"" + model.readable_token(used) + "\" (id " +
+                                                          std::to_string(used) + ")"
                       : "class " + std::to_string(used) +
                             (used < static_cast<int>(model.config.labels.size())
                                  ? " (" + model.config.labels[static_cast<size_t>(used)] + ")" : ""))
@@ -236,8 +241,14 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     if (!a.has("--json") && !a.has("--out")) {
       if (method == "grad-attention") {  // the readout's row: which tokens the prediction rests on
         const std::vector<float> rel = readout_relevance(model, req.ids, r);
-        std::cout << "relevance of each token to the prediction (the readout's row, its own 1 left out):\n";
-        for (int j = 0; j < T; ++j) std::printf("  %-14s %.4f\n", labels[static_cast<size_t>(j)].c_str(), rel[static_cast<size_t>(j)]);
+        std::cout << "relevance of each token to that logit, read from the "
+                  << (model.config.num_classes > 0 ? "pooled rows" : "last position's row")
+                  << " (beyond each token's own identity term):\n";
+        for (int j = 0; j < T; ++j) {
+          char v[32];
+          std::snprintf(v, sizeof v, "%.4f", rel[static_cast<size_t>(j)]);
+          std::cout << "  " << pad(labels[static_cast<size_t>(j)], 18) << " " << v << "\n";
+        }
       } else if (per_token) {  // [T, T]: what each token draws on most
         for (int i = 0; i < T; ++i) {
           int best = 0;
@@ -256,7 +267,6 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       j[method == "rollout" ? "rollout" : method == "grad-attention" ? "relevance" : "mean"] = rows;
     }
   } else if (method == "head-importance") {
-    const int target = a.has("--target") ? a.get_int("--target", -1) : -1;
     const Tensor imp = head_importance(model, *backend, req, target);
     save(imp);
     j["shape"] = imp.shape;

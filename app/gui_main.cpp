@@ -1,6 +1,7 @@
 // attnlab: the desktop app. Opens the last model (or the shipped default, or --model DIR). With
 // --screenshot FILE.png it opens in the given state, renders the window, writes the PNG, exits.
 #include <QApplication>
+#include <QFileInfo>
 #include <QCommandLineParser>
 #include <QIcon>
 #include <QKeyEvent>
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   p.process(app);
 
   attnlab::MainWindow w;
+  w.setShippedModels(QFileInfo(QString::fromStdString(attnlab::default_model_dir(argv[0]))).absolutePath());
   w.train()->setDataDir(QString::fromStdString(attnlab::default_data_dir(argv[0])));
   const bool use_settings = !p.isSet("no-settings") && !p.isSet("screenshot");
   w.setRememberRecent(use_settings && !p.isSet("type-text"));
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
   if (tab == "importance") e->computeImportance();
   if (p.isSet("method")) {
     static const QStringList kMethods = {"rollout", "relevance", "value-norm", "mean-heads", "mean-layers"};
-    const int m = kMethods.indexOf(p.value("method"));
+    const QString name = p.value("method") == "grad-attention" ? "relevance" : p.value("method");  // the CLI's name
+    const int m = kMethods.indexOf(name);
     if (m < 0) {
       std::fprintf(stderr, "attnlab: --method: no method \"%s\" (%s)\n", qPrintable(p.value("method")),
                    qPrintable(kMethods.join(", ")));
@@ -127,7 +130,7 @@ int main(int argc, char** argv) {
     e->methodsView()->setMethod(static_cast<attnlab::MethodsView::Method>(m));
   }
   if (p.isSet("tour-step")) {
-    if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1)) {
+    if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1, w.shippedModels())) {
       std::fprintf(stderr, "attnlab: --tour-step: no step %s (1-%zu)\n", qPrintable(p.value("tour-step")),
                    attnlab::tour_steps().size());
       return 2;

@@ -21,7 +21,7 @@ done
 
 root="$tmp/root"
 dpkg -x "$deb" "$root"
-for f in usr/bin/attnlab usr/bin/attnlab-cli usr/share/attnlab/models/default/model.safetensors \
+for f in usr/bin/attnlab usr/bin/attnlab-cli usr/share/attnlab/models/default/model.safetensors usr/share/attnlab/models/relative/model.safetensors \
          usr/share/applications/io.github.attnlab.attnlab.desktop usr/share/metainfo/io.github.attnlab.attnlab.metainfo.xml \
          usr/share/icons/hicolor/256x256/apps/attnlab.png usr/share/icons/hicolor/scalable/apps/attnlab.svg \
          usr/share/man/man1/attnlab.1.gz usr/share/man/man1/attnlab-cli.1.gz usr/share/doc/attnlab/copyright; do

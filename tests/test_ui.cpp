@@ -1010,7 +1010,10 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
   REQUIRE(steps.size() >= 9);
   for (size_t i = 0; i < steps.size(); ++i) {
     INFO("step " << i + 1 << ": " << steps[i].title.toStdString());
-    REQUIRE(show_tour_step(w, static_cast<int>(i)));
+    REQUIRE(show_tour_step(w, static_cast<int>(i), ATTNLAB_RESOURCE_DIR "/models"));
+    // the relative-positions step opens the shipped relative model; the next one the default again
+    CHECK((w.modelDir().endsWith("/relative") == (steps[i].model == "relative")));
+    if (!steps[i].model.isEmpty()) CHECK(e->model()->config.positional == Positional::Relative);
     e->flush();
     const TourStep& s = steps[i];
     if (s.page == "train") {

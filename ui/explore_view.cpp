@@ -324,7 +324,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   imp_table_ = new QTableWidget(imp_page_);
   imp_table_->setObjectName("importanceTable");
   imp_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  imp_table_->horizontalHeader()->setDefaultSectionSize(64);
+  imp_table_->horizontalHeader()->setDefaultSectionSize(76);  // "-1.96e-05" fits
   impv->addWidget(imp_table_, 1);
   tabs_->addTab(imp_page_, "Importance");
   methods_ = new MethodsView;
@@ -1086,11 +1086,22 @@ void ExploreView::computeImportance() {
                                .arg(v, 0, 'f', 4));
           t->setItem(L - 1 - l, h, item);
         }
-      self->imp_status_->setText(
+      QString status =
           QString("p(prediction) minus p(prediction) with the head ablated (Michel et al. 2019): red, the head "
                   "helps the prediction; blue, it works against it (largest %1). Click a cell to ablate or restore "
                   "that head in every view.")
-              .arg(top, 0, 'f', 3));
+              .arg(top, 0, 'g', 3);
+      // a saturated prediction hardly moves when one head goes: say so rather than show only zeros
+      const ForwardResult* r = self->result_.get();
+      const double p = !r ? 0.0
+                       : r->predicted >= 0 ? r->class_probs[static_cast<size_t>(r->predicted)]
+                       : !r->next_tokens.empty() ? r->next_tokens[0].second
+                                                 : 0.0;
+      if (p > 0.999)
+        status += QString(" The model is nearly certain here (p = %1), so removing one head barely changes it; an "
+                          "input it is less sure about shows more.")
+                      .arg(p, 0, 'f', 4);
+      self->imp_status_->setText(status);
     }, Qt::QueuedConnection);
   });
 }

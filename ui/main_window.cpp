@@ -189,7 +189,7 @@ void MainWindow::showTour() {
       text->setText(QString("<h3>%1</h3><p><i>%2</i></p><p>%3</p><p style='color:#666'>The tour is written for "
                             "the shipped default model.</p>")
                         .arg(s.title.toHtmlEscaped(), s.source.toHtmlEscaped(), s.text));
-      show_tour_step(*this, row);
+      show_tour_step(*this, row, shipped_models_);
     });
     connect(next, &QPushButton::clicked, list, [list] {
       list->setCurrentRow(std::min(list->currentRow() + 1, list->count() - 1));

@@ -31,6 +31,9 @@ class MainWindow : public QMainWindow {
   TrainView* train() const { return train_; }
   QTabWidget* tabs() const { return tabs_; }
   QString modelDir() const { return model_dir_; }
+  // The folder of the shipped models ("default", "relative"): the tour opens them from here.
+  void setShippedModels(const QString& dir) { shipped_models_ = dir; }
+  QString shippedModels() const { return shipped_models_; }
   void setBackend(const QString& name);  // selects it in the toolbar too
   void restoreSettings();
   void saveSettings() const;
@@ -58,6 +61,7 @@ class MainWindow : public QMainWindow {
   QLabel* summary_;
   QLabel* warn_;
   QString model_dir_;
+  QString shipped_models_;
   QMenu* recent_ = nullptr;
   bool remember_recent_ = false;
 

@@ -1,6 +1,8 @@
 // The "Beyond attention" page (see methods_view.h).
 #include "ui/methods_view.h"
 
+#include <algorithm>
+
 #include <QApplication>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -31,7 +33,8 @@ QString describe(int method, const QString& note) {
     case MethodsView::Relevance:
       return "<b>Gradient-weighted relevance</b> (Chefer et al. 2021) for " + note.toHtmlEscaped() +
              ": each layer's attention times its gradient, negatives clipped, averaged over heads and accumulated "
-             "from the first layer to the last. Each token's own 1 on the diagonal is left out.";
+             "from the first layer to the last. The map starts as the identity (each token is its own source); "
+             "that identity is subtracted, so what is shown is what attention adds.";
     case MethodsView::ValueNorm:
       return "<b>Value-weighted attention</b> (Kobayashi et al. 2020): a<sub>ij</sub> &middot; ||f(x<sub>j</sub>)||, "
              "the attention weight times the size of what key j sends through the head's value and output "
@@ -68,7 +71,7 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   view_ = new HeatmapView(this);
   view_->setObjectName("methodView");
   view_->setMaxCells(1024);
-  view_->setSquareCells(true);
+  // the map fills the page: one map, so the room goes to it (cells need not be square)
   v->addWidget(view_, 1);
   head_box_->setVisible(false);
   connect(method_box_, &QComboBox::currentIndexChanged, this, [this] {
@@ -207,7 +210,7 @@ void MethodsView::start() {
 QString MethodsView::title() const {
   const int head = head_box_->currentIndex() - 1;
   switch (maps_method_) {
-    case Rollout: return "Attention rollout";
+    case Rollout: return "Attention rollout (all layers)";
     case Relevance: return "Relevance for " + maps_note_;
     case ValueNorm:
       return head < 0 ? QString("Layer %1, value-weighted, mean of heads").arg(layer_)
@@ -215,6 +218,26 @@ QString MethodsView::title() const {
     case MeanHeads: return QString("Layer %1, mean of heads").arg(layer_);
     default: return "Mean of every layer and head";
   }
+}
+
+// Relevance: the tokens the prediction rests on, from the rows the model reads out.
+QString MethodsView::readoutSummary() const {
+  if (!maps_ || maps_method_ != Relevance || !model_ || maps_->dim(0) != static_cast<int64_t>(request_.ids.size()))
+    return {};
+  Tensor R = *maps_;
+  for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) += 1.0f;  // readout_relevance takes R with its identity
+  const std::vector<float> rel = readout_relevance(*model_, request_.ids, R);
+  std::vector<int> order(rel.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rel[static_cast<size_t>(a)] > rel[static_cast<size_t>(b)]; });
+  QStringList top;
+  for (size_t k = 0; k < order.size() && k < 5; ++k) {
+    const int j = order[k];
+    const QString label = j < labels_.size() ? labels_[j] : QString::number(j);
+    top << QString("%1 %2").arg(label.toHtmlEscaped()).arg(rel[static_cast<size_t>(j)], 0, 'g', 2);
+  }
+  return "<br><b>The prediction rests most on:</b> " + top.join(", ") + " (" +
+         (model_->config.num_classes > 0 ? QString("the pooled rows") : QString("the last position's row")) + ")";
 }
 
 void MethodsView::show() {
@@ -256,7 +279,7 @@ void MethodsView::show() {
   d.col_labels = labels_;
   d.title = title();
   view_->setData(std::move(d));
-  status_->setText(describe(maps_method_, maps_note_) + kCaveat);
+  status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + kCaveat);
 }
 
 void MethodsView::wait() {

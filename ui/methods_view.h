@@ -51,6 +51,7 @@ class MethodsView : public QWidget {
   void start();  // computes the current method's maps in the background
   void show();   // draws the slice of the cached maps for the layer and head chosen
   QString title() const;
+  QString readoutSummary() const;  // relevance: the tokens the prediction rests on
 
   std::shared_ptr<const Model> model_;
   ForwardRequest request_;

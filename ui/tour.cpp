@@ -2,6 +2,8 @@
 // trained on the negation task), where "not" is what the heads look at.
 #include "ui/tour.h"
 
+#include <QDir>
+
 #include <QTabWidget>
 
 #include "ui/explore_view.h"
@@ -45,6 +47,12 @@ const std::vector<TourStep>& tour_steps() {
        "Each token sees only its neighbours within the window (here 4: two on each side). Long inputs then cost "
        "time in proportion to their length, not its square.",
        "the film was not very good but the actors were not bad at all", "", {"window:4"}, 0, 0, "heads"},
+      {"Relative positions", "article 000, section 7.1",
+       "A model trained with relative positions (Shaw et al. 2018): instead of adding a position to each "
+       "token, every score gets a learned term for the distance between query and key, so a head can learn "
+       "\"look one to the left\" for any position. This is the negation classifier trained that way; compare "
+       "its heads with the default model's.",
+       "the film was not very good", "", {}, 0, 0, "heads", "relative"},
       {"Training the TextClassifier", "article 000, section 6",
        "The Train tab trains the article's classifier on the negation task and plots loss and accuracy; the "
        "probe sentence's heads are redrawn after every epoch, so you can watch a head learn to look from "
@@ -54,10 +62,21 @@ const std::vector<TourStep>& tour_steps() {
   return steps;
 }
 
-bool show_tour_step(MainWindow& w, int index) {
+bool show_tour_step(MainWindow& w, int index, const QString& shipped_models) {
   const auto& steps = tour_steps();
   if (index < 0 || index >= static_cast<int>(steps.size())) return false;
   const TourStep& s = steps[static_cast<size_t>(index)];
+  if (!shipped_models.isEmpty()) {
+    const QDir root(shipped_models);
+    const QString want = root.absoluteFilePath(s.model.isEmpty() ? "default" : s.model);
+    // a step on another shipped model opens it; the next step goes back to the default one
+    const bool on_other = [&] {
+      for (const auto& t : steps)
+        if (!t.model.isEmpty() && QDir(w.modelDir()) == QDir(root.absoluteFilePath(t.model))) return true;
+      return false;
+    }();
+    if ((!s.model.isEmpty() || on_other) && QDir(w.modelDir()) != QDir(want) && !w.openModel(want, true)) return false;
+  }
   ExploreView* e = w.explore();
   w.tabs()->setCurrentWidget(s.page == "train" ? static_cast<QWidget*>(w.train()) : e);
   e->setCrossText(s.cross);

@@ -22,11 +22,14 @@ struct TourStep {
   int pad_to = 0;     // [PAD] tokens appended up to this length
   int layer = 0;
   QString page;  // an Explore page ("heads", "head", "layers", "mask", "lines") or "train"
+  QString model = "";  // a shipped model other than the default (resources/models/NAME), "" = none
 };
 
 const std::vector<TourStep>& tour_steps();
 
-// Puts the window in step `index`'s state (0-based). False for an index that does not exist.
-bool show_tour_step(MainWindow& w, int index);
+// Puts the window in step `index`'s state (0-based). False for an index that does not exist. A
+// step on another shipped model opens it from shipped_models (the folder holding "default"); the
+// step after it opens the default model again.
+bool show_tour_step(MainWindow& w, int index, const QString& shipped_models = QString());
 
 }  // namespace attnlab
