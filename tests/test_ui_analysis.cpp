@@ -158,3 +158,34 @@ TEST_CASE("every control says what it does in a tooltip", "[ui][desktop]") {
   INFO("controls without a tooltip: " << missing.join(", ").toStdString());
   CHECK(missing.isEmpty());
 }
+
+TEST_CASE("pattern badges: a head whose pattern dominates is labelled in the grid and the Head tab", "[ui][analysis]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  // causal with a window of 1: each query sees itself and the one before, so self + prev = 1 on
+  // average and one of them takes more than half in every head
+  e->setMaskArgs({"causal", "window:1"});
+  e->setText("abcdefgh");
+  e->flush();
+  const auto pats = head_patterns(*e->result());
+  int labelled = 0;
+  for (int h = 0; h < e->headCount(); ++h) {
+    const std::string& label = pats[0][static_cast<size_t>(h)].label;
+    const QString title = e->headView(h)->data().title;
+    if (label.empty()) {
+      CHECK(title == QString("head %1").arg(h));
+    } else {
+      ++labelled;
+      CHECK(title == QString("head %1 \u00b7 %2").arg(h).arg(QString::fromStdString(label)));
+    }
+  }
+  CHECK(labelled == e->headCount());
+  e->setLayer(1);
+  e->showPage("head");
+  const QString want = QString("layer 1, head 0 \u00b7 %1").arg(QString::fromStdString(pats[1][0].label));
+  bool found = false;
+  for (HeatmapView* v : w.findChildren<HeatmapView*>()) found = found || v->data().title == want;
+  CHECK(found);
+}

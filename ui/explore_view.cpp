@@ -775,6 +775,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     methods_->setInput(req, labels);
   }
   grids_ = out.heads;
+  patterns_ = out.patterns;
   mask_grid_ = out.mask;
   row_labels_ = to_labels(result_->tokens);  // the result's own tokens: never another input's
   col_labels_ = to_labels(result_->is_cross() ? result_->cross_tokens : result_->tokens);
@@ -824,7 +825,7 @@ void ExploreView::render() {
     HeatmapData d = grids_[static_cast<size_t>(layer_ * H + h)];
     d.row_labels = row_labels_;
     d.col_labels = col_labels_;
-    d.title = isAblated(layer_, h) ? QString("head %1 (ablated)").arg(h) : QString("head %1").arg(h);
+    d.title = headTitle(layer_, h, false);
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
     if (static_cast<size_t>(h) < ablate_actions_.size()) ablate_actions_[static_cast<size_t>(h)]->setChecked(isAblated(layer_, h));
   }
@@ -1118,13 +1119,27 @@ void ExploreView::waitForLens() {
   QCoreApplication::processEvents();
 }
 
+QString ExploreView::headTitle(int layer, int head, bool with_layer) const {
+  QString t = with_layer ? QString("layer %1, head %2").arg(layer).arg(head) : QString("head %1").arg(head);
+  // the pattern badge (Clark et al. 2019): what the head mostly attends to, when one thing dominates
+  if (static_cast<size_t>(layer) < patterns_.size() && static_cast<size_t>(head) < patterns_[static_cast<size_t>(layer)].size()) {
+    const std::string& label = patterns_[static_cast<size_t>(layer)][static_cast<size_t>(head)].label;
+    QString badge = QString::fromStdString(label);
+    if (label == "sep") badge = "[SEP]";
+    if (label == "first" && !row_labels_.isEmpty() && row_labels_[0].startsWith('[')) badge = row_labels_[0];  // [CLS]
+    if (!badge.isEmpty()) t += QString::fromUtf8(" \u00b7 ") + badge;
+  }
+  if (isAblated(layer, head)) t += " (ablated)";
+  return t;
+}
+
 void ExploreView::renderOverview() {
   overview_dirty_ = false;
   if (!result_ || !model_) return;
   const size_t H = heads_.size();
   for (size_t k = 0; k < thumbs_.size() && k < grids_.size(); ++k) {
     HeatmapData d = grids_[k];
-    d.title = QString("head %1").arg(k % H);  // the row's label says the layer
+    d.title = headTitle(static_cast<int>(k / H), static_cast<int>(k % H), false);  // the row's label says the layer
     thumbs_[k]->setData(std::move(d));
   }
 }
@@ -1137,7 +1152,7 @@ void ExploreView::openHead(int layer, int head) {
   HeatmapData d = head_heatmap(result_, layer, head, 1024);
   d.row_labels = row_labels_;
   d.col_labels = col_labels_;
-  d.title = QString("layer %1, head %2").arg(layer).arg(head);
+  d.title = headTitle(layer, head, true);
   big_->setColourTop(colourTop());
   big_->setData(std::move(d));
   if (tabs_->currentWidget() != head_page_) tabs_->setCurrentWidget(head_page_);

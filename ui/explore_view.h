@@ -130,6 +130,7 @@ class ExploreView : public QWidget {
   void renderPrediction();
   void startLens();
   void applyAblation();
+  QString headTitle(int layer, int head, bool with_layer) const;  // "head 3 · prev", "(ablated)"
 
   std::shared_ptr<const Model> model_;
   ExploreController* controller_;
@@ -137,6 +138,7 @@ class ExploreView : public QWidget {
   // worker) and the labels of that same result.
   std::shared_ptr<const ForwardResult> result_;
   std::vector<HeatmapData> grids_;
+  std::vector<std::vector<HeadPattern>> patterns_;  // [layer][head] of the result drawn
   HeatmapData mask_grid_;
   QStringList row_labels_, col_labels_;
   int layer_ = 0, big_layer_ = 0, big_head_ = 0;

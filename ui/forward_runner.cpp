@@ -54,6 +54,7 @@ void ForwardRunner::start(ForwardJob job) {
       for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) out.heads.push_back(head_heatmap(out.result, l, h, job.display_cells));
       out.mask = mask_heatmap(out.result, 0, job.display_cells);
+      if (!out.result->is_cross()) out.patterns = head_patterns(*out.result);
     } catch (const Cancelled&) {
       out.cancelled = true;
       out.result.reset();

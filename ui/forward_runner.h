@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "engine/analysis/methods.h"
 #include "engine/forward.h"
 #include "engine/token_view.h"
 #include "ui/heatmap_data.h"
@@ -37,6 +38,7 @@ struct ForwardOutcome {
   std::shared_ptr<const ForwardResult> result;  // null on error
   std::vector<HeatmapData> heads;               // [layer * heads + head], ready to draw
   HeatmapData mask;                             // the effective mask (head 0's plane)
+  std::vector<std::vector<HeadPattern>> patterns;  // [layer][head] (Clark et al. 2019), self mode
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
   qint64 submitted_ns = 0;
