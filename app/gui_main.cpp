@@ -42,7 +42,11 @@ int main(int argc, char** argv) {
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
   p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance, methods (Explore) or train.",
                "NAME"});
-  p.addOption({"method", "With --tab methods: rollout, relevance, value-norm, mean-heads or mean-layers.", "NAME"});
+  p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
+  p.addOption({"method",
+               "With --tab methods: rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries or "
+               "selected-keys.",
+               "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"backend", "Backend: cpu, cpu-bf16 (built with oneDNN), reference, opencl or opencl:N.", "NAME"});
@@ -119,7 +123,8 @@ int main(int argc, char** argv) {
   }
   if (tab == "importance") e->computeImportance();
   if (p.isSet("method")) {
-    static const QStringList kMethods = {"rollout", "relevance", "value-norm", "mean-heads", "mean-layers"};
+    static const QStringList kMethods = {"rollout",     "relevance",         "value-norm", "mean-heads",
+                                         "mean-layers", "selected-queries", "selected-keys"};
     const QString name = p.value("method") == "grad-attention" ? "relevance" : p.value("method");  // the CLI's name
     const int m = kMethods.indexOf(name);
     if (m < 0) {
@@ -128,6 +133,23 @@ int main(int argc, char** argv) {
       return 2;
     }
     e->methodsView()->setMethod(static_cast<attnlab::MethodsView::Method>(m));
+  }
+  if (p.isSet("select")) {
+    std::vector<int> positions;
+    for (const QString& t : p.value("select").split(',', Qt::SkipEmptyParts)) {
+      bool ok = false;
+      positions.push_back(t.trimmed().toInt(&ok));
+      if (!ok) {
+        std::fprintf(stderr, "attnlab: --select: \"%s\" is not a token position\n", qPrintable(t));
+        return 2;
+      }
+    }
+    try {
+      e->selectTokens(positions);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "attnlab: %s\n", ex.what());
+      return 2;
+    }
   }
   if (p.isSet("tour-step")) {
     if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1, w.shippedModels())) {

@@ -4,8 +4,11 @@
 #include <QAbstractItemView>
 #include <QAbstractSlider>
 #include <QAbstractSpinBox>
+#include <QApplication>
 #include <QComboBox>
+#include <qcustomplot.h>
 #include <QLineEdit>
+#include <QListView>
 #include <QScrollBar>
 #include <QTabBar>
 #include <QImage>
@@ -21,6 +24,7 @@
 #include "ui/heatmap_view.h"
 #include "ui/main_window.h"
 #include "ui/methods_view.h"
+#include "ui/token_model.h"
 #include "tests/ui_test_util.h"
 
 using namespace attnlab;
@@ -188,4 +192,45 @@ TEST_CASE("pattern badges: a head whose pattern dominates is labelled in the gri
   bool found = false;
   for (HeatmapView* v : w.findChildren<HeatmapView*>()) found = found || v->data().title == want;
   CHECK(found);
+}
+
+TEST_CASE("token selection: the selected tokens' rows (or columns) summed or averaged for every head", "[ui][analysis]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcdefg");
+  e->flush();
+  auto* strip = e->findChild<QListView*>();
+  REQUIRE(strip);
+  // select tokens 1 and 4 as a user would (Ctrl-click): the page opens on "as queries"
+  strip->selectionModel()->select(e->tokenModel()->index(1), QItemSelectionModel::Select);
+  strip->selectionModel()->select(e->tokenModel()->index(4), QItemSelectionModel::Select);
+  MethodsView* m = e->methodsView();
+  CHECK(e->tabs()->currentWidget() == m);
+  CHECK(m->method() == MethodsView::SelectedQueries);
+  CHECK(m->selection() == std::vector<int>{1, 4});
+  QApplication::processEvents();
+  // set while the page was hidden, labelled for the size it is shown at: every token, every head
+  CHECK(m->view()->plot()->xAxis->label() == "keys");
+  CHECK(m->view()->plot()->yAxis->label() == "heads");
+  e->setLayer(1);
+  const Tensor& P = e->result()->attention[1];
+  const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1));
+  const HeatmapData& d = m->view()->data();
+  REQUIRE(d.rows == H);
+  REQUIRE(d.cols == T);
+  auto at = [&](int h, int i, int j) { return P.data[(static_cast<size_t>(h) * T + i) * T + j]; };
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < T; ++j) CHECK(d.value(h, j) == Approx(at(h, 1, j) + at(h, 4, j)).margin(1e-6));
+  m->setAverage(true);
+  for (int h = 0; h < H; ++h) CHECK(m->view()->data().value(h, 2) == Approx((at(h, 1, 2) + at(h, 4, 2)) / 2).margin(1e-6));
+  m->setMethod(MethodsView::SelectedKeys);  // who attends to tokens 1 and 4
+  m->setAverage(false);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < T; ++i) CHECK(m->view()->data().value(h, i) == Approx(at(h, i, 1) + at(h, i, 4)).margin(1e-6));
+  CHECK(m->view()->data().row_labels.front() == "head 0");
+  QTemporaryDir dir;
+  m->exportTo(dir.filePath("sel.npy"), 96);
+  CHECK(load_npy(dir.filePath("sel.npy").toStdString()).tensor.shape == std::vector<int64_t>{H, T});
 }

@@ -112,7 +112,9 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   token_view_->setSpacing(2);
   token_view_->setFixedHeight(44);  // fitted to its rows of tokens (fitTokenStrip)
   token_view_->setToolTip(
-      "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token.");
+      "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token. Select "
+      "tokens (click, Ctrl- or Shift-click) to see every head's attention from or to them in Beyond attention.");
+  token_view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   root->addWidget(token_view_);
   token_legend_ = new QLabel(this);
   token_legend_->setObjectName("tokenLegend");
@@ -331,6 +333,17 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   tabs_->addTab(methods_, "Beyond attention");
   tabs_->setTabToolTip(tabs_->indexOf(methods_),
                        "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)");
+  // Token selection: the selected tokens' rows (or columns) for every head, on the Beyond attention page.
+  connect(token_view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    std::vector<int> rows;
+    for (const QModelIndex& i : token_view_->selectionModel()->selectedIndexes()) rows.push_back(i.row());
+    std::sort(rows.begin(), rows.end());
+    methods_->setSelection(rows);
+    if (rows.empty()) return;
+    if (methods_->method() != MethodsView::SelectedQueries && methods_->method() != MethodsView::SelectedKeys)
+      methods_->setMethod(MethodsView::SelectedQueries);
+    tabs_->setCurrentWidget(methods_);
+  });
   connect(imp_run, &QPushButton::clicked, this, &ExploreView::computeImportance);
   connect(imp_table_, &QTableWidget::cellClicked, this, [this](int row, int col) {
     if (!model_) return;
@@ -773,6 +786,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     QStringList labels;
     for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
     methods_->setInput(req, labels);
+    methods_->setResult(result_);
   }
   grids_ = out.heads;
   patterns_ = out.patterns;
@@ -1117,6 +1131,18 @@ void ExploreView::waitForLens() {
   if (lens_dirty_ && tabs_->currentWidget() == lens_page_) startLens();
   if (lens_thread_.joinable()) lens_thread_.join();
   QCoreApplication::processEvents();
+}
+
+void ExploreView::selectTokens(const std::vector<int>& positions) {
+  flush();
+  QItemSelection sel;
+  for (int t : positions) {
+    if (t < 0 || t >= token_model_->rowCount())
+      throw Error("--select: no token " + std::to_string(t) + " (the input has " + std::to_string(token_model_->rowCount()) +
+                  ")");
+    sel.select(token_model_->index(t), token_model_->index(t));
+  }
+  token_view_->selectionModel()->select(sel, QItemSelectionModel::ClearAndSelect);
 }
 
 QString ExploreView::headTitle(int layer, int head, bool with_layer) const {

@@ -92,6 +92,8 @@ class ExploreView : public QWidget {
   QTableWidget* importanceTable() const { return imp_table_; }
   // The "Beyond attention" page: rollout, relevance, value-weighted, averaged attention.
   MethodsView* methodsView() const { return methods_; }
+  // Selects token positions in the token strip (as clicking them would); Error for one past the end.
+  void selectTokens(const std::vector<int>& positions);
 
  protected:
   bool eventFilter(QObject* obj, QEvent* ev) override;

@@ -25,6 +25,7 @@ struct HeatmapData {
   float vmax = 0;            // largest visible value
   QStringList row_labels, col_labels;
   QString title;
+  QString row_axis = "queries", col_axis = "keys";  // the axis titles
 
   bool empty() const { return rows == 0 || cols == 0; }
   float value(int i, int j) const { return values[static_cast<size_t>(i) * cols + j]; }

@@ -1,6 +1,8 @@
 // HeatmapView implementation (the only place QCustomPlot's colour map is configured).
 #include "ui/heatmap_view.h"
 
+#include <QResizeEvent>
+
 #include <QMouseEvent>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -206,8 +208,8 @@ void HeatmapView::rebuild() {
     // the height; hover and the enlarged view name the keys.
     const bool tiny = plot_->height() < 170;
     plot_->xAxis->setTickLabels(!tiny);
-    plot_->xAxis->setLabel(small ? QString() : QString("keys"));
-    plot_->yAxis->setLabel(small ? QString() : QString("queries"));
+    plot_->xAxis->setLabel(small ? QString() : data_.col_axis);
+    plot_->yAxis->setLabel(small ? QString() : data_.row_axis);
     const int bar = plot_->height() - (tiny ? 40 : 90);
     scale_->axis()->ticker()->setTickCount(bar < 90 ? 2 : bar < 160 ? 3 : 5);
     scale_->axis()->setTickLabels(bar >= 36);  // a bar too short for two labels a line apart: none
@@ -240,7 +242,7 @@ void HeatmapView::rebuild() {
     steps_row_labels_ = data_.row_labels, steps_col_labels_ = data_.col_labels;
     used_steps_ = own.expandedTo(label_steps_);
     if (same || used_steps_ != own) set_tickers(used_steps_);
-    auto title = [&](const char* what, int step, int factor) {
+    auto title = [&](const QString& what, int step, int factor) {
       QStringList notes;
       if (factor > 1) notes << QString("max of %1 per cell").arg(factor);
       const int every = step * factor;
@@ -253,10 +255,10 @@ void HeatmapView::rebuild() {
                                                             : "th";
         notes << QString("every %1%2").arg(every).arg(suffix);
       }
-      return notes.isEmpty() ? QString(what) : QString("%1 (%2)").arg(what, notes.join(", "));
+      return notes.isEmpty() ? what : QString("%1 (%2)").arg(what, notes.join(", "));
     };
-    const QString keys = title("keys", used_steps_.width(), col_factor_);
-    const QString queries = title("queries", used_steps_.height(), row_factor_);
+    const QString keys = title(data_.col_axis, used_steps_.width(), col_factor_);
+    const QString queries = title(data_.row_axis, used_steps_.height(), row_factor_);
     plot_->xAxis->setLabel(small ? QString() : keys);
     plot_->yAxis->setLabel(small ? QString() : queries);
     setToolTip(small ? QString("%1 down, %2 across").arg(queries, keys) : QString());
@@ -287,6 +289,9 @@ void HeatmapView::rebuild() {
 
 bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
   if (obj == plot_ && ev->type() == QEvent::Resize && !compact_ && !data_.empty()) {  // label density
+    // The filter runs before QCustomPlot's own resizeEvent: give it the new viewport first, or the
+    // labels are measured against the old size (and then kept as if measured for the new one).
+    plot_->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(ev)->size()));
     const QSize before = used_steps_;
     rebuild();
     if (used_steps_ != before) emit labelStepsNeeded();

@@ -41,6 +41,12 @@ QString describe(int method, const QString& note) {
              "projections. Large weights on small vectors (often [CLS], [SEP], punctuation) shrink.";
     case MethodsView::MeanHeads:
       return "<b>Attention averaged over the heads</b> of this layer.";
+    case MethodsView::SelectedQueries:
+      return "<b>Selected tokens as queries</b>: for every head of this layer, the rows of the tokens selected in "
+             "the token strip (click, Ctrl- or Shift-click) added up: where they look together.";
+    case MethodsView::SelectedKeys:
+      return "<b>Selected tokens as keys</b>: for every head of this layer, the columns of the tokens selected in "
+             "the token strip added up: who attends to them.";
     default:
       return "<b>Attention averaged over every head of every layer.</b>";
   }
@@ -54,14 +60,21 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   method_box_ = new QComboBox(this);
   method_box_->setObjectName("methodBox");
   method_box_->addItems({"Rollout (all layers)", "Relevance for the prediction (gradients)", "Value-weighted (this layer)",
-                         "Mean over heads (this layer)", "Mean over all layers and heads"});
+                         "Mean over heads (this layer)", "Mean over all layers and heads",
+                         "Selected tokens as queries (every head)", "Selected tokens as keys (every head)"});
   method_box_->setToolTip("What to show instead of one head's raw attention");
   head_box_ = new QComboBox(this);
   head_box_->setObjectName("methodHead");
   head_box_->setToolTip("Value-weighted attention of one head, or the mean over the layer's heads");
+  agg_box_ = new QComboBox(this);
+  agg_box_->setObjectName("methodAggregate");
+  agg_box_->addItems({"sum", "mean"});
+  agg_box_->setToolTip("Add up the selected tokens' rows (columns), or average them");
+  agg_box_->setVisible(false);
   bar->addWidget(new QLabel("show:", this));
   bar->addWidget(method_box_);
   bar->addWidget(head_box_);
+  bar->addWidget(agg_box_);
   bar->addStretch();
   v->addLayout(bar);
   status_ = new QLabel(this);
@@ -76,9 +89,12 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   head_box_->setVisible(false);
   connect(method_box_, &QComboBox::currentIndexChanged, this, [this] {
     head_box_->setVisible(method() == ValueNorm);
+    agg_box_->setVisible(selectionMethod());
+    if (selectionMethod()) return showSelection();
     if (maps_method_ != method()) dirty_ = true;
     if (isVisible()) start();
   });
+  connect(agg_box_, &QComboBox::currentIndexChanged, this, [this] { showSelection(); });
   connect(head_box_, &QComboBox::currentIndexChanged, this, [this] { show(); });
 }
 
@@ -109,13 +125,94 @@ void MethodsView::setInput(const ForwardRequest& request, const QStringList& lab
   request_ = request;
   labels_ = labels;
   dirty_ = true;
-  if (isVisible()) start();
+  if (isVisible() && !selectionMethod()) start();
 }
 
 void MethodsView::setLayer(int layer) {
   if (layer == layer_) return;
   layer_ = layer;
+  if (selectionMethod()) return showSelection();
   show();
+}
+
+void MethodsView::setResult(std::shared_ptr<const ForwardResult> result) {
+  result_ = std::move(result);
+  if (selectionMethod()) showSelection();
+}
+
+void MethodsView::setSelection(std::vector<int> tokens) {
+  selection_ = std::move(tokens);
+  if (selectionMethod()) showSelection();
+}
+
+void MethodsView::setAverage(bool mean) { agg_box_->setCurrentIndex(mean ? 1 : 0); }
+
+void MethodsView::showSelection() {
+  shown_.reset();
+  const bool queries = method() == SelectedQueries;
+  if (!result_ || result_->is_cross() || result_->attention.empty()) {
+    view_->setData({});
+    status_->setText(describe(method(), {}) + "<br>Self-attention only: type some text (cross mode has no token strip "
+                                             "selection).");
+    return;
+  }
+  const int layer = std::clamp(layer_, 0, static_cast<int>(result_->attention.size()) - 1);
+  const Tensor& P = result_->attention[static_cast<size_t>(layer)];  // [H, T, T], as drawn
+  const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1));
+  if (T != labels_.size()) {  // the strip lists every token; the views show merged or hidden ones
+    view_->setData({});
+    status_->setText(describe(method(), {}) + "<br>The token strip lists every token, the views show merged pieces or "
+                                             "hide special tokens: untick those options to select tokens.");
+    return;
+  }
+  std::vector<int> sel;
+  for (int t : selection_)
+    if (t >= 0 && t < T) sel.push_back(t);
+  if (sel.empty()) {
+    view_->setData({});
+    status_->setText(describe(method(), {}) + "<br><b>Select tokens in the token strip</b> above (click, Ctrl-click "
+                                             "or Shift-click) to see them here.");
+    return;
+  }
+  const bool mean = agg_box_->currentIndex() == 1;
+  std::vector<float> values(static_cast<size_t>(H) * T, 0.0f);
+  for (int h = 0; h < H; ++h)
+    for (int t : sel)
+      for (int k = 0; k < T; ++k) {
+        // queries: row t of head h; keys: column t
+        const float p = queries ? P.data[(static_cast<size_t>(h) * T + t) * T + k] : P.data[(static_cast<size_t>(h) * T + k) * T + t];
+        values[static_cast<size_t>(h) * T + k] += mean ? p / static_cast<float>(sel.size()) : p;
+      }
+  QStringList heads, tokens, chosen;
+  for (int h = 0; h < H; ++h) heads << QString("head %1").arg(h);
+  for (const auto& t : result_->tokens) tokens << QString::fromStdString(t);
+  for (int t : sel) chosen << (t < tokens.size() ? tokens[t] : QString::number(t));
+  const QString title = QString("Layer %1: attention %2 %3 (%4)")
+                            .arg(layer)
+                            .arg(queries ? "from" : "to")
+                            .arg(chosen.join(", "))
+                            .arg(mean ? "mean" : "sum");
+  // for export: a one-panel cross result, heads as queries and the tokens as keys
+  auto result = std::make_shared<ForwardResult>();
+  Tensor one({1, H, T});
+  std::copy(values.begin(), values.end(), one.data.begin());
+  result->cross_attention.push_back(std::move(one));
+  for (const QString& h : heads) result->tokens.push_back(h.toStdString());
+  result->cross_tokens = result_->tokens;
+  result->ids.assign(static_cast<size_t>(H), 0);
+  result->cross_ids = result_->ids;
+  shown_ = result;
+  export_title_ = title;
+  HeatmapData d = owned_heatmap(std::move(values), {}, H, T, 1024);
+  d.row_labels = heads;
+  d.col_labels = tokens;
+  d.row_axis = "heads";
+  d.col_axis = queries ? "keys" : "queries";
+  d.title = title;
+  view_->setData(std::move(d));
+  status_->setText(describe(method(), {}) +
+                   QString(" Rows: heads; columns: %1.").arg(queries ? "the keys they look at" : "the queries that look") +
+                   kCaveat);
 }
 
 void MethodsView::setMethod(Method m) { method_box_->setCurrentIndex(m); }
@@ -131,10 +228,12 @@ QString MethodsView::statusText() const { return status_->text(); }
 
 void MethodsView::showEvent(QShowEvent* e) {
   QWidget::showEvent(e);
+  if (selectionMethod()) return showSelection();
   if (dirty_) start();
 }
 
 void MethodsView::start() {
+  if (selectionMethod()) return showSelection();  // no pass: read from the shown result
   dirty_ = false;
   if (cancel_) cancel_->store(true);
   if (thread_.joinable()) thread_.join();
@@ -283,7 +382,7 @@ void MethodsView::show() {
 }
 
 void MethodsView::wait() {
-  if (dirty_ && isVisible()) start();
+  if (dirty_ && isVisible() && !selectionMethod()) start();
   if (thread_.joinable()) thread_.join();
   QCoreApplication::processEvents();
 }
@@ -296,7 +395,7 @@ void MethodsView::exportTo(const QString& path, int dpi) {
   spec.head = 0;
   spec.dpi = dpi;
   spec.colormap = colormap_;
-  spec.title = title();
+  spec.title = selectionMethod() ? export_title_ : title();
   export_attention(*shown_, spec, path);
 }
 

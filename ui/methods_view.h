@@ -23,7 +23,7 @@ class HeatmapView;
 class MethodsView : public QWidget {
   Q_OBJECT
  public:
-  enum Method { Rollout = 0, Relevance, ValueNorm, MeanHeads, MeanLayers };
+  enum Method { Rollout = 0, Relevance, ValueNorm, MeanHeads, MeanLayers, SelectedQueries, SelectedKeys };
 
   explicit MethodsView(QWidget* parent = nullptr);
   ~MethodsView() override;
@@ -33,6 +33,12 @@ class MethodsView : public QWidget {
   // Marks the page out of date; it computes when shown.
   void setInput(const ForwardRequest& request, const QStringList& labels);
   void setLayer(int layer);  // the layer of the per-layer maps (value-weighted, mean over heads)
+  // The shown result (its attention, as drawn) and the token positions selected in the token
+  // strip: the selection maps (heads x tokens) read them directly, no pass needed.
+  void setResult(std::shared_ptr<const ForwardResult> result);
+  void setSelection(std::vector<int> tokens);
+  const std::vector<int>& selection() const { return selection_; }
+  void setAverage(bool mean);  // selection maps: mean over the selected tokens instead of the sum
   void setMethod(Method m);
   Method method() const;
   void setGradient(const QString& name);
@@ -49,6 +55,8 @@ class MethodsView : public QWidget {
 
  private:
   void start();  // computes the current method's maps in the background
+  bool selectionMethod() const { return method() == SelectedQueries || method() == SelectedKeys; }
+  void showSelection();  // the selection maps, from the shown result
   void show();   // draws the slice of the cached maps for the layer and head chosen
   QString title() const;
   QString readoutSummary() const;  // relevance: the tokens the prediction rests on
@@ -65,9 +73,13 @@ class MethodsView : public QWidget {
   int maps_method_ = -1;
   QString maps_note_;
   QString colormap_ = "viridis";
+  QString export_title_;
   std::shared_ptr<const ForwardResult> shown_;  // the shown map as a one-head result, for export
   QComboBox* method_box_;
   QComboBox* head_box_;
+  QComboBox* agg_box_;  // sum / mean over the selected tokens
+  std::shared_ptr<const ForwardResult> result_;
+  std::vector<int> selection_;
   QLabel* status_;
   HeatmapView* view_;
   std::thread thread_;
