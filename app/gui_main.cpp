@@ -42,10 +42,12 @@ int main(int argc, char** argv) {
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
   p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance, methods (Explore) or train.",
                "NAME"});
+  p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
+  p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
   p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
   p.addOption({"method",
-               "With --tab methods: rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries or "
-               "selected-keys.",
+               "With --tab methods: rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries, "
+               "selected-keys or compare.",
                "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
@@ -124,7 +126,7 @@ int main(int argc, char** argv) {
   if (tab == "importance") e->computeImportance();
   if (p.isSet("method")) {
     static const QStringList kMethods = {"rollout",     "relevance",         "value-norm", "mean-heads",
-                                         "mean-layers", "selected-queries", "selected-keys"};
+                                         "mean-layers", "selected-queries", "selected-keys", "compare"};
     const QString name = p.value("method") == "grad-attention" ? "relevance" : p.value("method");  // the CLI's name
     const int m = kMethods.indexOf(name);
     if (m < 0) {
@@ -133,6 +135,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     e->methodsView()->setMethod(static_cast<attnlab::MethodsView::Method>(m));
+  }
+  try {
+    if (p.isSet("compare-text")) e->methodsView()->setCompare(p.value("compare-text"), nullptr);
+    if (p.isSet("compare-model"))
+      e->methodsView()->setCompare({}, std::make_shared<const attnlab::Model>(attnlab::load_model(p.value("compare-model").toStdString())),
+                                   QFileInfo(p.value("compare-model")).fileName());
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "attnlab: --compare-model: %s\n", ex.what());
+    return 2;
   }
   if (p.isSet("select")) {
     std::vector<int> positions;

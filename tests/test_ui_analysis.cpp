@@ -19,6 +19,7 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/forward.h"
+#include "engine/input.h"
 #include "engine/npy.h"
 #include "ui/explore_view.h"
 #include "ui/heatmap_view.h"
@@ -233,4 +234,67 @@ TEST_CASE("token selection: the selected tokens' rows (or columns) summed or ave
   QTemporaryDir dir;
   m->exportTo(dir.filePath("sel.npy"), 96);
   CHECK(load_npy(dir.filePath("sel.npy").toStdString()).tensor.shape == std::vector<int64_t>{H, T});
+}
+
+TEST_CASE("compare: A - B for another text or another model, diverging around 0, same token count", "[ui][analysis]") {
+  MainWindow w;
+  auto a = test_model();
+  w.useModel(a, "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcdef");
+  e->flush();
+  REQUIRE(e->showPage("methods"));
+  MethodsView* m = e->methodsView();
+  m->setMethod(MethodsView::Compare);
+  m->wait();
+  CHECK(m->statusText().contains("choose B"));  // nothing to compare with yet
+  auto backend = make_backend("cpu");
+  ForwardRequest ra, rb;
+  ra.ids = e->result()->ids;
+  const int T = static_cast<int>(ra.ids.size()), H = a->config.num_heads;
+  // another text of the same length on the same model
+  m->setCompare("fedcba", nullptr);
+  m->wait();
+  rb.ids = prepare_text(*a, "fedcba").ids;
+  const Tensor A = run_forward(*a, *backend, ra).stacked_probs(), B = run_forward(*a, *backend, rb).stacked_probs();
+  const HeatmapData& d = m->view()->data();
+  REQUIRE(d.rows == T);
+  CHECK(d.diverging);
+  double worst = 0, largest = 0;
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      double mean = 0;
+      for (int h = 0; h < H; ++h) {
+        const size_t k = ((static_cast<size_t>(0) * H + h) * T + i) * T + j;
+        mean += (A.data[k] - B.data[k]) / H;
+      }
+      worst = std::max(worst, std::fabs(mean - d.value(i, j)));
+      largest = std::max(largest, std::fabs(mean));
+    }
+  CHECK(worst < 1e-6);
+  CHECK(largest > 1e-3);  // the texts differ, so the maps do
+  // another model on the same text: a model with other weights
+  auto other = std::make_shared<Model>(*a);
+  other->weights = random_weights(other->config, 7);
+  m->setCompare({}, other, "other");
+  m->wait();
+  const Tensor B2 = run_forward(*other, *backend, ra).stacked_probs();
+  CHECK(std::fabs(m->view()->data().value(1, 2) -
+                  [&] {
+                    double s = 0;
+                    for (int h = 0; h < H; ++h) {
+                      const size_t k = (static_cast<size_t>(h) * T + 1) * T + 2;
+                      s += (A.data[k] - B2.data[k]) / H;
+                    }
+                    return s;
+                  }()) < 1e-6);
+  QTemporaryDir dir;
+  m->exportTo(dir.filePath("diff.png"), 96);
+  CHECK(QImage(dir.filePath("diff.png")).width() > 100);
+  // a text of another length is refused with the counts
+  m->setCompare("abc", nullptr);
+  m->wait();
+  CHECK(m->statusText().contains("B has 3 tokens and A 6"));
+  CHECK(m->view()->data().empty());
 }

@@ -30,6 +30,19 @@ QColor blocked_color(const QString& name) {
   return name == "greys" ? QColor(166, 206, 255) : QColor(235, 235, 235);
 }
 
+QCPColorGradient diverging_gradient() {
+  // matplotlib's RdBu reversed: blue below 0, white at 0, red above
+  static const char* stops[9] = {"#053061", "#2166ac", "#4393c3", "#92c5de", "#f7f7f7",
+                                 "#f4a582", "#d6604d", "#b2182b", "#67001f"};
+  QCPColorGradient g;
+  g.clearColorStops();
+  for (int k = 0; k < 9; ++k) g.setColorStopAt(k / 8.0, QColor(stops[k]));
+  g.setColorInterpolation(QCPColorGradient::ciRGB);
+  g.setNanHandling(QCPColorGradient::nhNanColor);
+  g.setNanColor(QColor(235, 235, 235));
+  return g;
+}
+
 QCPColorGradient make_gradient(const QString& name) {
   const Map* chosen = &kMaps[0];
   for (const Map& m : kMaps)

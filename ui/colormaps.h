@@ -13,6 +13,7 @@ namespace attnlab {
 
 QStringList colormap_names();                         // "viridis" first (the default, as in article 003)
 QCPColorGradient make_gradient(const QString& name);  // unknown names fall back to viridis
+QCPColorGradient diverging_gradient();  // differences: blue < 0, white at 0, red > 0
 // Light grey for the coloured maps (none passes near a neutral light grey); light blue for
 // "greys", which contains every grey.
 QColor blocked_color(const QString& name);

@@ -785,7 +785,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     if (result_->is_cross()) req.cross_ids = controller_->preparedCross().ids;
     QStringList labels;
     for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
-    methods_->setInput(req, labels);
+    methods_->setInput(req, labels, text_->text());
     methods_->setResult(result_);
   }
   grids_ = out.heads;

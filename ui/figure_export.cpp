@@ -139,9 +139,10 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
   for (const Panel& p : panels) {
     const Tensor& t = r.probs(p.layer);
     for (int64_t k = 0; k < static_cast<int64_t>(T) * S; ++k)
-      vmax = std::max(vmax, t.data[static_cast<size_t>(p.head * T * S + k)]);
+      vmax = std::max(vmax, spec.diverging ? std::fabs(t.data[static_cast<size_t>(p.head * T * S + k)])
+                                           : t.data[static_cast<size_t>(p.head * T * S + k)]);
   }
-  const QCPColorGradient gradient = make_gradient(spec.colormap);
+  const QCPColorGradient gradient = spec.diverging ? diverging_gradient() : make_gradient(spec.colormap);
   auto ticker = [](const std::vector<std::string>& tokens, bool on) {
     QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
     const int n = static_cast<int>(tokens.size());
@@ -202,7 +203,10 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     y->setRange(-0.5, dr - 0.5);
     map->setColorScale(scale);  // the map takes the scale's gradient: set it there
     scale->setGradient(gradient);
-    map->setDataRange(QCPRange(0, spec.unit_range || vmax <= 0 ? 1 : vmax));
+    if (spec.diverging)
+      map->setDataRange(QCPRange(vmax > 0 ? -vmax : -1, vmax > 0 ? vmax : 1));
+    else
+      map->setDataRange(QCPRange(0, spec.unit_range || vmax <= 0 ? 1 : vmax));
     if (spec.annotate && T <= 16 && S <= 16)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < S; ++j) {

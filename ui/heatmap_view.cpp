@@ -151,7 +151,19 @@ void HeatmapView::rebuild() {
   row_factor_ = d->row_factor, col_factor_ = d->col_factor;
   const int r = d->drawn_rows, c = d->drawn_cols;
   fill_color_map(map_, *d);
-  map_->setDataRange(QCPRange(0, colourTop()));
+  if (d->diverging) {
+    float top = 0;
+    for (float v : d->drawn)
+      if (std::isfinite(v)) top = std::max(top, std::fabs(v));
+    if (top <= 0) top = 1;
+    map_->setGradient(diverging_gradient());
+    scale_->setGradient(diverging_gradient());
+    map_->setDataRange(QCPRange(-top, top));
+  } else {
+    map_->setGradient(make_gradient(gradient_));
+    scale_->setGradient(make_gradient(gradient_));
+    map_->setDataRange(QCPRange(0, colourTop()));
+  }
   // Square cells (the enlarged head) while the map is not far from square; a 162 x 6 cross map
   // with square cells would be a sliver, so it fills the view instead.
   const bool square = square_ && std::max(r, c) <= 4 * std::min(r, c);

@@ -6,12 +6,17 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QPushButton>
+#include <QLineEdit>
+#include <QFileInfo>
+#include <QFileDialog>
 #include <QLabel>
 #include <QPointer>
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
 #include "engine/analysis/methods.h"
+#include "engine/input.h"
 #include "ui/figure_export.h"
 #include "ui/heatmap_data.h"
 #include "ui/heatmap_view.h"
@@ -41,6 +46,9 @@ QString describe(int method, const QString& note) {
              "projections. Large weights on small vectors (often [CLS], [SEP], punctuation) shrink.";
     case MethodsView::MeanHeads:
       return "<b>Attention averaged over the heads</b> of this layer.";
+    case MethodsView::Compare:
+      return "<b>Compare, A &minus; B</b>: this input's attention minus " + note.toHtmlEscaped() +
+             " (red: A attends more, blue: B attends more).";
     case MethodsView::SelectedQueries:
       return "<b>Selected tokens as queries</b>: for every head of this layer, the rows of the tokens selected in "
              "the token strip (click, Ctrl- or Shift-click) added up: where they look together.";
@@ -61,7 +69,8 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   method_box_->setObjectName("methodBox");
   method_box_->addItems({"Rollout (all layers)", "Relevance for the prediction (gradients)", "Value-weighted (this layer)",
                          "Mean over heads (this layer)", "Mean over all layers and heads",
-                         "Selected tokens as queries (every head)", "Selected tokens as keys (every head)"});
+                         "Selected tokens as queries (every head)", "Selected tokens as keys (every head)",
+                         "Compare: A minus B (another text or model)"});
   method_box_->setToolTip("What to show instead of one head's raw attention");
   head_box_ = new QComboBox(this);
   head_box_->setObjectName("methodHead");
@@ -71,10 +80,21 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   agg_box_->addItems({"sum", "mean"});
   agg_box_->setToolTip("Add up the selected tokens' rows (columns), or average them");
   agg_box_->setVisible(false);
+  compare_text_ = new QLineEdit(this);
+  compare_text_->setObjectName("compareText");
+  compare_text_->setPlaceholderText("B: another text with the same number of tokens");
+  compare_text_->setToolTip("Compare this input (A) with another text (B) on the same model: A - B, per head");
+  compare_model_button_ = new QPushButton("B: another model...", this);
+  compare_model_button_->setToolTip("Compare with the same text on another model folder (a checkpoint, a fine-tuned "
+                                    "copy) with as many layers and heads");
+  compare_text_->setVisible(false);
+  compare_model_button_->setVisible(false);
   bar->addWidget(new QLabel("show:", this));
   bar->addWidget(method_box_);
   bar->addWidget(head_box_);
   bar->addWidget(agg_box_);
+  bar->addWidget(compare_text_, 1);
+  bar->addWidget(compare_model_button_);
   bar->addStretch();
   v->addLayout(bar);
   status_ = new QLabel(this);
@@ -88,13 +108,29 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   v->addWidget(view_, 1);
   head_box_->setVisible(false);
   connect(method_box_, &QComboBox::currentIndexChanged, this, [this] {
-    head_box_->setVisible(method() == ValueNorm);
+    head_box_->setVisible(method() == ValueNorm || method() == Compare);
     agg_box_->setVisible(selectionMethod());
+    compare_text_->setVisible(method() == Compare);
+    compare_model_button_->setVisible(method() == Compare);
     if (selectionMethod()) return showSelection();
     if (maps_method_ != method()) dirty_ = true;
     if (isVisible()) start();
   });
   connect(agg_box_, &QComboBox::currentIndexChanged, this, [this] { showSelection(); });
+  connect(compare_text_, &QLineEdit::editingFinished, this, [this] {
+    setCompare(compare_text_->text(), compare_model_, compare_model_name_);
+  });
+  connect(compare_model_button_, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Model folder to compare with (B)");
+    if (dir.isEmpty()) return;
+    try {
+      auto m = std::make_shared<const Model>(load_model(dir.toStdString()));
+      compare_text_->clear();
+      setCompare(QString(), std::move(m), QFileInfo(dir).fileName());
+    } catch (const std::exception& e) {
+      status_->setText("<b>Cannot open " + dir.toHtmlEscaped() + ":</b> " + QString::fromUtf8(e.what()).toHtmlEscaped());
+    }
+  });
   connect(head_box_, &QComboBox::currentIndexChanged, this, [this] { show(); });
 }
 
@@ -121,9 +157,20 @@ void MethodsView::setModel(std::shared_ptr<const Model> model) {
   dirty_ = true;
 }
 
-void MethodsView::setInput(const ForwardRequest& request, const QStringList& labels) {
+void MethodsView::setCompare(const QString& text, std::shared_ptr<const Model> model, const QString& model_name) {
+  if (compare_text_->text() != text) compare_text_->setText(text);
+  compare_model_ = text.isEmpty() ? std::move(model) : nullptr;
+  compare_model_name_ = model_name;
+  compare_model_button_->setText(compare_model_ ? "B: " + model_name : QString("B: another model..."));
+  if (maps_method_ == Compare) maps_method_ = -1;
+  dirty_ = true;
+  if (isVisible() && method() == Compare) start();
+}
+
+void MethodsView::setInput(const ForwardRequest& request, const QStringList& labels, const QString& text) {
   request_ = request;
   labels_ = labels;
+  text_ = text;
   dirty_ = true;
   if (isVisible() && !selectionMethod()) start();
 }
@@ -251,7 +298,10 @@ void MethodsView::start() {
   req.cancel = cancel.get();
   std::shared_ptr<const Model> model = model_;
   QPointer<MethodsView> self(this);
-  thread_ = std::thread([self, model, req, cancel, generation, m] {
+  const std::shared_ptr<const Model> other = compare_model_;
+  const std::string other_text = compare_text_->text().toStdString(), text = text_.toStdString();
+  const QString other_name = compare_model_name_;
+  thread_ = std::thread([self, model, req, cancel, generation, m, other, other_text, text, other_name] {
     std::shared_ptr<Tensor> maps;
     auto blocked = std::make_shared<std::vector<uint8_t>>();
     QString note, error;
@@ -269,6 +319,34 @@ void MethodsView::start() {
                    : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
       } else if (m == ValueNorm) {
         maps = std::make_shared<Tensor>(value_norm_attention(*model, *backend, req));
+      } else if (m == Compare) {
+        ForwardRequest a = req;
+        a.keep_layers.clear();
+        ForwardRequest b = a;
+        const Model& mb = other ? *other : *model;
+        PreparedInput pb;
+        if (!other_text.empty()) {
+          pb = prepare_text(*model, other_text);
+          note = QString("B, \"%1\" on the same model").arg(QString::fromStdString(other_text));
+        } else if (other) {
+          pb = prepare_text(mb, text);
+          b.ablate.clear();  // the heads ablated in A are A's model's
+          note = QString("B, the same text on the model %1").arg(other_name);
+          if (mb.config.num_layers != model->config.num_layers || mb.config.num_heads != model->config.num_heads)
+            throw Error("B's model has " + std::to_string(mb.config.num_layers) + " layers x " +
+                        std::to_string(mb.config.num_heads) + " heads, A's " + std::to_string(model->config.num_layers) +
+                        " x " + std::to_string(model->config.num_heads) + ": a difference map needs the same shape");
+        } else {
+          throw Error("choose B above: another text with the same number of tokens, or another model folder");
+        }
+        b.ids = pb.ids, b.token_types = pb.token_types, b.tokens = pb.tokens;
+        if (b.ids.size() != a.ids.size())
+          throw Error("B has " + std::to_string(b.ids.size()) + " tokens and A " + std::to_string(a.ids.size()) +
+                      ": a difference map needs the same number (pad the shorter with \"pad to length\")");
+        Tensor d = run_forward(*model, *backend, a).stacked_probs();
+        const Tensor db = run_forward(mb, *backend, b).stacked_probs();
+        for (size_t k = 0; k < d.data.size(); ++k) d.data[k] -= db.data[k];
+        maps = std::make_shared<Tensor>(std::move(d));
       } else {
         ForwardRequest full = req;
         full.keep_layers.clear();
@@ -314,6 +392,9 @@ QString MethodsView::title() const {
     case ValueNorm:
       return head < 0 ? QString("Layer %1, value-weighted, mean of heads").arg(layer_)
                       : QString("Layer %1, head %2, value-weighted").arg(layer_).arg(head);
+    case Compare:
+      return head < 0 ? QString("Layer %1, mean of heads: A - B").arg(layer_)
+                      : QString("Layer %1, head %2: A - B").arg(layer_).arg(head);
     case MeanHeads: return QString("Layer %1, mean of heads").arg(layer_);
     default: return "Mean of every layer and head";
   }
@@ -377,6 +458,7 @@ void MethodsView::show() {
   d.row_labels = labels_;
   d.col_labels = labels_;
   d.title = title();
+  d.diverging = maps_method_ == Compare;
   view_->setData(std::move(d));
   status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + kCaveat);
 }
@@ -396,6 +478,7 @@ void MethodsView::exportTo(const QString& path, int dpi) {
   spec.dpi = dpi;
   spec.colormap = colormap_;
   spec.title = selectionMethod() ? export_title_ : title();
+  spec.diverging = !selectionMethod() && maps_method_ == Compare;
   export_attention(*shown_, spec, path);
 }
 

@@ -15,6 +15,8 @@
 
 class QComboBox;
 class QLabel;
+class QLineEdit;
+class QPushButton;
 
 namespace attnlab {
 
@@ -23,7 +25,7 @@ class HeatmapView;
 class MethodsView : public QWidget {
   Q_OBJECT
  public:
-  enum Method { Rollout = 0, Relevance, ValueNorm, MeanHeads, MeanLayers, SelectedQueries, SelectedKeys };
+  enum Method { Rollout = 0, Relevance, ValueNorm, MeanHeads, MeanLayers, SelectedQueries, SelectedKeys, Compare };
 
   explicit MethodsView(QWidget* parent = nullptr);
   ~MethodsView() override;
@@ -31,7 +33,10 @@ class MethodsView : public QWidget {
   void setModel(std::shared_ptr<const Model> model);
   // The input the maps are computed for (prepared ids, mask, ablated heads) and its labels.
   // Marks the page out of date; it computes when shown.
-  void setInput(const ForwardRequest& request, const QStringList& labels);
+  void setInput(const ForwardRequest& request, const QStringList& labels, const QString& text = QString());
+  // Compare (A - B): B is this text on the same model when text is not empty, else the same
+  // text on `model` (another folder, e.g. a checkpoint). Needs the same token count.
+  void setCompare(const QString& text, std::shared_ptr<const Model> model, const QString& model_name = QString());
   void setLayer(int layer);  // the layer of the per-layer maps (value-weighted, mean over heads)
   // The shown result (its attention, as drawn) and the token positions selected in the token
   // strip: the selection maps (heads x tokens) read them directly, no pass needed.
@@ -78,6 +83,11 @@ class MethodsView : public QWidget {
   QComboBox* method_box_;
   QComboBox* head_box_;
   QComboBox* agg_box_;  // sum / mean over the selected tokens
+  QLineEdit* compare_text_;
+  QPushButton* compare_model_button_;
+  QString text_;  // A's text
+  std::shared_ptr<const Model> compare_model_;
+  QString compare_model_name_;
   std::shared_ptr<const ForwardResult> result_;
   std::vector<int> selection_;
   QLabel* status_;
