@@ -222,6 +222,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       int used = -1;
       r = grad_attention(model, req, target, &used);
       j["target"] = used;
+      j["readout_relevance"] = readout_relevance(model, req.ids, r);  // what the text output lists
       if (!a.has("--json") && !a.has("--out"))
         std::cout << "relevance for the logit of "
                   << (model.config.num_classes == 0 ? "next token \"" + model.readable_token(used) + "\" (id " +

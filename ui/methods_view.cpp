@@ -43,7 +43,7 @@ QString describe(int method, const QString& note) {
     case MethodsView::ValueNorm:
       return "<b>Value-weighted attention</b> (Kobayashi et al. 2020): a<sub>ij</sub> &middot; ||f(x<sub>j</sub>)||, "
              "the attention weight times the size of what key j sends through the head's value and output "
-             "projections. Large weights on small vectors (often [CLS], [SEP], punctuation) shrink.";
+             "projections. Large weights on small vectors (often special tokens and punctuation) shrink; the scale is a length in the model's hidden space, so rows do not sum to 1.";
     case MethodsView::MeanHeads:
       return "<b>Attention averaged over the heads</b> of this layer.";
     case MethodsView::Compare:
