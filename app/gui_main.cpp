@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
                "NAME"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
+  p.addOption({"ablate", "Ablate heads L:H[,L:H]... (their probabilities times 0), as the Importance tab does.", "LIST"});
   p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
   p.addOption({"method",
                "With --tab methods: rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries, "
@@ -144,6 +145,16 @@ int main(int argc, char** argv) {
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "attnlab: --compare-model: %s\n", ex.what());
     return 2;
+  }
+  if (p.isSet("ablate")) {
+    try {
+      for (const auto& [l, h] : attnlab::parse_ablate(p.value("ablate").toStdString(), e->model()->config))
+        e->setAblated(l, h, true);
+      e->flush();
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "attnlab: --ablate: %s\n", ex.what());
+      return 2;
+    }
   }
   if (p.isSet("select")) {
     std::vector<int> positions;

@@ -6,6 +6,8 @@
 #include <QAbstractSpinBox>
 #include <QApplication>
 #include <QComboBox>
+#include <QLabel>
+#include <QPushButton>
 #include <qcustomplot.h>
 #include <QLineEdit>
 #include <QListView>
@@ -46,7 +48,9 @@ TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates
   const size_t pred = static_cast<size_t>(e->result()->predicted);
   REQUIRE(e->showPage("importance"));
   e->computeImportance();
+  CHECK(e->importanceRunning());  // a progress bar and Cancel while it runs
   e->waitForImportance();
+  CHECK_FALSE(e->importanceRunning());
   QTableWidget* t = e->importanceTable();
   const int L = e->model()->config.num_layers, H = e->model()->config.num_heads;
   REQUIRE(t->rowCount() == L);
@@ -70,10 +74,25 @@ TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates
   CHECK(before[pred] - after[pred] == Approx(want.at(best_l, best_h)).margin(1e-5));  // by the head's importance
   e->setLayer(best_l);
   CHECK(e->headView(best_h)->data().title.contains("ablated"));
+  CHECK(e->headView(best_h)->data().hatched);
+  CHECK_FALSE(e->headView((best_h + 1) % H)->data().hatched);
   emit t->cellClicked(L - 1 - best_l, best_h);  // restore
   e->flush();
   CHECK_FALSE(e->isAblated(best_l, best_h));
   CHECK(e->result()->class_probs == before);
+  // Cancel stops a computation in flight and says so
+  e->showPage("importance");
+  e->computeImportance();
+  auto* cancel = w.findChild<QPushButton*>("importanceCancel");
+  REQUIRE(cancel);
+  cancel->click();
+  CHECK_FALSE(e->importanceRunning());
+  e->waitForImportance();
+  QApplication::processEvents();
+  CHECK(w.findChildren<QLabel*>().size() > 0);
+  bool said = false;
+  for (QLabel* l : w.findChildren<QLabel*>()) said = said || l->text() == "Head importance cancelled.";
+  CHECK(said);
 }
 
 TEST_CASE("beyond attention: each map is the engine's, follows the layer and ablation, and exports", "[ui][analysis]") {

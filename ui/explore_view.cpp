@@ -14,6 +14,7 @@
 #include <QLineEdit>
 #include <QKeyEvent>
 #include <QListView>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSignalBlocker>
@@ -320,7 +321,17 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   imp_run->setToolTip("One pass per head with that head ablated: how much the prediction's probability drops");
   imp_status_ = new QLabel(imp_page_);
   imp_status_->setWordWrap(true);
+  imp_progress_ = new QProgressBar(imp_page_);
+  imp_progress_->setObjectName("importanceProgress");
+  imp_progress_->setToolTip("Heads ablated so far");
+  imp_progress_->setVisible(false);
+  imp_stop_ = new QPushButton("Cancel", imp_page_);
+  imp_stop_->setObjectName("importanceCancel");
+  imp_stop_->setToolTip("Stop computing head importance");
+  imp_stop_->setVisible(false);
   imp_bar->addWidget(imp_run);
+  imp_bar->addWidget(imp_progress_);
+  imp_bar->addWidget(imp_stop_);
   imp_bar->addWidget(imp_status_, 1);
   impv->addLayout(imp_bar);
   imp_table_ = new QTableWidget(imp_page_);
@@ -345,6 +356,13 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
     tabs_->setCurrentWidget(methods_);
   });
   connect(imp_run, &QPushButton::clicked, this, &ExploreView::computeImportance);
+  connect(imp_stop_, &QPushButton::clicked, this, [this] {
+    if (imp_cancel_) imp_cancel_->store(true);
+    ++imp_generation_;  // whatever the thread still sends is dropped
+    imp_progress_->setVisible(false);
+    imp_stop_->setVisible(false);
+    imp_status_->setText("Head importance cancelled.");
+  });
   connect(imp_table_, &QTableWidget::cellClicked, this, [this](int row, int col) {
     if (!model_) return;
     const int l = model_->config.num_layers - 1 - row;  // the last layer on top
@@ -840,6 +858,7 @@ void ExploreView::render() {
     d.row_labels = row_labels_;
     d.col_labels = col_labels_;
     d.title = headTitle(layer_, h, false);
+    d.hatched = isAblated(layer_, h);
     heads_[static_cast<size_t>(h)]->setData(std::move(d));
     if (static_cast<size_t>(h) < ablate_actions_.size()) ablate_actions_[static_cast<size_t>(h)]->setChecked(isAblated(layer_, h));
   }
@@ -1046,6 +1065,10 @@ void ExploreView::computeImportance() {
   std::shared_ptr<const Model> model = model_;
   const std::string backend_name = controller_->backend().toStdString();
   imp_status_->setText(QString("Ablating %1 heads one at a time...").arg(c.num_layers * c.num_heads));
+  imp_progress_->setRange(0, c.num_layers * c.num_heads);
+  imp_progress_->setValue(0);
+  imp_progress_->setVisible(true);
+  imp_stop_->setVisible(true);
   QPointer<ExploreView> self(this);
   imp_thread_ = std::thread([self, model, req, cancel, generation, backend_name] {
     std::shared_ptr<Tensor> imp;
@@ -1054,8 +1077,10 @@ void ExploreView::computeImportance() {
       auto backend = make_backend(backend_name == "reference" ? "reference" : "cpu");
       imp = std::make_shared<Tensor>(head_importance(*model, *backend, req, -1, [&](int done, int total) {
         QMetaObject::invokeMethod(qApp, [self, done, total, generation] {
-          if (self && generation == self->imp_generation_)
+          if (self && generation == self->imp_generation_) {
             self->imp_status_->setText(QString("Ablating heads: %1 of %2...").arg(done).arg(total));
+            self->imp_progress_->setValue(done);
+          }
         }, Qt::QueuedConnection);
       }, cancel.get()));
     } catch (const Cancelled&) {
@@ -1065,6 +1090,8 @@ void ExploreView::computeImportance() {
     }
     QMetaObject::invokeMethod(qApp, [self, model, imp, error, generation] {
       if (!self || generation != self->imp_generation_ || self->model_ != model) return;
+      self->imp_progress_->setVisible(false);
+      self->imp_stop_->setVisible(false);
       if (!imp) {
         self->imp_status_->setText("Head importance: " + error);
         return;
@@ -1121,6 +1148,8 @@ void ExploreView::computeImportance() {
   });
 }
 
+bool ExploreView::importanceRunning() const { return imp_progress_->isVisible(); }
+
 void ExploreView::waitForImportance() {
   if (imp_thread_.joinable()) imp_thread_.join();
   QCoreApplication::processEvents();
@@ -1166,6 +1195,7 @@ void ExploreView::renderOverview() {
   for (size_t k = 0; k < thumbs_.size() && k < grids_.size(); ++k) {
     HeatmapData d = grids_[k];
     d.title = headTitle(static_cast<int>(k / H), static_cast<int>(k % H), false);  // the row's label says the layer
+    d.hatched = isAblated(static_cast<int>(k / H), static_cast<int>(k % H));
     thumbs_[k]->setData(std::move(d));
   }
 }
@@ -1179,6 +1209,7 @@ void ExploreView::openHead(int layer, int head) {
   d.row_labels = row_labels_;
   d.col_labels = col_labels_;
   d.title = headTitle(layer, head, true);
+  d.hatched = isAblated(layer, head);
   big_->setColourTop(colourTop());
   big_->setData(std::move(d));
   if (tabs_->currentWidget() != head_page_) tabs_->setCurrentWidget(head_page_);

@@ -16,6 +16,8 @@
 #include "ui/heatmap_data.h"
 
 class QCheckBox;
+class QProgressBar;
+class QPushButton;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -90,6 +92,7 @@ class ExploreView : public QWidget {
   void computeImportance();
   void waitForImportance();
   QTableWidget* importanceTable() const { return imp_table_; }
+  bool importanceRunning() const;  // a computation in flight (its progress bar shown)
   // The "Beyond attention" page: rollout, relevance, value-weighted, averaged attention.
   MethodsView* methodsView() const { return methods_; }
   // Selects token positions in the token strip (as clicking them would); Error for one past the end.
@@ -199,6 +202,8 @@ class ExploreView : public QWidget {
   QWidget* imp_page_;
   QTableWidget* imp_table_;
   QLabel* imp_status_;
+  QProgressBar* imp_progress_;
+  QPushButton* imp_stop_;
   std::thread imp_thread_;
   std::shared_ptr<std::atomic<bool>> imp_cancel_;
   int imp_generation_ = 0;

@@ -26,7 +26,8 @@ struct HeatmapData {
   QStringList row_labels, col_labels;
   QString title;
   QString row_axis = "queries", col_axis = "keys";  // the axis titles
-  bool diverging = false;  // signed values (differences): colours centred on 0, -max|v| to +max|v|
+  bool diverging = false;
+  bool hatched = false;    // drawn with diagonal hatching over it (an ablated head)  // signed values (differences): colours centred on 0, -max|v| to +max|v|
 
   bool empty() const { return rows == 0 || cols == 0; }
   float value(int i, int j) const { return values[static_cast<size_t>(i) * cols + j]; }

@@ -296,6 +296,16 @@ void HeatmapView::rebuild() {
         t->setClipToAxisRect(true);
       }
   }
+  if (data_.hatched) {  // an ablated head: its map hatched over, still readable beneath
+    auto* hatch = new QCPItemRect(plot_);
+    hatch->topLeft->setType(QCPItemPosition::ptAxisRectRatio);
+    hatch->bottomRight->setType(QCPItemPosition::ptAxisRectRatio);
+    hatch->topLeft->setCoords(0, 0);
+    hatch->bottomRight->setCoords(1, 1);
+    hatch->setPen(QPen(QColor(200, 30, 30), 2));
+    hatch->setBrush(QBrush(QColor(255, 255, 255, 170), Qt::BDiagPattern));
+    hatch->setClipToAxisRect(true);
+  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
