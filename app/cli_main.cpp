@@ -672,7 +672,9 @@ int main(int argc, char** argv) {
   using namespace attnlab::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && (args[0] == "--version" || args[0] == "-V")) {
-    std::cout << "attnlab-cli " << ATTNLAB_VERSION << " (Eigen " << attnlab::eigen_version() << ")\n";
+    const std::string dnnl = attnlab::onednn_version();
+    std::cout << "attnlab-cli " << ATTNLAB_VERSION << " (Eigen " << attnlab::eigen_version()
+              << (dnnl.empty() ? "" : ", oneDNN " + dnnl) << ")\n";
     return 0;
   }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

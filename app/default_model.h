@@ -1,5 +1,6 @@
 // Where the shipped default model lives: $ATTNLAB_MODEL if set, else the resources/ folder next to
-// the installed binary, else the source tree's resources/ (a build run in place).
+// the running binary (installed: ../share/attnlab), else the source tree's resources/ (a build run
+// in place).
 #pragma once
 
 #include <filesystem>
@@ -11,7 +12,10 @@ inline std::string default_model_dir(const std::string& argv0) {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("ATTNLAB_MODEL"); env && *env) return env;
   std::error_code ec;
-  const fs::path exe = fs::canonical(fs::path(argv0), ec);
+  // The running binary: /proc/self/exe (argv[0] is a bare name when it was found on PATH, as an
+  // installed attnlab is), else argv[0].
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) exe = fs::canonical(fs::path(argv0), ec);
   if (!ec) {
     for (const fs::path& p :
          {exe.parent_path() / "../share/attnlab/models/default", exe.parent_path() / "resources/models/default"})

@@ -107,5 +107,7 @@ std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
 
 // "3.4.0": the Eigen the cpu ops were built with (for --version and Help > About).
 std::string eigen_version();
+// "2.6.3 on avx512_core_bf16": the oneDNN library and the instruction set it picked; "" without it.
+std::string onednn_version();
 
 }  // namespace attnlab

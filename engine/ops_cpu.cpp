@@ -517,6 +517,16 @@ double onednn_sgemm_gflops(int n, int repeat) {
 #endif
 }
 
+std::string onednn_version() {
+#ifdef ATTNLAB_WITH_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " on " +
+         OnednnLinear::isa();
+#else
+  return "";
+#endif
+}
+
 std::string eigen_version() {
   return std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION);

@@ -34,6 +34,11 @@ out=$(cd "$tmp" && "$root/usr/bin/attnlab-cli" forward --text "the film was not 
 echo "$out" | grep -q "\"model\": \"$root/usr/share/attnlab/models/default\"" ||
   fail "forward did not use the packaged default model: $(echo "$out" | grep '"model"')"
 echo "$out" | grep -q '"predicted_label": "negative"' || fail "forward: $(echo "$out" | grep predicted_label)"
+# found on PATH, as an installed binary is run: argv[0] is a bare name
+out=$(cd "$tmp" && PATH="$root/usr/bin:$PATH" attnlab-cli forward --text "the film was not very good" --json)
+echo "$out" | grep -q "\"model\": \"$root/usr/share/attnlab/models/default\"" ||
+  fail "attnlab-cli run from PATH did not use the packaged default model: $(echo "$out" | grep '"model"')"
+[ -f "$root/usr/share/attnlab/models/relative/config.json" ] || fail "missing the tour's relative-position model"
 (cd "$tmp" && QT_QPA_PLATFORM=offscreen timeout 60 "$root/usr/bin/attnlab" --no-settings --size 1000x700 \
    --text "the film was not very good" --screenshot "$tmp/shot.png") || fail "the app's --screenshot"
 [ "$(stat -c %s "$tmp/shot.png")" -gt 10000 ] || fail "screenshot too small"

@@ -226,10 +226,11 @@ QString MainWindow::aboutText() const {
   return QString("<h3>attnlab %1</h3>"
                  "<p>See how transformer attention works: every head, every mask, any model it opens, "
                  "live as you type; train and fine-tune in the app.</p>"
-                 "<p>Qt %2 (built with %3), Eigen %4<br>Backends:%5</p>"
+                 "<p>Qt %2 (built with %3), Eigen %4%7<br>Backends:%5</p>"
                  "<p>Model: %6</p>")
       .arg(ATTNLAB_VERSION, qVersion(), QT_VERSION_STR, QString::fromStdString(eigen_version()), backends,
-           explore_->model() ? QString::fromStdString(explore_->model()->summary()).toHtmlEscaped() : QString("none"));
+           explore_->model() ? QString::fromStdString(explore_->model()->summary()).toHtmlEscaped() : QString("none"),
+           onednn_version().empty() ? QString() : ", oneDNN " + QString::fromStdString(onednn_version()));
 }
 
 MainWindow::~MainWindow() = default;
