@@ -30,6 +30,7 @@
 #include "engine/analysis/methods.h"
 #include "engine/forward.h"
 #include "engine/lm.h"
+#include "engine/npy.h"
 #include "engine/ops.h"
 #include "engine/trainer.h"
 #include "ui/colormaps.h"
@@ -994,6 +995,21 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
   for (int p = 0; p < T; ++p)  // the top row is the last layer
     CHECK(lens->item(0, p)->text() ==
           QString::fromStdString(lm.tokenizer->readable_token(want.top_id[static_cast<size_t>(T + p)])));
+  {  // the lens exports as the CLI writes it: [2, layers, T], ids then probabilities; or a CSV
+    QTemporaryDir dir;
+    e->exportTable("lens", dir.filePath("lens.npy"));
+    const Tensor saved = load_npy(dir.filePath("lens.npy").toStdString()).tensor;
+    REQUIRE(saved.shape == std::vector<int64_t>{2, 2, T});
+    for (int k = 0; k < 2 * T; ++k) {
+      CHECK(saved.data[static_cast<size_t>(k)] == static_cast<float>(want.top_id[static_cast<size_t>(k)]));
+      CHECK(saved.data[static_cast<size_t>(2 * T + k)] == want.top_prob[static_cast<size_t>(k)]);
+    }
+    e->exportTable("lens", dir.filePath("lens.csv"));
+    QFile csv(dir.filePath("lens.csv"));
+    REQUIRE(csv.open(QIODevice::ReadOnly));
+    CHECK(csv.readAll().count('\n') == 1 + 2 * T);
+    CHECK_THROWS_WITH(e->exportTable("lens", dir.filePath("lens.png")), Catch::Contains("expected .csv or .npy"));
+  }
   // an encoder again: causal is a choice, cross mode back, no lens
   w.useModel(test_model(), "test");
   CHECK(causal->isEnabled());

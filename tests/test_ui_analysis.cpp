@@ -6,6 +6,7 @@
 #include <QAbstractSpinBox>
 #include <QApplication>
 #include <QComboBox>
+#include <QFile>
 #include <QLabel>
 #include <QPushButton>
 #include <qcustomplot.h>
@@ -28,6 +29,7 @@
 #include "ui/main_window.h"
 #include "ui/methods_view.h"
 #include "ui/token_model.h"
+#include "tests/test_util.h"
 #include "tests/ui_test_util.h"
 
 using namespace attnlab;
@@ -64,6 +66,17 @@ TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates
       CHECK(t->item(L - 1 - l, h)->text() == QString::number(want.at(l, h), 'g', 3));
       if (std::fabs(want.at(l, h)) > std::fabs(want.at(best_l, best_h))) best_l = l, best_h = h;
     }
+  // the table exports as it is shown
+  QTemporaryDir dir;
+  e->exportTable("importance", dir.filePath("imp.npy"));
+  const Tensor saved = load_npy(dir.filePath("imp.npy").toStdString()).tensor;
+  REQUIRE(saved.shape == std::vector<int64_t>{L, H});
+  CHECK(max_abs_diff(saved, want) < 1e-6);
+  e->exportTable("importance", dir.filePath("imp.csv"));
+  QFile csv(dir.filePath("imp.csv"));
+  REQUIRE(csv.open(QIODevice::ReadOnly));
+  CHECK(csv.readAll().count('\n') == 1 + L * H);
+  CHECK_THROWS_WITH(e->exportTable("lens", dir.filePath("l.csv")), Catch::Contains("Logit lens"));
   // click the most important head's cell: ablated in every pass, said in the status bar and the title
   emit t->cellClicked(L - 1 - best_l, best_h);
   e->flush();

@@ -6,6 +6,8 @@
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QFile>
+#include <QTextStream>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -34,6 +36,7 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/lm.h"
+#include "engine/npy.h"
 #include "ui/colormaps.h"
 #include "ui/heatmap_data.h"
 #include "ui/figure_export.h"
@@ -979,6 +982,8 @@ void ExploreView::startLens() {
         [self, model, lens, labels, error, generation] {
           if (!self || generation != self->lens_generation_ || self->model_ != model) return;
           QTableWidget* t = self->lens_table_;
+          self->lens_ = lens;
+          self->lens_labels_ = labels;
           if (!lens) {
             self->lens_status_->setText("Logit lens: " + error);
             return;
@@ -1097,6 +1102,7 @@ void ExploreView::computeImportance() {
         return;
       }
       QTableWidget* t = self->imp_table_;
+      self->imp_values_ = imp;
       const int L = static_cast<int>(imp->dim(0)), H = static_cast<int>(imp->dim(1));
       float top = 1e-6f;
       for (float v : imp->data) top = std::max(top, std::fabs(v));
@@ -1250,6 +1256,49 @@ HeatmapView* ExploreView::headView(int head) const {
 
 void ExploreView::flush() {
   controller_->flush();
+}
+
+void ExploreView::exportTable(const QString& which, const QString& path) {
+  const QString ext = QFileInfo(path).suffix().toLower();
+  if (ext != "csv" && ext != "npy")
+    throw Error("unknown export format \"." + ext.toStdString() + "\" (expected .csv or .npy)");
+  QFile f(path);
+  if (which == "importance") {
+    if (!imp_values_) throw Error("nothing to export: compute head importance first (Importance tab)");
+    const Tensor& v = *imp_values_;
+    if (ext == "npy") return save_npy(path.toStdString(), v);  // [layers, heads]
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) throw Error("cannot write " + path.toStdString());
+    QTextStream out(&f);
+    out << "layer,head,importance\n";
+    for (int64_t l = 0; l < v.dim(0); ++l)
+      for (int64_t h = 0; h < v.dim(1); ++h) out << l << "," << h << "," << QString::number(v.at(l, h), 'g', 9) << "\n";
+    return;
+  }
+  if (which == "lens") {
+    if (!lens_ || !model_) throw Error("nothing to export: open the Logit lens tab first (language models)");
+    const LogitLens& lens = *lens_;
+    if (ext == "npy") {  // [2, layers, T]: top-1 ids, then their probabilities (as attnlab-cli analyze)
+      Tensor out({2, lens.layers, lens.T});
+      for (int k = 0; k < lens.layers * lens.T; ++k) {
+        out.data[static_cast<size_t>(k)] = static_cast<float>(lens.top_id[static_cast<size_t>(k)]);
+        out.data[static_cast<size_t>(lens.layers * lens.T + k)] = lens.top_prob[static_cast<size_t>(k)];
+      }
+      return save_npy(path.toStdString(), out);
+    }
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) throw Error("cannot write " + path.toStdString());
+    QTextStream out(&f);
+    auto quoted = [](QString s) { return "\"" + s.replace("\"", "\"\"") + "\""; };
+    out << "layer,position,after_token,top_id,top_token,probability\n";
+    for (int l = 0; l < lens.layers; ++l)
+      for (int t = 0; t < lens.T; ++t) {
+        const size_t k = static_cast<size_t>(l * lens.T + t);
+        out << l << "," << t << "," << quoted(t < lens_labels_.size() ? lens_labels_[t] : QString()) << ","
+            << lens.top_id[k] << "," << quoted(QString::fromStdString(model_->readable_token(lens.top_id[k]))) << ","
+            << QString::number(lens.top_prob[k], 'g', 9) << "\n";
+      }
+    return;
+  }
+  throw Error("internal: no table " + which.toStdString());
 }
 
 void ExploreView::exportLines(const QString& path) {

@@ -38,6 +38,7 @@ class LineView;
 class MaskEditor;
 class MethodsView;
 class TokenListModel;
+struct LogitLens;
 
 class ExploreView : public QWidget {
   Q_OBJECT
@@ -107,6 +108,9 @@ class ExploreView : public QWidget {
   void setExportDpi(int dpi) { export_dpi_ = dpi; }
   // Writes the current head / layer / every layer to FILE (.png .svg .pdf .csv .npy).
   void exportTo(const QString& path, int layer, int head);
+  // Writes the Importance ("importance": [layers, heads]) or Logit lens ("lens") table to FILE
+  // (.csv or .npy). Error when it has not been computed.
+  void exportTable(const QString& which, const QString& path);
   // Writes the line view as shown to FILE (.png .svg).
   void exportLines(const QString& path);
   LineView* lineView() const { return lines_; }
@@ -196,6 +200,8 @@ class ExploreView : public QWidget {
   std::thread lens_thread_;
   std::shared_ptr<std::atomic<bool>> lens_cancel_;
   int lens_generation_ = 0;
+  std::shared_ptr<LogitLens> lens_;  // the table shown, for export
+  QStringList lens_labels_;
   // Head ablation and the Importance tab
   std::set<std::pair<int, int>> ablated_;
   std::vector<QAction*> ablate_actions_;  // one per head view of the grid
@@ -207,6 +213,7 @@ class ExploreView : public QWidget {
   std::thread imp_thread_;
   std::shared_ptr<std::atomic<bool>> imp_cancel_;
   int imp_generation_ = 0;
+  std::shared_ptr<Tensor> imp_values_;  // [layers, heads] shown, for export
   MethodsView* methods_;
 };
 

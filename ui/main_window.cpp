@@ -103,6 +103,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       showError(QString::fromStdString(e.what()));
     }
   });
+  for (const auto& [label, which] : {std::pair<QString, QString>{"Head importance as CSV or .npy...", "importance"},
+                                     {"Logit lens as CSV or .npy...", "lens"}}) {
+    exp->addAction(label, this, [this, which] {
+      const QString f = QFileDialog::getSaveFileName(this, "Export", which + ".csv", "CSV (*.csv);;NumPy array (*.npy)");
+      if (f.isEmpty()) return;
+      try {
+        explore_->exportTable(which, f);
+        statusBar()->showMessage("exported " + f);
+      } catch (const Error& e) {
+        showError(QString::fromStdString(e.what()));
+      }
+    });
+  }
   exp->addAction("Line view as image...", this, [this] {
     const QString f = QFileDialog::getSaveFileName(this, "Export", "lines.png", "PNG image (*.png);;SVG (*.svg)");
     if (f.isEmpty()) return;
