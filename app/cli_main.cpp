@@ -59,7 +59,7 @@ usage:
                        --tokenizer word|char --positional ... --pooling ... --norm ... --activation ...]
                       [--epochs E] [--batch B] [--lr LR] [--weight-decay W] [--dropout P] [--clip C]
                       [--warmup STEPS] [--cosine] [--seed S] [--vocab-size V] [--min-count N]
-                      [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|reference]
+                      [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|cpu-bf16|reference]
                       [--init DIR [--freeze-encoder]]   fine-tune DIR's encoder (e.g. a Hugging Face BERT)
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]

@@ -112,6 +112,16 @@ print(f"\ntraining step (forward + backward + Adam, dropout 0.1), d=128, 8 heads
 print(f"  attnlab {t['attnlab_ms']:.1f} ms ({t['attnlab_samples_per_s']:.0f} samples/s), PyTorch {t['pytorch_ms']:.1f} ms "
       f"({t['pytorch_samples_per_s']:.0f} samples/s): {t['speedup']:.2f}x")
 
+# bf16 training (bf16 products, fp32 accumulation, master weights and the rest) against fp32, on a
+# step large enough for the products to matter: 4 layers, d=512, ff=2048, T=128, batch 16.
+bt = {}
+for b in ("cpu", "cpu-bf16"):
+    bt[b] = cli("bench", "--train", "--backend", b, "--layers", "4", "--dim", "512", "--heads", "8", "--ff", "2048",
+                "--seq", "128", "--max-len", "128", "--batch", "16", "--repeat", str(max(3, R // 2)))
+results["train_bf16"] = {"fp32_ms": bt["cpu"]["median_ms"], "bf16_ms": bt["cpu-bf16"]["median_ms"]}
+print(f"\nbf16 training step, d=512, 8 heads, 4 layers, ff=2048, T=128, batch 16: fp32 {bt['cpu']['median_ms']:.0f} ms, "
+      f"bf16 {bt['cpu-bf16']['median_ms']:.0f} ms ({bt['cpu']['median_ms'] / bt['cpu-bf16']['median_ms']:.2f}x)")
+
 # Activation checkpointing at T = 512: 6 layers (d=128, 8 heads, ff=512), batch 16, with and without.
 ck = {}
 for flag in ("", "--checkpoint"):

@@ -1,6 +1,7 @@
 // oneDNN matmuls for the cpu ops' linear layers (see onednn_linear.h).
 #include "engine/onednn_linear.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -25,6 +26,9 @@ struct OnednnLinear::Impl {
   // Matmuls by (rows, out, in, bias).
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, dnnl::matmul> prims;
   std::vector<uint16_t> src;  // x in bf16
+  std::vector<uint16_t> ga, gb;  // gemm_bf16's operands in bf16
+  // gemm_bf16's matmuls by (ta, tb, M, N, K, lda, ldb, ldc, accumulate)
+  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>, dnnl::matmul> gemms;
 
   // The blocked weights layout for [in, out]: what a matmul with weights "any" picks.
   dnnl::memory::desc weights_desc(int64_t out, int64_t in) {
@@ -64,6 +68,50 @@ OnednnLinear::OnednnLinear(bool bf16) : impl_(std::make_unique<Impl>()) {
   impl_->bf16 = bf16;
 }
 OnednnLinear::~OnednnLinear() = default;
+
+void OnednnLinear::gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (beta != 0.0f && beta != 1.0f) throw Error("internal: gemm_bf16 takes beta 0 or 1");
+  Impl& m = *impl_;
+  if (K == 0) {
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+  // the operands as stored (rows x ld), rounded to bf16
+  auto round = [](const float* X, int64_t rows, int64_t ld, std::vector<uint16_t>& out) {
+    out.resize(static_cast<size_t>(rows * ld));
+    for (int64_t k = 0; k < rows * ld; ++k) out[static_cast<size_t>(k)] = to_bf16_bits(X[k]);
+  };
+  round(A, ta ? K : M, lda, m.ga);
+  round(B, tb ? N : K, ldb, m.gb);
+  try {
+    // logical op(A) (M, K) and op(B) (K, N) by strides over the stored matrices
+    const dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
+    const dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+    const dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+    const bool acc = beta != 0.0f;
+    const auto key = std::make_tuple(ta, tb, M, N, K, lda, ldb, ldc, acc);
+    auto it = m.gemms.find(key);
+    if (it == m.gemms.end()) {
+      if (m.gemms.size() >= 256) m.gemms.clear();
+      dnnl::primitive_attr attr;
+      if (acc) {  // C += product
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+      }
+      it = m.gemms.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, m.eng))).first;
+    }
+    it->second.execute(m.stream, {{DNNL_ARG_SRC, dnnl::memory(a, m.eng, m.ga.data())},
+                                  {DNNL_ARG_WEIGHTS, dnnl::memory(b, m.eng, m.gb.data())},
+                                  {DNNL_ARG_DST, dnnl::memory(c, m.eng, C)}});
+    m.stream.wait();
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("oneDNN bf16 gemm failed: ") + e.what());
+  }
+}
 
 void OnednnLinear::set_weights_version(uint64_t version) {
   if (version == impl_->version && version != 0) return;

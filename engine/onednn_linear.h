@@ -20,6 +20,11 @@ class OnednnLinear {
   ~OnednnLinear();
   // y (N, out) = x W^T + b (bf16: bf16(x) bf16(W)^T + b, accumulated in float32). W is float32 [out, in].
   void run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y);
+  // C (M, N) = op(A) op(B) + beta C, row-major with leading dimensions, as sgemm; op(A) is A^T
+  // when ta. A and B are rounded to bf16, the products accumulated in float32 (training's
+  // backward products on the bf16 path). beta is 0 or 1.
+  void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float beta, float* C, int64_t ldc);
   // Weights of another version: converted (bf16) weights are dropped.
   void set_weights_version(uint64_t version);
   // "avx512_core_bf16", "avx512_core_amx", ...: the instruction set oneDNN's kernels use here.

@@ -131,9 +131,9 @@ class CpuOps final : public Ops {
     const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);
     if (dx) {
       dx->reshape_for_overwrite({N, in});
-      gemm(false, false, N, in, out, dy.ptr(), out, W.ptr(), in, 0.0f, dx->ptr(), in);  // dx = dy W
+      product(false, false, N, in, out, dy.ptr(), out, W.ptr(), in, 0.0f, dx->ptr(), in);  // dx = dy W
     }
-    if (!dW.empty()) gemm(true, false, out, in, N, dy.ptr(), out, x.ptr(), in, 1.0f, dW.ptr(), in);  // dW += dy^T x
+    if (!dW.empty()) product(true, false, out, in, N, dy.ptr(), out, x.ptr(), in, 1.0f, dW.ptr(), in);  // dW += dy^T x
     if (db.empty()) return;  // a linear without bias
     // Column sums in a fixed order (row by row), so gradients do not depend on the heap.
     auto DB = mv(db);
@@ -409,6 +409,15 @@ class CpuOps final : public Ops {
   }
 
  private:
+  // The training backward's products: fp32 sgemm, or bf16 with fp32 accumulation on the bf16 path.
+  void product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+               int64_t ldb, float beta, float* C, int64_t ldc) {
+#ifdef ATTNLAB_WITH_ONEDNN
+    if (bf16_mode_) return matmul_->gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+#endif
+    gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  }
+
   bool bf16_mode_ = false;
   uint64_t version_ = 0;
 #ifdef ATTNLAB_WITH_ONEDNN

@@ -258,7 +258,8 @@ std::unique_ptr<Ops> make_reference_ops() {
 std::unique_ptr<Ops> make_ops(const std::string& name) {
   if (name == "reference") return make_reference_ops();
   if (name == "cpu") return make_cpu_ops();
-  throw Error("unknown training backend \"" + name + "\" (expected cpu or reference)");
+  if (name == "cpu-bf16") return make_cpu_bf16_ops();
+  throw Error("unknown training backend \"" + name + "\" (expected cpu, cpu-bf16 or reference)");
 }
 
 }  // namespace attnlab

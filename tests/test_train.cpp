@@ -3,6 +3,8 @@
 // forward agrees with the inference forward.
 #include <cmath>
 
+#include <array>
+#include <cstring>
 #include <map>
 
 #include "engine/plan.h"
@@ -430,4 +432,59 @@ TEST_CASE("the layer plan: one list of steps per norm placement", "[train][plan]
       CHECK(q_steps.size() == (norm == NormPlacement::Pre ? 2u : 1u));
       CHECK(plan.steps[static_cast<size_t>(q_steps.back())].w == &LayerWeights::wq);
     }
+}
+
+TEST_CASE("bf16 training: backward products against a plain reference on bf16-rounded inputs, and a step near fp32",
+          "[train][bf16]") {
+  if (!bf16_available()) {
+    CHECK_THROWS_WITH(make_ops("cpu-bf16"), Catch::Contains("oneDNN"));
+    return;
+  }
+  auto bf = make_ops("cpu-bf16");
+  auto round = [](float v) {
+    const uint32_t u = static_cast<uint32_t>(to_bf16_bits(v)) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return static_cast<double>(f);
+  };
+  // linear_backward: dx = dy W and dW += dy^T x, both as bf16 products with fp32 sums
+  for (const auto& [N, in, out] : std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 5, 3}, {7, 17, 9}, {130, 96, 33}}) {
+    CAPTURE(N, in, out);
+    const Tensor x = random_tensor({N, in}, 1), W = random_tensor({out, in}, 2), dy = random_tensor({N, out}, 3);
+    Tensor dx, dW = random_tensor({out, in}, 4), db({out});
+    const Tensor dW0 = dW;
+    bf->linear_backward(x, W, dy, &dx, dW, db);
+    double worst = 0;
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < in; ++k) {
+        double s = 0, mag = 0;
+        for (int o = 0; o < out; ++o) s += round(dy.at(n, o)) * round(W.at(o, k)), mag += std::fabs(round(dy.at(n, o)) * round(W.at(o, k)));
+        worst = std::max(worst, std::fabs(dx.at(n, k) - s) / (mag + 1e-6));
+      }
+    for (int o = 0; o < out; ++o)
+      for (int k = 0; k < in; ++k) {
+        double s = dW0.at(o, k), mag = std::fabs(s);
+        for (int n = 0; n < N; ++n) s += round(dy.at(n, o)) * round(x.at(n, k)), mag += std::fabs(round(dy.at(n, o)) * round(x.at(n, k)));
+        worst = std::max(worst, std::fabs(dW.at(o, k) - s) / (mag + 1e-6));  // accumulated onto what was there
+      }
+    CHECK(worst < 1e-5);
+  }
+  // a whole step: the loss and gradients near fp32's (bf16 keeps 8 bits of mantissa)
+  Model m = tiny_model(NormPlacement::Post, Activation::Gelu, Positional::Learned, Pooling::MaskedMean, 30, 16);
+  const TrainBatch batch = make_batch(m, {{3, 4, 5, 6, 7}, {8, 9, 3}, {10, 11, 4, 5}}, {0, 2, 1});
+  ModelWeights g32 = zeros_like(m.weights), g16 = zeros_like(m.weights);
+  auto cpu = make_ops("cpu");
+  const StepOutput a = train_step(m, *cpu, batch, {}, &g32);
+  const StepOutput b = train_step(m, *bf, batch, {}, &g16);
+  CHECK(b.loss == Approx(a.loss).epsilon(2e-2));
+  const auto p32 = parameters(g32), p16 = parameters(g16);
+  for (size_t p = 0; p < p32.size(); ++p) {
+    double diff = 0, norm = 0;
+    for (size_t k = 0; k < p32[p]->data.size(); ++k) {
+      diff += std::pow(static_cast<double>(p32[p]->data[k]) - p16[p]->data[k], 2);
+      norm += std::pow(static_cast<double>(p32[p]->data[k]), 2);
+    }
+    INFO("parameter " << p);
+    CHECK(std::sqrt(diff) <= 3e-2 * std::sqrt(norm) + 1e-6);
+  }
 }

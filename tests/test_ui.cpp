@@ -289,6 +289,38 @@ TEST_CASE("training a tiny dataset adds curve points; the saved model opens in E
   CHECK(w.explore()->headCount() == 4);
 }
 
+TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {
+  QTemporaryDir dir;
+  MainWindow w;
+  TrainView* t = w.train();
+  auto* precision = t->findChild<QComboBox*>("trainPrecision");
+  REQUIRE(precision);
+  if (!bf16_available()) {
+    CHECK_FALSE(precision->isEnabled());
+    return;
+  }
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 5)))));
+  t->applyPreset("tiny (fast)");
+  t->setEpochs(8);
+  precision->setCurrentText("bf16");
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  CHECK(t->accuracyCurve()->pointCount(0) == 8);
+  // the model learned the task: it reads the negation as the fp32 model does
+  auto backend = make_backend("cpu");
+  const Model& m = *t->trainedModel();
+  int right = 0;
+  for (const auto& [text, label] : std::vector<std::pair<std::string, std::string>>{
+           {"the film was good", "positive"}, {"the film was not good", "negative"},
+           {"the food was bad", "negative"}, {"the food was not bad", "positive"}}) {
+    ForwardRequest req;
+    req.ids = prepare_text(m, text).ids;
+    right += m.label(run_forward(m, *backend, req).predicted) == label;
+  }
+  CHECK(right >= 3);
+}
+
 TEST_CASE("Stop ends training within a second", "[ui][train]") {
   QTemporaryDir dir;
   MainWindow w;

@@ -1,6 +1,8 @@
 // TrainView implementation.
 #include "ui/train_view.h"
 
+#include "engine/ops.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
@@ -168,6 +170,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   weight_decay_ = dspin(0, 1, 0, 4, 0.01, model_box);
   clip_ = dspin(0, 100, 1, 2, 0.5, model_box);
   seed_ = spin(0, 1 << 30, 1, model_box);
+  precision_ = combo({"fp32", "bf16"}, "fp32", model_box);
+  precision_->setObjectName("trainPrecision");
   // What each setting means, where a student looks for it (article 000's TextClassifier).
   const std::pair<QWidget*, const char*> tips[] = {
       {val_split_, "Share of the rows held out for validation when the data has no separate validation file"},
@@ -189,6 +193,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
       {weight_decay_, "AdamW weight decay (decoupled)"},
       {clip_, "Gradient-norm clipping (0: off)"},
       {seed_, "Random seed: the same seed, data and thread count give the same run"},
+      {precision_, "Matrix products in fp32, or in bf16 with fp32 accumulation and fp32 master weights (mixed "
+                   "precision on the CPU; needs oneDNN, fast with AVX512-BF16 or AMX)"},
       {data_choice_, "A dataset shipped with attnlab, or your own TSV / CSV file (text and label columns)"},
       {text_col_, "The column that holds the text"},
       {label_col_, "The column that holds the label"}};
@@ -210,6 +216,11 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   mf->addRow("weight decay (AdamW)", weight_decay_);
   mf->addRow("gradient clipping (0: off)", clip_);
   mf->addRow("seed", seed_);
+  mf->addRow("precision", precision_);
+  if (!bf16_available()) {
+    precision_->setEnabled(false);
+    precision_->setToolTip(QString::fromStdString(bf16_notice()));
+  }
   lv->addWidget(model_box);
   lv->addStretch();
 
@@ -600,6 +611,7 @@ bool TrainView::startTraining() {
     tc.optimizer.clip_norm = static_cast<float>(clip_->value());
     tc.dropout = static_cast<float>(dropout_->value());
     tc.seed = static_cast<uint64_t>(seed_->value());
+    tc.backend = precision_->currentText() == "bf16" ? "cpu-bf16" : "cpu";
     tc.freeze_encoder = tune && freeze_->isChecked();
   } catch (const Error& e) {
     fail(QString::fromStdString(e.what()));

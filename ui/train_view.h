@@ -103,6 +103,7 @@ class TrainView : public QWidget {
   QString base_name_;
   void updateStartFrom();
   QSpinBox *layers_, *heads_, *dim_, *ff_, *max_len_, *batch_, *epochs_, *seed_;
+  QComboBox* precision_;  // fp32 or bf16 products (cpu-bf16)
   QComboBox *positional_, *norm_, *activation_, *tokenizer_, *pooling_;
   QDoubleSpinBox *dropout_, *lr_, *weight_decay_, *clip_;
   // run
