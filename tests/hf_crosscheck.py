@@ -16,6 +16,7 @@ Run with the venv that scripts/attnlab.sh makes (--system-site-packages on Debia
    hidden states 1e-3.
 Usage: hf_crosscheck.py PATH/TO/attnlab-cli [MINILM_DIR]
 """
+import copy
 import json
 import os
 import shutil
@@ -224,6 +225,49 @@ def compare_model(name, folder, model, tok_encode, texts, pairs=(), hidden_tol=H
         fail(f"{name}: logits differ by {worst_l:.3e}")
 
 
+def check_analysis(name, folder, model, text, ids, types, pair=None):
+    """rollout and grad-attention (the predicted class's logit) against transformers' attentions and
+    their autograd gradients, float64 as the oracle (float32 PyTorch's own distance sets the bound)."""
+    T = len(ids)
+
+    def attentions(dtype, target=None):
+        m = copy.deepcopy(model).to(dtype).eval()
+        kwargs = {"input_ids": torch.tensor([ids]), "output_attentions": True}
+        if "token_type_ids" in m.forward.__code__.co_varnames:
+            kwargs["token_type_ids"] = torch.tensor([types])
+        out = m(**kwargs)
+        target = int(out.logits[0].argmax()) if target is None else target
+        grads = torch.autograd.grad(out.logits[0, target], out.attentions)
+        R = np.eye(T)
+        for a, g in zip(out.attentions, grads):
+            R = R + np.clip((g[0] * a[0]).double().detach().numpy(), 0, None).mean(0) @ R
+        roll = np.eye(T)
+        for a in out.attentions:
+            A = 0.5 * a[0].double().detach().numpy().mean(0) + 0.5 * np.eye(T)
+            roll = (A / A.sum(-1, keepdims=True)) @ roll
+        return R, roll, target
+
+    R, roll, target = attentions(torch.float64)
+    R32, _, _ = attentions(torch.float32, target)
+    extra = ["--pair", pair] if pair is not None else []
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.npy")
+        run(["analyze", "--model", folder, "--text", text, *extra, "--method", "grad-attention", "--target", str(target),
+             "--out", out])
+        got_r = np.load(out)
+        run(["analyze", "--model", folder, "--text", text, *extra, "--method", "rollout", "--out", out])
+        got_roll = np.load(out)
+    err, torch_err, roll_err = (float(np.abs(got_r - R).max()), float(np.abs(R32 - R).max()),
+                                float(np.abs(got_roll - roll).max()))
+    print(f"{name}: grad-attention max |diff| {err:.2e} (float32 PyTorch: {torch_err:.2e}), rollout {roll_err:.2e}")
+    if float(np.abs(R - np.eye(T)).max()) < 1e-4:
+        fail(f"{name}: grad-attention is the identity: the check would prove nothing")
+    if err > max(1e-5 * max(1.0, float(np.abs(R).max())), 4 * torch_err):
+        fail(f"{name}: grad-attention differs by {err:.3e}")
+    if roll_err > 1e-5:
+        fail(f"{name}: rollout differs by {roll_err:.3e}")
+
+
 def bert_config(vocab, **kw):
     base = dict(vocab_size=vocab, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
                 max_position_embeddings=64, type_vocab_size=2, attn_implementation="eager")
@@ -266,6 +310,8 @@ def main():
                                                                 label2id={"neg": 0, "neu": 1, "pos": 2})))
         m.save_pretrained(d, safe_serialization=True)
         compare_model("BertForSequenceClassification (gelu_new)", d, m, enc, texts, pairs)
+        a, b = pairs[0]
+        check_analysis("BertForSequenceClassification, a pair", d, m, a, *enc(a, b), pair=b)
 
         d = os.path.join(root, "bert-mlm")
         shutil.copytree(wp, d)
@@ -311,6 +357,7 @@ def main():
         m.save_pretrained(d, safe_serialization=True)
         compare_model("DistilBertForSequenceClassification (sinusoidal)", d, m,
                       lambda t, p=None: (enc(t, p)[0], [0] * len(enc(t, p)[0])), texts[:3])
+        check_analysis("DistilBertForSequenceClassification", d, m, texts[1], enc(texts[1])[0], [0] * len(enc(texts[1])[0]))
 
         # vocab.txt + tokenizer_config.json only: transformers' BertTokenizerFast
         vt = os.path.join(root, "bert-vocab-txt")
