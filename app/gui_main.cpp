@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
                "NAME"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
+  p.addOption({"heads", "What the Heads and Head tabs draw: attention (default) or value-weighted.", "WHAT"});
   p.addOption({"ablate", "Ablate heads L:H[,L:H]... (their probabilities times 0), as the Importance tab does.", "LIST"});
   p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
   p.addOption({"method",
@@ -146,6 +147,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attnlab: --compare-model: %s\n", ex.what());
     return 2;
   }
+  if (p.isSet("heads")) {
+    try {
+      e->setHeadWeighting(p.value("heads"));
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "attnlab: --%s\n", ex.what());
+      return 2;
+    }
+  }
   if (p.isSet("ablate")) {
     try {
       for (const auto& [l, h] : attnlab::parse_ablate(p.value("ablate").toStdString(), e->model()->config))
@@ -196,6 +205,7 @@ int main(int argc, char** argv) {
       e->waitForLens();  // the Logit lens and Importance tabs fill in the background
       e->waitForImportance();
       e->methodsView()->wait();
+      e->waitForValueNorm();
       QApplication::processEvents();
       const bool ok = w.grab().save(file);
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));

@@ -330,3 +330,34 @@ TEST_CASE("compare: A - B for another text or another model, diverging around 0,
   CHECK(m->statusText().contains("B has 3 tokens and A 6"));
   CHECK(m->view()->data().empty());
 }
+
+TEST_CASE("heads show value-weighted attention: every head's map is the engine's norm-based attention", "[ui][analysis]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setMaskArgs({"causal"});
+  e->setText("abcdefg");
+  e->flush();
+  e->setHeadWeighting("value-weighted");
+  e->waitForValueNorm();
+  ForwardRequest req;
+  req.ids = e->result()->ids;
+  req.mask.causal = true;
+  const Tensor vn = value_norm_attention(*e->model(), *make_backend("cpu"), req);
+  const int T = static_cast<int>(req.ids.size()), H = e->headCount();
+  e->setLayer(1);
+  for (int h = 0; h < H; ++h) {
+    const HeatmapData& d = e->headView(h)->data();
+    REQUIRE(d.rows == T);
+    double worst = 0;
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j)
+        worst = std::max(worst, static_cast<double>(std::fabs(d.value(i, j) - vn.data[((static_cast<size_t>(1) * H + h) * T + i) * T + j])));
+    CHECK(worst < 1e-6);
+    CHECK(d.is_blocked(0, 1));  // the causal mask still shows as blocked
+  }
+  CHECK_THROWS_WITH(e->setHeadWeighting("nope"), Catch::Contains("attention or value-weighted"));
+  e->setHeadWeighting("attention");
+  CHECK(e->headView(0)->data().value(1, 0) == e->result()->attention[1].data[static_cast<size_t>(1 * T + 0)]);
+}

@@ -252,6 +252,13 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   lbar->addWidget(layer_slider_, 1);
   lbar->addWidget(next);
   lbar->addWidget(layer_label_);
+  weighting_ = new QComboBox(right);
+  weighting_->setObjectName("headWeighting");
+  weighting_->addItems({"attention", "value-weighted"});
+  weighting_->setToolTip("What the Heads and Head tabs draw: the attention weights, or each weight times the size of "
+                         "what its key sends through the head's value and output projections (Kobayashi et al. 2020)");
+  lbar->addWidget(new QLabel("heads show:", right));
+  lbar->addWidget(weighting_);
   rv->addLayout(lbar);
   tabs_ = new QTabWidget(right);
   heads_page_ = new QWidget;
@@ -400,6 +407,10 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
     big_->setAnnotate(on);
   });
   connect(layer_slider_, &QSlider::valueChanged, this, &ExploreView::setLayer);
+  connect(weighting_, &QComboBox::currentIndexChanged, this, [this] {
+    if (valueWeighted() && !vn_) startValueNorm();
+    render();
+  });
   connect(prev, &QPushButton::clicked, this, [this] { setLayer(layer_ - 1); });
   connect(next, &QPushButton::clicked, this, [this] { setLayer(layer_ + 1); });
   new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_PageUp), this, [this] { setLayer(layer_ - 1); });
@@ -431,6 +442,8 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
 
 // The controller stops its runner first, so no result reaches the half-destroyed window.
 ExploreView::~ExploreView() {
+  if (vn_cancel_) vn_cancel_->store(true);
+  if (vn_thread_.joinable()) vn_thread_.join();
   if (lens_cancel_) lens_cancel_->store(true);
   if (lens_thread_.joinable()) lens_thread_.join();
   if (imp_cancel_) imp_cancel_->store(true);
@@ -651,8 +664,8 @@ void ExploreView::setLayer(int layer) {
 // layer's, or 1.
 float ExploreView::colourTop() const {
   const QString mode = scale_mode_->currentText();
-  if (mode == "shared 0-1") return 1.0f;
-  if (mode != "per layer") return 0.0f;
+  if (mode == "shared 0-1" && !valueWeighted()) return 1.0f;  // norms have no 1: per layer instead
+  if (mode != "per layer" && mode != "shared 0-1") return 0.0f;
   float top = 0;
   for (HeatmapView* h : heads_) top = std::max(top, h->data().vmax);
   return top > 0 ? top : 1.0f;
@@ -798,17 +811,13 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
 void ExploreView::onResult(const ForwardOutcome& out) {
   result_ = out.result;
   {  // the analysis page computes from the same input, at full token resolution
-    ForwardRequest req;
-    req.ids = controller_->prepared().ids;
-    req.token_types = controller_->prepared().token_types;
-    req.mask = currentMask();
-    req.ablate = {ablated_.begin(), ablated_.end()};
-    if (result_->is_cross()) req.cross_ids = controller_->preparedCross().ids;
     QStringList labels;
     for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
-    methods_->setInput(req, labels, text_->text());
+    methods_->setInput(analysisRequest(), labels, text_->text());
     methods_->setResult(result_);
   }
+  vn_.reset();  // value-weighted maps are of the previous input
+  if (valueWeighted()) startValueNorm();
   grids_ = out.heads;
   patterns_ = out.patterns;
   mask_grid_ = out.mask;
@@ -857,7 +866,7 @@ void ExploreView::render() {
   const ForwardResult& r = *result_;
   const int H = static_cast<int>(heads_.size());
   for (int h = 0; h < H; ++h) {
-    HeatmapData d = grids_[static_cast<size_t>(layer_ * H + h)];
+    HeatmapData d = headData(layer_, h, 0);
     d.row_labels = row_labels_;
     d.col_labels = col_labels_;
     d.title = headTitle(layer_, h, false);
@@ -1156,6 +1165,18 @@ void ExploreView::computeImportance() {
 
 bool ExploreView::importanceRunning() const { return imp_progress_->isVisible(); }
 
+void ExploreView::setHeadWeighting(const QString& name) {
+  const int i = weighting_->findText(name);
+  if (i < 0) throw Error("heads show: \"" + name.toStdString() + "\" (attention or value-weighted)");
+  weighting_->setCurrentIndex(i);
+}
+
+void ExploreView::waitForValueNorm() {
+  flush();
+  if (vn_thread_.joinable()) vn_thread_.join();
+  QCoreApplication::processEvents();
+}
+
 void ExploreView::waitForImportance() {
   if (imp_thread_.joinable()) imp_thread_.join();
   QCoreApplication::processEvents();
@@ -1180,10 +1201,74 @@ void ExploreView::selectTokens(const std::vector<int>& positions) {
   token_view_->selectionModel()->select(sel, QItemSelectionModel::ClearAndSelect);
 }
 
+ForwardRequest ExploreView::analysisRequest() const {
+  ForwardRequest req;
+  req.ids = controller_->prepared().ids;
+  req.token_types = controller_->prepared().token_types;
+  req.mask = currentMask();
+  req.ablate = {ablated_.begin(), ablated_.end()};
+  if (result_ && result_->is_cross()) req.cross_ids = controller_->preparedCross().ids;
+  return req;
+}
+
+bool ExploreView::valueWeighted() const { return weighting_->currentIndex() == 1; }
+
+// Norm-based attention for the Heads and Head tabs, in the background (a forward's worth of work).
+void ExploreView::startValueNorm() {
+  if (vn_cancel_) vn_cancel_->store(true);
+  if (vn_thread_.joinable()) vn_thread_.join();
+  if (!model_ || !result_) return;
+  ForwardRequest req = analysisRequest();
+  if (req.ids.empty()) return;
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  vn_cancel_ = cancel;
+  req.cancel = cancel.get();
+  const int generation = ++vn_generation_;
+  std::shared_ptr<const Model> model = model_;
+  QPointer<ExploreView> self(this);
+  vn_thread_ = std::thread([self, model, req, cancel, generation] {
+    std::shared_ptr<const Tensor> vn;
+    QString error;
+    try {
+      auto backend = make_backend("cpu");
+      vn = std::make_shared<const Tensor>(value_norm_attention(*model, *backend, req));
+    } catch (const Cancelled&) {
+      return;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    QMetaObject::invokeMethod(qApp, [self, model, vn, error, generation] {
+      if (!self || generation != self->vn_generation_ || self->model_ != model) return;
+      self->vn_ = vn;
+      if (!vn) emit self->status("value-weighted attention: " + error);
+      self->render();
+    }, Qt::QueuedConnection);
+  });
+}
+
+// Head h of the current layer as the Heads and Head tabs draw it: the attention grid the worker
+// built, or its value-weighted counterpart when that is chosen and computed for this input.
+HeatmapData ExploreView::headData(int layer, int head, int max_cells) const {
+  const int H = static_cast<int>(heads_.size());
+  HeatmapData d = max_cells > 0 ? head_heatmap(result_, layer, head, max_cells) : grids_[static_cast<size_t>(layer * H + head)];
+  const int T = static_cast<int>(result_->ids.size());
+  if (valueWeighted() && vn_ && !result_->is_cross() && vn_->dim(2) == T && vn_->dim(0) > layer && vn_->dim(1) > head) {
+    const size_t TT = static_cast<size_t>(T) * T;
+    const float* src = vn_->ptr() + (static_cast<size_t>(layer) * vn_->dim(1) + head) * TT;
+    std::vector<uint8_t> blocked(TT, 0);
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) blocked[static_cast<size_t>(i) * T + j] = result_->mask.is_blocked(head, i, j);
+    d = owned_heatmap(std::vector<float>(src, src + TT), std::move(blocked), T, T, max_cells > 0 ? max_cells : ForwardJob{}.display_cells);
+  }
+  return d;
+}
+
 QString ExploreView::headTitle(int layer, int head, bool with_layer) const {
   QString t = with_layer ? QString("layer %1, head %2").arg(layer).arg(head) : QString("head %1").arg(head);
   // the pattern badge (Clark et al. 2019): what the head mostly attends to, when one thing dominates
-  if (static_cast<size_t>(layer) < patterns_.size() && static_cast<size_t>(head) < patterns_[static_cast<size_t>(layer)].size()) {
+  // (badges describe the raw attention: none over value-weighted maps)
+  if (!valueWeighted() && static_cast<size_t>(layer) < patterns_.size() &&
+      static_cast<size_t>(head) < patterns_[static_cast<size_t>(layer)].size()) {
     const std::string& label = patterns_[static_cast<size_t>(layer)][static_cast<size_t>(head)].label;
     QString badge = QString::fromStdString(label);
     if (label == "sep") badge = "[SEP]";
@@ -1211,7 +1296,7 @@ void ExploreView::openHead(int layer, int head) {
   big_head_ = head;
   if (!result_) return;
   // Full resolution up to 1024 cells per axis; built here, on demand, for the one head shown.
-  HeatmapData d = head_heatmap(result_, layer, head, 1024);
+  HeatmapData d = headData(layer, head, 1024);
   d.row_labels = row_labels_;
   d.col_labels = col_labels_;
   d.title = headTitle(layer, head, true);

@@ -96,6 +96,9 @@ class ExploreView : public QWidget {
   bool importanceRunning() const;  // a computation in flight (its progress bar shown)
   // The "Beyond attention" page: rollout, relevance, value-weighted, averaged attention.
   MethodsView* methodsView() const { return methods_; }
+  // Heads and Head tabs: "attention" (default) or "value-weighted" (Kobayashi et al. 2020).
+  void setHeadWeighting(const QString& name);
+  void waitForValueNorm();  // blocks until the value-weighted maps of the shown input are drawn
   // Selects token positions in the token strip (as clicking them would); Error for one past the end.
   void selectTokens(const std::vector<int>& positions);
 
@@ -139,7 +142,11 @@ class ExploreView : public QWidget {
   void renderPrediction();
   void startLens();
   void applyAblation();
-  QString headTitle(int layer, int head, bool with_layer) const;  // "head 3 · prev", "(ablated)"
+  QString headTitle(int layer, int head, bool with_layer) const;
+  ForwardRequest analysisRequest() const;  // the input as the analysis methods read it
+  bool valueWeighted() const;
+  void startValueNorm();
+  HeatmapData headData(int layer, int head, int max_cells) const;  // max_cells 0: the worker's grid  // "head 3 · prev", "(ablated)"
 
   std::shared_ptr<const Model> model_;
   ExploreController* controller_;
@@ -215,6 +222,12 @@ class ExploreView : public QWidget {
   int imp_generation_ = 0;
   std::shared_ptr<Tensor> imp_values_;  // [layers, heads] shown, for export
   MethodsView* methods_;
+  // "heads show: value-weighted": norm-based attention of the shown input, computed in the background
+  QComboBox* weighting_;
+  std::shared_ptr<const Tensor> vn_;
+  std::thread vn_thread_;
+  std::shared_ptr<std::atomic<bool>> vn_cancel_;
+  int vn_generation_ = 0;
 };
 
 }  // namespace attnlab
