@@ -278,7 +278,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     if (!a.has("--json")) {
       std::cout << "p(target) with the head ablated subtracted from p(target): rows = layers, columns = heads\n";
       for (const auto& row : rows) {
-        for (float v : row) std::printf(" %+.4f", v);
+        for (float v : row) std::printf(" %+10.3g", v);  // confident models: tiny drops
         std::printf("\n");
       }
     }
@@ -294,8 +294,9 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
         heads.push_back({{"prev", p.prev}, {"next", p.next}, {"self", p.self}, {"first", p.first}, {"sep", p.sep},
                          {"punct", p.punct}, {"entropy", p.entropy}, {"label", p.label}});
         if (!a.has("--json"))
-          std::printf("layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f %s\n",
-                      l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.c_str());
+          std::printf("layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f%s%s\n",
+                      l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.empty() ? "" : "  pattern: ",
+                      p.label.c_str());
       }
       layers.push_back(heads);
     }
@@ -333,7 +334,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
         std::cout << pos << pad(labels[static_cast<size_t>(t)], 10);
         for (int l = 0; l < L; ++l) {
           const size_t k = static_cast<size_t>(l * T + t);
-          std::snprintf(prob, sizeof prob, " %.2f", lens.top_prob[k]);
+          std::snprintf(prob, sizeof prob, " %.3g", lens.top_prob[k]);
           std::cout << " | " << pad(model.readable_token(lens.top_id[k]), 12) << prob;
         }
         std::cout << "\n";

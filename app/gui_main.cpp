@@ -18,17 +18,8 @@
 #include "ui/tour.h"
 #include "ui/train_view.h"
 
-int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setApplicationName("attnlab");
-  QApplication::setApplicationVersion(ATTNLAB_VERSION);
-  QApplication::setOrganizationName("attnlab");
-  QGuiApplication::setDesktopFileName("io.github.attnlab.attnlab");  // the menu entry this window belongs to
-  {  // the installed icon (hicolor theme), else the one installed next to the binary's share/
-    const QString beside = QCoreApplication::applicationDirPath() + "/../share/icons/hicolor/256x256/apps/attnlab.png";
-    QApplication::setWindowIcon(QIcon::fromTheme("attnlab", QIcon(beside)));
-  }
-  QCommandLineParser p;
+// The command line, for the window and for --help / --version (which need no display).
+void add_options(QCommandLineParser& p) {
   p.setApplicationDescription("attnlab: see how transformer attention works");
   p.addHelpOption();
   p.addVersionOption();
@@ -61,6 +52,31 @@ int main(int argc, char** argv) {
   p.addOption({"no-settings", "Neither read nor write saved settings."});
   p.addOption({"type-text", "Benchmark: type TEXT into the text box one key at a time, then exit.", "TEXT"});
   p.addOption({"type-interval", "Milliseconds between simulated keystrokes (default 80).", "MS"});
+}
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {  // --help and --version print without a display
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "--help-all" || arg == "--version" || arg == "-v") {
+      QCoreApplication core(argc, argv);
+      QCoreApplication::setApplicationName("attnlab");
+      QCoreApplication::setApplicationVersion(ATTNLAB_VERSION);
+      QCommandLineParser p;
+      add_options(p);
+      p.process(core);  // prints and exits
+    }
+  }
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("attnlab");
+  QApplication::setApplicationVersion(ATTNLAB_VERSION);
+  QApplication::setOrganizationName("attnlab");
+  QGuiApplication::setDesktopFileName("io.github.attnlab.attnlab");  // the menu entry this window belongs to
+  {  // the installed icon (hicolor theme), else the one installed next to the binary's share/
+    const QString beside = QCoreApplication::applicationDirPath() + "/../share/icons/hicolor/256x256/apps/attnlab.png";
+    QApplication::setWindowIcon(QIcon::fromTheme("attnlab", QIcon(beside)));
+  }
+  QCommandLineParser p;
+  add_options(p);
   p.process(app);
 
   attnlab::MainWindow w;
@@ -116,9 +132,22 @@ int main(int argc, char** argv) {
   }
   w.show();
   e->flush();
-  if (p.isSet("layer")) e->setLayer(p.value("layer").toInt());
+  if (p.isSet("layer")) {
+    bool ok = false;
+    const int layer = p.value("layer").toInt(&ok);
+    const int L = e->model() ? e->model()->config.num_layers : 0;
+    if (!ok || layer < 0 || layer >= L) {
+      std::fprintf(stderr, "attnlab: --layer: no layer %s (the model has layers 0-%d)\n", qPrintable(p.value("layer")), L - 1);
+      return 2;
+    }
+    e->setLayer(layer);
+  }
   QString tab = p.value("tab");
   if (tab == "logit-lens") tab = "lens";  // the CLI's method name
+  if (tab == "lens" && e->model() && !e->model()->config.lm_head) {
+    std::fprintf(stderr, "attnlab: --tab lens: the logit lens reads a language model's LM head; this model has none\n");
+    return 2;
+  }
   if (!tab.isEmpty() && tab != "train" && !e->showPage(tab)) {
     std::fprintf(stderr,
                  "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, methods, train)\n",
@@ -126,7 +155,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (tab == "importance") e->computeImportance();
-  if (p.isSet("method")) {
+  if (p.isSet("select")) {
+    std::vector<int> positions;
+    for (const QString& t : p.value("select").split(',', Qt::SkipEmptyParts)) {
+      bool ok = false;
+      positions.push_back(t.trimmed().toInt(&ok));
+      if (!ok) {
+        std::fprintf(stderr, "attnlab: --select: \"%s\" is not a token position\n", qPrintable(t));
+        return 2;
+      }
+    }
+    try {
+      e->selectTokens(positions);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "attnlab: %s\n", ex.what());
+      return 2;
+    }
+  }  if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
     static const QStringList kMethods = {"rollout",     "relevance",         "value-norm", "mean-heads",
                                          "mean-layers", "selected-queries", "selected-keys", "compare"};
     const QString name = p.value("method") == "grad-attention" ? "relevance" : p.value("method");  // the CLI's name
@@ -161,27 +206,11 @@ int main(int argc, char** argv) {
         e->setAblated(l, h, true);
       e->flush();
     } catch (const std::exception& ex) {
-      std::fprintf(stderr, "attnlab: --ablate: %s\n", ex.what());
-      return 2;
-    }
-  }
-  if (p.isSet("select")) {
-    std::vector<int> positions;
-    for (const QString& t : p.value("select").split(',', Qt::SkipEmptyParts)) {
-      bool ok = false;
-      positions.push_back(t.trimmed().toInt(&ok));
-      if (!ok) {
-        std::fprintf(stderr, "attnlab: --select: \"%s\" is not a token position\n", qPrintable(t));
-        return 2;
-      }
-    }
-    try {
-      e->selectTokens(positions);
-    } catch (const std::exception& ex) {
       std::fprintf(stderr, "attnlab: %s\n", ex.what());
       return 2;
     }
   }
+
   if (p.isSet("tour-step")) {
     if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1, w.shippedModels())) {
       std::fprintf(stderr, "attnlab: --tour-step: no step %s (1-%zu)\n", qPrintable(p.value("tour-step")),

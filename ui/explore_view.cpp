@@ -264,6 +264,11 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   heads_page_ = new QWidget;
   heads_grid_ = new QGridLayout(heads_page_);
   heads_grid_->setSpacing(4);
+  heads_page_->setToolTip(
+      "Every head of the layer. A badge after a head's name says what it mostly attends to (Clark et al. 2019), when "
+      "one thing takes more than half its attention on average: prev / next (the neighbouring token), self, first "
+      "(or [CLS]), [SEP], punct; broad: spread almost evenly. Double-click a head to enlarge it; right-click to "
+      "ablate it.");
   tabs_->addTab(heads_page_, "Heads");
   overview_page_ = new QWidget;
   overview_grid_ = new QGridLayout(overview_page_);
@@ -375,7 +380,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   });
   connect(imp_table_, &QTableWidget::cellClicked, this, [this](int row, int col) {
     if (!model_) return;
-    const int l = model_->config.num_layers - 1 - row;  // the last layer on top
+    const int l = row;  // layer 0 first, as in All layers and the CLI
     setAblated(l, col, !isAblated(l, col));
   });
   connect(line_head_, &QComboBox::currentIndexChanged, this, [this](int i) { lines_->setHead(i - 1); });
@@ -1051,7 +1056,7 @@ void ExploreView::setAblated(int layer, int head, bool ablated) {
     ablated_.erase({layer, head});
   applyAblation();
   // the importance table marks ablated heads with a frame of text
-  const int row = model_->config.num_layers - 1 - layer;
+  const int row = layer;
   if (QTableWidgetItem* it = imp_table_->item(row, head)) {
     QFont f = it->font();
     f.setStrikeOut(ablated);
@@ -1119,7 +1124,7 @@ void ExploreView::computeImportance() {
       t->setRowCount(L);
       t->setColumnCount(H);
       QStringList rows, cols;
-      for (int l = L - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
+      for (int l = 0; l < L; ++l) rows << QString("layer %1").arg(l);
       for (int h = 0; h < H; ++h) cols << QString("head %1").arg(h);
       t->setVerticalHeaderLabels(rows);
       t->setHorizontalHeaderLabels(cols);
@@ -1141,7 +1146,7 @@ void ExploreView::computeImportance() {
                                .arg(l)
                                .arg(h)
                                .arg(v, 0, 'f', 4));
-          t->setItem(L - 1 - l, h, item);
+          t->setItem(l, h, item);
         }
       QString status =
           QString("p(prediction) minus p(prediction) with the head ablated (Michel et al. 2019): red, the head "
@@ -1330,7 +1335,7 @@ bool ExploreView::showPage(const QString& name) {
                   : name == "lens"   ? lens_page_
                   : name == "importance" ? imp_page_
                                      : nullptr;
-  if (!page) return false;
+  if (!page || !tabs_->isTabVisible(tabs_->indexOf(page))) return false;  // the lens: language models only
   tabs_->setCurrentWidget(page);
   return true;
 }

@@ -227,7 +227,13 @@ void HeatmapView::rebuild() {
     scale_->axis()->setTickLabels(bar >= 36);  // a bar too short for two labels a line apart: none
     // The steps this size needs, found against the axis rect the labels really leave: lay out
     // with a guess, measure the pitch, thin further while labels would be closer than a line.
-    const double line = QFontMetrics(plot_->xAxis->tickLabelFont()).height() + 2;
+    // Grid cells (a few hundred pixels) label in a smaller font before thinning: every one of a
+    // short sentence's tokens stays named in the heads grid at 1280x720.
+    QFont tick_font = font();
+    if (plot_->height() < 300 || plot_->width() < 300) tick_font.setPointSizeF(std::min(tick_font.pointSizeF(), 7.5));
+    plot_->xAxis->setTickLabelFont(tick_font);
+    plot_->yAxis->setTickLabelFont(tick_font);
+    const double line = QFontMetrics(tick_font).height() + 1;
     // The same size, grid and labels as last time (a layer switch, a new colour map): the same
     // steps, without laying out again.
     const bool same = plot_->size() == steps_plot_size_ && r == steps_rows_ && c == steps_cols_ &&

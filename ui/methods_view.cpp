@@ -293,7 +293,8 @@ void MethodsView::start() {
   cancel_ = cancel;
   const int generation = ++generation_;
   const int m = method();
-  status_->setText(describe(m, "the prediction") + "<br>Computing...");
+  const QString pending = m == Compare ? QString("B") : QString("the prediction");
+  status_->setText(describe(m, pending) + "<br>Computing...");
   ForwardRequest req = request_;
   req.cancel = cancel.get();
   std::shared_ptr<const Model> model = model_;
@@ -376,7 +377,8 @@ void MethodsView::start() {
       if (!maps) {
         self->view_->setData({});
         self->shown_.reset();
-        self->status_->setText(describe(m, "the prediction") + "<br><b>Not available:</b> " + error.toHtmlEscaped());
+        self->status_->setText(describe(m, m == Compare ? QString("B") : QString("the prediction")) +
+                               "<br><b>Not available:</b> " + error.toHtmlEscaped());
         return;
       }
       self->show();
