@@ -130,7 +130,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
   plot.plotLayout()->addElement(1, 0, grid);
   auto* scale = new QCPColorScale(&plot);
   scale->setType(QCPAxis::atRight);
-  scale->axis()->setLabel("probability");
+  scale->axis()->setLabel(spec.value_label);
   plot.plotLayout()->addElement(1, 1, scale);
   auto* margins = new QCPMarginGroup(&plot);
   scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
@@ -173,7 +173,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     rect->axis(QCPAxis::atTop)->setVisible(true);
     rect->axis(QCPAxis::atTop)->setTicks(false);
     rect->axis(QCPAxis::atTop)->setTickLabels(false);
-    rect->axis(QCPAxis::atTop)->setLabel(QString("layer %1, head %2").arg(p.layer).arg(p.head));
+    // one panel: the figure's title names it (and analysis maps have no layer or head of their own)
+    if (panels.size() > 1) rect->axis(QCPAxis::atTop)->setLabel(QString("layer %1, head %2").arg(p.layer).arg(p.head));
     QCPAxis* x = rect->axis(QCPAxis::atBottom);
     QCPAxis* y = rect->axis(QCPAxis::atLeft);
     y->setRangeReversed(true);
@@ -182,8 +183,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     x->setTickLabelRotation(60);
     x->setTickLabelFont(QFont("DejaVu Sans", 7));
     y->setTickLabelFont(QFont("DejaVu Sans", 7));
-    x->setLabel("key");
-    y->setLabel("query");
+    x->setLabel(spec.col_axis);
+    y->setLabel(spec.row_axis);
     auto* map = new QCPColorMap(x, y);
     map->setInterpolate(false);
     map->setTightBoundary(false);
@@ -196,8 +197,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     if (pooled.row_factor > 1 || pooled.col_factor > 1) {
       x->setTicker(pooled_ticker(kt, dc, pooled.col_factor));
       y->setTicker(pooled_ticker(qt, dr, pooled.row_factor));
-      if (pooled.col_factor > 1) x->setLabel(QString("key (max of %1 per cell)").arg(pooled.col_factor));
-      if (pooled.row_factor > 1) y->setLabel(QString("query (max of %1 per cell)").arg(pooled.row_factor));
+      if (pooled.col_factor > 1) x->setLabel(QString("%1 (max of %2 per cell)").arg(spec.col_axis).arg(pooled.col_factor));
+      if (pooled.row_factor > 1) y->setLabel(QString("%1 (max of %2 per cell)").arg(spec.row_axis).arg(pooled.row_factor));
     }
     x->setRange(-0.5, dc - 0.5);
     y->setRange(-0.5, dr - 0.5);

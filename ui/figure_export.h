@@ -21,7 +21,9 @@ struct ExportSpec {
   bool annotate = false;
   bool unit_range = false;  // colour bar 0-1; else 0 to the largest value of the exported panels
   QString note;             // appended to the title in parentheses (what the figure's tokens are)
-  bool diverging = false;   // signed values (a difference): blue-white-red centred on 0, -max|v| to +max|v|
+  bool diverging = false;
+  QString row_axis = "query", col_axis = "key";  // axis titles (analysis maps: "head", ...)
+  QString value_label = "probability";             // the colour bar's title   // signed values (a difference): blue-white-red centred on 0, -max|v| to +max|v|
 };
 
 // The note for a token view: "word pieces merged; [CLS] / [SEP] hidden, rows sum to < 1".

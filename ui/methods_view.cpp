@@ -481,6 +481,14 @@ void MethodsView::exportTo(const QString& path, int dpi) {
   spec.colormap = colormap_;
   spec.title = selectionMethod() ? export_title_ : title();
   spec.diverging = !selectionMethod() && maps_method_ == Compare;
+  static const char* kValue[] = {"rollout", "relevance", "norm-weighted attention", "mean probability",
+                                 "mean probability", "", "", "difference (A - B)"};
+  spec.value_label = selectionMethod() ? (agg_box_->currentIndex() == 1 ? "mean probability" : "summed probability")
+                                       : kValue[std::clamp(maps_method_, 0, 7)];
+  if (selectionMethod()) {
+    spec.row_axis = "head";
+    spec.col_axis = method() == SelectedQueries ? "key" : "query";
+  }
   export_attention(*shown_, spec, path);
 }
 
