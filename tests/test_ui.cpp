@@ -1049,6 +1049,25 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
   CHECK_FALSE(e->lensTable()->parentWidget()->isEnabled());
 }
 
+TEST_CASE("the mask editor shows what the other masks block, beside the painted cells", "[ui][masks]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setMaskArgs({"causal"});
+  e->setText("abcde");
+  e->flush();
+  REQUIRE(e->showPage("mask"));
+  const auto& others = e->maskEditor()->others();
+  REQUIRE(others.size() == 25u);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) CHECK(others[static_cast<size_t>(i * 5 + j)] == (j > i ? 1 : 0));
+  CHECK(e->maskEditor()->isEmpty());  // shown, not painted: the custom mask stays empty
+  e->setMaskArgs({});
+  e->flush();
+  for (uint8_t v : e->maskEditor()->others()) CHECK(v == 0);
+}
+
 TEST_CASE("the tour: every step opens its state, and Help > Tour walks through them", "[ui][tour]") {
   MainWindow w;
   w.useModel(test_model(), "test");

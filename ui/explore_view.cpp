@@ -424,6 +424,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
     if (tabs_->currentWidget() == lens_page_ && lens_dirty_) startLens();
     if (tabs_->currentWidget() == scroll && overview_dirty_) renderOverview();
     if (tabs_->currentWidget() == head_page_) openHead(layer_, big_head_);
+    if (tabs_->currentWidget() == editor_) showOtherMasks();
   });
   overview_tab_ = scroll;
   controller_->setMaskProvider([this] { return currentMask(); });
@@ -821,6 +822,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     methods_->setInput(analysisRequest(), labels, text_->text());
     methods_->setResult(result_);
   }
+  if (tabs_->currentWidget() == editor_) showOtherMasks();
   vn_.reset();  // value-weighted maps are of the previous input
   if (valueWeighted()) startValueNorm();
   grids_ = out.heads;
@@ -1214,6 +1216,21 @@ ForwardRequest ExploreView::analysisRequest() const {
   req.ablate = {ablated_.begin(), ablated_.end()};
   if (result_ && result_->is_cross()) req.cross_ids = controller_->preparedCross().ids;
   return req;
+}
+
+// The mask editor shows what the other masks (and the model's own) block, so that painting is seen
+// combined with them (article 003, 2.3-2.4).
+void ExploreView::showOtherMasks() {
+  if (!model_ || !result_ || result_->is_cross() || controller_->prepared().ids.empty()) return editor_->setOthers({});
+  ForwardRequest req = analysisRequest();
+  req.mask.custom.reset();
+  const AttnMask m = self_attention_mask(*model_, req);
+  if (m.T != editor_->rows() || m.S != editor_->cols()) return editor_->setOthers({});
+  std::vector<uint8_t> blocked(static_cast<size_t>(m.T) * m.S, 0);
+  const int head = std::max(0, editor_->targetHead());
+  for (int i = 0; i < m.T; ++i)
+    for (int j = 0; j < m.S; ++j) blocked[static_cast<size_t>(i) * m.S + j] = m.is_blocked(head, i, j);
+  editor_->setOthers(std::move(blocked));
 }
 
 bool ExploreView::valueWeighted() const { return weighting_->currentIndex() == 1; }

@@ -143,7 +143,8 @@ class ExploreView : public QWidget {
   void startLens();
   void applyAblation();
   QString headTitle(int layer, int head, bool with_layer) const;
-  ForwardRequest analysisRequest() const;  // the input as the analysis methods read it
+  ForwardRequest analysisRequest() const;
+  void showOtherMasks();  // the input as the analysis methods read it
   bool valueWeighted() const;
   void startValueNorm();
   HeatmapData headData(int layer, int head, int max_cells) const;  // max_cells 0: the worker's grid  // "head 3 · prev", "(ablated)"

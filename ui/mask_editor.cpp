@@ -21,6 +21,12 @@
 
 namespace attnlab {
 
+namespace {
+// cells blocked by the masks outside the editor (causal, padding, window, the model's own): the
+// editor shows them so that "combined" can be seen, but they are not the painted mask's
+const QColor kOthersColor(0x9e, 0x9e, 0xb8);
+}  // namespace
+
 // One undoable change: the planes before and after (masks are small: T, S <= max_len).
 class MaskEdit : public QUndoCommand {
  public:
@@ -107,10 +113,16 @@ class MaskGrid : public QWidget {
     const int head = e_->target_ < 0 ? 0 : e_->target_;
     if (image_.isNull() || image_.width() != e_->S_ || image_.height() != e_->T_) {
       image_ = QImage(e_->S_, e_->T_, QImage::Format_RGB32);
-      const QRgb blocked = blocked_color("viridis").rgb(), visible = QColor(0x21, 0x91, 0x8c).rgb();
+      const QRgb blocked = blocked_color("viridis").rgb(), visible = QColor(0x21, 0x91, 0x8c).rgb(),
+                 others = kOthersColor.rgb();
+      const std::vector<uint8_t>& o = e_->others_;
+      const bool with_others = o.size() == static_cast<size_t>(e_->T_) * e_->S_;
       for (int i = 0; i < e_->T_; ++i) {
         auto* line = reinterpret_cast<QRgb*>(image_.scanLine(i));
-        for (int j = 0; j < e_->S_; ++j) line[j] = e_->blocked(head, i, j) ? blocked : visible;
+        for (int j = 0; j < e_->S_; ++j)
+          line[j] = e_->blocked(head, i, j)                                    ? blocked
+                    : with_others && o[static_cast<size_t>(i) * e_->S_ + j] ? others
+                                                                             : visible;
       }
     }
     return image_;
@@ -262,16 +274,21 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
                                                     zoom_in, fit})
     bar->addWidget(w);
   bar->addStretch();
-  // legend: the heatmaps' colours for visible and blocked
+  // legend (a row of its own: the toolbar stays narrow enough for 1280x720): the heatmaps'
+  // colours for visible and blocked, and the other masks' cells
+  auto* legend = new QHBoxLayout;
   for (const auto& [colour, text] : {std::pair<QColor, QString>{QColor(0x21, 0x91, 0x8c), "visible"},
-                                     std::pair<QColor, QString>{blocked_color("viridis"), "blocked"}}) {
+                                     std::pair<QColor, QString>{blocked_color("viridis"), "blocked"},
+                                     std::pair<QColor, QString>{kOthersColor, "blocked by the other masks"}}) {
     auto* swatch = new QLabel(this);
     swatch->setFixedSize(14, 14);
     swatch->setStyleSheet(QString("background: %1; border: 1px solid #777;").arg(colour.name()));
-    bar->addWidget(swatch);
-    bar->addWidget(new QLabel(text, this));
+    legend->addWidget(swatch);
+    legend->addWidget(new QLabel(text, this));
   }
+  legend->addStretch();
   layout->addLayout(bar);
+  layout->addLayout(legend);
   auto* scroll = new QScrollArea(this);
   scroll->setObjectName("maskScroll");
   scroll->setFrameShape(QFrame::NoFrame);
@@ -320,6 +337,13 @@ void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels
   undo_.clear();  // old edits refer to another shape
   grid_->invalidate();
   grid_->relayout();
+}
+
+void MaskEditor::setOthers(std::vector<uint8_t> blocked) {
+  if (blocked == others_) return;
+  others_ = std::move(blocked);
+  grid_->invalidate();
+  grid_->update();
 }
 
 void MaskEditor::setTargetHead(int head) {

@@ -25,6 +25,9 @@ class MaskEditor : public QWidget {
   int rows() const { return T_; }
   int cols() const { return S_; }
   int heads() const { return H_; }
+  // [T * S]: cells the other masks block (drawn in their own colour under the painted mask); empty: none.
+  void setOthers(std::vector<uint8_t> blocked);
+  const std::vector<uint8_t>& others() const { return others_; }
   // -1: edits apply to every head; else to that head only.
   void setTargetHead(int head);
   int targetHead() const { return target_; }
@@ -61,6 +64,7 @@ class MaskEditor : public QWidget {
 
   int T_ = 0, S_ = 0, H_ = 1, target_ = -1;
   Planes planes_;
+  std::vector<uint8_t> others_;
   QUndoStack undo_;
   MaskGrid* grid_;
   QComboBox* head_box_ = nullptr;
