@@ -292,11 +292,12 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       for (size_t h = 0; h < pats[l].size(); ++h) {
         const HeadPattern& p = pats[l][h];
         heads.push_back({{"prev", p.prev}, {"next", p.next}, {"self", p.self}, {"first", p.first}, {"sep", p.sep},
-                         {"punct", p.punct}, {"entropy", p.entropy}, {"label", p.label}});
+                         {"punct", p.punct}, {"entropy", p.entropy}, {"focus", p.focus}, {"focus_share", p.focus_share},
+                         {"label", p.label}});
         if (!a.has("--json"))
           std::printf("layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f%s%s\n",
                       l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.empty() ? "" : "  pattern: ",
-                      p.label.c_str());
+                      p.label == "token" ? ("-> " + labels[static_cast<size_t>(p.focus)]).c_str() : p.label.c_str());
       }
       layers.push_back(heads);
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/analysis/methods.h"
 #include "engine/input.h"
 #include "tests/test_util.h"
 
@@ -417,4 +418,29 @@ TEST_CASE("cpu-bf16 backend: probabilities near fp32 on awkward shapes, every ma
                     for (int l = 0; l < c.num_layers; ++l) CHECK(max_abs_diff(a.attention[l], b.attention[l]) < 2e-2);
                     check_prob_invariants(b);
                   });
+}
+
+TEST_CASE("head patterns: previous token, a particular token, broad, by their definitions", "[forward][analysis]") {
+  ForwardResult r;
+  const int T = 6;
+  r.ids.assign(T, 3);
+  r.tokens = {"the", "film", "was", "not", "very", "good"};
+  Tensor P({3, T, T});
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      P.data[static_cast<size_t>((0 * T + i) * T + j)] = (i == 0 ? j == 0 : j == i - 1) ? 1.0f : 0.0f;  // prev
+      P.data[static_cast<size_t>((1 * T + i) * T + j)] = j == 3 ? 0.8f : 0.04f;                         // "not"
+      P.data[static_cast<size_t>((2 * T + i) * T + j)] = 1.0f / T;                                      // uniform
+    }
+  r.attention.push_back(P);
+  const auto pats = head_patterns(r);
+  REQUIRE(pats.size() == 1);
+  REQUIRE(pats[0].size() == 3);
+  CHECK(pats[0][0].label == "prev");
+  CHECK(pats[0][0].prev == Approx(5.0 / 6));
+  CHECK(pats[0][1].label == "token");
+  CHECK(pats[0][1].focus == 3);
+  CHECK(pats[0][1].focus_share == Approx(0.8));
+  CHECK(pats[0][2].label == "broad");
+  CHECK(pats[0][2].entropy == Approx(std::log(6.0)));
 }

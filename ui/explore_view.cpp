@@ -267,7 +267,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   heads_page_->setToolTip(
       "Every head of the layer. A badge after a head's name says what it mostly attends to (Clark et al. 2019), when "
       "one thing takes more than half its attention on average: prev / next (the neighbouring token), self, first "
-      "(or [CLS]), [SEP], punct; broad: spread almost evenly. Double-click a head to enlarge it; right-click to "
+      "(or [CLS]), [SEP], punct, → a particular token; broad: spread almost evenly. Double-click a head to enlarge it; right-click to "
       "ablate it.");
   tabs_->addTab(heads_page_, "Heads");
   overview_page_ = new QWidget;
@@ -1292,8 +1292,10 @@ QString ExploreView::headTitle(int layer, int head, bool with_layer) const {
   if (!valueWeighted() && static_cast<size_t>(layer) < patterns_.size() &&
       static_cast<size_t>(head) < patterns_[static_cast<size_t>(layer)].size()) {
     const std::string& label = patterns_[static_cast<size_t>(layer)][static_cast<size_t>(head)].label;
+    const HeadPattern& pat = patterns_[static_cast<size_t>(layer)][static_cast<size_t>(head)];
     QString badge = QString::fromStdString(label);
     if (label == "sep") badge = "[SEP]";
+    if (label == "token") badge = QString::fromUtf8("\u2192 ") + col_labels_.value(pat.focus, QString::number(pat.focus));
     if (label == "first" && !row_labels_.isEmpty() && row_labels_[0].startsWith('[')) badge = row_labels_[0];  // [CLS]
     if (!badge.isEmpty()) t += QString::fromUtf8(" \u00b7 ") + badge;
   }

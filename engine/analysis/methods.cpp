@@ -313,15 +313,18 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
       continue;
     }
     const int H = static_cast<int>(P.dim(0));
+    std::vector<double> column(static_cast<size_t>(T));
     for (int h = 0; h < H; ++h) {
       HeadPattern p;
       int rows = 0;
+      std::fill(column.begin(), column.end(), 0.0);
       for (int i = 0; i < T; ++i) {
         const float* row = P.ptr() + (static_cast<size_t>(h) * T + i) * T;
         double sum = 0, ent = 0;
         for (int j = 0; j < T; ++j) {
           sum += row[j];
           if (row[j] > 0) ent -= row[j] * std::log(static_cast<double>(row[j]));
+          column[static_cast<size_t>(j)] += row[j];
           if (sep[static_cast<size_t>(j)]) p.sep += row[j];
           if (punct[static_cast<size_t>(j)]) p.punct += row[j];
         }
@@ -333,13 +336,17 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
         p.first += row[0];
         p.entropy += ent;
       }
-      if (rows > 0)
+      if (rows > 0) {
         for (double* v : {&p.prev, &p.next, &p.self, &p.first, &p.sep, &p.punct, &p.entropy}) *v /= rows;
+        p.focus = static_cast<int>(std::max_element(column.begin(), column.end()) - column.begin());
+        p.focus_share = column[static_cast<size_t>(p.focus)] / rows;
+      }
       const std::pair<const char*, double> cands[] = {{"prev", p.prev}, {"next", p.next}, {"self", p.self},
                                                      {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
       double best = 0.5;
       for (const auto& [name, v] : cands)
         if (v > best) best = v, p.label = name;
+      if (p.label.empty() && p.focus_share > 0.5) p.label = "token";
       if (p.label.empty() && T > 1 && p.entropy >= 0.9 * std::log(static_cast<double>(T))) p.label = "broad";
       layer.push_back(p);
     }

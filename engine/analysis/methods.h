@@ -71,11 +71,14 @@ Tensor head_importance(const Model& model, Backend& backend, const ForwardReques
 // of the attention to the previous token, the next token, itself, the first token, separator
 // tokens ([SEP], </s>, <|endoftext|>), punctuation, and the mean entropy of the rows (in nats),
 // with a label when one pattern takes more than half the attention on average ("prev", "next",
-// "self", "first", "sep", "punct"), or "broad" when the mean entropy is at least 0.9 of the
-// uniform row's.
+// "self", "first", "sep", "punct"), else "token" when one other token does (Clark et al.'s heads
+// that attend to a particular word: `focus` is its position), or "broad" when the mean entropy is
+// at least 0.9 of the uniform row's.
 struct HeadPattern {
   double prev = 0, next = 0, self = 0, first = 0, sep = 0, punct = 0, entropy = 0;
-  std::string label;  // "" when no pattern dominates
+  int focus = -1;          // the key with the largest mean attention
+  double focus_share = 0;  // its mean attention
+  std::string label;       // "" when no pattern dominates
 };
 std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& result);  // [layer][head]
 
