@@ -513,16 +513,17 @@ int cmd_devices(const std::vector<std::string>& argv) {
 
 // The analysis methods' cost next to a plain forward pass (medians, in process): a 6-layer,
 // 12-head, d=384 classifier (MiniLM's shape) at T = 128 unless --model / flags say otherwise.
+// The benchmarks' model: --model DIR, else a random one of `shape` (flags may change it).
+Model bench_model(const Args& a, const ModelConfig& shape) {
+  if (a.has("--model")) return load_model(a.get("--model"));
+  return random_model(config_from_flags(a, shape), static_cast<uint64_t>(a.get_int("--seed", 0)));
+}
+
 int bench_analysis(const Args& a) {
-  Model model;
-  if (a.has("--model")) {
-    model = load_model(a.get("--model"));
-  } else {
-    ModelConfig d;
-    d.vocab_size = 1000, d.embed_size = 384, d.num_heads = 12, d.num_layers = 6, d.ff_dim = 1536, d.max_len = 512;
-    d.num_classes = 2, d.pooling = Pooling::MaskedMean, d.norm = NormPlacement::Post;
-    model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
-  }
+  ModelConfig d;
+  d.vocab_size = 1000, d.embed_size = 384, d.num_heads = 12, d.num_layers = 6, d.ff_dim = 1536, d.max_len = 512;
+  d.num_classes = 2, d.pooling = Pooling::MaskedMean, d.norm = NormPlacement::Post;
+  const Model model = bench_model(a, d);
   const ModelConfig& c = model.config;
   const int T = a.get_int("--seq", 128), repeat = a.get_int("--repeat", 5);
   if (T <= 0 || T > c.max_len) throw Error("--seq must be in [1, max_len = " + std::to_string(c.max_len) + "]");
@@ -582,15 +583,10 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   }
   if (a.has("--train")) return bench_train(a);
   if (a.has("--analysis")) return bench_analysis(a);
-  Model model;
-  if (a.has("--model")) {
-    model = load_model(a.get("--model"));
-  } else {
-    ModelConfig d;
-    d.vocab_size = 1000, d.embed_size = 512, d.num_heads = 8, d.num_layers = 6, d.ff_dim = 2048, d.max_len = 8192;
-    d.positional = Positional::Sinusoidal;
-    model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
-  }
+  ModelConfig d;
+  d.vocab_size = 1000, d.embed_size = 512, d.num_heads = 8, d.num_layers = 6, d.ff_dim = 2048, d.max_len = 8192;
+  d.positional = Positional::Sinusoidal;
+  const Model model = bench_model(a, d);
   (void)argv0;
   const ModelConfig& c = model.config;
   const int T = a.get_int("--seq", 128);

@@ -372,8 +372,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   });
   connect(imp_run, &QPushButton::clicked, this, &ExploreView::computeImportance);
   connect(imp_stop_, &QPushButton::clicked, this, [this] {
-    if (imp_cancel_) imp_cancel_->store(true);
-    ++imp_generation_;  // whatever the thread still sends is dropped
+    imp_job_.cancel();  // whatever the thread still sends is dropped
     imp_progress_->setVisible(false);
     imp_stop_->setVisible(false);
     imp_status_->setText("Head importance cancelled.");
@@ -448,12 +447,9 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
 
 // The controller stops its runner first, so no result reaches the half-destroyed window.
 ExploreView::~ExploreView() {
-  if (vn_cancel_) vn_cancel_->store(true);
-  if (vn_thread_.joinable()) vn_thread_.join();
-  if (lens_cancel_) lens_cancel_->store(true);
-  if (lens_thread_.joinable()) lens_thread_.join();
-  if (imp_cancel_) imp_cancel_->store(true);
-  if (imp_thread_.joinable()) imp_thread_.join();
+  vn_job_.stop();
+  lens_job_.stop();
+  imp_job_.stop();
   controller_->shutdown();
 }
 
@@ -491,7 +487,7 @@ void ExploreView::setModel(std::shared_ptr<const Model> model) {
   ablated_.clear();
   applyAblation();
   methods_->setModel(model_);
-  if (imp_cancel_) imp_cancel_->store(true);
+  imp_job_.cancel();
   imp_table_->clear();
   imp_table_->setRowCount(0);
   imp_table_->setColumnCount(0);
@@ -963,8 +959,7 @@ void ExploreView::setNextTokenPosition(int position) {
 
 void ExploreView::startLens() {
   lens_dirty_ = false;
-  if (lens_cancel_) lens_cancel_->store(true);
-  if (lens_thread_.joinable()) lens_thread_.join();
+  lens_job_.stop();
   if (!model_ || !model_->config.lm_head || !result_) {
     lens_table_->setRowCount(0);
     lens_table_->setColumnCount(0);
@@ -975,75 +970,61 @@ void ExploreView::startLens() {
   lens_status_->setText(QString("Reading %1 layers x %2 positions through the LM head...")
                             .arg(model_->config.num_layers)
                             .arg(ids.size()));
-  auto cancel = std::make_shared<std::atomic<bool>>(false);
-  lens_cancel_ = cancel;
-  const int generation = ++lens_generation_;
   std::shared_ptr<const Model> model = model_;
   QStringList labels;
   for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
-  QPointer<ExploreView> self(this);
-  lens_thread_ = std::thread([self, model, ids, labels, cancel, generation] {
-    std::shared_ptr<LogitLens> lens;
-    QString error;
-    try {
-      auto backend = make_backend("cpu");
-      lens = std::make_shared<LogitLens>(logit_lens(*model, *backend, ids, cancel.get()));
-    } catch (const Cancelled&) {
-      return;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    QMetaObject::invokeMethod(
-        qApp,
-        [self, model, lens, labels, error, generation] {
-          if (!self || generation != self->lens_generation_ || self->model_ != model) return;
-          QTableWidget* t = self->lens_table_;
-          self->lens_ = lens;
-          self->lens_labels_ = labels;
-          if (!lens) {
-            self->lens_status_->setText("Logit lens: " + error);
-            return;
+  lens_job_.start<LogitLens>(
+      [model, ids](const std::atomic<bool>* cancel, const BackgroundJob::Post&) {
+        auto backend = make_backend("cpu");
+        return logit_lens(*model, *backend, ids, cancel);
+      },
+      [this, model, labels](std::shared_ptr<const LogitLens> lens, const QString& error) {
+        if (model_ != model) return;
+        QTableWidget* t = lens_table_;
+        lens_ = lens;
+        lens_labels_ = labels;
+        if (!lens) {
+          lens_status_->setText("Logit lens: " + error);
+          return;
+        }
+        t->setUpdatesEnabled(false);
+        t->clear();
+        t->setRowCount(lens->layers);
+        t->setColumnCount(lens->T);
+        QStringList heads;  // position and token, long tokens cut (the tooltip has them whole)
+        for (int p = 0; p < labels.size(); ++p) {
+          QString s = labels[p];
+          if (s.size() > 10) s = s.left(9) + QStringLiteral("\u2026");
+          heads << QString("%1 %2").arg(p).arg(s);
+        }
+        t->setHorizontalHeaderLabels(heads);
+        QStringList rows;
+        for (int l = lens->layers - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
+        t->setVerticalHeaderLabels(rows);  // the last layer on top, as the stack is drawn
+        QCPColorGradient cm = make_gradient(colormap_);
+        for (int l = 0; l < lens->layers; ++l)
+          for (int p = 0; p < lens->T; ++p) {
+            const size_t k = static_cast<size_t>(l) * lens->T + p;
+            const float prob = lens->top_prob[k];
+            auto* item = new QTableWidgetItem(token_text(*model, lens->top_id[k]));
+            const QColor bg = QColor::fromRgb(cm.color(prob, QCPRange(0, 1)));
+            item->setBackground(bg);
+            item->setForeground(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
+            item->setToolTip(QString("layer %1, after \"%2\" (position %3): %4 with p = %5")
+                                 .arg(l)
+                                 .arg(labels.value(p))
+                                 .arg(p)
+                                 .arg(token_text(*model, lens->top_id[k]))
+                                 .arg(prob, 0, 'f', 3));
+            t->setItem(lens->layers - 1 - l, p, item);
           }
-          t->setUpdatesEnabled(false);
-          t->clear();
-          t->setRowCount(lens->layers);
-          t->setColumnCount(lens->T);
-          QStringList heads;  // position and token, long tokens cut (the tooltip has them whole)
-          for (int p = 0; p < labels.size(); ++p) {
-            QString s = labels[p];
-            if (s.size() > 10) s = s.left(9) + QStringLiteral("\u2026");
-            heads << QString("%1 %2").arg(p).arg(s);
-          }
-          t->setHorizontalHeaderLabels(heads);
-          QStringList rows;
-          for (int l = lens->layers - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
-          t->setVerticalHeaderLabels(rows);  // the last layer on top, as the stack is drawn
-          QCPColorGradient cm = make_gradient(self->colormap_);
-          for (int l = 0; l < lens->layers; ++l)
-            for (int p = 0; p < lens->T; ++p) {
-              const size_t k = static_cast<size_t>(l) * lens->T + p;
-              const float prob = lens->top_prob[k];
-              auto* item = new QTableWidgetItem(token_text(*model, lens->top_id[k]));
-              const QColor bg = QColor::fromRgb(cm.color(prob, QCPRange(0, 1)));
-              item->setBackground(bg);
-              item->setForeground(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
-              item->setToolTip(QString("layer %1, after \"%2\" (position %3): %4 with p = %5")
-                                   .arg(l)
-                                   .arg(labels.value(p))
-                                   .arg(p)
-                                   .arg(token_text(*model, lens->top_id[k]))
-                                   .arg(prob, 0, 'f', 3));
-              t->setItem(lens->layers - 1 - l, p, item);
-            }
-          t->setUpdatesEnabled(true);
-          self->lens_status_->setText(
-              QString("Logit lens: the likeliest next token after each layer, read through the final norm and the LM "
-                      "head (nostalgebraist 2020); colour = its probability (0 to 1, %1). The top row is the model's "
-                      "own prediction. Every token of the input is a column (hide / merge apply to the heatmaps).")
-                  .arg(self->colormap_));
-        },
-        Qt::QueuedConnection);
-  });
+        t->setUpdatesEnabled(true);
+        lens_status_->setText(
+            QString("Logit lens: the likeliest next token after each layer, read through the final norm and the LM "
+                    "head (nostalgebraist 2020); colour = its probability (0 to 1, %1). The top row is the model's "
+                    "own prediction. Every token of the input is a column (hide / merge apply to the heatmaps).")
+                .arg(colormap_));
+      });
 }
 
 void ExploreView::applyAblation() {
@@ -1068,8 +1049,7 @@ void ExploreView::setAblated(int layer, int head, bool ablated) {
 }
 
 void ExploreView::computeImportance() {
-  if (imp_cancel_) imp_cancel_->store(true);
-  if (imp_thread_.joinable()) imp_thread_.join();
+  imp_job_.stop();
   flush();
   if (!model_ || !result_) return;
   const ModelConfig& c = model_->config;
@@ -1080,9 +1060,6 @@ void ExploreView::computeImportance() {
   req.mask = currentMask();
   req.ablate = {};  // importance of each head alone, from the full model
   if (req.ids.empty()) return;
-  auto cancel = std::make_shared<std::atomic<bool>>(false);
-  imp_cancel_ = cancel;
-  const int generation = ++imp_generation_;
   std::shared_ptr<const Model> model = model_;
   const std::string backend_name = controller_->backend().toStdString();
   imp_status_->setText(QString("Ablating %1 heads one at a time...").arg(c.num_layers * c.num_heads));
@@ -1090,84 +1067,74 @@ void ExploreView::computeImportance() {
   imp_progress_->setValue(0);
   imp_progress_->setVisible(true);
   imp_stop_->setVisible(true);
-  QPointer<ExploreView> self(this);
-  imp_thread_ = std::thread([self, model, req, cancel, generation, backend_name] {
-    std::shared_ptr<Tensor> imp;
-    QString error;
-    try {
-      auto backend = make_backend(backend_name == "reference" ? "reference" : "cpu");
-      imp = std::make_shared<Tensor>(head_importance(*model, *backend, req, -1, [&](int done, int total) {
-        QMetaObject::invokeMethod(qApp, [self, done, total, generation] {
-          if (self && generation == self->imp_generation_) {
-            self->imp_status_->setText(QString("Ablating heads: %1 of %2...").arg(done).arg(total));
-            self->imp_progress_->setValue(done);
-          }
-        }, Qt::QueuedConnection);
-      }, cancel.get()));
-    } catch (const Cancelled&) {
-      return;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    QMetaObject::invokeMethod(qApp, [self, model, imp, error, generation] {
-      if (!self || generation != self->imp_generation_ || self->model_ != model) return;
-      self->imp_progress_->setVisible(false);
-      self->imp_stop_->setVisible(false);
-      if (!imp) {
-        self->imp_status_->setText("Head importance: " + error);
-        return;
-      }
-      QTableWidget* t = self->imp_table_;
-      self->imp_values_ = imp;
-      const int L = static_cast<int>(imp->dim(0)), H = static_cast<int>(imp->dim(1));
-      float top = 1e-6f;
-      for (float v : imp->data) top = std::max(top, std::fabs(v));
-      t->clear();
-      t->setRowCount(L);
-      t->setColumnCount(H);
-      QStringList rows, cols;
-      for (int l = 0; l < L; ++l) rows << QString("layer %1").arg(l);
-      for (int h = 0; h < H; ++h) cols << QString("head %1").arg(h);
-      t->setVerticalHeaderLabels(rows);
-      t->setHorizontalHeaderLabels(cols);
-      for (int l = 0; l < L; ++l)
-        for (int h = 0; h < H; ++h) {
-          const float v = imp->at(l, h);
-          auto* item = new QTableWidgetItem(QString::number(v, 'g', 3));  // confident models: tiny drops
-          // diverging colours centred on 0: red where ablating the head lowers the prediction
-          const float a = std::min(1.0f, std::fabs(v) / top);
-          const QColor bg = v >= 0 ? QColor::fromRgbF(1.0f, 1.0f - 0.75f * a, 1.0f - 0.75f * a)
-                                   : QColor::fromRgbF(1.0f - 0.75f * a, 1.0f - 0.75f * a, 1.0f);
-          item->setBackground(bg);
-          item->setForeground(Qt::black);
-          QFont f = item->font();
-          f.setStrikeOut(self->isAblated(l, h));
-          item->setFont(f);
-          item->setToolTip(QString("layer %1, head %2: the prediction's probability drops by %3 without it. "
-                                   "Click to ablate or restore the head.")
-                               .arg(l)
-                               .arg(h)
-                               .arg(v, 0, 'f', 4));
-          t->setItem(l, h, item);
+  imp_job_.start<Tensor>(
+      [model, req, backend_name, this](const std::atomic<bool>* cancel, const BackgroundJob::Post& post) {
+        auto backend = make_backend(backend_name == "reference" ? "reference" : "cpu");
+        return head_importance(*model, *backend, req, -1, [&](int done, int total) {
+          post([this, done, total] {
+            imp_status_->setText(QString("Ablating heads: %1 of %2...").arg(done).arg(total));
+            imp_progress_->setValue(done);
+          });
+        }, cancel);
+      },
+      [this, model](std::shared_ptr<const Tensor> imp, const QString& error) {
+        if (model_ != model) return;
+        imp_progress_->setVisible(false);
+        imp_stop_->setVisible(false);
+        if (!imp) {
+          imp_status_->setText("Head importance: " + error);
+          return;
         }
-      QString status =
-          QString("p(prediction) minus p(prediction) with the head ablated (Michel et al. 2019): red, the head "
-                  "helps the prediction; blue, it works against it (largest %1). Click a cell to ablate or restore "
-                  "that head in every view.")
-              .arg(top, 0, 'g', 3);
-      // a saturated prediction hardly moves when one head goes: say so rather than show only zeros
-      const ForwardResult* r = self->result_.get();
-      const double p = !r ? 0.0
-                       : r->predicted >= 0 ? r->class_probs[static_cast<size_t>(r->predicted)]
-                       : !r->next_tokens.empty() ? r->next_tokens[0].second
-                                                 : 0.0;
-      if (p > 0.999)
-        status += QString(" The model is nearly certain here (p = %1), so removing one head barely changes it; an "
-                          "input it is less sure about shows more.")
-                      .arg(p, 0, 'f', 4);
-      self->imp_status_->setText(status);
-    }, Qt::QueuedConnection);
-  });
+        QTableWidget* t = imp_table_;
+        imp_values_ = imp;
+        const int L = static_cast<int>(imp->dim(0)), H = static_cast<int>(imp->dim(1));
+        float top = 1e-6f;
+        for (float v : imp->data) top = std::max(top, std::fabs(v));
+        t->clear();
+        t->setRowCount(L);
+        t->setColumnCount(H);
+        QStringList rows, cols;
+        for (int l = 0; l < L; ++l) rows << QString("layer %1").arg(l);
+        for (int h = 0; h < H; ++h) cols << QString("head %1").arg(h);
+        t->setVerticalHeaderLabels(rows);
+        t->setHorizontalHeaderLabels(cols);
+        for (int l = 0; l < L; ++l)
+          for (int h = 0; h < H; ++h) {
+            const float v = imp->at(l, h);
+            auto* item = new QTableWidgetItem(QString::number(v, 'g', 3));  // confident models: tiny drops
+            // diverging colours centred on 0: red where ablating the head lowers the prediction
+            const float a = std::min(1.0f, std::fabs(v) / top);
+            const QColor bg = v >= 0 ? QColor::fromRgbF(1.0f, 1.0f - 0.75f * a, 1.0f - 0.75f * a)
+                                     : QColor::fromRgbF(1.0f - 0.75f * a, 1.0f - 0.75f * a, 1.0f);
+            item->setBackground(bg);
+            item->setForeground(Qt::black);
+            QFont f = item->font();
+            f.setStrikeOut(isAblated(l, h));
+            item->setFont(f);
+            item->setToolTip(QString("layer %1, head %2: the prediction's probability drops by %3 without it. "
+                                     "Click to ablate or restore the head.")
+                                 .arg(l)
+                                 .arg(h)
+                                 .arg(v, 0, 'f', 4));
+            t->setItem(l, h, item);
+          }
+        QString status =
+            QString("p(prediction) minus p(prediction) with the head ablated (Michel et al. 2019): red, the head "
+                    "helps the prediction; blue, it works against it (largest %1). Click a cell to ablate or restore "
+                    "that head in every view.")
+                .arg(top, 0, 'g', 3);
+        // a saturated prediction hardly moves when one head goes: say so rather than show only zeros
+        const ForwardResult* r = result_.get();
+        const double p = !r ? 0.0
+                         : r->predicted >= 0 ? r->class_probs[static_cast<size_t>(r->predicted)]
+                         : !r->next_tokens.empty() ? r->next_tokens[0].second
+                                                   : 0.0;
+        if (p > 0.999)
+          status += QString(" The model is nearly certain here (p = %1), so removing one head barely changes it; an "
+                            "input it is less sure about shows more.")
+                        .arg(p, 0, 'f', 4);
+        imp_status_->setText(status);
+      });
 }
 
 bool ExploreView::importanceRunning() const { return imp_progress_->isVisible(); }
@@ -1180,20 +1147,15 @@ void ExploreView::setHeadWeighting(const QString& name) {
 
 void ExploreView::waitForValueNorm() {
   flush();
-  if (vn_thread_.joinable()) vn_thread_.join();
-  QCoreApplication::processEvents();
+  vn_job_.wait();
 }
 
-void ExploreView::waitForImportance() {
-  if (imp_thread_.joinable()) imp_thread_.join();
-  QCoreApplication::processEvents();
-}
+void ExploreView::waitForImportance() { imp_job_.wait(); }
 
 void ExploreView::waitForLens() {
   flush();
   if (lens_dirty_ && tabs_->currentWidget() == lens_page_) startLens();
-  if (lens_thread_.joinable()) lens_thread_.join();
-  QCoreApplication::processEvents();
+  lens_job_.wait();
 }
 
 void ExploreView::selectTokens(const std::vector<int>& positions) {
@@ -1237,35 +1199,24 @@ bool ExploreView::valueWeighted() const { return weighting_->currentIndex() == 1
 
 // Norm-based attention for the Heads and Head tabs, in the background (a forward's worth of work).
 void ExploreView::startValueNorm() {
-  if (vn_cancel_) vn_cancel_->store(true);
-  if (vn_thread_.joinable()) vn_thread_.join();
+  vn_job_.stop();
   if (!model_ || !result_) return;
-  ForwardRequest req = analysisRequest();
+  const ForwardRequest req = analysisRequest();
   if (req.ids.empty()) return;
-  auto cancel = std::make_shared<std::atomic<bool>>(false);
-  vn_cancel_ = cancel;
-  req.cancel = cancel.get();
-  const int generation = ++vn_generation_;
   std::shared_ptr<const Model> model = model_;
-  QPointer<ExploreView> self(this);
-  vn_thread_ = std::thread([self, model, req, cancel, generation] {
-    std::shared_ptr<const Tensor> vn;
-    QString error;
-    try {
-      auto backend = make_backend("cpu");
-      vn = std::make_shared<const Tensor>(value_norm_attention(*model, *backend, req));
-    } catch (const Cancelled&) {
-      return;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    QMetaObject::invokeMethod(qApp, [self, model, vn, error, generation] {
-      if (!self || generation != self->vn_generation_ || self->model_ != model) return;
-      self->vn_ = vn;
-      if (!vn) emit self->status("value-weighted attention: " + error);
-      self->render();
-    }, Qt::QueuedConnection);
-  });
+  vn_job_.start<Tensor>(
+      [model, req](const std::atomic<bool>* cancel, const BackgroundJob::Post&) {
+        ForwardRequest r = req;
+        r.cancel = cancel;
+        auto backend = make_backend("cpu");
+        return value_norm_attention(*model, *backend, r);
+      },
+      [this, model](std::shared_ptr<const Tensor> vn, const QString& error) {
+        if (model_ != model) return;
+        vn_ = vn;
+        if (!vn) emit status("value-weighted attention: " + error);
+        render();
+      });
 }
 
 // Head h of the current layer as the Heads and Head tabs draw it: the attention grid the worker

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/forward.h"
+#include "ui/background_job.h"
 #include "ui/explore_controller.h"
 #include "ui/heatmap_data.h"
 
@@ -205,10 +206,8 @@ class ExploreView : public QWidget {
   QTableWidget* lens_table_;
   QLabel* lens_status_;
   bool lens_dirty_ = true;
-  std::thread lens_thread_;
-  std::shared_ptr<std::atomic<bool>> lens_cancel_;
-  int lens_generation_ = 0;
-  std::shared_ptr<LogitLens> lens_;  // the table shown, for export
+  BackgroundJob lens_job_{this};
+  std::shared_ptr<const LogitLens> lens_;  // the table shown, for export
   QStringList lens_labels_;
   // Head ablation and the Importance tab
   std::set<std::pair<int, int>> ablated_;
@@ -218,17 +217,13 @@ class ExploreView : public QWidget {
   QLabel* imp_status_;
   QProgressBar* imp_progress_;
   QPushButton* imp_stop_;
-  std::thread imp_thread_;
-  std::shared_ptr<std::atomic<bool>> imp_cancel_;
-  int imp_generation_ = 0;
-  std::shared_ptr<Tensor> imp_values_;  // [layers, heads] shown, for export
+  BackgroundJob imp_job_{this};
+  std::shared_ptr<const Tensor> imp_values_;  // [layers, heads] shown, for export
   MethodsView* methods_;
   // "heads show: value-weighted": norm-based attention of the shown input, computed in the background
   QComboBox* weighting_;
   std::shared_ptr<const Tensor> vn_;
-  std::thread vn_thread_;
-  std::shared_ptr<std::atomic<bool>> vn_cancel_;
-  int vn_generation_ = 0;
+  BackgroundJob vn_job_{this};
 };
 
 }  // namespace attnlab

@@ -11,7 +11,6 @@
 #include <QFileInfo>
 #include <QFileDialog>
 #include <QLabel>
-#include <QPointer>
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
@@ -134,14 +133,11 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   connect(head_box_, &QComboBox::currentIndexChanged, this, [this] { show(); });
 }
 
-MethodsView::~MethodsView() {
-  if (cancel_) cancel_->store(true);
-  if (thread_.joinable()) thread_.join();
-}
+MethodsView::~MethodsView() = default;
 
 void MethodsView::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);
-  if (cancel_) cancel_->store(true);
+  job_.cancel();
   maps_.reset();
   maps_method_ = -1;
   shown_.reset();
@@ -282,108 +278,102 @@ void MethodsView::showEvent(QShowEvent* e) {
 void MethodsView::start() {
   if (selectionMethod()) return showSelection();  // no pass: read from the shown result
   dirty_ = false;
-  if (cancel_) cancel_->store(true);
-  if (thread_.joinable()) thread_.join();
+  job_.stop();
   if (!model_ || request_.ids.empty()) {
     maps_.reset();
     show();
     return;
   }
-  auto cancel = std::make_shared<std::atomic<bool>>(false);
-  cancel_ = cancel;
-  const int generation = ++generation_;
   const int m = method();
   const QString pending = m == Compare ? QString("B") : QString("the prediction");
   status_->setText(describe(m, pending) + "<br>Computing...");
-  ForwardRequest req = request_;
-  req.cancel = cancel.get();
+  const ForwardRequest request = request_;
   std::shared_ptr<const Model> model = model_;
-  QPointer<MethodsView> self(this);
   const std::shared_ptr<const Model> other = compare_model_;
   const std::string other_text = compare_text_->text().toStdString(), text = text_.toStdString();
   const QString other_name = compare_model_name_;
-  thread_ = std::thread([self, model, req, cancel, generation, m, other, other_text, text, other_name] {
-    std::shared_ptr<Tensor> maps;
-    auto blocked = std::make_shared<std::vector<uint8_t>>();
-    QString note, error;
-    try {
-      auto backend = make_backend("cpu");
-      if (m == Rollout) {
-        maps = std::make_shared<Tensor>(attention_rollout(*model, *backend, req));
-      } else if (m == Relevance) {
-        int target = -1;
-        Tensor R = grad_attention(*model, req, -1, &target);
-        for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) -= 1.0f;  // the identity says nothing
-        maps = std::make_shared<Tensor>(std::move(R));
-        note = model->config.num_classes > 0
-                   ? QString("the logit of \"%1\"").arg(QString::fromStdString(model->label(target)))
-                   : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
-      } else if (m == ValueNorm) {
-        maps = std::make_shared<Tensor>(value_norm_attention(*model, *backend, req));
-      } else if (m == Compare) {
-        ForwardRequest a = req;
-        a.keep_layers.clear();
-        ForwardRequest b = a;
-        const Model& mb = other ? *other : *model;
-        PreparedInput pb;
-        if (!other_text.empty()) {
-          pb = prepare_text(*model, other_text);
-          note = QString("B, \"%1\" on the same model").arg(QString::fromStdString(other_text));
-        } else if (other) {
-          pb = prepare_text(mb, text);
-          b.ablate.clear();  // the heads ablated in A are A's model's
-          note = QString("B, the same text on the model %1").arg(other_name);
-          if (mb.config.num_layers != model->config.num_layers || mb.config.num_heads != model->config.num_heads)
-            throw Error("B's model has " + std::to_string(mb.config.num_layers) + " layers x " +
-                        std::to_string(mb.config.num_heads) + " heads, A's " + std::to_string(model->config.num_layers) +
-                        " x " + std::to_string(model->config.num_heads) + ": a difference map needs the same shape");
+  struct Computed {
+    Tensor maps;
+    std::vector<uint8_t> blocked;  // [T * T]: blocked for every head by the mask
+    QString note;                  // what was explained or compared with
+  };
+  job_.start<Computed>(
+      [=](const std::atomic<bool>* cancel, const BackgroundJob::Post&) {
+        ForwardRequest req = request;
+        req.cancel = cancel;
+        Computed out;
+        auto backend = make_backend("cpu");
+        if (m == Rollout) {
+          out.maps = attention_rollout(*model, *backend, req);
+        } else if (m == Relevance) {
+          int target = -1;
+          Tensor R = grad_attention(*model, req, -1, &target);
+          for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) -= 1.0f;  // the identity says nothing
+          out.maps = std::move(R);
+          out.note = model->config.num_classes > 0
+                     ? QString("the logit of \"%1\"").arg(QString::fromStdString(model->label(target)))
+                     : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
+        } else if (m == ValueNorm) {
+          out.maps = value_norm_attention(*model, *backend, req);
+        } else if (m == Compare) {
+          ForwardRequest a = req;
+          a.keep_layers.clear();
+          ForwardRequest b = a;
+          const Model& mb = other ? *other : *model;
+          PreparedInput pb;
+          if (!other_text.empty()) {
+            pb = prepare_text(*model, other_text);
+            out.note = QString("B, \"%1\" on the same model").arg(QString::fromStdString(other_text));
+          } else if (other) {
+            pb = prepare_text(mb, text);
+            b.ablate.clear();  // the heads ablated in A are A's model's
+            out.note = QString("B, the same text on the model %1").arg(other_name);
+            if (mb.config.num_layers != model->config.num_layers || mb.config.num_heads != model->config.num_heads)
+              throw Error("B's model has " + std::to_string(mb.config.num_layers) + " layers x " +
+                          std::to_string(mb.config.num_heads) + " heads, A's " + std::to_string(model->config.num_layers) +
+                          " x " + std::to_string(model->config.num_heads) + ": a difference map needs the same shape");
+          } else {
+            throw Error("choose B above: another text with the same number of tokens, or another model folder");
+          }
+          b.ids = pb.ids, b.token_types = pb.token_types, b.tokens = pb.tokens;
+          if (b.ids.size() != a.ids.size())
+            throw Error("B has " + std::to_string(b.ids.size()) + " tokens and A " + std::to_string(a.ids.size()) +
+                        ": a difference map needs the same number (pad the shorter with \"pad to length\")");
+          Tensor d = run_forward(*model, *backend, a).stacked_probs();
+          const Tensor db = run_forward(mb, *backend, b).stacked_probs();
+          for (size_t k = 0; k < d.data.size(); ++k) d.data[k] -= db.data[k];
+          out.maps = std::move(d);
         } else {
-          throw Error("choose B above: another text with the same number of tokens, or another model folder");
+          ForwardRequest full = req;
+          full.keep_layers.clear();
+          const Tensor all = run_forward(*model, *backend, full).stacked_probs();
+          out.maps = m == MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
         }
-        b.ids = pb.ids, b.token_types = pb.token_types, b.tokens = pb.tokens;
-        if (b.ids.size() != a.ids.size())
-          throw Error("B has " + std::to_string(b.ids.size()) + " tokens and A " + std::to_string(a.ids.size()) +
-                      ": a difference map needs the same number (pad the shorter with \"pad to length\")");
-        Tensor d = run_forward(*model, *backend, a).stacked_probs();
-        const Tensor db = run_forward(mb, *backend, b).stacked_probs();
-        for (size_t k = 0; k < d.data.size(); ++k) d.data[k] -= db.data[k];
-        maps = std::make_shared<Tensor>(std::move(d));
-      } else {
-        ForwardRequest full = req;
-        full.keep_layers.clear();
-        const Tensor all = run_forward(*model, *backend, full).stacked_probs();
-        maps = std::make_shared<Tensor>(m == MeanHeads ? mean_over_heads(all) : mean_over_layers(all));
-      }
-      // cells the mask blocks for every head: drawn as blocked where the map is 0 there
-      const AttnMask mask = self_attention_mask(*model, req);
-      const int T = mask.T;
-      blocked->assign(static_cast<size_t>(T) * T, 1);
-      for (int p = 0; p < mask.planes; ++p)
-        for (int i = 0; i < T; ++i)
-          for (int j = 0; j < T; ++j)
-            if (!mask.is_blocked(p, i, j)) (*blocked)[static_cast<size_t>(i) * T + j] = 0;
-    } catch (const Cancelled&) {
-      return;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (cancel->load()) return;
-    QMetaObject::invokeMethod(qApp, [self, model, maps, blocked, note, error, generation, m] {
-      if (!self || generation != self->generation_ || self->model_ != model) return;
-      self->maps_ = maps;
-      self->blocked_ = blocked;
-      self->maps_method_ = m;
-      self->maps_note_ = note;
-      if (!maps) {
-        self->view_->setData({});
-        self->shown_.reset();
-        self->status_->setText(describe(m, m == Compare ? QString("B") : QString("the prediction")) +
-                               "<br><b>Not available:</b> " + error.toHtmlEscaped());
-        return;
-      }
-      self->show();
-    }, Qt::QueuedConnection);
-  });
+        // cells the mask blocks for every head: drawn as blocked where the map is 0 there
+        const AttnMask mask = self_attention_mask(*model, req);
+        const int T = mask.T;
+        out.blocked.assign(static_cast<size_t>(T) * T, 1);
+        for (int p = 0; p < mask.planes; ++p)
+          for (int i = 0; i < T; ++i)
+            for (int j = 0; j < T; ++j)
+              if (!mask.is_blocked(p, i, j)) out.blocked[static_cast<size_t>(i) * T + j] = 0;
+        return out;
+      },
+      [this, model, m, pending](std::shared_ptr<const Computed> c, const QString& error) {
+        if (model_ != model) return;
+        maps_method_ = m;
+        if (!c) {
+          maps_.reset();
+          view_->setData({});
+          shown_.reset();
+          status_->setText(describe(m, pending) + "<br><b>Not available:</b> " + error.toHtmlEscaped());
+          return;
+        }
+        maps_ = std::shared_ptr<const Tensor>(c, &c->maps);
+        blocked_ = std::shared_ptr<const std::vector<uint8_t>>(c, &c->blocked);
+        maps_note_ = c->note;
+        show();
+      });
 }
 
 QString MethodsView::title() const {
@@ -467,8 +457,7 @@ void MethodsView::show() {
 
 void MethodsView::wait() {
   if (dirty_ && isVisible() && !selectionMethod()) start();
-  if (thread_.joinable()) thread_.join();
-  QCoreApplication::processEvents();
+  job_.wait();
 }
 
 void MethodsView::exportTo(const QString& path, int dpi) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/forward.h"
+#include "ui/background_job.h"
 
 class QComboBox;
 class QLabel;
@@ -92,9 +93,7 @@ class MethodsView : public QWidget {
   std::vector<int> selection_;
   QLabel* status_;
   HeatmapView* view_;
-  std::thread thread_;
-  std::shared_ptr<std::atomic<bool>> cancel_;
-  int generation_ = 0;
+  BackgroundJob job_{this};
 };
 
 }  // namespace attnlab
