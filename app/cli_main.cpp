@@ -190,7 +190,8 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   std::string names;
   for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + m;
   if (!a.has("--method")) throw Error("analyze needs --method (" + names + ")");
-  const std::string method = a.get("--method");
+  // "relevance" is what the app calls grad-attention
+  const std::string method = a.get("--method") == "relevance" ? "grad-attention" : a.get("--method");
   if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end())
     throw Error("--method: expected one of " + names + ", got \"" + method + "\"");
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))

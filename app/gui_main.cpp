@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
   }
   QString tab = p.value("tab");
   if (tab == "logit-lens") tab = "lens";  // the CLI's method name
+  if (tab == "beyond" || tab == "beyond-attention") tab = "methods";  // the tab's title
   if (tab == "lens" && e->model() && !e->model()->config.lm_head) {
     std::fprintf(stderr, "attnlab: --tab lens: the logit lens reads a language model's LM head; this model has none\n");
     return 2;
