@@ -12,22 +12,23 @@ namespace attnlab {
 
 namespace {
 
-// out = A R (+ R when add_r), T x T row-major, in double. Loop order i, k, j: rows of R stream
-// through, the inner loop vectorises; zero entries of A (blocked keys) are skipped.
-void multiply(const std::vector<double>& A, const std::vector<double>& R, std::vector<double>& out, int T, bool add_r) {
-  for (int i = 0; i < T; ++i) {
-    double* o = out.data() + static_cast<size_t>(i) * T;
-    if (add_r)
-      std::copy_n(R.data() + static_cast<size_t>(i) * T, T, o);
-    else
-      std::fill(o, o + T, 0.0);
-    for (int k = 0; k < T; ++k) {
-      const double a = A[static_cast<size_t>(i) * T + k];
-      if (a == 0.0) continue;
-      const double* r = R.data() + static_cast<size_t>(k) * T;
-      for (int j = 0; j < T; ++j) o[j] += a * r[j];
-    }
-  }
+// out = A R (+ R when add_r) for T x T maps: one matrix product (oneDNN / Eigen through the
+// cpu ops; R transposed because linear computes x W^T). T = 2,000 takes milliseconds, not the
+// seconds a plain triple loop took.
+void multiply(Ops& ops, const Tensor& A, const Tensor& R, Tensor& out, bool add_r) {
+  const int64_t T = R.dim(0);
+  Tensor Rt({T, T});
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j) Rt.at(j, i) = R.at(i, j);
+  ops.linear(A, Rt, Tensor(), out);
+  if (add_r)
+    for (size_t k = 0; k < out.data.size(); ++k) out.data[k] += R.data[k];
+}
+
+Tensor identity(int T) {
+  Tensor I({T, T});
+  for (int i = 0; i < T; ++i) I.at(i, i) = 1.0f;
+  return I;
 }
 
 void require_self(const ForwardRequest& r, const char* what) {
@@ -42,9 +43,8 @@ Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequ
   req.keep_layers.clear();  // every layer
   const ForwardResult r = run_forward(model, backend, req);
   const int T = static_cast<int>(r.ids.size());
-  std::vector<double> R(static_cast<size_t>(T) * T, 0.0), next(R.size());
-  for (int i = 0; i < T; ++i) R[static_cast<size_t>(i * T + i)] = 1.0;
-  std::vector<double> A(R.size());
+  auto ops = make_cpu_ops();
+  Tensor R = identity(T), A({T, T}), next;
   for (const Tensor& P : r.attention) {  // [H, T, T], layer 1 first
     const int H = static_cast<int>(P.dim(0));
     for (int i = 0; i < T; ++i) {
@@ -53,18 +53,15 @@ Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequ
         double m = 0;
         for (int h = 0; h < H; ++h) m += P.data[(static_cast<size_t>(h) * T + i) * T + j];
         const double v = 0.5 * m / H + (i == j ? 0.5 : 0.0);
-        A[static_cast<size_t>(i * T + j)] = v;
+        A.at(i, j) = static_cast<float>(v);
         sum += v;
       }
-      for (int j = 0; j < T; ++j) A[static_cast<size_t>(i * T + j)] /= sum;  // sum >= 0.5: never 0
+      for (int j = 0; j < T; ++j) A.at(i, j) = static_cast<float>(A.at(i, j) / sum);  // sum >= 0.5: never 0
     }
-    // R <- A~_l R (later layers on the left)
-    multiply(A, R, next, T, false);
+    multiply(*ops, A, R, next, false);  // R <- A~_l R (later layers on the left)
     std::swap(R, next);
   }
-  Tensor out({T, T});
-  for (size_t k = 0; k < R.size(); ++k) out.data[k] = static_cast<float>(R[k]);
-  return out;
+  return R;
 }
 
 Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardRequest& request) {
@@ -192,24 +189,23 @@ Tensor grad_attention(const Model& model, const ForwardRequest& request, int tar
   const PredictionGradients g = prediction_gradients(model, request, target);
   if (used_target) *used_target = g.target;
   const int T = static_cast<int>(request.ids.size());
-  std::vector<double> R(static_cast<size_t>(T) * T, 0.0), A(R.size()), next(R.size());
-  for (int i = 0; i < T; ++i) R[static_cast<size_t>(i * T + i)] = 1.0;
+  auto ops = make_cpu_ops();
+  Tensor R = identity(T), A({T, T}), next;
+  std::vector<double> acc(static_cast<size_t>(T) * T);
   for (size_t l = 0; l < g.probs.size(); ++l) {  // the first layer first
     const Tensor &P = g.probs[l], &dP = g.dprobs[l];
     const int H = static_cast<int>(P.dim(0));
-    std::fill(A.begin(), A.end(), 0.0);
+    std::fill(acc.begin(), acc.end(), 0.0);
     for (int h = 0; h < H; ++h)
-      for (size_t k = 0; k < A.size(); ++k) {
-        const double v = static_cast<double>(dP.data[h * A.size() + k]) * P.data[h * A.size() + k];
-        if (v > 0) A[k] += v / H;
+      for (size_t k = 0; k < acc.size(); ++k) {
+        const double v = static_cast<double>(dP.data[h * acc.size() + k]) * P.data[h * acc.size() + k];
+        if (v > 0) acc[k] += v / H;
       }
-    // R <- R + A_bar R
-    multiply(A, R, next, T, true);
+    for (size_t k = 0; k < acc.size(); ++k) A.data[k] = static_cast<float>(acc[k]);
+    multiply(*ops, A, R, next, true);  // R <- R + A_bar R
     std::swap(R, next);
   }
-  Tensor out({T, T});
-  for (size_t k = 0; k < R.size(); ++k) out.data[k] = static_cast<float>(R[k]);
-  return out;
+  return R;
 }
 
 std::vector<float> readout_relevance(const Model& model, const std::vector<int>& ids, const Tensor& R) {
