@@ -1,0 +1,236 @@
+// Explore on other model families and the ways in: a Hugging Face BERT folder, a causal language
+// model (locked causal mask, next tokens, the logit lens), the mask editor beside the other
+// masks, the tour, and Help.
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QImage>
+#include <QLabel>
+#include <QMenuBar>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QTabWidget>
+#include <QStatusBar>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <qcustomplot.h>
+#include <QThread>
+#include <QTimer>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "engine/analysis/methods.h"
+#include "engine/forward.h"
+#include "engine/lm.h"
+#include "engine/npy.h"
+#include "engine/ops.h"
+#include "engine/trainer.h"
+#include "ui/colormaps.h"
+#include "ui/explore_view.h"
+#include "ui/tour.h"
+#include "ui/train_view.h"
+#include "ui/forward_runner.h"
+#include "ui/heatmap_view.h"
+#include "ui/line_view.h"
+#include "ui/main_window.h"
+#include "ui/mask_editor.h"
+#include "ui/token_model.h"
+#include "tests/hf_test_model.h"
+#include "tests/ui_test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+
+TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[SEP], merged pieces, summary",
+          "[ui][hf]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-bert").toStdString();
+  save_model(test::tiny_bert((tmp.path() + "/src").toStdString()), dir);  // in Hugging Face names
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  auto* pair = e->findChild<QLineEdit*>("pairText");
+  REQUIRE(pair);
+  CHECK(pair->isVisible());
+  std::vector<int> types;
+  e->controller()->setRequestHook([&](ForwardRequest& r) { types = r.token_types; });
+  e->setText("the movie");
+  e->setPairText("was good");
+  e->flush();
+  CHECK(types == std::vector<int>{0, 0, 0, 0, 1, 1, 1});
+  REQUIRE(e->result());
+  CHECK(e->result()->tokens.size() == 7);
+  CHECK(e->headView(0)->data().cols == 7);
+  // hide the special tokens: 4 rows and columns, labelled with the words; merge pieces
+  e->setPairText("");
+  e->setText("unbelievably playing movie");
+  e->setTokenView(true, true);
+  e->flush();
+  REQUIRE(e->result());
+  CHECK(e->result()->tokens == std::vector<std::string>{"unbelievably", "playing", "movie"});
+  CHECK(e->headView(0)->data().rows == 3);
+  bool said = false;  // the view says what it did
+  for (QLabel* l : e->findChildren<QLabel*>())
+    said = said || (l->text().contains("Word pieces merged") && l->text().contains("rows sum to less than 1"));
+  CHECK(said);
+  e->setTokenView(false, false);
+  e->flush();
+  CHECK(e->result()->tokens.size() == 8);  // [CLS] un ##believ ##ably play ##ing movie [SEP]
+  // an attnlab model: no sentence B box
+  w.useModel(test_model(), "test");
+  CHECK_FALSE(pair->isVisible());
+}
+
+TEST_CASE("a causal language model: its causal mask locked on, no cross mode, next tokens, the logit lens",
+          "[ui][decoders]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-llama").toStdString();
+  const Model lm = test::tiny_decoder(dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  QCheckBox* causal = nullptr;
+  QCheckBox* cross = nullptr;
+  for (QCheckBox* c : e->findChildren<QCheckBox*>()) {
+    if (c->text() == "causal") causal = c;
+    if (c->text().startsWith("Cross-attention")) cross = c;
+  }
+  REQUIRE(causal);
+  REQUIRE(cross);
+  CHECK(causal->isChecked());
+  CHECK_FALSE(causal->isEnabled());
+  CHECK_FALSE(cross->isEnabled());
+  CHECK_FALSE(e->findChild<QLineEdit*>("pairText")->isVisible());
+  e->setText("the the w");
+  e->flush();
+  REQUIRE(e->result());
+  const int T = static_cast<int>(e->result()->ids.size());  // <|endoftext|> t he Ġthe Ġw
+  CHECK(T == 5);
+  CHECK(e->result()->mask.is_blocked(0, 0, 1));
+  CHECK(e->predictionText().contains("Next token after"));
+  // the listed tokens are the model's top 10 at the last position, best first
+  const auto top = top_next_tokens(lm, e->result()->hidden, T - 1, 10);
+  CHECK(e->predictionText().contains(QString::fromStdString(lm.tokenizer->readable_token(top[0].first)).toHtmlEscaped()));
+  e->setNextTokenPosition(1);
+  CHECK(e->predictionText().contains("(position 1)"));
+  bool masks_note = false;  // its own causal mask is no experiment
+  for (QLabel* l : e->findChildren<QLabel*>()) masks_note = masks_note || l->text().contains("are experiments");
+  CHECK_FALSE(masks_note);
+  REQUIRE(e->showPage("lens"));
+  e->waitForLens();
+  QTableWidget* lens = e->lensTable();
+  REQUIRE(lens->rowCount() == 2);
+  REQUIRE(lens->columnCount() == T);
+  const LogitLens want = logit_lens(lm, *make_backend("cpu"), e->result()->ids);
+  for (int p = 0; p < T; ++p)  // the top row is the last layer
+    CHECK(lens->item(0, p)->text() ==
+          QString::fromStdString(lm.tokenizer->readable_token(want.top_id[static_cast<size_t>(T + p)])));
+  {  // the lens exports as the CLI writes it: [2, layers, T], ids then probabilities; or a CSV
+    QTemporaryDir dir;
+    e->exportTable("lens", dir.filePath("lens.npy"));
+    const Tensor saved = load_npy(dir.filePath("lens.npy").toStdString()).tensor;
+    REQUIRE(saved.shape == std::vector<int64_t>{2, 2, T});
+    for (int k = 0; k < 2 * T; ++k) {
+      CHECK(saved.data[static_cast<size_t>(k)] == static_cast<float>(want.top_id[static_cast<size_t>(k)]));
+      CHECK(saved.data[static_cast<size_t>(2 * T + k)] == want.top_prob[static_cast<size_t>(k)]);
+    }
+    e->exportTable("lens", dir.filePath("lens.csv"));
+    QFile csv(dir.filePath("lens.csv"));
+    REQUIRE(csv.open(QIODevice::ReadOnly));
+    CHECK(csv.readAll().count('\n') == 1 + 2 * T);
+    CHECK_THROWS_WITH(e->exportTable("lens", dir.filePath("lens.png")), Catch::Contains("expected .csv or .npy"));
+  }
+  // an encoder again: causal is a choice, cross mode back, no lens
+  w.useModel(test_model(), "test");
+  CHECK(causal->isEnabled());
+  CHECK(cross->isEnabled());
+  CHECK_FALSE(e->lensTable()->parentWidget()->isEnabled());
+}
+
+TEST_CASE("the mask editor shows what the other masks block, beside the painted cells", "[ui][masks]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setMaskArgs({"causal"});
+  e->setText("abcde");
+  e->flush();
+  REQUIRE(e->showPage("mask"));
+  const auto& others = e->maskEditor()->others();
+  REQUIRE(others.size() == 25u);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) CHECK(others[static_cast<size_t>(i * 5 + j)] == (j > i ? 1 : 0));
+  CHECK(e->maskEditor()->isEmpty());  // shown, not painted: the custom mask stays empty
+  e->setMaskArgs({});
+  e->flush();
+  for (uint8_t v : e->maskEditor()->others()) CHECK(v == 0);
+}
+
+TEST_CASE("the tour: every step opens its state, and Help > Tour walks through them", "[ui][tour]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  const auto& steps = tour_steps();
+  REQUIRE(steps.size() >= 9);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    INFO("step " << i + 1 << ": " << steps[i].title.toStdString());
+    REQUIRE(show_tour_step(w, static_cast<int>(i), ATTNLAB_RESOURCE_DIR "/models"));
+    // the relative-positions step opens the shipped relative model; the next one the default again
+    CHECK((w.modelDir().endsWith("/relative") == (steps[i].model == "relative")));
+    if (!steps[i].model.isEmpty()) CHECK(e->model()->config.positional == Positional::Relative);
+    e->flush();
+    const TourStep& s = steps[i];
+    if (s.page == "train") {
+      CHECK(w.tabs()->currentWidget() == w.train());
+      continue;
+    }
+    CHECK(w.tabs()->currentWidget() == e);
+    CHECK(e->text() == s.input);
+    CHECK(e->maskArgs() == s.masks);
+    CHECK(e->layer() == s.layer);
+    REQUIRE(e->result());
+    CHECK(static_cast<int>(e->result()->ids.size()) >= s.pad_to);
+    CHECK(e->result()->is_cross() == !s.cross.isEmpty());
+    QTabWidget* pages = e->tabs();
+    const QString shown = pages->tabText(pages->currentIndex()).toLower();
+    const QString want = s.page == "heads" ? "heads" : s.page == "head" ? "head" : s.page == "layers" ? "all layers"
+                         : s.page == "mask" ? "mask editor" : s.page;
+    CHECK(shown == want);
+  }
+  CHECK_FALSE(show_tour_step(w, static_cast<int>(steps.size())));
+  // Help > Tour: a list of the steps; choosing one opens it
+  w.showTour();
+  auto* list = w.findChild<QListWidget*>("tourSteps");
+  REQUIRE(list);
+  CHECK(list->count() == static_cast<int>(steps.size()));
+  list->setCurrentRow(3);  // the causal mask
+  e->flush();
+  CHECK(e->maskArgs() == QStringList{"causal"});
+}
+
+TEST_CASE("Help: About names the version, Qt, Eigen, the backends and the model; shortcuts are listed", "[ui][help]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  const QString about = w.aboutText();
+  CHECK(about.contains(ATTNLAB_VERSION));
+  CHECK(about.contains(qVersion()));
+  CHECK(about.contains(QString::fromStdString("Eigen " + eigen_version())));
+  CHECK(about.contains("cpu:"));
+  CHECK(about.contains("4 heads"));  // the open model's summary
+  CHECK(w.shortcutsText().contains("Ctrl+E"));
+  bool help = false;
+  for (QAction* a : w.menuBar()->actions()) help = help || a->text() == "&Help";
+  CHECK(help);
+}
