@@ -18,7 +18,6 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import tempfile
 import numpy as np
 import torch
 import torch.nn as nn
+
+from pyutil import save_safetensors
 
 torch.set_num_threads(2)
 CLI = sys.argv[1]
@@ -43,19 +44,6 @@ def check(name, got, want, tol):
     if not d <= tol:
         failures.append(f"{name}: differs by {d:.3e} > {tol}")
         print("FAIL", failures[-1])
-
-
-def save_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        b = t.detach().contiguous().float().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 class Layer(nn.Module):

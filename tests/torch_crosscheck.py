@@ -16,7 +16,6 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -25,23 +24,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from pyutil import save_safetensors
+
 torch.set_num_threads(2)
 CLI = sys.argv[1]
 PROB_TOL, HIDDEN_TOL = 1e-5, 1e-4
 failures = []
-
-
-def save_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        b = t.detach().contiguous().float().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def write_model(folder, config, tensors, vocab_size):

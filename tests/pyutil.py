@@ -1,0 +1,18 @@
+"""Helpers shared by the Python cross-checks (run as scripts: this folder is on sys.path)."""
+import json
+import struct
+
+
+def save_safetensors(path, tensors):
+    """Writes {name: torch tensor} as an F32 safetensors file, written out by hand (the format is
+    an 8-byte header length, a JSON header padded to 8 bytes, then the raw little-endian data)."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().contiguous().float().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
