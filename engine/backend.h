@@ -27,6 +27,7 @@ struct EncodeOptions {
   // Which layers' [heads, T, S] probabilities to return; the others are left empty.
   std::vector<bool> keep_attention;           // empty = keep every layer
   bool keep_layer_inputs = false;             // return each layer's input [T, E] (cross-attention needs them)
+  bool keep_values = false;                   // return each layer's attention values [T, KV * D] (may be ignored)
   const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
   std::function<void(int layer)> on_layer;    // called as each layer starts (progress, tests)
   std::vector<int> token_types;               // per position, for models with token types; empty = all 0
@@ -40,6 +41,7 @@ struct EncodeOutput {
   Tensor hidden;                     // [T, E] final hidden states
   std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
   std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
+  std::vector<Tensor> values;        // per layer: [T, KV * D] when asked for (empty where a backend does not keep them)
 };
 
 class Backend {

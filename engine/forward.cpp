@@ -235,10 +235,12 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   if (req.cross_ids.empty()) {
     r.mask = self_attention_mask(model, req);
     opts.keep_layer_inputs = req.keep_layer_inputs;
+    opts.keep_values = req.keep_values;
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);
     r.attention = std::move(out.attention);
     r.layer_inputs = std::move(out.layer_inputs);
+    r.values = std::move(out.values);
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {
     check_ids(model, req.cross_ids, "the cross sequence");

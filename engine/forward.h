@@ -28,6 +28,7 @@ struct ForwardRequest {
   // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
   std::vector<std::pair<int, int>> ablate;
   bool keep_layer_inputs = false;  // self mode: return each layer's input (analysis methods read them)
+  bool keep_values = false;        // self mode: each layer's attention values, when the backend keeps them
 };
 
 struct ForwardResult {
@@ -44,6 +45,7 @@ struct ForwardResult {
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
   std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them
+  std::vector<Tensor> values;           // per layer [T, KV * D] when asked for and the backend keeps them
   AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
   std::vector<std::string> warnings;
   double millis = 0;  // wall time of the forward pass

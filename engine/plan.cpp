@@ -611,6 +611,8 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
       run.ablate = &options.ablate[static_cast<size_t>(l)];
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
+    if (options.keep_values)
+      out.values.push_back(state.v[static_cast<size_t>(plan.steps[static_cast<size_t>(plan.attention_step)].in[2])]);
   }
   final_forward(model, ops, x, norm);
   out.hidden = std::move(x);

@@ -181,6 +181,25 @@ TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head impor
         }
         CHECK(vn.data[((static_cast<size_t>(l) * 4 + h) * 7 + 0) * 7 + 6] == 0.0f);  // causal: blocked stays 0
       }
+  // A backend that keeps no values (OpenCL) takes the other path: recomputed from layer inputs.
+  struct NoValues final : Backend {
+    std::unique_ptr<Backend> inner = make_cpu_backend();
+    std::string name() const override { return "cpu without values"; }
+    EncodeOutput encode(const Model& model, const std::vector<int>& ids, const AttnMask& mask,
+                        const EncodeOptions& options) override {
+      EncodeOutput o = inner->encode(model, ids, mask, options);
+      CHECK(o.values.size() == (options.keep_values ? 2u : 0u));
+      o.values.clear();
+      return o;
+    }
+    Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb,
+                           const AttnMask& mask) override {
+      return inner->cross_attention(model, layer, xa, xb, mask);
+    }
+  } no_values;
+  const Tensor recomputed = value_norm_attention(m, no_values, req);
+  REQUIRE(recomputed.shape == vn.shape);
+  for (size_t k = 0; k < vn.data.size(); ++k) CHECK(recomputed.data[k] == Approx(vn.data[k]).margin(1e-6));
   const Tensor roll = attention_rollout(m, *cpu, req);
   for (int i = 0; i < 7; ++i) {
     double s = 0;
