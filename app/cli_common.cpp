@@ -3,6 +3,7 @@
 #include "app/cli_common.h"
 
 #include <filesystem>
+#include <iostream>
 
 #include "app/default_model.h"
 
@@ -64,6 +65,19 @@ Model resolve_model(const Args& a, const std::string& argv0) {
   return load_model(dir);
 }
 
+// "--text: 1 of 5 tokens not in the vocabulary, read as [UNK]: "hello"", or empty.
+std::string unknown_note(const PreparedInput& in, const std::string& flag) {
+  std::vector<std::string> words;
+  for (size_t k = 0; k < in.unknown.size() && k < in.tokens.size(); ++k)
+    if (in.unknown[k]) words.push_back("\"" + in.tokens[k] + "\"");
+  if (words.empty()) return {};
+  std::string list;
+  for (size_t k = 0; k < words.size() && k < 8; ++k) list += (k ? ", " : "") + words[k];
+  if (words.size() > 8) list += ", ...";
+  return flag + ": " + std::to_string(words.size()) + " of " + std::to_string(in.ids.size()) +
+         (in.ids.size() == 1 ? " token" : " tokens") + " not in the vocabulary, read as [UNK]: " + list;
+}
+
 // The input of --text / --ids (and the --cross- variants): the engine's input preparation, with
 // more tokens than max_len an error (a silent cut would change a user's numbers). Empty when
 // neither flag is given.
@@ -81,6 +95,7 @@ PreparedInput input_from_flags(const Args& a, const Model& m, const std::string&
   if (a.has(text_flag)) {
     PreparedInput in = prepare_text(m, a.get(text_flag), o);
     if (in.ids.empty()) throw Error(text_flag + ": the text has no tokens");
+    if (const std::string note = unknown_note(in, text_flag); !note.empty()) std::cerr << "warning: " << note << "\n";
     return in;
   }
   if (a.has(ids_flag)) return prepare_ids(m, parse_int_list(a.get(ids_flag), ids_flag), o);

@@ -28,6 +28,9 @@ MaskSpec mask_from_flags(const Args& a);
 // --text/--ids, --cross-text/--cross-ids, --pad-to and --mask as a request ("CMD needs --text"
 // when there is no input).
 // `prepared` (optional) receives the prepared inputs (text, cross text) for display transforms.
+// What the app marks orange, said in words: "--text: 1 of 5 tokens not in the vocabulary, read as
+// [UNK]: "hello"" (input_from_flags prints it as a warning), or empty.
+std::string unknown_note(const PreparedInput& in, const std::string& flag);
 ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
                                   std::pair<PreparedInput, PreparedInput>* prepared = nullptr);
 

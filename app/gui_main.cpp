@@ -31,7 +31,7 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance, methods (Explore) or train.",
+  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance, beyond (Beyond attention; also: methods) in Explore, or train.",
                "NAME"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
@@ -39,7 +39,7 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"ablate", "Ablate heads L:H[,L:H]... (their probabilities times 0), as the Importance tab does.", "LIST"});
   p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
   p.addOption({"method",
-               "With --tab methods: rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries, "
+               "On Beyond attention (opened when no --tab is given): rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries, "
                "selected-keys or compare.",
                "NAME"});
   p.addOption(
@@ -128,7 +128,14 @@ int main(int argc, char** argv) {
   }
   if (p.isSet("size")) {
     const QStringList wh = p.value("size").split('x');
-    if (wh.size() == 2) w.resize(wh[0].toInt(), wh[1].toInt());
+    bool ok_w = false, ok_h = false;
+    const int width = wh.size() == 2 ? wh[0].toInt(&ok_w) : 0, height = wh.size() == 2 ? wh[1].toInt(&ok_h) : 0;
+    if (!ok_w || !ok_h || width < 640 || height < 480 || width > 16384 || height > 16384) {
+      std::fprintf(stderr, "attnlab: --size: \"%s\" is not a window size WxH of at least 640x480 (e.g. 1280x720)\n",
+                   qPrintable(p.value("size")));
+      return 2;
+    }
+    w.resize(width, height);
   }
   w.show();
   e->flush();
@@ -143,6 +150,7 @@ int main(int argc, char** argv) {
     e->setLayer(layer);
   }
   QString tab = p.value("tab");
+  if (tab.isEmpty() && p.isSet("method")) tab = "methods";  // a method is shown on Beyond attention
   if (tab == "logit-lens") tab = "lens";  // the CLI's method name
   if (tab == "beyond" || tab == "beyond-attention") tab = "methods";  // the tab's title
   if (tab == "lens" && e->model() && !e->model()->config.lm_head) {
@@ -151,7 +159,7 @@ int main(int argc, char** argv) {
   }
   if (!tab.isEmpty() && tab != "train" && !e->showPage(tab)) {
     std::fprintf(stderr,
-                 "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, methods, train)\n",
+                 "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, beyond, train)\n",
                  qPrintable(tab));
     return 2;
   }
@@ -172,7 +180,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "attnlab: %s\n", ex.what());
       return 2;
     }
-  }  if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
+  }
+  if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
     static const QStringList kMethods = {"rollout",     "relevance",         "value-norm", "mean-heads",
                                          "mean-layers", "selected-queries", "selected-keys", "compare"};
     const QString name = p.value("method") == "grad-attention" ? "relevance" : p.value("method");  // the CLI's name

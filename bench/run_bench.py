@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """attnlab's performance table, side by side with PyTorch in one run on this machine.
 
-1. this machine's SGEMM rate (Eigen, 512^3, median): the practical limit;
+1. this machine's SGEMM rate (oneDNN and Eigen, 512^3, median) and a bf16 matmul's: the practical
+   limits; each forward row's roofline (its products alone at those rates) and the largest
+   speed-up over PyTorch any implementation of those products could show here;
 2. forward passes (cpu backend, every per-head probability kept) vs PyTorch
    (nn.MultiheadAttention, need_weights=True, average_attn_weights=False, post-LN layers, the
    same weights) for d=512, 8 heads, ff=2048, 6 layers at T = 128 and 512;
@@ -65,9 +67,10 @@ print(f"attnlab benchmark, {a.threads} thread(s), medians of {R} runs\n")
 
 sg = cli("bench", "--sgemm", "--seq", "512", "--repeat", "20")
 sgemm = sg.get("onednn_gflops", sg["gflops"])  # the best SGEMM here: the practical limit
-results["sgemm_gflops"], results["eigen_sgemm_gflops"] = sgemm, sg["gflops"]
+bf16_rate = sg.get("onednn_bf16_gflops", 0.0)   # a bf16 matmul with converted operands: the bf16 path's limit
+results["sgemm_gflops"], results["eigen_sgemm_gflops"], results["bf16_matmul_gflops"] = sgemm, sg["gflops"], bf16_rate
 print(f"SGEMM 512x512x512: oneDNN {sg.get('onednn_gflops', float('nan')):.1f} GFLOP/s (the cpu ops' matrix products, "
-      f"the practical limit here), Eigen {sg['gflops']:.1f} GFLOP/s\n")
+      f"the practical limit here), Eigen {sg['gflops']:.1f} GFLOP/s; bf16 matmul {bf16_rate:.1f} GFLOP/s\n")
 
 with tempfile.TemporaryDirectory() as d:
     model = os.path.join(d, "m")
@@ -79,9 +82,17 @@ with tempfile.TemporaryDirectory() as d:
         ours = cli("bench", "--model", model, "--seq", str(T), "--repeat", str(R))
         theirs = torch("torch_forward.py", "--model", model, "--layers", "6", "--dim", "512", "--heads", "8", "--ff", "2048",
                        "--seq", str(T), "--repeat", str(R))
+        # The roofline: the pass's matrix products alone at the best SGEMM rate measured above
+        # (nothing else costing anything) is the fastest any fp32 implementation of these
+        # products runs here, so PyTorch's time over it is the largest speed-up fp32 can show.
+        gflop = ours["gflops"] * ours["median_ms"] / 1e3
+        floor_ms = gflop / sgemm * 1e3
         rows.append({"seq": T, "attnlab_ms": ours["median_ms"], "pytorch_ms": theirs["median_ms"],
                      "speedup": theirs["median_ms"] / ours["median_ms"], "gflops": ours["gflops"],
-                     "sgemm_share": ours["gflops"] / sgemm, "peak_rss_mb": ours["peak_rss_mb"], "pytorch": theirs["impl"]})
+                     "sgemm_share": ours["gflops"] / sgemm, "peak_rss_mb": ours["peak_rss_mb"], "pytorch": theirs["impl"],
+                     "gflop": gflop, "sgemm_floor_ms": floor_ms, "fp32_ceiling_speedup": theirs["median_ms"] / floor_ms,
+                     "bf16_floor_ms": gflop / bf16_rate * 1e3 if bf16_rate else None,
+                     "bf16_ceiling_speedup": theirs["median_ms"] / (gflop / bf16_rate * 1e3) if bf16_rate else None})
     results["forward"] = rows
     bf16 = []  # the bf16 backend against the same fp32 PyTorch rows
     for r in rows:
@@ -96,6 +107,11 @@ for r in rows:
     print(f"{r['seq']:>6} {r['attnlab_ms']:>8.1f}ms {r['pytorch_ms']:>8.1f}ms {r['speedup']:>8.2f}x {r['gflops']:>8.1f} "
           f"{100 * r['sgemm_share']:>8.0f}% {r['peak_rss_mb']:>8.0f}")
 
+for r in rows:
+    print(f"{r['seq']:>6} roofline: {r['gflop']:.1f} GFLOP of products take {r['sgemm_floor_ms']:.1f} ms at the SGEMM rate "
+          f"(fp32 ceiling {r['fp32_ceiling_speedup']:.2f}x PyTorch)" +
+          (f", {r['bf16_floor_ms']:.1f} ms at the bf16 rate (bf16 ceiling {r['bf16_ceiling_speedup']:.2f}x)"
+           if r["bf16_floor_ms"] else ""))
 for r in bf16:
     print(f"{r['seq']:>6} {r['attnlab_ms']:>8.1f}ms  cpu-bf16 (bf16 products, fp32 accumulation): {r['speedup']:.2f}x "
           f"PyTorch fp32; probabilities within {r['max_prob_diff_vs_fp32']:.1e} of attnlab fp32 {r['notice']}")

@@ -83,6 +83,8 @@ bool opencl_compiled_in();
 double sgemm_gflops(int n, int repeat);
 // The same for oneDNN's sgemm (what the cpu ops' linear layers use when built with it); 0 without.
 double onednn_sgemm_gflops(int n, int repeat);
+// The same for a oneDNN matmul on bf16 operands (fp32 output): the bf16 path's ceiling; 0 without.
+double onednn_bf16_gflops(int n, int repeat);
 // A short description of a backend's device ("CPU", an OpenCL device's name) without starting it.
 std::string backend_description(const std::string& name);
 

@@ -2,6 +2,7 @@
 #include "engine/onednn_linear.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -166,6 +167,29 @@ std::string OnednnLinear::isa() {
     case dnnl::cpu_isa::avx2: return "avx2";
     default: return "other";
   }
+}
+
+double OnednnLinear::bf16_matmul_gflops(int n, int repeat) {
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  std::vector<uint16_t> a(static_cast<size_t>(n) * n, to_bf16_bits(0.5f)), b(a);
+  std::vector<float> c(a.size());
+  const dnnl::memory::desc ad({n, n}, dt::bf16, tag::ab), cd({n, n}, dt::f32, tag::ab);
+  dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, ad, cd), eng));
+  const std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(ad, eng, a.data())},
+                                                      {DNNL_ARG_WEIGHTS, dnnl::memory(ad, eng, b.data())},
+                                                      {DNNL_ARG_DST, dnnl::memory(cd, eng, c.data())}};
+  mm.execute(stream, args);  // warm-up
+  stream.wait();
+  std::vector<double> secs;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    mm.execute(stream, args);
+    stream.wait();
+    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(secs.begin(), secs.end());
+  return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
 }
 
 bool OnednnLinear::native() {

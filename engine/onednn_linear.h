@@ -31,6 +31,9 @@ class OnednnLinear {
   static std::string isa();
   // True when the CPU has bf16 instructions (AVX512-BF16 or AMX); false: oneDNN emulates them.
   static bool native();
+  // The rate of an n x n x n matmul with bf16 operands already converted and fp32 output
+  // (GFLOP/s, median of `repeat`): the ceiling of the bf16 path's products here.
+  static double bf16_matmul_gflops(int n, int repeat);
 
  private:
   struct Impl;

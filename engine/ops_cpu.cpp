@@ -150,6 +150,8 @@ class CpuOps final : public Ops {
     auto Y = mm(y);
     const auto gv = cv(g).array();
     const auto bv = cv(b).array();
+    // rows are independent: split over the threads (the same result for any split)
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelMin)
     for (Eigen::Index n = 0; n < XH.rows(); ++n) {
       rstd.data[static_cast<size_t>(n)] = kernels::normalize_row(XH.row(n).data(), XH.cols(), eps);
       Y.row(n).array() = XH.row(n).array() * gv + bv;
@@ -189,11 +191,13 @@ class CpuOps final : public Ops {
     // Exact GELU with Eigen's vectorised erf, in aligned chunks: on an unaligned buffer Eigen
     // computes the first elements with the scalar erf and the rest with its own, which differ in
     // the last bit, so results would depend on where the heap put the tensor.
-    Eigen::ArrayXf buf(kChunk);
-    for (int64_t k0 = 0; k0 < h.numel(); k0 += kChunk) {
+    // Chunks are independent: split over the threads (the same result for any split).
+    const int64_t chunks = (h.numel() + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (h.numel() >= kParallelMin)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t k0 = c * kChunk;
       const Eigen::Index n = std::min<int64_t>(kChunk, h.numel() - k0);
-      auto x = buf.head(n);
-      x = Eigen::Map<const Eigen::ArrayXf>(h.ptr() + k0, n);
+      Eigen::ArrayXf x = Eigen::Map<const Eigen::ArrayXf>(h.ptr() + k0, n);
       if (act == Activation::Gelu)
         x = 0.5f * x * (1.0f + (x * static_cast<float>(M_SQRT1_2)).erf());
       else if (act == Activation::Silu)
@@ -389,7 +393,9 @@ class CpuOps final : public Ops {
         Eigen::Map<RowMat, 0, Eigen::OuterStride<>> P(dst, n, R, Eigen::OuterStride<>(ld));
         const auto Qb = Q.block(i0, h * D, n, D);
         const int g = s.kv_head(h);  // the key/value head this query head reads
-        P.noalias() = Qb * K.block(r0, g * D, R, D).transpose();
+        // one thread's products (oneDNN's sgemm runs single-threaded inside this parallel loop)
+        gemm(false, true, n, R, D, Qt.ptr() + static_cast<int64_t>(i0) * Q.cols() + h * D, Q.cols(),
+             Kt.ptr() + static_cast<int64_t>(r0) * K.cols() + g * D, K.cols(), 0.0f, dst, ld);
         if (s.rel) {
           // q_i . r_(i-j) for every table row the block reaches, then gathered per (i, j).
           const int lo = relative_index(i0, r1, s.max_len), hi = relative_index(i0 + n - 1, r0, s.max_len);
@@ -403,7 +409,11 @@ class CpuOps final : public Ops {
           kernels::masked_softmax_row(&P(i, 0), R, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
                                       mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
         }
-        if (with_output) mm(*ctx).block(i0, h * D, n, D).noalias() = P * cm(*Vt).block(r0, g * D, R, D);
+        if (with_output) {
+          const int64_t lv = Vt->dim(1), lc = ctx->dim(1);
+          gemm(false, false, n, D, R, dst, ld, Vt->ptr() + static_cast<int64_t>(r0) * lv + g * D, lv, 0.0f,
+               ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
+        }
       }
     }
   }
@@ -424,6 +434,7 @@ class CpuOps final : public Ops {
   std::unique_ptr<OnednnLinear> matmul_;
 #endif
   static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
+  static constexpr int64_t kParallelMin = 1 << 15;  // elements below which an elementwise op stays on one thread
 
   static constexpr float kTanhK = 0.7978845608028654f;  // sqrt(2 / pi)
   static constexpr float kTanhA = 0.044715f;
@@ -520,6 +531,15 @@ double onednn_sgemm_gflops(int n, int repeat) {
   }
   std::sort(secs.begin(), secs.end());
   return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
+#else
+  (void)n, (void)repeat;
+  return 0;
+#endif
+}
+
+double onednn_bf16_gflops(int n, int repeat) {
+#ifdef ATTNLAB_WITH_ONEDNN
+  return OnednnLinear::bf16_matmul_gflops(n, repeat);
 #else
   (void)n, (void)repeat;
   return 0;

@@ -79,6 +79,12 @@ void CurveView::rescale() {
   else
     plot_->yAxis->setRange(plot_->yAxis->range().lower - pad_y, plot_->yAxis->range().upper + pad_y);
   QCPRange x = plot_->xAxis->range();
+  bool any = false;
+  for (const QCPGraph* g : graphs_) any = any || g->dataCount() > 0;
+  if (!any) {  // before training: the same empty 0-5 axes on every chart
+    plot_->xAxis->setRange(std::max(0, x_first_), std::max(0, x_first_) + 5);
+    return;
+  }
   if (x_first_ >= 0) {
     x.lower = std::min(x.lower, static_cast<double>(x_first_));
     x.upper = std::max(x.upper, static_cast<double>(x_first_));

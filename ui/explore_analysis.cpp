@@ -173,7 +173,7 @@ void ExploreView::computeImportance() {
         for (int l = 0; l < L; ++l)
           for (int h = 0; h < H; ++h) {
             const float v = imp->at(l, h);
-            auto* item = new QTableWidgetItem(QString::number(v, 'g', 3));  // confident models: tiny drops
+            auto* item = new QTableWidgetItem(QString::number(v, 'e', 2));  // confident models: tiny drops, one format
             // diverging colours centred on 0: red where ablating the head lowers the prediction
             const float a = std::min(1.0f, std::fabs(v) / top);
             const QColor bg = v >= 0 ? QColor::fromRgbF(1.0f, 1.0f - 0.75f * a, 1.0f - 0.75f * a)
@@ -192,8 +192,8 @@ void ExploreView::computeImportance() {
           }
         QString status =
             QString("p(prediction) minus p(prediction) with the head ablated (Michel et al. 2019): red, the head "
-                    "helps the prediction; blue, it works against it (largest %1). Click a cell to ablate or restore "
-                    "that head in every view.")
+                    "helps the prediction; blue, it works against it (full colour: a change of %1). Click a cell to "
+                    "ablate or restore that head in every view.")
                 .arg(top, 0, 'g', 3);
         // a saturated prediction hardly moves when one head goes: say so rather than show only zeros
         const ForwardResult* r = result_.get();
@@ -213,7 +213,7 @@ bool ExploreView::importanceRunning() const { return imp_progress_->isVisible();
 
 void ExploreView::setHeadWeighting(const QString& name) {
   const int i = weighting_->findText(name);
-  if (i < 0) throw Error("heads show: \"" + name.toStdString() + "\" (attention or value-weighted)");
+  if (i < 0) throw Error("heads: no choice \"" + name.toStdString() + "\" (attention or value-weighted)");
   weighting_->setCurrentIndex(i);
 }
 

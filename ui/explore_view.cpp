@@ -288,6 +288,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   hbar->addStretch();
   hp->addLayout(hbar);
   big_ = new HeatmapView(head_page_);
+  big_->setPlaceholder("Type some text first");
   big_->setMaxCells(1024);
   big_->setSquareCells(true);
   hp->addWidget(big_, 1);
@@ -816,6 +817,14 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     QStringList labels;
     for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
     methods_->setInput(analysisRequest(), labels, text_->text());
+    // and draws its T x T maps through the token view the other views use
+    const PreparedInput& a = controller_->prepared();
+    TokenViewOptions view;
+    view.hide_special = hide_special_->isChecked() && hide_special_->isVisibleTo(this);
+    view.merge_pieces = merge_pieces_->isChecked() && merge_pieces_->isVisibleTo(this);
+    std::optional<TokenGroups> groups;
+    if (view.active() && !cross_on_->isChecked()) groups = group_tokens(a.tokens, a.special, a.words, view);
+    methods_->setTokenGroups(std::move(groups));
     methods_->setResult(result_);
   }
   if (tabs_->currentWidget() == editor_) showOtherMasks();
@@ -971,6 +980,7 @@ QString ExploreView::headTitle(int layer, int head, bool with_layer) const {
     if (label == "first" && !row_labels_.isEmpty() && row_labels_[0].startsWith('[')) badge = row_labels_[0];  // [CLS]
     if (!badge.isEmpty()) t += QString::fromUtf8(" \u00b7 ") + badge;
   }
+  if (valueWeighted() && with_layer) t += ", value-weighted";  // the enlarged head: its scale is not probabilities
   if (isAblated(layer, head)) t += " (ablated)";
   return t;
 }

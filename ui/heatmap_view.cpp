@@ -67,6 +67,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->xAxis->setTickLabelRotation(90);  // vertical: each key label is one line of text wide
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   setGradient(gradient_);
+  rebuild();  // no data yet: no axes, no colour bar (QCustomPlot's default 0-5 axes looked like a map)
 }
 
 void HeatmapView::setGradient(const QString& name) {
@@ -97,6 +98,11 @@ void HeatmapView::setCompact(bool compact) {
 void HeatmapView::setAnnotate(bool annotate) {
   annotate_ = annotate;
   rebuild();
+}
+
+void HeatmapView::setPlaceholder(const QString& text) {
+  placeholder_ = text;
+  if (data_.empty()) rebuild();
 }
 
 void HeatmapView::setData(HeatmapData data) {
@@ -137,6 +143,13 @@ void HeatmapView::rebuild() {
   scale_->setVisible(!compact_ && !data_.empty());
   if (data_.empty()) {
     map_->data()->clear();
+    if (!placeholder_.isEmpty()) {
+      auto* t = new QCPItemText(plot_);
+      t->position->setType(QCPItemPosition::ptViewportRatio);
+      t->position->setCoords(0.5, 0.45);
+      t->setText(placeholder_);
+      t->setColor(palette().color(QPalette::PlaceholderText));
+    }
     plot_->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
@@ -170,22 +183,22 @@ void HeatmapView::rebuild() {
   auto fit_axes = [&] {
     plot_->xAxis->setRange(-0.5, c - 0.5);
     plot_->yAxis->setRange(-0.5, r - 0.5);
-    if (!square) return;  // widen whichever axis has room, so a cell is as tall as it is wide
-    const QRect ar = plot_->axisRect()->rect();
+    QCPAxisRect* rect = plot_->axisRect();
+    const QSize unlimited(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
+    if (!square) {
+      if (rect->maximumSize() != unlimited) rect->setMaximumSize(unlimited);
+      return;
+    }
+    // Square cells: the axis rect itself shrinks to the map (the layout leaves the room to spare
+    // right of the colour bar and below), so the axes, their titles and the bar hug the map
+    // instead of running on under empty space.
+    rect->setMaximumSize(unlimited);
+    static_cast<LayoutPlot*>(plot_)->layoutNow();
+    const QRect ar = rect->rect();
     if (ar.width() > 10 && ar.height() > 10) {
-      // The widened axis keeps the map against its axes (its token labels beside it), the room
-      // to spare on the far side, instead of centring the map away from its labels.
-      if (ar.width() / static_cast<double>(c) > ar.height() / static_cast<double>(r)) {
-        plot_->xAxis->setScaleRatio(plot_->yAxis, 1.0);
-        plot_->xAxis->setRange(-0.5, -0.5 + plot_->xAxis->range().size());
-      } else {
-        plot_->yAxis->setScaleRatio(plot_->xAxis, 1.0);
-        const double span = plot_->yAxis->range().size();
-        if (plot_->yAxis->rangeReversed())
-          plot_->yAxis->setRange(r - 0.5 - span, r - 0.5);
-        else
-          plot_->yAxis->setRange(-0.5, -0.5 + span);
-      }
+      const double cell = std::min(ar.width() / static_cast<double>(c), ar.height() / static_cast<double>(r));
+      rect->setMaximumSize(static_cast<int>(std::ceil(cell * c)), static_cast<int>(std::ceil(cell * r)));
+      static_cast<LayoutPlot*>(plot_)->layoutNow();
     }
   };
   fit_axes();
@@ -286,9 +299,8 @@ void HeatmapView::rebuild() {
       plot_->plotLayout()->insertRow(0);
       plot_->plotLayout()->addElement(
           0, 0, new QCPTextElement(plot_, data_.title, QFont(font().family(), compact_ ? 7 : 10, QFont::Bold)));
-    } else {
-      static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(data_.title);
     }
+    fitTitle();
   }
   if (annotate_ && row_factor_ == 1 && col_factor_ == 1 && data_.rows <= 16 && data_.cols <= 16) {
     for (int i = 0; i < data_.rows; ++i)
@@ -315,7 +327,25 @@ void HeatmapView::rebuild() {
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+// The title, elided at its end to the plot's width: centred and wider than a grid cell, it lost
+// both ends ("ead 1 · → not (ablate"); the tooltip and the enlarged view keep it whole.
+void HeatmapView::fitTitle() {
+  if (data_.title.isEmpty() || plot_->plotLayout()->rowCount() < 2) return;
+  auto* t = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0));
+  if (!t) return;
+  const int room = std::max(20, plot_->width() - 6);
+  const QFontMetrics fm(t->font());
+  QString shown = data_.title;
+  if (fm.horizontalAdvance(shown) > room) {  // "head 5 · [CLS]" -> "h5 · [CLS]", then cut at the end
+    shown.replace(QStringLiteral("head "), QStringLiteral("h"));
+    shown = fm.elidedText(shown, Qt::ElideRight, room);
+  }
+  t->setText(shown);
+  if (compact_) plot_->setToolTip(shown == data_.title ? QString() : data_.title);
+}
+
 bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
+  if (obj == plot_ && ev->type() == QEvent::Resize && compact_ && !data_.empty()) fitTitle();
   if (obj == plot_ && ev->type() == QEvent::Resize && !compact_ && !data_.empty()) {  // label density
     // The filter runs before QCustomPlot's own resizeEvent: give it the new viewport first, or the
     // labels are measured against the old size (and then kept as if measured for the new one).

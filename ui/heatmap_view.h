@@ -35,6 +35,7 @@ class HeatmapView : public QWidget {
   // Thumbnails: no axis labels, no colour bar, no interaction.
   void setCompact(bool compact);
   void setAnnotate(bool annotate);             // print values in cells (for short inputs)
+  void setPlaceholder(const QString& text);    // said in the middle while there is no data
   void setMaxCells(int n) { max_cells_ = n; }  // per axis: data drawn finer is pooled further
   // Colour range 0..top: top > 0 is given (1 for a shared 0-1 scale, a layer's maximum for a
   // per-layer scale), 0 = this view's own maximum (per head).
@@ -74,6 +75,8 @@ class HeatmapView : public QWidget {
   bool eventFilter(QObject* obj, QEvent* ev) override;
 
  private:
+  void fitTitle();
+  QString placeholder_;
   void rebuild();
 
   QCustomPlot* plot_;

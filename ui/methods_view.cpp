@@ -171,6 +171,11 @@ void MethodsView::setInput(const ForwardRequest& request, const QStringList& lab
   if (isVisible() && !selectionMethod()) start();
 }
 
+void MethodsView::setTokenGroups(std::optional<TokenGroups> groups) {
+  groups_ = std::move(groups);
+  if (!selectionMethod()) show();
+}
+
 void MethodsView::setLayer(int layer) {
   if (layer == layer_) return;
   layer_ = layer;
@@ -364,6 +369,7 @@ void MethodsView::start() {
         maps_method_ = m;
         if (!c) {
           maps_.reset();
+          if (method() != m) return;  // the user has moved on (token selection draws without a job)
           view_->setData({});
           shown_.reset();
           status_->setText(describe(m, pending) + "<br><b>Not available:</b> " + error.toHtmlEscaped());
@@ -413,10 +419,12 @@ QString MethodsView::readoutSummary() const {
 }
 
 void MethodsView::show() {
+  // A job for another method finishing after a switch to token selection must not clear it.
+  if (selectionMethod()) return showSelection();
   if (!maps_ || maps_method_ != method()) {
     view_->setData({});
     shown_.reset();
-    if (!model_ || request_.ids.empty()) status_->setText("Type some text to see the maps.");
+    if (!model_ || request_.ids.empty()) status_->setText("Type some text first");
     return;
   }
   const Tensor& m = *maps_;
@@ -436,23 +444,43 @@ void MethodsView::show() {
       for (size_t k = 0; k < TT; ++k) values[k] += head >= 0 ? src[k] : src[k] / static_cast<float>(H);
     }
   }
+  std::vector<uint8_t> blocked(TT, 0);
+  bool any_blocked = false;
+  if (blocked_ && blocked_->size() == TT)
+    for (size_t k = 0; k < TT; ++k) any_blocked |= (blocked[k] = (*blocked_)[k] && values[k] == 0.0f) != 0;
   auto result = std::make_shared<ForwardResult>();
   Tensor one({1, T, T});
   std::copy(values.begin(), values.end(), one.data.begin());
   result->attention.push_back(std::move(one));
   for (const QString& l : labels_) result->tokens.push_back(l.toStdString());
   result->ids = request_.ids;
+  result->mask.T = result->mask.S = T;
+  if (any_blocked) result->mask.blocked = blocked;
+  // The other views' token view (hidden special tokens, merged pieces), the same transform.
+  const bool regrouped = groups_ && !groups_->members.empty() && static_cast<int>(result->ids.size()) == T &&
+                         labels_.size() == T && std::all_of(groups_->members.begin(), groups_->members.end(), [&](const auto& g) {
+                           return std::all_of(g.begin(), g.end(), [&](int t) { return t >= 0 && t < T; });
+                         });
+  if (regrouped) apply_token_view(*result, *groups_, *groups_);
   shown_ = result;
-  std::vector<uint8_t> blocked(TT, 0);
-  if (blocked_ && blocked_->size() == TT)
-    for (size_t k = 0; k < TT; ++k) blocked[k] = (*blocked_)[k] && values[k] == 0.0f;
-  HeatmapData d = owned_heatmap(std::move(values), std::move(blocked), T, T, 1024);
-  d.row_labels = labels_;
-  d.col_labels = labels_;
+  const Tensor& drawn = result->attention.front();
+  const int R = static_cast<int>(drawn.dim(1));
+  std::vector<uint8_t> drawn_blocked = result->mask.blocked.empty() ? std::vector<uint8_t>() : result->mask.blocked;
+  HeatmapData d = owned_heatmap(std::vector<float>(drawn.data.begin(), drawn.data.end()), std::move(drawn_blocked), R, R, 1024);
+  QStringList labels;
+  for (const auto& t : result->tokens) labels << QString::fromStdString(t);
+  d.row_labels = labels;
+  d.col_labels = labels;
   d.title = title();
   d.diverging = maps_method_ == Compare;
   view_->setData(std::move(d));
-  status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + kCaveat);
+  const QString view_note =
+      regrouped ? QString("<br>Drawn as the other views show the tokens (%1 of %2 positions: hidden special tokens "
+                          "left out, so rows sum to less than they did; merged pieces' keys summed, queries averaged).")
+                      .arg(R)
+                      .arg(T)
+                : QString();
+  status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + view_note + kCaveat);
 }
 
 void MethodsView::wait() {

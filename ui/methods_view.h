@@ -9,9 +9,11 @@
 #include <QWidget>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "engine/forward.h"
+#include "engine/token_view.h"
 #include "ui/background_job.h"
 
 class QComboBox;
@@ -35,6 +37,9 @@ class MethodsView : public QWidget {
   // The input the maps are computed for (prepared ids, mask, ablated heads) and its labels.
   // Marks the page out of date; it computes when shown.
   void setInput(const ForwardRequest& request, const QStringList& labels, const QString& text = QString());
+  // What the other views show of the tokens (hide [CLS]/[SEP], merge pieces): the T x T maps are
+  // drawn through the same groups (keys summed, queries averaged); nullopt = every token.
+  void setTokenGroups(std::optional<TokenGroups> groups);
   // Compare (A - B): B is this text on the same model when text is not empty, else the same
   // text on `model` (another folder, e.g. a checkpoint). Needs the same token count.
   void setCompare(const QString& text, std::shared_ptr<const Model> model, const QString& model_name = QString());
@@ -70,6 +75,7 @@ class MethodsView : public QWidget {
   std::shared_ptr<const Model> model_;
   ForwardRequest request_;
   QStringList labels_;
+  std::optional<TokenGroups> groups_;
   int layer_ = 0;
   bool dirty_ = true;
   // The computed maps of one method: [T, T] (rollout, relevance, mean over layers), [L, T, T]

@@ -124,7 +124,7 @@ PredictionGradients prediction_gradients(const Model& model, const ForwardReques
   const ModelConfig& c = model.config;
   const ModelWeights& W = model.weights;
   if (c.num_classes == 0 && !c.lm_head)
-    throw Error("grad-attention explains a prediction: it needs a classifier, or a language model's next token");
+    throw Error("relevance (grad-attention) explains a prediction: it needs a classifier, or a language model's next token; this model has neither");
   const AttnMask mask = self_attention_mask(model, request);
   const std::vector<std::vector<uint8_t>> ablate = ablation_flags(c, request.ablate);
   const int T = static_cast<int>(request.ids.size()), L = c.num_layers, E = c.embed_size;
