@@ -169,6 +169,66 @@ std::string OnednnLinear::isa() {
   }
 }
 
+// One CPU engine for every block product, so each thread keeps one stream for all of them.
+dnnl::engine& block_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+struct Bf16BlockGemm::Impl {
+  dnnl::engine& eng = block_engine();
+  std::mutex mu;
+  struct Made {
+    dnnl::matmul mm;
+    size_t scratch = 0;
+  };
+  // by (M, N, K, lda, tb, ldb, ldc)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t, int64_t>, std::shared_ptr<const Made>> made;
+};
+
+Bf16BlockGemm::Bf16BlockGemm() : impl_(std::make_unique<Impl>()) {}
+Bf16BlockGemm::~Bf16BlockGemm() = default;
+
+void Bf16BlockGemm::run(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, bool tb, const uint16_t* B,
+                        int64_t ldb, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  Impl& m = *impl_;
+  const dnnl::memory::desc a({M, K}, dt::bf16, dnnl::memory::dims{lda, 1});
+  const dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+  const dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  std::shared_ptr<const Impl::Made> p;
+  try {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      const auto key = std::make_tuple(M, N, K, lda, tb, ldb, ldc);
+      auto it = m.made.find(key);
+      if (it == m.made.end()) {
+        if (m.made.size() >= 256) m.made.clear();  // many shapes seen (sliding windows, typing): start over
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each thread its own
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, m.eng);
+        auto made = std::make_shared<Impl::Made>(Impl::Made{dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
+        it = m.made.emplace(key, std::move(made)).first;
+      }
+      p = it->second;
+    }
+    thread_local std::vector<uint8_t> scratch;
+    thread_local dnnl::stream stream(block_engine());
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(a, m.eng, const_cast<uint16_t*>(A))},
+                                                  {DNNL_ARG_WEIGHTS, dnnl::memory(b, m.eng, const_cast<uint16_t*>(B))},
+                                                  {DNNL_ARG_DST, dnnl::memory(c, m.eng, C)}};
+    if (p->scratch > 0) {
+      if (scratch.size() < p->scratch) scratch.resize(p->scratch);
+      args[DNNL_ARG_SCRATCHPAD] =
+          dnnl::memory({{static_cast<int64_t>(p->scratch)}, dt::u8, tag::a}, m.eng, scratch.data());
+    }
+    p->mm.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("oneDNN bf16 block product failed: ") + e.what());
+  }
+}
+
 double OnednnLinear::bf16_matmul_gflops(int n, int repeat) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(eng);

@@ -40,4 +40,22 @@ class OnednnLinear {
   std::unique_ptr<Impl> impl_;
 };
 
+// Single-threaded bf16 products called from many threads at once: the attention blocks of
+// cpu-bf16 (each (head, query block) task multiplies its own scores and context). C (M, N, ldc,
+// fp32) = A (M, K, lda) op(B), op(B) = B^T for a B stored (N, K) when tb, else B stored (K, N);
+// A and B in bf16, fp32 accumulation. Matmuls are made once per shape (under a lock) and run
+// with a per-thread stream and scratchpad; inside an OpenMP parallel region oneDNN runs each on
+// the calling thread.
+class Bf16BlockGemm {
+ public:
+  Bf16BlockGemm();
+  ~Bf16BlockGemm();
+  void run(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, bool tb, const uint16_t* B, int64_t ldb,
+           float* C, int64_t ldc);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace attnlab

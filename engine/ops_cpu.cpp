@@ -101,6 +101,7 @@ class CpuOps final : public Ops {
   explicit CpuOps(bool bf16 = false) : bf16_mode_(bf16) {
 #ifdef ATTNLAB_WITH_ONEDNN
     matmul_ = std::make_unique<OnednnLinear>(bf16);
+    if (bf16) block_gemm_ = std::make_unique<Bf16BlockGemm>();
 #else
     if (bf16) throw Error("this build has no bf16 path (it needs oneDNN: libdnnl-dev, -DATTNLAB_ONEDNN=ON)");
 #endif
@@ -363,10 +364,21 @@ class CpuOps final : public Ops {
       probs = Pt->ptr();
     }
     if (with_output) ctx->reshape_for_overwrite({T, static_cast<int64_t>(H) * D});
+    // cpu-bf16: the scores' and the context's products in bf16 as well (fp32 accumulation,
+    // scaling and softmax), as PyTorch's bf16 autocast runs them; relative positions stay fp32.
+    const bool half = bf16_mode_ && !s.rel;
+    std::vector<uint16_t> qh, kh, vh;
+    if (half) {
+      qh = bf16_copy(Qt), kh = bf16_copy(Kt);
+      if (with_output) vh = bf16_copy(*Vt);
+    }
+    const int64_t lq = Qt.dim(1), lk = Kt.dim(1), lv = with_output ? Vt->dim(1) : 0,
+                  lc = with_output ? ctx->dim(1) : 0;
 #pragma omp parallel
     {
       RowMat scratch, G;
       Eigen::ArrayXf buf;
+      std::vector<uint16_t> pb;  // a block's probabilities in bf16 (cpu-bf16)
 #pragma omp for schedule(dynamic, 1)
       for (int task = 0; task < H * blocks; ++task) {
         const int h = task / blocks, i0 = (task % blocks) * kTuning.query_block;
@@ -393,9 +405,13 @@ class CpuOps final : public Ops {
         Eigen::Map<RowMat, 0, Eigen::OuterStride<>> P(dst, n, R, Eigen::OuterStride<>(ld));
         const auto Qb = Q.block(i0, h * D, n, D);
         const int g = s.kv_head(h);  // the key/value head this query head reads
-        // one thread's products (oneDNN's sgemm runs single-threaded inside this parallel loop)
-        gemm(false, true, n, R, D, Qt.ptr() + static_cast<int64_t>(i0) * Q.cols() + h * D, Q.cols(),
-             Kt.ptr() + static_cast<int64_t>(r0) * K.cols() + g * D, K.cols(), 0.0f, dst, ld);
+        // one thread's products (oneDNN runs single-threaded inside this parallel loop)
+        if (half)
+          block_product(n, R, D, qh.data() + static_cast<int64_t>(i0) * lq + h * D, lq, true,
+                           kh.data() + static_cast<int64_t>(r0) * lk + g * D, lk, dst, ld);
+        else
+          gemm(false, true, n, R, D, Qt.ptr() + static_cast<int64_t>(i0) * lq + h * D, lq,
+               Kt.ptr() + static_cast<int64_t>(r0) * lk + g * D, lk, 0.0f, dst, ld);
         if (s.rel) {
           // q_i . r_(i-j) for every table row the block reaches, then gathered per (i, j).
           const int lo = relative_index(i0, r1, s.max_len), hi = relative_index(i0 + n - 1, r0, s.max_len);
@@ -409,8 +425,13 @@ class CpuOps final : public Ops {
           kernels::masked_softmax_row(&P(i, 0), R, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,
                                       mask.additive.empty() ? nullptr : mask.additive.data() + off, buf);
         }
-        if (with_output) {
-          const int64_t lv = Vt->dim(1), lc = ctx->dim(1);
+        if (with_output && half) {
+          pb.resize(static_cast<size_t>(n) * R);
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < R; ++j) pb[static_cast<size_t>(i) * R + j] = to_bf16_bits(P(i, j));
+          block_product(n, D, R, pb.data(), R, false, vh.data() + static_cast<int64_t>(r0) * lv + g * D, lv,
+                           ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
+        } else if (with_output) {
           gemm(false, false, n, D, R, dst, ld, Vt->ptr() + static_cast<int64_t>(r0) * lv + g * D, lv, 0.0f,
                ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
         }
@@ -432,6 +453,7 @@ class CpuOps final : public Ops {
   uint64_t version_ = 0;
 #ifdef ATTNLAB_WITH_ONEDNN
   std::unique_ptr<OnednnLinear> matmul_;
+  std::unique_ptr<Bf16BlockGemm> block_gemm_;  // cpu-bf16: the attention blocks' products
 #endif
   static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
   static constexpr int64_t kParallelMin = 1 << 15;  // elements below which an elementwise op stays on one thread
@@ -451,6 +473,24 @@ class CpuOps final : public Ops {
     const float cdf = 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
     const float pdf = std::exp(-0.5f * v * v) * 0.3989422804014327f;
     return cdf + v * pdf;
+  }
+
+  void block_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, bool tb, const uint16_t* B,
+                     int64_t ldb, float* C, int64_t ldc) {
+#ifdef ATTNLAB_WITH_ONEDNN
+    block_gemm_->run(M, N, K, A, lda, tb, B, ldb, C, ldc);
+#else
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)tb, (void)B, (void)ldb, (void)C, (void)ldc;
+    throw Error("internal: bf16 products need oneDNN");
+#endif
+  }
+
+  static std::vector<uint16_t> bf16_copy(const Tensor& t) {
+    std::vector<uint16_t> out(static_cast<size_t>(t.numel()));
+    const float* x = t.ptr();
+#pragma omp parallel for schedule(static) if (t.numel() >= kParallelMin)
+    for (int64_t k = 0; k < t.numel(); ++k) out[static_cast<size_t>(k)] = to_bf16_bits(x[k]);
+    return out;
   }
 
   static void apply_keep(const AttnArgs& s, int bh, RowMat& M) {

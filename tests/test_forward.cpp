@@ -404,6 +404,73 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
   CHECK(max_abs_diff(y3, y1) > 0.1);
 }
 
+TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain reference, awkward shapes", "[forward][bf16]") {
+  if (!bf16_available()) return;  // the linear case above checks the message
+  auto ops = make_cpu_bf16_ops();
+  auto round = [](float v) {
+    const uint32_t u = static_cast<uint32_t>(to_bf16_bits(v)) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return static_cast<double>(f);
+  };
+  // T across the 64-query blocks; S != T is cross-attention; KV 1 is grouped-query; window 5
+  // gives blocks whose key range starts past 0; rows 0 and 3 of the "holes" mask see nothing.
+  for (const auto& [T, S, D, KV] : std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {7, 7, 5, 1}, {70, 70, 16, 3},
+                                                                   {130, 130, 8, 1}, {9, 200, 3, 3}})
+    for (const int kind : {0, 1, 2}) {  // none, sliding window 5, holes
+      CAPTURE(T, S, D, KV, kind);
+      const int H = 3;
+      AttnMask mask;
+      mask.T = T, mask.S = S;
+      if (kind > 0) {
+        mask.blocked.assign(static_cast<size_t>(T) * S, 0);
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < S; ++j)
+            mask.blocked[static_cast<size_t>(i) * S + j] = kind == 1 ? std::abs(i - j) > 5 : (i == 0 || i == 3 || j % 3 == 1);
+      }
+      AttnArgs a;
+      a.T = T, a.S = S, a.H = H, a.D = D, a.KV = KV, a.mask = &mask;
+      const Tensor Q = random_tensor({T, H * D}, 1), K = random_tensor({S, KV * D}, 2), V = random_tensor({S, KV * D}, 3);
+      Tensor P, ctx;
+      ops->attention(a, Q, K, &V, &P, &ctx);
+      REQUIRE(P.shape == std::vector<int64_t>{1, H, T, S});
+      REQUIRE(ctx.shape == std::vector<int64_t>{T, H * D});
+      double worst_p = 0, worst_c = 0;
+      for (int h = 0; h < H; ++h) {
+        const int g = h / (H / KV);
+        for (int i = 0; i < T; ++i) {
+          std::vector<double> sc(static_cast<size_t>(S));
+          double top = -1e300;
+          for (int j = 0; j < S; ++j) {
+            if (mask.is_blocked(h, i, j)) continue;
+            double d = 0;
+            for (int k = 0; k < D; ++k) d += round(Q.at(i, h * D + k)) * round(K.at(j, g * D + k));
+            sc[static_cast<size_t>(j)] = d / std::sqrt(static_cast<double>(D));
+            top = std::max(top, sc[static_cast<size_t>(j)]);
+          }
+          double z = 0;
+          for (int j = 0; j < S; ++j)
+            if (!mask.is_blocked(h, i, j)) z += std::exp(sc[static_cast<size_t>(j)] - top);
+          const float* prow = P.ptr() + (static_cast<int64_t>(h) * T + i) * S;
+          for (int j = 0; j < S; ++j) {
+            const double want = mask.is_blocked(h, i, j) ? 0.0 : std::exp(sc[static_cast<size_t>(j)] - top) / z;
+            worst_p = std::max(worst_p, std::fabs(prow[j] - want));
+          }
+          for (int k = 0; k < D; ++k) {  // the context from the kernel's probabilities, rounded as it rounds them
+            double c = 0, mag = 0;
+            for (int j = 0; j < S; ++j) {
+              c += round(prow[j]) * round(V.at(j, g * D + k));
+              mag += std::fabs(round(prow[j]) * round(V.at(j, g * D + k)));
+            }
+            worst_c = std::max(worst_c, std::fabs(ctx.at(i, h * D + k) - c) / (mag + 1e-6));
+          }
+        }
+      }
+      CHECK(worst_p < 2e-6);
+      CHECK(worst_c < 1e-5);
+    }
+}
+
 TEST_CASE("cpu-bf16 backend: probabilities near fp32 on awkward shapes, every mask kind", "[forward][bf16]") {
   if (!bf16_available()) return;  // the case above checks the message
   for_each_config({{1, 16, 2, 1, 8}, {7, 18, 2, 2, 9}, {33, 32, 4, 2, 64}},
