@@ -146,7 +146,8 @@ case "$cmd" in
     ;;
   sanitize)
     # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
-    # The fuzz label is left out: the fuzzers carry their own sanitizers.
+    # The fuzz label is left out (the fuzzers carry their own sanitizers), and retrain (25 s of
+    # training, 10x that under the sanitizers; training runs there in engine_tests).
     deps; hf_venv; get_model minilm > /dev/null
     ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then
@@ -159,7 +160,7 @@ case "$cmd" in
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
     export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    exec ctest --output-on-failure -j "$JOBS" -LE fuzz "$@"
+    exec ctest --output-on-failure -j "$JOBS" -LE "fuzz|retrain" "$@"
     ;;
   bench)
     # The performance table: attnlab side by side with PyTorch 2.x from PyPI (the bench venv) in

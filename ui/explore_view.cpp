@@ -31,6 +31,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 #include <cmath>
+#include <limits>
 
 #include <qcustomplot.h>
 
@@ -596,13 +597,19 @@ void ExploreView::layoutHeadGrid() {
 void ExploreView::fitTokenStrip() {
   const int n = token_model_->rowCount();
   int h = 0;
-  if (n > 0) {
-    const QRect last = token_view_->visualRect(token_model_->index(n - 1));
-    const QRect first = token_view_->visualRect(token_model_->index(0));
-    h = last.bottom() - first.top() + 1 + 2 * token_view_->spacing();
+  if (n > 0) {  // down to the bottom of the third row of tokens (its ids too), measured, not estimated
+    const int top = token_view_->visualRect(token_model_->index(0)).top();
+    int rows = 0, row_top = std::numeric_limits<int>::min(), bottom = top;
+    for (int i = 0; i < n; ++i) {
+      const QRect r = token_view_->visualRect(token_model_->index(i));
+      if (r.top() != row_top && ++rows > 3) break;
+      row_top = r.top();
+      bottom = std::max(bottom, r.bottom());
+    }
+    h = bottom - top + 1 + 2 * token_view_->spacing();
   }
   const int row = token_view_->sizeHintForRow(0) > 0 ? token_view_->sizeHintForRow(0) : 32;
-  h = std::clamp(h, row + 2 * token_view_->spacing(), 3 * (row + token_view_->spacing()));
+  h = std::max(h, row + 2 * token_view_->spacing());
   token_view_->setFixedHeight(h + 2 * token_view_->frameWidth());
 }
 
