@@ -68,9 +68,10 @@ usage:
   attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
                       [--target C] [--out FILE.npy] [--json]     beyond raw attention, every layer; --target is
                       a class index (classifiers) or a token id (language models), default the prediction:
-                      rollout [T, T] (Abnar & Zuidema 2020), value-norm [L, H, T, T] (Kobayashi et al. 2020),
-                      grad-attention [T, T] (Chefer et al. 2021; relevance for the logit of --target, default
-                      the prediction), mean-heads [L, T, T], mean-layers [T, T] (attention averaged),
+                      rollout [T, T] (Abnar & Zuidema 2020), value-norm [L, H, T, T] (Kobayashi et al. 2020;
+                      the app's value-weighted), grad-attention [T, T] (Chefer et al. 2021; the app's relevance:
+                      for the logit of --target, default the prediction), mean-heads [L, T, T], mean-layers [T, T]
+                      (attention averaged),
                       head-importance [L, H] (p_target minus p_target with the head ablated, Michel et al. 2019),
                       head-patterns (--json; Clark et al. 2019), logit-lens [2, L, T] (language models:
                       top-1 next-token ids, then probabilities, per layer and position)
@@ -194,8 +195,10 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   std::string names;
   for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + m;
   if (!a.has("--method")) throw Error("analyze needs --method (" + names + ")");
-  // "relevance" is what the app calls grad-attention
-  const std::string method = a.get("--method") == "relevance" ? "grad-attention" : a.get("--method");
+  // the app's names: "relevance" is grad-attention, "value-weighted" is value-norm
+  const std::string method = a.get("--method") == "relevance"        ? "grad-attention"
+                             : a.get("--method") == "value-weighted" ? "value-norm"
+                                                                     : a.get("--method");
   if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end())
     throw Error("--method: expected one of " + names + ", got \"" + method + "\"");
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
@@ -684,7 +687,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::cout << kUsage;
+    (args.empty() ? std::cerr : std::cout) << kUsage;  // no command: a usage error, on stderr
     return args.empty() ? 2 : 0;
   }
   const std::string cmd = args[0];

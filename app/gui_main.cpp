@@ -184,7 +184,9 @@ int main(int argc, char** argv) {
   if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
     static const QStringList kMethods = {"rollout",     "relevance",         "value-norm", "mean-heads",
                                          "mean-layers", "selected-queries", "selected-keys", "compare"};
-    const QString name = p.value("method") == "grad-attention" ? "relevance" : p.value("method");  // the CLI's name
+    QString name = p.value("method");  // the CLI's names too
+    if (name == "grad-attention") name = "relevance";
+    if (name == "value-weighted") name = "value-norm";
     const int m = kMethods.indexOf(name);
     if (m < 0) {
       std::fprintf(stderr, "attnlab: --method: no method \"%s\" (%s)\n", qPrintable(p.value("method")),

@@ -13,6 +13,14 @@ using namespace attnlab::test;
 
 namespace {
 
+// v rounded to bf16 as the bf16 kernels round it (to nearest even), back in double.
+double bf16_round(float v) {
+  const uint32_t u = static_cast<uint32_t>(to_bf16_bits(v)) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return static_cast<double>(f);
+}
+
 // Probabilities: 1e-5 absolute. Both backends compute in float32; the reference accumulates in
 // double, the cpu backend in float with Eigen's vectorised exp, so rows differ by a few ulps
 // times T. Hidden states go through LayerNorm (which rescales by up to 1/std), hence 1e-4.
@@ -365,12 +373,6 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
   CHECK(to_bf16_bits(1.0f + 3.0f / 256) == 0x3F82);               // a tie: to even (up)
   CHECK(to_bf16_bits(-2.5f) == 0xC020);
   auto ops = make_cpu_bf16_ops();
-  auto round = [](float v) {
-    const uint32_t u = static_cast<uint32_t>(to_bf16_bits(v)) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return static_cast<double>(f);
-  };
   uint64_t version = 100;
   for (const auto& [N, in, out] : std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 5, 3}, {7, 17, 9}, {33, 64, 130}, {130, 96, 17}})
     for (const bool bias : {false, true}) {
@@ -385,8 +387,8 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
         for (int o = 0; o < out; ++o) {
           double s = bias ? b.data[static_cast<size_t>(o)] : 0.0, mag = std::fabs(s);
           for (int k = 0; k < in; ++k) {
-            s += round(x.at(n, k)) * round(W.at(o, k));
-            mag += std::fabs(round(x.at(n, k)) * round(W.at(o, k)));
+            s += bf16_round(x.at(n, k)) * bf16_round(W.at(o, k));
+            mag += std::fabs(bf16_round(x.at(n, k)) * bf16_round(W.at(o, k)));
           }
           worst = std::max(worst, std::fabs(y.at(n, o) - s) / (mag + 1e-6));
         }
@@ -407,12 +409,6 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
 TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain reference, awkward shapes", "[forward][bf16]") {
   if (!bf16_available()) return;  // the linear case above checks the message
   auto ops = make_cpu_bf16_ops();
-  auto round = [](float v) {
-    const uint32_t u = static_cast<uint32_t>(to_bf16_bits(v)) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return static_cast<double>(f);
-  };
   // T across the 64-query blocks; S != T is cross-attention; KV 1 is grouped-query; window 5
   // gives blocks whose key range starts past 0; rows 0 and 3 of the "holes" mask see nothing.
   for (const auto& [T, S, D, KV] : std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {7, 7, 5, 1}, {70, 70, 16, 3},
@@ -444,7 +440,7 @@ TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain referen
           for (int j = 0; j < S; ++j) {
             if (mask.is_blocked(h, i, j)) continue;
             double d = 0;
-            for (int k = 0; k < D; ++k) d += round(Q.at(i, h * D + k)) * round(K.at(j, g * D + k));
+            for (int k = 0; k < D; ++k) d += bf16_round(Q.at(i, h * D + k)) * bf16_round(K.at(j, g * D + k));
             sc[static_cast<size_t>(j)] = d / std::sqrt(static_cast<double>(D));
             top = std::max(top, sc[static_cast<size_t>(j)]);
           }
@@ -459,8 +455,8 @@ TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain referen
           for (int k = 0; k < D; ++k) {  // the context from the kernel's probabilities, rounded as it rounds them
             double c = 0, mag = 0;
             for (int j = 0; j < S; ++j) {
-              c += round(prow[j]) * round(V.at(j, g * D + k));
-              mag += std::fabs(round(prow[j]) * round(V.at(j, g * D + k)));
+              c += bf16_round(prow[j]) * bf16_round(V.at(j, g * D + k));
+              mag += std::fabs(bf16_round(prow[j]) * bf16_round(V.at(j, g * D + k)));
             }
             worst_c = std::max(worst_c, std::fabs(ctx.at(i, h * D + k) - c) / (mag + 1e-6));
           }

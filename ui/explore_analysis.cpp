@@ -2,6 +2,7 @@
 // Importance tab, value-weighted heads, token selection, the mask editor's view of the other
 // masks, and the tables' exports. The widgets are built in explore_view.cpp.
 #include <QCoreApplication>
+#include <QHeaderView>
 #include <QFile>
 #include <QFileInfo>
 #include <QItemSelectionModel>
@@ -13,6 +14,7 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTextStream>
+#include <algorithm>
 #include <cmath>
 
 #include <qcustomplot.h>
@@ -70,6 +72,11 @@ void ExploreView::startLens() {
           heads << QString("%1 %2").arg(p).arg(s);
         }
         t->setHorizontalHeaderLabels(heads);
+        // each column as wide as its header (64-120 px): a centred header wider than its column
+        // lost both ends ("<|begin_o")
+        const QFontMetrics hfm = t->horizontalHeader()->fontMetrics();
+        for (int p = 0; p < heads.size(); ++p)
+          t->setColumnWidth(p, std::clamp(hfm.horizontalAdvance(heads[p]) + 14, 64, 120));
         QStringList rows;
         for (int l = lens->layers - 1; l >= 0; --l) rows << QString("layer %1").arg(l);
         t->setVerticalHeaderLabels(rows);  // the last layer on top, as the stack is drawn

@@ -19,6 +19,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QShortcut>
 #include <QSlider>
@@ -235,7 +236,11 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
 
   lv->addWidget(opts);
   lv->addStretch();
-  left_scroll->setMaximumWidth(300);
+  // as wide as its widest control plus the vertical scroll bar (which would otherwise cover the
+  // controls' right edge: "after the last token"'s arrows), at most 320
+  left_scroll->setMinimumWidth(std::min(320, left->minimumSizeHint().width() +
+                                                 left_scroll->verticalScrollBar()->sizeHint().width()));
+  left_scroll->setMaximumWidth(320);
 
   // --- right: layer controls and the views
   auto* right = new QWidget(split);

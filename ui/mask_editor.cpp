@@ -96,7 +96,7 @@ class MaskGrid : public QWidget {
   }
   double maxZoom() const { return std::max(1.0, 40.0 / std::max(0.05, fitCell())); }  // up to 40 px cells
   double cellSize() const { return fitCell() * zoom_; }
-  double margin() const { return cellSize() >= 12 ? 48.0 : 4.0; }
+  double margin() const { return cellSize() >= 2 ? 48.0 : 4.0; }
   QRectF area() const {
     const double cell = cellSize();
     return QRectF(margin(), margin(), cell * e_->S_, cell * e_->T_);
@@ -155,20 +155,25 @@ class MaskGrid : public QWidget {
       for (int j = j0; j <= j1 + 1; ++j)
         p.drawLine(QPointF(a.left() + j * c, a.top() + i0 * c), QPointF(a.left() + j * c, a.top() + (i1 + 1) * c));
     }
-    if (c >= 12) {
+    if (c >= 2) {  // labels on every row and column while cells are a line tall, else on every k-th
       p.setPen(palette().text().color());
       QFont f = font();
       f.setPointSize(7);
       p.setFont(f);
       const QFontMetrics fm(f);
+      const int step = c >= 12 ? 1 : static_cast<int>(std::ceil((fm.height() + 1) / c));
       auto label = [&](const QStringList& labels, int k) {
         const QString t = k < labels.size() ? labels[k] : QString();
         return fm.elidedText(QString("%1 %2").arg(k).arg(t), Qt::ElideRight, 44);
       };
-      for (int i = i0; i <= i1; ++i)
-        p.drawText(QRectF(0, a.top() + i * c, a.left() - 2, c), Qt::AlignRight | Qt::AlignVCenter,
-                   label(e_->row_labels_, i));
+      for (int i = i0; i <= i1; ++i) {
+        if (i % step != 0) continue;
+        p.drawText(QRectF(0, a.top() + i * c + c / 2 - fm.height(), a.left() - 2, 2 * fm.height()),
+                   Qt::AlignRight | Qt::AlignVCenter, label(e_->row_labels_, i));
+        if (step > 1) p.drawLine(QPointF(a.left() - 2, a.top() + i * c + c / 2), QPointF(a.left(), a.top() + i * c + c / 2));
+      }
       for (int j = j0; j <= j1; ++j) {
+        if (j % step != 0) continue;
         p.save();
         p.translate(a.left() + j * c + c / 2, a.top() - 2);
         p.rotate(-60);
