@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,7 +102,17 @@ std::unique_ptr<Ops> make_cpu_ops();
 // else) through oneDNN; Error when built without oneDNN.
 std::unique_ptr<Ops> make_cpu_bf16_ops();
 bool bf16_available();       // built with oneDNN
-uint16_t to_bf16_bits(float v);  // round to nearest even, as PyTorch's .to(torch.bfloat16)
+// v rounded to bfloat16 (to nearest even, as PyTorch's .to(torch.bfloat16)); NaN stays a quiet
+// NaN. Branch-free, so loops over it vectorise.
+inline uint16_t to_bf16_bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+}
+// out[k] = to_bf16_bits(x[k]) for k < n, over the threads when n is large (the same result).
+void to_bf16(const float* x, uint16_t* out, int64_t n);
 std::string bf16_notice();   // empty, or why bf16 is slow here (no bf16 instructions: emulated)
 std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
 

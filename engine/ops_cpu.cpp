@@ -428,7 +428,7 @@ class CpuOps final : public Ops {
         if (with_output && half) {
           pb.resize(static_cast<size_t>(n) * R);
           for (int i = 0; i < n; ++i)
-            for (int j = 0; j < R; ++j) pb[static_cast<size_t>(i) * R + j] = to_bf16_bits(P(i, j));
+            to_bf16(&P(i, 0), pb.data() + static_cast<size_t>(i) * R, R);
           block_product(n, D, R, pb.data(), R, false, vh.data() + static_cast<int64_t>(r0) * lv + g * D, lv,
                            ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
         } else if (with_output) {
@@ -487,9 +487,7 @@ class CpuOps final : public Ops {
 
   static std::vector<uint16_t> bf16_copy(const Tensor& t) {
     std::vector<uint16_t> out(static_cast<size_t>(t.numel()));
-    const float* x = t.ptr();
-#pragma omp parallel for schedule(static) if (t.numel() >= kParallelMin)
-    for (int64_t k = 0; k < t.numel(); ++k) out[static_cast<size_t>(k)] = to_bf16_bits(x[k]);
+    to_bf16(t.ptr(), out.data(), t.numel());
     return out;
   }
 
@@ -520,11 +518,15 @@ std::unique_ptr<Ops> make_cpu_bf16_ops() {
   return std::make_unique<CpuOps>(true);
 }
 
-uint16_t to_bf16_bits(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu)) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+void to_bf16(const float* x, uint16_t* out, int64_t n) {
+  constexpr int64_t kBlock = 1 << 14;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  // serial inside a parallel region (the attention tasks) or for small arrays
+#pragma omp parallel for schedule(static) if (blocks > 1 && !omp_in_parallel())
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+    for (int64_t k = b * kBlock; k < end; ++k) out[k] = to_bf16_bits(x[k]);
+  }
 }
 
 bool bf16_available() {

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/analysis/methods.h"
 #include "engine/input.h"
@@ -372,6 +373,20 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
   CHECK(to_bf16_bits(1.0f + 1.0f / 256) == 0x3F80);               // a tie: to even (down)
   CHECK(to_bf16_bits(1.0f + 3.0f / 256) == 0x3F82);               // a tie: to even (up)
   CHECK(to_bf16_bits(-2.5f) == 0xC020);
+  CHECK(to_bf16_bits(std::numeric_limits<float>::infinity()) == 0x7F80);
+  CHECK(to_bf16_bits(-0.0f) == 0x8000);
+  CHECK(to_bf16_bits(std::numeric_limits<float>::max()) == 0x7F80);  // rounds up to infinity, as PyTorch's
+  const uint16_t nan = to_bf16_bits(std::numeric_limits<float>::quiet_NaN());
+  CHECK(((nan & 0x7F80) == 0x7F80 && (nan & 0x7F) != 0));
+  {  // the array form, across its threads' blocks, equals the scalar one
+    std::vector<float> x(100003);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.37f * static_cast<float>(k)) * static_cast<float>(k);
+    std::vector<uint16_t> y(x.size());
+    to_bf16(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    size_t same = 0;
+    for (size_t k = 0; k < x.size(); ++k) same += y[k] == to_bf16_bits(x[k]);
+    CHECK(same == x.size());
+  }
   auto ops = make_cpu_bf16_ops();
   uint64_t version = 100;
   for (const auto& [N, in, out] : std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 5, 3}, {7, 17, 9}, {33, 64, 130}, {130, 96, 17}})
