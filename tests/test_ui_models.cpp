@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QFile>
 #include <QImage>
+#include <QDialog>
 #include <QLabel>
 #include <QMenuBar>
 #include <QLineEdit>
@@ -218,6 +219,12 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
   list->setCurrentRow(3);  // the causal mask
   e->flush();
   CHECK(e->maskArgs() == QStringList{"causal"});
+  // the step's text says which article is which, by title
+  bool named = false;
+  for (QLabel* l : w.findChild<QDialog*>("tourDialog")->findChildren<QLabel*>())
+    named = named || (l->text().contains("The causal mask") && l->text().contains("Article 000") &&
+                      l->text().contains(QString::fromUtf8("\u63a9\u7801")));  // 掩码, "mask", in 003's title
+  CHECK(named);
 }
 
 TEST_CASE("Help: About names the version, Qt, Eigen, the backends and the model; shortcuts are listed", "[ui][help]") {

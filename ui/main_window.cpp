@@ -200,8 +200,8 @@ void MainWindow::showTour() {
       if (row < 0) return;
       const TourStep& s = tour_steps()[static_cast<size_t>(row)];
       text->setText(QString("<h3>%1</h3><p><i>%2</i></p><p>%3</p><p style='color:#666'>The tour is written for "
-                            "the shipped default model.</p>")
-                        .arg(s.title.toHtmlEscaped(), s.source.toHtmlEscaped(), s.text));
+                            "the shipped default model. %4</p>")
+                        .arg(s.title.toHtmlEscaped(), s.source.toHtmlEscaped(), s.text, tour_articles_note()));
       show_tour_step(*this, row, shipped_models_);
     });
     connect(next, &QPushButton::clicked, list, [list] {

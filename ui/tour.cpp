@@ -12,6 +12,16 @@
 
 namespace attnlab {
 
+QString tour_articles_note() {
+  return QString::fromUtf8(
+      "Article 000: \u201cPyTorch 2.0 \u591a\u5934\u81ea\u6ce8\u610f\u529b\u673a\u5236\u5b9e\u6218\uff1a"
+      "\u4ece\u96f6\u5b9e\u73b0 8 \u5934\u6ce8\u610f\u529b\u6a21\u5757\u201d (multi-head self-attention "
+      "from scratch: an 8-head module); article 003: \u201cPyTorch 2.0 MultiHeadAttention "
+      "\u6a21\u5757\u5b9e\u6218\uff1a3\u79cd\u63a9\u7801\u673a\u5236\u4e0e\u6ce8\u610f\u529b"
+      "\u6743\u91cd\u53ef\u89c6\u5316\u201d (nn.MultiheadAttention: three kinds of mask and attention-weight "
+      "heatmaps).");
+}
+
 const std::vector<TourStep>& tour_steps() {
   static const std::vector<TourStep> steps = {
       {"Scaled dot-product attention", "article 000, sections 2-3",

@@ -26,6 +26,9 @@ struct TourStep {
 };
 
 const std::vector<TourStep>& tour_steps();
+// Which article is which: "Article 000: ... ; article 003: ..." (their titles, in Chinese and
+// in English), for the tour's text.
+QString tour_articles_note();
 
 // Puts the window in step `index`'s state (0-based). False for an index that does not exist. A
 // step on another shipped model opens it from shipped_models (the folder holding "default"); the
