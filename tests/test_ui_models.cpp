@@ -41,6 +41,7 @@
 #include "ui/train_view.h"
 #include "ui/forward_runner.h"
 #include "ui/heatmap_view.h"
+#include "ui/methods_view.h"
 #include "ui/line_view.h"
 #include "ui/main_window.h"
 #include "ui/mask_editor.h"
@@ -90,6 +91,51 @@ TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[
   // an attnlab model: no sentence B box
   w.useModel(test_model(), "test");
   CHECK_FALSE(pair->isVisible());
+}
+
+TEST_CASE("Beyond attention draws its maps through the hide [CLS]/[SEP] and merge-pieces view", "[ui][hf][analysis]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-bert").toStdString();
+  save_model(test::tiny_bert((tmp.path() + "/src").toStdString()), dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("unbelievably playing movie");  // [CLS] un ##believ ##ably play ##ing movie [SEP]
+  e->flush();
+  REQUIRE(e->showPage("methods"));
+  MethodsView* m = e->methodsView();
+  m->setMethod(MethodsView::Rollout);
+  m->wait();
+  QApplication::processEvents();
+  REQUIRE(m->view()->data().rows == 8);
+  std::vector<float> full(64);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) full[static_cast<size_t>(i * 8 + j)] = m->view()->data().value(i, j);
+  e->setTokenView(true, true);
+  e->flush();
+  m->wait();
+  QApplication::processEvents();
+  const HeatmapData& d = m->view()->data();
+  REQUIRE(d.rows == 3);
+  REQUIRE(d.cols == 3);
+  CHECK(d.row_labels == QStringList{"unbelievably", "playing", "movie"});
+  // keys summed over a word's pieces, queries averaged, [CLS] and [SEP] left out
+  const std::vector<std::vector<int>> words = {{1, 2, 3}, {4, 5}, {6}};
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      double want = 0;
+      for (int i : words[static_cast<size_t>(a)])
+        for (int j : words[static_cast<size_t>(b)]) want += full[static_cast<size_t>(i * 8 + j)];
+      want /= static_cast<double>(words[static_cast<size_t>(a)].size());
+      CHECK(d.value(a, b) == Approx(want).margin(1e-6));
+    }
+  CHECK(m->statusText().contains("3 of 8 positions"));
+  e->setTokenView(false, false);
+  e->flush();
+  m->wait();
+  QApplication::processEvents();
+  CHECK(m->view()->data().rows == 8);
 }
 
 TEST_CASE("a causal language model: its causal mask locked on, no cross mode, next tokens, the logit lens",
