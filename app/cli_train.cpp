@@ -150,7 +150,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
                {"--json", "--random-init"});
   if (!a.has("--data")) throw Error("eval needs --data FILE.tsv");
   const Model model = resolve_model(a, argv0);
-  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier (num_classes is 0)");
+  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier head (an encoder such as a sentence-embedding BERT): forward shows its attention, analyze --method rollout or value-norm reads its layers");
   const Dataset data = load_dataset(a.get("--data"), dataset_options(a));
   const EncodedData enc = encode_examples(model, data.rows);
   auto ops = make_ops(a.get("--backend", "cpu"));
@@ -172,7 +172,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--pair", "--ids"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
-  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier (num_classes is 0)");
+  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier head (an encoder such as a sentence-embedding BERT): forward shows its attention, analyze --method rollout or value-norm reads its layers");
   ForwardRequest req;
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
   if (in.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");
@@ -183,7 +183,11 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) 
   if (a.has("--json")) {
     json probs = json::object();
     for (size_t k = 0; k < r.class_probs.size(); ++k) probs[model.label(static_cast<int>(k))] = r.class_probs[k];
-    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", r.tokens}}.dump(2)
+    std::vector<std::string> warnings = r.warnings;
+    if (const std::string note = unknown_note(in, "--text"); !note.empty()) warnings.push_back(note);
+    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", r.tokens},
+                      {"warnings", warnings}}
+                     .dump(2)
               << "\n";
   } else {
     std::printf("%s\n", model.label(r.predicted).c_str());

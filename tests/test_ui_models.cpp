@@ -23,6 +23,7 @@
 #include <QThread>
 #include <QTimer>
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -31,6 +32,7 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/forward.h"
+#include "engine/input.h"
 #include "engine/lm.h"
 #include "engine/npy.h"
 #include "engine/ops.h"
@@ -131,6 +133,20 @@ TEST_CASE("Beyond attention draws its maps through the hide [CLS]/[SEP] and merg
       CHECK(d.value(a, b) == Approx(want).margin(1e-6));
     }
   CHECK(m->statusText().contains("3 of 8 positions"));
+  CHECK(m->statusText().contains("pieces merged"));
+  // a selected piece (##believ) selects its word's row of the shown (merged) attention
+  m->setSelection({2});
+  m->setMethod(MethodsView::SelectedQueries);
+  const Tensor& P = e->result()->attention[0];  // [H, 3, 3] as shown
+  const HeatmapData& sd = m->view()->data();
+  REQUIRE(sd.rows == static_cast<int>(P.dim(0)));
+  REQUIRE(sd.cols == 3);
+  for (int h = 0; h < sd.rows; ++h)
+    for (int j = 0; j < 3; ++j) CHECK(sd.value(h, j) == Approx(P.data[(static_cast<size_t>(h) * 3 + 0) * 3 + j]).margin(1e-6));
+  m->setSelection({0});  // [CLS] alone: hidden
+  CHECK(m->view()->data().rows == 0);
+  CHECK(m->statusText().contains("hidden"));
+  m->setMethod(MethodsView::Rollout);
   e->setTokenView(false, false);
   e->flush();
   m->wait();
@@ -257,6 +273,15 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
     CHECK(shown == want);
   }
   CHECK_FALSE(show_tour_step(w, static_cast<int>(steps.size())));
+  {  // the tour is written for the shipped default model: it knows every word of every step
+    const Model def = load_model(ATTNLAB_RESOURCE_DIR "/models/default");
+    for (const TourStep& s : steps)
+      for (const QString& text : {s.input, s.cross}) {
+        INFO(text.toStdString());
+        const PreparedInput in = prepare_text(def, text.toStdString());
+        CHECK(std::count(in.unknown.begin(), in.unknown.end(), 1) == 0);
+      }
+  }
   // Help > Tour: a list of the steps; choosing one opens it
   w.showTour();
   auto* list = w.findChild<QListWidget*>("tourSteps");

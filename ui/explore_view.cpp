@@ -119,7 +119,7 @@ ExploreView::ExploreView(QWidget* parent) : QWidget(parent), controller_(new Exp
   token_view_->setFixedHeight(44);  // fitted to its rows of tokens (fitTokenStrip)
   token_view_->setToolTip(
       "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token. Select "
-      "tokens (click, Ctrl- or Shift-click) to see every head's attention from or to them in Beyond attention.");
+      "tokens (click, Ctrl-click or Shift-click) to see every head's attention from or to them in Beyond attention.");
   token_view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   root->addWidget(token_view_);
   token_legend_ = new QLabel(this);

@@ -333,7 +333,9 @@ void HeatmapView::fitTitle() {
   if (data_.title.isEmpty() || plot_->plotLayout()->rowCount() < 2) return;
   auto* t = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0));
   if (!t) return;
-  const int room = std::max(20, plot_->width() - 6);
+  // the title sits over the map's column: the colour bar's column is not its room
+  const int bar = scale_->visible() ? std::max(40, scale_->outerRect().width()) : 0;
+  const int room = std::max(20, plot_->width() - bar - 6);
   const QFontMetrics fm(t->font());
   QString shown = data_.title;
   if (fm.horizontalAdvance(shown) > room) {  // "head 5 · [CLS]" -> "h5 · [CLS]", then cut at the end

@@ -46,11 +46,11 @@ QString describe(int method, const QString& note) {
     case MethodsView::MeanHeads:
       return "<b>Attention averaged over the heads</b> of this layer.";
     case MethodsView::Compare:
-      return "<b>Compare, A &minus; B</b>: this input's attention minus " + note.toHtmlEscaped() +
+      return "<b>Compare, A - B</b>: this input's attention minus " + note.toHtmlEscaped() +
              " (red: A attends more, blue: B attends more).";
     case MethodsView::SelectedQueries:
       return "<b>Selected tokens as queries</b>: for every head of this layer, the rows of the tokens selected in "
-             "the token strip (click, Ctrl- or Shift-click) added up: where they look together.";
+             "the token strip (click, Ctrl-click or Shift-click) added up: where they look together.";
     case MethodsView::SelectedKeys:
       return "<b>Selected tokens as keys</b>: for every head of this layer, the columns of the tokens selected in "
              "the token strip added up: who attends to them.";
@@ -207,19 +207,33 @@ void MethodsView::showSelection() {
   const int layer = std::clamp(layer_, 0, static_cast<int>(result_->attention.size()) - 1);
   const Tensor& P = result_->attention[static_cast<size_t>(layer)];  // [H, T, T], as drawn
   const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1));
-  if (T != labels_.size()) {  // the strip lists every token; the views show merged or hidden ones
+  // The strip lists every token; with hidden special tokens or merged pieces the shown result
+  // has the groups' positions: a selected token selects the word it is part of.
+  std::vector<int> sel;
+  bool hidden_only = false;
+  if (T == labels_.size()) {
+    for (int t : selection_)
+      if (t >= 0 && t < T) sel.push_back(t);
+  } else if (groups_ && static_cast<int>(groups_->members.size()) == T) {
+    for (int g = 0; g < T; ++g)
+      for (int t : groups_->members[static_cast<size_t>(g)])
+        if (std::find(selection_.begin(), selection_.end(), t) != selection_.end()) {
+          sel.push_back(g);
+          break;
+        }
+    hidden_only = sel.empty() && !selection_.empty();
+  } else {
     view_->setData({});
-    status_->setText(describe(method(), {}) + "<br>The token strip lists every token, the views show merged pieces or "
-                                             "hide special tokens: untick those options to select tokens.");
+    status_->setText(describe(method(), {}) + "<br>The shown tokens do not match the token strip yet.");
     return;
   }
-  std::vector<int> sel;
-  for (int t : selection_)
-    if (t >= 0 && t < T) sel.push_back(t);
   if (sel.empty()) {
     view_->setData({});
-    status_->setText(describe(method(), {}) + "<br><b>Select tokens in the token strip</b> above (click, Ctrl-click "
-                                             "or Shift-click) to see them here.");
+    status_->setText(describe(method(), {}) +
+                     (hidden_only ? QString("<br>The selected tokens are hidden (hide [CLS]/[SEP]): select others, "
+                                            "or untick that option.")
+                                  : QString("<br><b>Select tokens in the token strip</b> above (click, Ctrl-click or "
+                                            "Shift-click) to see them here.")));
     return;
   }
   const bool mean = agg_box_->currentIndex() == 1;
@@ -404,14 +418,27 @@ QString MethodsView::readoutSummary() const {
     return {};
   Tensor R = *maps_;
   for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) += 1.0f;  // readout_relevance takes R with its identity
-  const std::vector<float> rel = readout_relevance(*model_, request_.ids, R);
+  std::vector<float> rel = readout_relevance(*model_, request_.ids, R);
+  QStringList labels = labels_;
+  if (groups_ && !groups_->members.empty()) {  // as the map is drawn: words, without hidden tokens
+    std::vector<float> grouped;
+    labels.clear();
+    for (size_t g = 0; g < groups_->members.size(); ++g) {
+      float sum = 0;
+      for (int t : groups_->members[g])
+        if (t >= 0 && static_cast<size_t>(t) < rel.size()) sum += rel[static_cast<size_t>(t)];
+      grouped.push_back(sum);
+      labels << QString::fromStdString(groups_->labels[g]);
+    }
+    rel = std::move(grouped);
+  }
   std::vector<int> order(rel.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rel[static_cast<size_t>(a)] > rel[static_cast<size_t>(b)]; });
   QStringList top;
   for (size_t k = 0; k < order.size() && k < 5; ++k) {
     const int j = order[k];
-    const QString label = j < labels_.size() ? labels_[j] : QString::number(j);
+    const QString label = j < labels.size() ? labels[j] : QString::number(j);
     top << QString("%1 %2").arg(label.toHtmlEscaped()).arg(rel[static_cast<size_t>(j)], 0, 'g', 2);
   }
   return "<br><b>The prediction rests most on:</b> " + top.join(", ") + " (" +
@@ -474,12 +501,19 @@ void MethodsView::show() {
   d.title = title();
   d.diverging = maps_method_ == Compare;
   view_->setData(std::move(d));
-  const QString view_note =
-      regrouped ? QString("<br>Drawn as the other views show the tokens (%1 of %2 positions: hidden special tokens "
-                          "left out, so rows sum to less than they did; merged pieces' keys summed, queries averaged).")
-                      .arg(R)
-                      .arg(T)
-                : QString();
+  QString view_note;
+  if (regrouped) {
+    size_t members = 0;
+    bool merged = false;
+    for (const auto& g : groups_->members) members += g.size(), merged = merged || g.size() > 1;
+    QStringList what;
+    if (members < static_cast<size_t>(T)) what << "hidden special tokens left out, so rows sum to less than they did";
+    if (merged) what << "a word's pieces merged: keys summed, queries averaged";
+    view_note = QString("<br>Drawn as the other views show the tokens (%1 of %2 positions: %3).")
+                    .arg(R)
+                    .arg(T)
+                    .arg(what.join("; "));
+  }
   status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + view_note + kCaveat);
 }
 

@@ -52,11 +52,11 @@ const std::vector<TourStep>& tour_steps() {
       {"Queries and keys of different lengths", "article 003, section 5.2 (cross-attention)",
        "Cross-attention: queries from the first text, keys and values from a second one, so the maps are 6 x 3. "
        "Each sequence is encoded by the model first; the chosen layer's attention then compares them.",
-       "the film was not very good", "it was bad", {}, 0, 0, "heads"},
+       "the film was not very good", "this was bad", {}, 0, 0, "heads"},
       {"Sliding-window (sparse) attention", "article 000, section 7.2",
        "Each token sees only its neighbours within the window (here 4: two on each side). Long inputs then cost "
        "time in proportion to their length, not its square.",
-       "the film was not very good but the actors were not bad at all", "", {"window:4"}, 0, 0, "heads"},
+       "to be fair i think the film was not very good at all overall", "", {"window:4"}, 0, 0, "heads"},
       {"Relative positions", "article 000, section 7.1",
        "A model trained with relative positions (Shaw et al. 2018): instead of adding a position to each "
        "token, every score gets a learned term for the distance between query and key, so a head can learn "
