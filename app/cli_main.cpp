@@ -120,16 +120,13 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   ForwardRequest req = request_from_flags(a, model, "forward", &inputs);
   if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
   auto backend = make_backend(a.get("--backend", "cpu"));
-  ForwardResult r = run_forward(model, *backend, req);
-  for (const auto& [in, flag] : {std::pair{&inputs.first, "--text"}, std::pair{&inputs.second, "--cross-text"}})
-    if (const std::string note = unknown_note(*in, flag); !note.empty()) r.warnings.push_back(note);
+  const ForwardResult r = run_forward(model, *backend, req);
 
   if (a.has("--attn-out")) save_npy(a.get("--attn-out"), r.stacked_probs());
   if (a.has("--out")) save_npy(a.get("--out"), r.hidden);
   if (a.has("--mask-out")) save_npy(a.get("--mask-out"), r.mask.as_tensor());
   if (a.has("--save-model")) save_model(model, a.get("--save-model"));
-  for (size_t k = 0; k < r.warnings.size(); ++k)  // the unknown-word notes were printed when the text was read
-    if (r.warnings[k].find("not in the vocabulary") == std::string::npos) std::cerr << "warning: " << r.warnings[k] << "\n";
+  for (const auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
 
   if (a.has("--json")) {
     json j;
@@ -161,7 +158,11 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     j["logits"] = r.logits;
     j["probabilities"] = r.class_probs;
     j["predicted_label"] = r.predicted >= 0 ? json(model.label(r.predicted)) : json(nullptr);
-    j["warnings"] = r.warnings;
+    // the pass's warnings, and the unknown words input_from_flags already printed
+    std::vector<std::string> warnings = r.warnings;
+    for (const auto& [in, flag] : {std::pair{&inputs.first, "--text"}, std::pair{&inputs.second, "--cross-text"}})
+      if (const std::string note = unknown_note(*in, flag); !note.empty()) warnings.push_back(note);
+    j["warnings"] = warnings;
     j["millis"] = r.millis;
     std::cout << j.dump(2) << "\n";
   } else {

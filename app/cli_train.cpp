@@ -145,12 +145,26 @@ int cmd_train(const std::vector<std::string>& argv) {
   return res.diverged ? 1 : 0;
 }
 
+namespace {
+
+// eval and predict read a classifier's labels: say what else the model can do when it has none.
+void require_classifier(const Model& model) {
+  if (model.config.num_classes > 0) return;
+  throw Error(model.config.lm_head
+                  ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze "
+                    "--method logit-lens reads its layers"
+                  : "the model has no classifier head (an encoder such as a sentence-embedding BERT): forward shows "
+                    "its attention, analyze --method rollout or value-norm reads its layers");
+}
+
+}  // namespace
+
 int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--data", "--text-column", "--label-column", "--batch"}),
                {"--json", "--random-init"});
   if (!a.has("--data")) throw Error("eval needs --data FILE.tsv");
   const Model model = resolve_model(a, argv0);
-  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier head (an encoder such as a sentence-embedding BERT): forward shows its attention, analyze --method rollout or value-norm reads its layers");
+  require_classifier(model);
   const Dataset data = load_dataset(a.get("--data"), dataset_options(a));
   const EncodedData enc = encode_examples(model, data.rows);
   auto ops = make_ops(a.get("--backend", "cpu"));
@@ -172,7 +186,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--pair", "--ids"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
-  if (model.config.num_classes == 0) throw Error(model.config.lm_head ? "the model is a language model, not a classifier: forward --json lists its next tokens, analyze --method logit-lens reads its layers" : "the model has no classifier head (an encoder such as a sentence-embedding BERT): forward shows its attention, analyze --method rollout or value-norm reads its layers");
+  require_classifier(model);
   ForwardRequest req;
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
   if (in.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");

@@ -146,8 +146,8 @@ case "$cmd" in
     ;;
   sanitize)
     # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
-    # The fuzz label is left out (the fuzzers carry their own sanitizers), and retrain (25 s of
-    # training, 10x that under the sanitizers; training runs there in engine_tests).
+    # The fuzz label is left out (the fuzzers carry their own sanitizers), and retrain (two
+    # trainings, 10x slower under the sanitizers; training runs there in engine_tests).
     deps; hf_venv; get_model minilm > /dev/null
     ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then

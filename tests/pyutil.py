@@ -16,3 +16,20 @@ def save_safetensors(path, tensors):
     h += b" " * ((8 - len(h) % 8) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def load_safetensors(path):
+    """Reads an F32 safetensors file into {name: numpy array} (the layout save_safetensors writes)."""
+    import numpy as np
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "F32", (name, t["dtype"])
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(t["shape"])
+    return out

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """The shipped default model, retrained with the README's own command (read from README.md, so
-the two cannot drift apart), then held to what must hold on any machine: validation accuracy 1.0,
-the shipped model's predictions on every row of the shipped data, and a second run giving the
-same weights bit for bit. How far the retrained weights
-are from the shipped ones depends on the CPU type, the build and the thread count (float sums in
-another order), so that is printed, not asserted.
+the two cannot drift apart), then held to what must hold on any machine: accuracy 1.0 on every row
+of the shipped data, as the shipped model has (so both predict the same on every row), and a
+second run giving the same weights bit for bit. How far the retrained weights are from the
+shipped ones depends on the CPU type, the build and the thread count (float sums in another
+order), so that is printed, not asserted.
 Usage: retrain_default.py PATH/TO/attnlab-cli PATH/TO/SOURCE_TREE
 """
 import json
@@ -12,12 +12,13 @@ import os
 import re
 import shlex
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+from pyutil import load_safetensors
 
 CLI, ROOT = sys.argv[1], sys.argv[2]
 tmp = tempfile.mkdtemp(prefix="attnlab_retrain_")
@@ -35,21 +36,6 @@ def run(*args):
     if r.returncode != 0:
         sys.exit(f"attnlab-cli {' '.join(args)} failed: {r.stderr}")
     return r.stdout
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F32", (name, t["dtype"])
-        a, b = t["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(t["shape"])
-    return out
 
 
 try:
@@ -72,17 +58,15 @@ try:
     for name, e in accuracy.items():
         check(f"the {name} model gets every row of negation.tsv right", e["accuracy"] == 1.0, f"accuracy {e['accuracy']}")
 
-    # the same prediction on every row: both at accuracy 1.0 already says so; checked row by row
-    # on the first 200 rows' texts too, with the probabilities' largest difference printed
-    rows = [line.split("\t") for line in open(data, encoding="utf-8").read().splitlines()[1:201]]
-    worst, differ = 0.0, 0
-    for r in rows:
-        a = json.loads(run("predict", "--model", shipped, "--text", r[0], "--json"))
-        b = json.loads(run("predict", "--model", os.path.join(tmp, "default"), "--text", r[0], "--json"))
-        differ += a["label"] != b["label"]
-        worst = max(worst, max(abs(a["probabilities"][k] - b["probabilities"][k]) for k in a["probabilities"]))
-    check("the retrained model predicts what the shipped one does on 200 rows", differ == 0,
-          f"{differ} differ; class probabilities within {worst:.2e}")
+    # both at accuracy 1.0 on every row: the same prediction on every row. How close their
+    # probabilities are, on a few rows, for the log:
+    worst = 0.0
+    for line in open(data, encoding="utf-8").read().splitlines()[1:21]:
+        text = line.split("\t")[0]
+        a = json.loads(run("predict", "--model", shipped, "--text", text, "--json"))["probabilities"]
+        b = json.loads(run("predict", "--model", os.path.join(tmp, "default"), "--text", text, "--json"))["probabilities"]
+        worst = max(worst, max(abs(a[k] - b[k]) for k in a))
+    print(f"class probabilities of the two models within {worst:.2e} on 20 rows")
 
     # and on one machine, one build, one thread count: the same weights, bit for bit
     words[out_at + 1] = os.path.join(tmp, "again")

@@ -109,12 +109,8 @@ TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates
 }
 
 TEST_CASE("beyond attention: each map is the engine's, follows the layer and ablation, and exports", "[ui][analysis]") {
-  MainWindow w;
-  w.useModel(test_model(), "test");
-  w.show();
-  ExploreView* e = w.explore();
-  e->setText("the film was not very good");
-  e->flush();
+  OpenWindow o("the film was not very good");
+  ExploreView* e = o.e;
   REQUIRE(e->showPage("methods"));
   MethodsView* m = e->methodsView();
   ForwardRequest req;
@@ -228,12 +224,8 @@ TEST_CASE("pattern badges: a head whose pattern dominates is labelled in the gri
 }
 
 TEST_CASE("token selection: the selected tokens' rows (or columns) summed or averaged for every head", "[ui][analysis]") {
-  MainWindow w;
-  w.useModel(test_model(), "test");
-  w.show();
-  ExploreView* e = w.explore();
-  e->setText("abcdefg");
-  e->flush();
+  OpenWindow o("abcdefg");
+  ExploreView* e = o.e;
   auto* strip = e->findChild<QListView*>();
   REQUIRE(strip);
   // select tokens 1 and 4 as a user would (Ctrl-click): the page opens on "as queries"
@@ -271,12 +263,8 @@ TEST_CASE("token selection: the selected tokens' rows (or columns) summed or ave
 TEST_CASE("token selection survives a map job that finishes after the switch", "[ui][analysis]") {
   // Found by looking: --tab methods --method selected-queries drew a blank map now and then,
   // when the rollout started on opening the page finished after the switch and cleared the view.
-  MainWindow w;
-  w.useModel(test_model(), "test");
-  w.show();
-  ExploreView* e = w.explore();
-  e->setText("abcdefg");
-  e->flush();
+  OpenWindow o("abcdefg");
+  ExploreView* e = o.e;
   REQUIRE(e->showPage("methods"));
   MethodsView* m = e->methodsView();
   m->setMethod(MethodsView::Rollout);  // a background job
@@ -356,13 +344,8 @@ TEST_CASE("compare: A - B for another text or another model, diverging around 0,
 }
 
 TEST_CASE("heads show value-weighted attention: every head's map is the engine's norm-based attention", "[ui][analysis]") {
-  MainWindow w;
-  w.useModel(test_model(), "test");
-  w.show();
-  ExploreView* e = w.explore();
-  e->setMaskArgs({"causal"});
-  e->setText("abcdefg");
-  e->flush();
+  OpenWindow o("abcdefg", QStringList{"causal"});
+  ExploreView* e = o.e;
   e->setHeadWeighting("value-weighted");
   e->waitForValueNorm();
   ForwardRequest req;

@@ -222,13 +222,8 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
 }
 
 TEST_CASE("the mask editor shows what the other masks block, beside the painted cells", "[ui][masks]") {
-  MainWindow w;
-  w.useModel(test_model(), "test");
-  w.show();
-  ExploreView* e = w.explore();
-  e->setMaskArgs({"causal"});
-  e->setText("abcde");
-  e->flush();
+  OpenWindow o("abcde", QStringList{"causal"});
+  ExploreView* e = o.e;
   REQUIRE(e->showPage("mask"));
   const auto& others = e->maskEditor()->others();
   REQUIRE(others.size() == 25u);

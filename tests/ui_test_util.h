@@ -9,6 +9,8 @@
 
 #include "engine/model.h"
 #include "engine/weights.h"
+#include "ui/explore_view.h"
+#include "ui/main_window.h"
 
 namespace attnlab::test {
 
@@ -22,6 +24,20 @@ inline std::shared_ptr<const Model> test_model(int max_len = 64) {
   m->vocab = default_vocab(c);
   return m;
 }
+
+// A shown main window on test_model() with `text` typed (and `masks` set first) and its pass done.
+struct OpenWindow {
+  MainWindow w;
+  ExploreView* e = nullptr;
+  explicit OpenWindow(const QString& text, const QStringList& masks = {}) {
+    w.useModel(test_model(), "test");
+    w.show();
+    e = w.explore();
+    if (!masks.isEmpty()) e->setMaskArgs(masks);
+    e->setText(text);
+    e->flush();
+  }
+};
 
 inline QCheckBox* checkbox(QWidget* root, const QString& text) {
   for (QCheckBox* c : root->findChildren<QCheckBox*>())

@@ -829,13 +829,9 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     QStringList labels;
     for (const auto& t : controller_->prepared().tokens) labels << QString::fromStdString(t);
     methods_->setInput(analysisRequest(), labels, text_->text());
-    // and draws its T x T maps through the token view the other views use
-    const PreparedInput& a = controller_->prepared();
-    TokenViewOptions view;
-    view.hide_special = hide_special_->isChecked() && hide_special_->isVisibleTo(this);
-    view.merge_pieces = merge_pieces_->isChecked() && merge_pieces_->isVisibleTo(this);
+    // and draws its T x T maps through the token view this result was drawn through
     std::optional<TokenGroups> groups;
-    if (view.active() && !cross_on_->isChecked()) groups = group_tokens(a.tokens, a.special, a.words, view);
+    if (out.token_view && result_ && !result_->is_cross()) groups = out.token_view->first;
     methods_->setTokenGroups(std::move(groups));
     methods_->setResult(result_);
   }

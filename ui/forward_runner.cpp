@@ -47,6 +47,7 @@ void ForwardRunner::start(ForwardJob job) {
       job.request.cancel = job.cancel.get();
       ForwardResult r = run_forward(*job.model, *backend, job.request);
       if (job.token_view) apply_token_view(r, job.token_view->first, job.token_view->second);
+      out.token_view = job.token_view;
       out.result = std::make_shared<const ForwardResult>(std::move(r));
       out.backend = QString::fromStdString(backend->name());
       out.device = QString::fromStdString(backend->device());

@@ -39,6 +39,8 @@ struct ForwardOutcome {
   std::vector<HeatmapData> heads;               // [layer * heads + head], ready to draw
   HeatmapData mask;                             // the effective mask (head 0's plane)
   std::vector<std::vector<HeadPattern>> patterns;  // [layer][head] (Clark et al. 2019), self mode
+  // The token view the result was drawn through (rows, cols), when one was active.
+  std::optional<std::pair<TokenGroups, TokenGroups>> token_view;
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
   qint64 submitted_ns = 0;

@@ -180,28 +180,47 @@ void HeatmapView::rebuild() {
   // Square cells (the enlarged head) while the map is not far from square; a 162 x 6 cross map
   // with square cells would be a sliver, so it fills the view instead.
   const bool square = square_ && std::max(r, c) <= 4 * std::min(r, c);
-  auto fit_axes = [&] {
-    plot_->xAxis->setRange(-0.5, c - 0.5);
-    plot_->yAxis->setRange(-0.5, r - 0.5);
-    QCPAxisRect* rect = plot_->axisRect();
-    const QSize unlimited(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
-    if (!square) {
-      if (rect->maximumSize() != unlimited) rect->setMaximumSize(unlimited);
-      return;
+  // The same size, grid and labels as last time (a new input of the same length, a layer switch,
+  // a new colour map): the same label steps and the same square fit, without laying out again.
+  const bool same = !compact_ && plot_->size() == steps_plot_size_ && r == steps_rows_ && c == steps_cols_ &&
+                    data_.row_labels == steps_row_labels_ && data_.col_labels == steps_col_labels_ &&
+                    row_factor_ == steps_row_factor_ && col_factor_ == steps_col_factor_;
+  // The title's row first: the axis rect measured below is what it leaves.
+  if (!data_.title.isEmpty() &&
+      (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0)))) {
+    plot_->plotLayout()->insertRow(0);
+    plot_->plotLayout()->addElement(
+        0, 0, new QCPTextElement(plot_, data_.title, QFont(font().family(), compact_ ? 7 : 10, QFont::Bold)));
+  }
+  // Square cells: the axis rect itself shrinks to the map (the layout leaves the room to spare
+  // right of the colour bar and below), so the axes, their titles and the bar hug the map
+  // instead of running on under empty space. It needs the rect the labels leave: one layout
+  // without the limit, measured; the limit then applies at the next layout (the replot). Returns
+  // the cell's size in pixels (0 when there is no room).
+  QCPAxisRect* rect = plot_->axisRect();
+  const QSize unlimited(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
+  auto fit_square = [&]() -> double {
+    if (same && square_fit_.isValid()) {
+      rect->setMaximumSize(square_fit_);
+      return static_cast<double>(square_fit_.width()) / c;
     }
-    // Square cells: the axis rect itself shrinks to the map (the layout leaves the room to spare
-    // right of the colour bar and below), so the axes, their titles and the bar hug the map
-    // instead of running on under empty space.
     rect->setMaximumSize(unlimited);
     static_cast<LayoutPlot*>(plot_)->layoutNow();
     const QRect ar = rect->rect();
-    if (ar.width() > 10 && ar.height() > 10) {
-      const double cell = std::min(ar.width() / static_cast<double>(c), ar.height() / static_cast<double>(r));
-      rect->setMaximumSize(static_cast<int>(std::ceil(cell * c)), static_cast<int>(std::ceil(cell * r)));
-      static_cast<LayoutPlot*>(plot_)->layoutNow();
-    }
+    square_fit_ = QSize();
+    if (ar.width() <= 10 || ar.height() <= 10) return 0;
+    const double cell = std::min(ar.width() / static_cast<double>(c), ar.height() / static_cast<double>(r));
+    square_fit_ = QSize(static_cast<int>(std::ceil(cell * c)), static_cast<int>(std::ceil(cell * r)));
+    rect->setMaximumSize(square_fit_);
+    return cell;
   };
-  fit_axes();
+  plot_->xAxis->setRange(-0.5, c - 0.5);
+  plot_->yAxis->setRange(-0.5, r - 0.5);
+  if (!square) {
+    if (rect->maximumSize() != unlimited) rect->setMaximumSize(unlimited);
+  } else if (compact_ || same) {
+    fit_square();  // otherwise the label steps below fit it against their own labels
+  }
 
   if (!compact_) {
     // Token labels on every k-th drawn cell of each axis: all of them while they are at least a
@@ -247,19 +266,16 @@ void HeatmapView::rebuild() {
     plot_->xAxis->setTickLabelFont(tick_font);
     plot_->yAxis->setTickLabelFont(tick_font);
     const double line = QFontMetrics(tick_font).height() + 1;
-    // The same size, grid and labels as last time (a layer switch, a new colour map): the same
-    // steps, without laying out again.
-    const bool same = plot_->size() == steps_plot_size_ && r == steps_rows_ && c == steps_cols_ &&
-                      data_.row_labels == steps_row_labels_ && data_.col_labels == steps_col_labels_ &&
-                      row_factor_ == steps_row_factor_ && col_factor_ == steps_col_factor_;
     QSize own = same ? own_steps_ : QSize(1, 1);
     for (int pass = 0; pass < 5 && !same; ++pass) {
       set_tickers(own);
-      static_cast<LayoutPlot*>(plot_)->layoutNow();
-      fit_axes();  // the axis rect the labels leave may change square cells' scale
-      // pixels between neighbouring cells, from the axes' scale (square cells leave one axis
-      // with room to spare, so the rect's size over the cell count would overestimate it)
-      auto pitch = [](QCPAxis* ax) { return std::fabs(ax->coordToPixel(1.0) - ax->coordToPixel(0.0)); };
+      // pixels between neighbouring cells: square cells' size (the axis rect the labels leave
+      // sets it), else from the axes' scale
+      const double cell = square ? fit_square() : 0.0;
+      if (!square) static_cast<LayoutPlot*>(plot_)->layoutNow();
+      auto pitch = [&](QCPAxis* ax) {
+        return square ? cell : std::fabs(ax->coordToPixel(1.0) - ax->coordToPixel(0.0));
+      };
       auto need = [&](double px, int now) {
         return std::max(now, static_cast<int>(std::ceil(line / std::max(1e-9, px))));
       };
@@ -294,14 +310,7 @@ void HeatmapView::rebuild() {
     plot_->yAxis->setLabel(small ? QString() : queries);
     setToolTip(small ? QString("%1 down, %2 across").arg(queries, keys) : QString());
   }
-  if (!data_.title.isEmpty()) {
-    if (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) {
-      plot_->plotLayout()->insertRow(0);
-      plot_->plotLayout()->addElement(
-          0, 0, new QCPTextElement(plot_, data_.title, QFont(font().family(), compact_ ? 7 : 10, QFont::Bold)));
-    }
-    fitTitle();
-  }
+  if (!data_.title.isEmpty()) fitTitle();
   if (annotate_ && row_factor_ == 1 && col_factor_ == 1 && data_.rows <= 16 && data_.cols <= 16) {
     for (int i = 0; i < data_.rows; ++i)
       for (int j = 0; j < data_.cols; ++j) {

@@ -93,6 +93,7 @@ class HeatmapView : public QWidget {
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};
   // What own_steps_ was found for (plot size, drawn grid, labels, pooling factor).
   QSize steps_plot_size_;
+  QSize square_fit_;  // the axis rect's size for square cells, found for the steps_* state
   int steps_rows_ = -1, steps_cols_ = -1, steps_row_factor_ = 0, steps_col_factor_ = 0;
   QStringList steps_row_labels_, steps_col_labels_;
 };

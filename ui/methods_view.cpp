@@ -420,7 +420,7 @@ QString MethodsView::readoutSummary() const {
   for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) += 1.0f;  // readout_relevance takes R with its identity
   std::vector<float> rel = readout_relevance(*model_, request_.ids, R);
   QStringList labels = labels_;
-  if (groups_ && !groups_->members.empty()) {  // as the map is drawn: words, without hidden tokens
+  if (groups_) {  // as the map is drawn: words, without hidden tokens
     std::vector<float> grouped;
     labels.clear();
     for (size_t g = 0; g < groups_->members.size(); ++g) {
@@ -484,10 +484,8 @@ void MethodsView::show() {
   result->mask.T = result->mask.S = T;
   if (any_blocked) result->mask.blocked = blocked;
   // The other views' token view (hidden special tokens, merged pieces), the same transform.
-  const bool regrouped = groups_ && !groups_->members.empty() && static_cast<int>(result->ids.size()) == T &&
-                         labels_.size() == T && std::all_of(groups_->members.begin(), groups_->members.end(), [&](const auto& g) {
-                           return std::all_of(g.begin(), g.end(), [&](int t) { return t >= 0 && t < T; });
-                         });
+  // (the groups were made from the same prepared tokens as labels_)
+  const bool regrouped = groups_ && labels_.size() == T;
   if (regrouped) apply_token_view(*result, *groups_, *groups_);
   shown_ = result;
   const Tensor& drawn = result->attention.front();
@@ -506,13 +504,10 @@ void MethodsView::show() {
     size_t members = 0;
     bool merged = false;
     for (const auto& g : groups_->members) members += g.size(), merged = merged || g.size() > 1;
-    QStringList what;
-    if (members < static_cast<size_t>(T)) what << "hidden special tokens left out, so rows sum to less than they did";
-    if (merged) what << "a word's pieces merged: keys summed, queries averaged";
     view_note = QString("<br>Drawn as the other views show the tokens (%1 of %2 positions: %3).")
                     .arg(R)
                     .arg(T)
-                    .arg(what.join("; "));
+                    .arg(token_view_note(members < static_cast<size_t>(T), merged));
   }
   status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + view_note + kCaveat);
 }
