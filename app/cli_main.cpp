@@ -17,6 +17,7 @@
 #include "engine/forward.h"
 #include "engine/analysis/methods.h"
 #include "engine/lm.h"
+#include "engine/measured.h"
 #include "engine/input.h"
 #include "engine/io_util.h"
 #include "engine/npy.h"
@@ -510,8 +511,10 @@ int cmd_devices(const std::vector<std::string>& argv) {
     std::cout << list.dump(2) << "\n";
     return 0;
   }
-  for (const auto& d : list)
+  for (const auto& d : list) {
     std::printf("%-10s %s\n", d["backend"].get<std::string>().c_str(), d["device"].get<std::string>().c_str());
+    if (!d["notice"].get<std::string>().empty()) std::printf("           (%s)\n", d["notice"].get<std::string>().c_str());
+  }
   if (!opencl_compiled_in())
     std::printf("(built without OpenCL: ATTNLAB_OPENCL=OFF)\n");
   else if (names.size() == 2)
@@ -577,19 +580,28 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
                {"--json", "--random-init", "--train", "--sgemm", "--checkpoint", "--analysis"});
   if (a.has("--sgemm")) {
+    // Measured again and kept as this machine's rates (engine/measured.h): the cpu ops' fp32
+    // product and cpu-bf16's notice follow them from the next run on.
     const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
-    const double g = sgemm_gflops(n, repeat);
-    const double d = onednn_sgemm_gflops(n, repeat);  // 0 without oneDNN
-    const double h = onednn_bf16_gflops(n, repeat);
+    const MatmulRates r = measure_matmul_rates(n, repeat);
+    const std::string saved = save_matmul_rates(r);
+    const std::string choice = fp32_gemm_choice(), slow = bf16_speed_notice();
     if (a.has("--json")) {
-      json j = {{"sgemm", n}, {"repeat", repeat}, {"gflops", g}};
-      if (d > 0) j["onednn_gflops"] = d;
-      if (h > 0) j["onednn_bf16_gflops"] = h;
+      json j = {{"sgemm", n}, {"repeat", repeat}, {"gflops", r.eigen}, {"machine", r.machine},
+                {"fp32_gemm", choice}};
+      if (r.onednn > 0) j["onednn_gflops"] = r.onednn;
+      if (r.onednn_bf16 > 0) j["onednn_bf16_gflops"] = r.onednn_bf16, j["bf16_slower_than_fp32"] = !slow.empty();
       std::cout << j.dump() << "\n";
     } else {
-      std::printf("Eigen SGEMM %dx%dx%d: %.1f GFLOP/s (median of %d)\n", n, n, n, g, repeat);
-      if (d > 0) std::printf("oneDNN SGEMM %dx%dx%d: %.1f GFLOP/s (what the cpu ops use)\n", n, n, n, d);
-      if (h > 0) std::printf("oneDNN bf16 matmul %dx%dx%d: %.1f GFLOP/s (the cpu-bf16 products' ceiling)\n", n, n, n, h);
+      std::printf("%s\n", r.machine.c_str());
+      std::printf("Eigen SGEMM %dx%dx%d: %.1f GFLOP/s (median of %d)\n", n, n, n, r.eigen, repeat);
+      if (r.onednn > 0) std::printf("oneDNN SGEMM %dx%dx%d: %.1f GFLOP/s\n", n, n, n, r.onednn);
+      if (r.onednn_bf16 > 0)
+        std::printf("oneDNN bf16 matmul %dx%dx%d: %.1f GFLOP/s (the cpu-bf16 products' ceiling)\n", n, n, n,
+                    r.onednn_bf16);
+      std::printf("the cpu ops' fp32 products: %s (ATTNLAB_GEMM=eigen|onednn overrides)\n", choice.c_str());
+      if (!slow.empty()) std::printf("note: %s\n", slow.c_str());
+      if (!saved.empty()) std::printf("kept as this machine's rates in %s\n", saved.c_str());
     }
     return 0;
   }

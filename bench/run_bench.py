@@ -66,11 +66,13 @@ results = {"threads": a.threads}
 print(f"attnlab benchmark, {a.threads} thread(s), medians of {R} runs\n")
 
 sg = cli("bench", "--sgemm", "--seq", "512", "--repeat", "20")
-sgemm = sg.get("onednn_gflops", sg["gflops"])  # the best SGEMM here: the practical limit
+sgemm = max(sg.get("onednn_gflops", 0.0), sg["gflops"])  # the best SGEMM here: the practical limit
 bf16_rate = sg.get("onednn_bf16_gflops", 0.0)   # a bf16 matmul with converted operands: the bf16 path's limit
 results["sgemm_gflops"], results["eigen_sgemm_gflops"], results["bf16_matmul_gflops"] = sgemm, sg["gflops"], bf16_rate
-print(f"SGEMM 512x512x512: oneDNN {sg.get('onednn_gflops', float('nan')):.1f} GFLOP/s (the cpu ops' matrix products, "
-      f"the practical limit here), Eigen {sg['gflops']:.1f} GFLOP/s; bf16 matmul {bf16_rate:.1f} GFLOP/s\n")
+print(f"{sg.get('machine', '')}\nSGEMM 512x512x512: oneDNN {sg.get('onednn_gflops', float('nan')):.1f} GFLOP/s, "
+      f"Eigen {sg['gflops']:.1f} GFLOP/s (the cpu ops use {sg.get('fp32_gemm', 'eigen')}, as measured here); "
+      f"bf16 matmul {bf16_rate:.1f} GFLOP/s" +
+      (" (slower than fp32 on this CPU: cpu-bf16 gains nothing here)" if sg.get("bf16_slower_than_fp32") else "") + "\n")
 
 with tempfile.TemporaryDirectory() as d:
     model = os.path.join(d, "m")
@@ -98,6 +100,7 @@ with tempfile.TemporaryDirectory() as d:
     for r in rows:
         ours = cli("bench", "--model", model, "--seq", str(r["seq"]), "--repeat", str(R), "--backend", "cpu-bf16")
         bf16.append({"seq": r["seq"], "attnlab_ms": ours["median_ms"], "speedup": r["pytorch_ms"] / ours["median_ms"],
+                     "vs_fp32": r["attnlab_ms"] / ours["median_ms"],
                      "max_prob_diff_vs_fp32": ours.get("max_prob_diff_vs_fp32"), "notice": ours.get("notice", "")})
     results["forward_bf16"] = bf16
 print(f"forward, d=512, 8 heads, ff=2048, 6 layers, all probabilities kept (same weights in both), "
@@ -114,7 +117,8 @@ for r in rows:
            if r["bf16_floor_ms"] else ""))
 for r in bf16:
     print(f"{r['seq']:>6} {r['attnlab_ms']:>8.1f}ms  cpu-bf16 (bf16 products, fp32 accumulation): {r['speedup']:.2f}x "
-          f"PyTorch fp32; probabilities within {r['max_prob_diff_vs_fp32']:.1e} of attnlab fp32 {r['notice']}")
+          f"PyTorch fp32, {r['vs_fp32']:.2f}x attnlab fp32" + (" (SLOWER than fp32 here)" if r["vs_fp32"] < 1 else "") +
+          f"; probabilities within {r['max_prob_diff_vs_fp32']:.1e} of attnlab fp32 {r['notice']}")
 
 # Training steps are short and noisy here: three times as many repeats.
 ours = cli("bench", "--train", "--layers", "2", "--dim", "128", "--heads", "8", "--ff", "512", "--seq", "64", "--batch", "32",

@@ -113,7 +113,7 @@ inline uint16_t to_bf16_bits(float v) {
 }
 // out[k] = to_bf16_bits(x[k]) for k < n, over the threads when n is large (the same result).
 void to_bf16(const float* x, uint16_t* out, int64_t n);
-std::string bf16_notice();   // empty, or why bf16 is slow here (no bf16 instructions: emulated)
+std::string bf16_notice();   // empty, or why bf16 is slow here (emulated, or measured slower than fp32)
 std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
 
 // "3.4.0": the Eigen the cpu ops were built with (for --version and Help > About).

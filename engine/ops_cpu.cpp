@@ -19,6 +19,7 @@
 #endif
 
 #include "engine/cpu_kernels.h"
+#include "engine/measured.h"
 #include "engine/ops.h"
 #include "engine/tuning.h"
 
@@ -43,14 +44,21 @@ Eigen::Map<Eigen::RowVectorXf> mv(Tensor& t) {
   return {t.ptr(), t.numel()};
 }
 
+// Whether gemm() goes through oneDNN's sgemm: what this machine measured (engine/measured.h;
+// oneDNN was 1.4x Eigen on one AMD EPYC, 0.94x on an Intel Xeon of our kind), read once.
+bool use_onednn_sgemm() {
+  static const bool yes = fp32_gemm_choice() == "onednn";
+  return yes;
+}
+
 // C (M x N) = op(A) op(B) + beta C, row-major, op = transpose when t*: the one matrix product of
-// the linear layers (forward and backward). oneDNN's sgemm when built with it (about 1.4x
-// Eigen's rate on AVX-512 here), else Eigen. Both are deterministic for a thread count.
+// the linear layers (forward and backward). oneDNN's sgemm or Eigen's, whichever this machine
+// measured faster (use_onednn_sgemm). Both are deterministic for a thread count.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
           int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
 #ifdef ATTNLAB_WITH_ONEDNN
-  if (K > 0) {
+  if (K > 0 && use_onednn_sgemm()) {
     const dnnl_status_t st =
         dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ")");
@@ -542,7 +550,7 @@ std::string bf16_notice() {
   if (!OnednnLinear::native())
     return "this CPU has no bf16 instructions (AVX512-BF16 or AMX; oneDNN uses " + OnednnLinear::isa() +
            "): bf16 is emulated and slower than fp32";
-  return {};
+  return bf16_speed_notice();
 #else
   return "this build has no bf16 path (it needs oneDNN)";
 #endif
@@ -564,11 +572,12 @@ double sgemm_gflops(int n, int repeat) {
 double onednn_sgemm_gflops(int n, int repeat) {
 #ifdef ATTNLAB_WITH_ONEDNN
   std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a), c(a.size());
-  gemm(false, false, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
+  const auto sgemm = [&] { dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
+  sgemm();  // warm-up
   std::vector<double> secs;
   for (int r = 0; r < std::max(1, repeat); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    gemm(false, false, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    sgemm();
     secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(secs.begin(), secs.end());

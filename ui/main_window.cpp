@@ -67,6 +67,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (name.startsWith("opencl"))
       statusBar()->showMessage("OpenCL on " + QString::fromStdString(backend_description(name.toStdString())) +
                                ": the first pass compiles the kernels in the background");
+    else if (name == "cpu-bf16" && !bf16_notice().empty())  // measured slower than fp32 here, or emulated
+      statusBar()->showMessage(QString::fromStdString(bf16_notice()));
     explore_->setBackend(name);
   });
 

@@ -220,6 +220,10 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   if (!bf16_available()) {
     precision_->setEnabled(false);
     precision_->setToolTip(QString::fromStdString(bf16_notice()));
+  } else if (const std::string slow = bf16_notice(); !slow.empty()) {
+    // bf16 is there but this CPU measured it slower than fp32 (or emulates it): said on the choice
+    precision_->setItemData(1, QString::fromStdString(slow), Qt::ToolTipRole);
+    precision_->setItemText(1, "bf16 (slower here)");
   }
   lv->addWidget(model_box);
   lv->addStretch();
@@ -611,7 +615,7 @@ bool TrainView::startTraining() {
     tc.optimizer.clip_norm = static_cast<float>(clip_->value());
     tc.dropout = static_cast<float>(dropout_->value());
     tc.seed = static_cast<uint64_t>(seed_->value());
-    tc.backend = precision_->currentText() == "bf16" ? "cpu-bf16" : "cpu";
+    tc.backend = precision_->currentIndex() == 1 ? "cpu-bf16" : "cpu";
     tc.freeze_encoder = tune && freeze_->isChecked();
   } catch (const Error& e) {
     fail(QString::fromStdString(e.what()));
