@@ -17,6 +17,8 @@ import tempfile
 
 import numpy as np
 
+from pyutil import U32, stack_floor
+
 CLI = sys.argv[1]
 failures = []
 tmp = tempfile.mkdtemp(prefix="attnlab_cli_")
@@ -58,10 +60,22 @@ T = len(j["ids"])
 check("json has tokens/ids/logits/probabilities/predicted_label/warnings",
       all(k in j for k in ["tokens", "ids", "logits", "probabilities", "predicted_label", "warnings"]), str(j.keys()))
 check("tokens and ids have the same length", len(j["tokens"]) == T == 11, str(j["tokens"]))
-check("class probabilities sum to 1", abs(sum(j["probabilities"]) - 1) < 1e-5, str(j["probabilities"]))
+# A float32 softmax row of n entries sums to 1 within (2n + 2) U32: the row sum's rounding
+# (gamma_n), the divisions (U32 each) and storing each probability as float32 (U32 each).
+def row_sum_bound(n):
+    return (2 * n + 2) * U32
+
+
+# The random model's floors (pyutil.stack_floor): 3 layers, longest reduction max(32, 40, T).
+def random_model_bound(T):
+    return stack_floor(3, max(32, 40, T))
+
+
+check("class probabilities sum to 1", abs(sum(j["probabilities"]) - 1) <= row_sum_bound(len(j["probabilities"])),
+      str(j["probabilities"]))
 A = np.load(a)
 check("--attn-out is float32 [layers, heads, T, S]", A.dtype == np.float32 and A.shape == (3, 4, T, T), str(A.shape))
-check("--attn-out rows sum to 1", np.allclose(A.sum(-1), 1, atol=1e-5))
+check("--attn-out rows sum to 1", np.abs(A.sum(-1) - 1).max() <= row_sum_bound(T))
 H = np.load(h)
 check("--out is [T, embed]", H.shape == (T, 32), str(H.shape))
 
@@ -88,7 +102,8 @@ r2 = run("forward", "--model", model, "--text", "round trip", "--attn-out", h)
 check("--save-model writes a folder that --model opens with identical results",
       r1.returncode == 0 and r2.returncode == 0 and np.array_equal(np.load(a), np.load(h)), r1.stderr + r2.stderr)
 r3 = run("forward", "--model", model, "--text", "round trip", "--backend", "reference", "--attn-out", h)
-check("--backend reference agrees with cpu to 1e-5", r3.returncode == 0 and np.abs(np.load(a) - np.load(h)).max() < 1e-5)
+check("--backend reference agrees with cpu", r3.returncode == 0
+      and np.abs(np.load(a) - np.load(h)).max() <= random_model_bound(np.load(a).shape[-1]))
 
 r = run("bench", "--layers", "1", "--dim", "32", "--heads", "4", "--ff", "32", "--seq", "16", "--repeat", "3", "--json")
 b = json.loads(r.stdout) if r.returncode == 0 else {}
@@ -130,7 +145,7 @@ check("eval prints accuracy and loss", r.returncode == 0 and r.stdout.startswith
 r = run("predict", "--model", trained, "--text", "the film was not good", "--json")
 p = json.loads(r.stdout) if r.returncode == 0 else {}
 check("predict gives a label and class probabilities", p.get("label") in ("negative", "positive") and
-      abs(sum(p.get("probabilities", {}).values()) - 1) < 1e-5, r.stdout + r.stderr)
+      abs(sum(p.get("probabilities", {}).values()) - 1) <= row_sum_bound(2), r.stdout + r.stderr)
 r = run("forward", "--model", trained, "--text", "the film was not good", "--json")
 check("forward opens the trained folder and agrees with predict",
       r.returncode == 0 and json.loads(r.stdout)["predicted_label"] == p.get("label"), r.stderr)
@@ -172,9 +187,9 @@ if has_opencl:
     a_cpu, a_ocl = os.path.join(tmp, "cpu.npy"), os.path.join(tmp, "ocl.npy")
     run("forward", *RANDOM, "--text", "opencl check", "--mask", "causal", "--attn-out", a_cpu)
     r = run("forward", *RANDOM, "--text", "opencl check", "--mask", "causal", "--attn-out", a_ocl, "--backend", "opencl", "--json")
-    check("forward --backend opencl agrees with cpu to 1e-4, no warning",
+    check("forward --backend opencl agrees with cpu, no warning",
           r.returncode == 0 and json.loads(r.stdout)["backend"] == "opencl" and not json.loads(r.stdout)["warnings"]
-          and np.abs(np.load(a_cpu) - np.load(a_ocl)).max() < 1e-4, r.stderr)
+          and np.abs(np.load(a_cpu) - np.load(a_ocl)).max() <= random_model_bound(np.load(a_cpu).shape[-1]), r.stderr)
     broken = os.path.join(tmp, "broken_kernels")
     os.makedirs(broken)
     write("broken_kernels/softmax.cl", "__kernel void masked_softmax(__global float* p) { this is not OpenCL C }\n")

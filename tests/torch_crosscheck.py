@@ -6,12 +6,14 @@ modules, nn.TransformerEncoderLayer with norm_first/GELU, a BERT-shaped stack wi
 embedding LayerNorm, tanh GELU and a pooler, and nn.TransformerEncoder with its final LayerNorm),
 writes them as attnlab model
 folders, runs `attnlab-cli forward --attn-out --out`, and compares every layer's per-head
-probabilities (bound 1e-5) and the final hidden states (bound 1e-4) with
-need_weights=True, average_attn_weights=False. Masks: none, causal, padding, bool/float/per-head
-custom, sliding window, their combination, a fully blocked row (PyTorch: NaN, attnlab: zeros),
-and cross-attention. Usage: torch_crosscheck.py PATH/TO/attnlab-cli
+probabilities and the final hidden states with need_weights=True, average_attn_weights=False.
+PyTorch runs every case in float64 (the oracle) and in float32; the bound is pyutil.oracle_bound
+(8x float32 PyTorch's own distance from the oracle, never below a first-principles floor).
+Masks: none, causal, padding, bool/float/per-head custom, sliding window, their combination, a
+fully blocked row (PyTorch: NaN, attnlab: zeros), and cross-attention. Usage: torch_crosscheck.py PATH/TO/attnlab-cli
 """
 import atexit
+import copy
 import json
 import math
 import os
@@ -24,12 +26,23 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from pyutil import save_safetensors
+from pyutil import oracle_bound, save_safetensors, stack_floor
 
 torch.set_num_threads(2)
 CLI = sys.argv[1]
-PROB_TOL, HIDDEN_TOL = 1e-5, 1e-4
 failures = []
+DTYPES = (torch.float32, torch.float64)
+
+
+def copies(*modules):
+    """{dtype: the modules in that dtype} for float32 (the modules themselves) and float64."""
+    return {torch.float32: modules, torch.float64: tuple(copy.deepcopy(m).double() for m in modules)}
+
+
+def floors(L, K, hidden):
+    """First-principles floors (pyutil.stack_floor) for L layers whose longest reduction has K
+    terms: probabilities (rows of magnitude 1) and hidden states (of magnitude max|hidden|)."""
+    return stack_floor(L, K), stack_floor(L, K, float(np.abs(hidden).max()))
 
 
 def write_model(folder, config, tensors, vocab_size):
@@ -61,11 +74,13 @@ def sinusoidal(T, E):
     k = torch.arange(0, E, 2, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(pos / torch.pow(10000.0, k / E))
     pe[:, 1::2] = torch.cos(pos / torch.pow(10000.0, k / E))
-    return pe.float()
+    return pe
 
 
-def compare(case, ours, theirs, tol):
-    theirs = np.asarray(theirs, dtype=np.float32)
+def compare(case, ours, theirs, theirs32, floor):
+    """attnlab against the float64 oracle `theirs`, within oracle_bound(theirs32, theirs, floor)."""
+    theirs, theirs32 = np.asarray(theirs, dtype=np.float64), np.asarray(theirs32, dtype=np.float64)
+    ours = np.asarray(ours, dtype=np.float64)
     if ours.shape != theirs.shape:
         failures.append(f"{case}: shape {ours.shape} != {theirs.shape}")
         return
@@ -73,15 +88,16 @@ def compare(case, ours, theirs, tol):
     if nan_rows.any():  # PyTorch's fully blocked rows: attnlab must give exact zeros there
         if not np.all(ours[nan_rows] == 0):
             failures.append(f"{case}: rows PyTorch leaves NaN are not all zero")
-        ours, theirs = ours[~nan_rows], theirs[~nan_rows]
+        ours, theirs, theirs32 = ours[~nan_rows], theirs[~nan_rows], theirs32[~nan_rows]
     if not np.all(np.isfinite(ours)):
         failures.append(f"{case}: attnlab produced NaN/inf")
         return
+    tol = oracle_bound(theirs32, theirs, floor)
     err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
     status = "ok" if err <= tol else "FAIL"
-    print(f"{status:4} {case}: max abs diff {err:.2e} (bound {tol:.0e})")
+    print(f"{status:4} {case}: max abs diff {err:.2e} (bound {tol:.2e})")
     if err > tol:
-        failures.append(f"{case}: max abs diff {err:.2e} > {tol:.0e}")
+        failures.append(f"{case}: max abs diff {err:.2e} > {tol:.2e}")
 
 
 class MhaPostLN(nn.Module):
@@ -120,11 +136,16 @@ def torch_encoder_case():
     ids = torch.randint(3, V, (T,), generator=g)
     ids[-3:] = 0  # three [PAD] tokens
 
-    def torch_forward(ids, attn_mask=None, kpm=None):
-        x = (emb(ids) + sinusoidal(len(ids), E))[None]
+    mods = copies(emb, layers)
+
+    def torch_forward(ids, attn_mask=None, kpm=None, dtype=torch.float32):
+        emb_, layers_ = mods[dtype]
+        if attn_mask is not None and attn_mask.is_floating_point():
+            attn_mask = attn_mask.to(dtype)
+        x = (emb_(ids) + sinusoidal(len(ids), E).to(dtype))[None]
         probs, inputs = [], []
         with torch.no_grad():
-            for layer in layers:
+            for layer in layers_:
                 inputs.append(x)
                 x, w = layer(x, attn_mask, kpm)
                 probs.append(w[0])
@@ -170,28 +191,34 @@ def torch_encoder_case():
     ]
     for name, flags, kw in cases:
         ours_p, ours_h, _ = run_cli(folder, ids.tolist(), flags)
-        theirs_p, theirs_h, _ = torch_forward(ids, kw.get("attn_mask"), kw.get("kpm"))
+        (p32, h32, _), (theirs_p, theirs_h, _) = (torch_forward(ids, kw.get("attn_mask"), kw.get("kpm"), dt)
+                                                  for dt in DTYPES)
+        p_floor, h_floor = floors(L, max(E, F, T), theirs_h)
         if name == "fully blocked row":
             # PyTorch's NaN row propagates into every later layer; layer 0 is where the blocked
             # row itself shows: NaN there, exact zeros in attnlab, every other row equal.
-            compare(f"TransformerEncoder layout, {name}: layer 0 probabilities", ours_p[0], theirs_p[0], PROB_TOL)
+            compare(f"TransformerEncoder layout, {name}: layer 0 probabilities", ours_p[0], theirs_p[0], p32[0],
+                    p_floor)
             if not np.isnan(theirs_p[0][:, 4]).all() or not (ours_p[0][:, 4] == 0).all():
                 failures.append("fully blocked row: expected NaN in PyTorch and zeros in attnlab for query 4")
             continue
-        compare(f"TransformerEncoder layout, {name}: probabilities", ours_p, theirs_p, PROB_TOL)
-        compare(f"TransformerEncoder layout, {name}: hidden states", ours_h, theirs_h, HIDDEN_TOL)
+        compare(f"TransformerEncoder layout, {name}: probabilities", ours_p, theirs_p, p32, p_floor)
+        compare(f"TransformerEncoder layout, {name}: hidden states", ours_h, theirs_h, h32, h_floor)
 
     # Cross-attention (article 003, section 5.2: 5 queries x 7 keys): at each layer, A's input to
     # the layer attends to B's input to the layer.
     a_ids = torch.randint(3, V, (5,), generator=g)
     b_ids = torch.randint(3, V, (7,), generator=g)
     ours_p, _, _ = run_cli(folder, a_ids.tolist(), [], cross_ids=b_ids.tolist())
-    _, _, in_a = torch_forward(a_ids)
-    _, _, in_b = torch_forward(b_ids)
-    with torch.no_grad():
-        theirs = torch.stack([layer.self_attn(xa, xb, xb, need_weights=True, average_attn_weights=False)[1][0]
-                              for layer, xa, xb in zip(layers, in_a, in_b)]).numpy()
-    compare("cross-attention 5 x 7: probabilities", ours_p, theirs, PROB_TOL)
+    theirs = {}
+    for dt in DTYPES:
+        _, _, in_a = torch_forward(a_ids, dtype=dt)
+        _, _, in_b = torch_forward(b_ids, dtype=dt)
+        with torch.no_grad():
+            theirs[dt] = torch.stack([layer.self_attn(xa, xb, xb, need_weights=True, average_attn_weights=False)[1][0]
+                                      for layer, xa, xb in zip(mods[dt][1], in_a, in_b)]).numpy()
+    compare("cross-attention 5 x 7: probabilities", ours_p, theirs[torch.float64], theirs[torch.float32],
+            stack_floor(L, max(E, F, 7)))
 
 
 class ArticleMHA(nn.Module):
@@ -247,22 +274,31 @@ def article_case():
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
     causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    for name, flags, blocked in [("no mask", [], None), ("causal", ["causal"], causal)]:
+    mods = copies(emb, pos, attn, ffn, fc)
+
+    def torch_forward(blocked, dtype):
+        emb_, pos_, attn_, ffn_, fc_ = mods[dtype]
         with torch.no_grad():
-            x = (emb(ids) + pos(torch.arange(T)))[None]
+            x = (emb_(ids) + pos_(torch.arange(T)))[None]
             probs = []
-            for a, f in zip(attn, ffn):
+            for a, f in zip(attn_, ffn_):
                 x, p = a(x, blocked)
                 x = f(x)
                 probs.append(p)
-            logits = fc(x.mean(dim=1))[0]  # article 000's TextClassifier pooling
+            logits = fc_(x.mean(dim=1))[0]  # article 000's TextClassifier pooling
+        return torch.stack(probs).numpy(), x[0].numpy(), logits.numpy()
+
+    for name, flags, blocked in [("no mask", [], None), ("causal", ["causal"], causal)]:
+        (p32, h32, l32), (p64, h64, l64) = (torch_forward(blocked, dt) for dt in DTYPES)
+        p_floor, h_floor = floors(L, max(E, F, T), h64)
         ours_p, ours_h, _ = run_cli(folder, ids.tolist(), flags)
-        compare(f"article layout (learned positions, GELU), {name}: probabilities", ours_p, torch.stack(probs).numpy(), PROB_TOL)
-        compare(f"article layout (learned positions, GELU), {name}: hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
+        compare(f"article layout (learned positions, GELU), {name}: probabilities", ours_p, p64, p32, p_floor)
+        compare(f"article layout (learned positions, GELU), {name}: hidden states", ours_h, h64, h32, h_floor)
         r = subprocess.run([CLI, "forward", "--model", folder, "--ids", ",".join(map(str, ids.tolist())), "--json"]
                            + sum((["--mask", m] for m in flags), []), capture_output=True, text=True, check=True)
-        compare(f"article layout, {name}: logits", np.array(json.loads(r.stdout)["logits"], dtype=np.float32),
-                logits.numpy(), HIDDEN_TOL)
+        # the logits: one more reduction of E terms over the pooled hidden states
+        compare(f"article layout, {name}: logits", np.array(json.loads(r.stdout)["logits"]), l64, l32,
+                stack_floor(L + 1, max(E, F, T), float(np.abs(h64).max())))
 
 
 def prenorm_case():
@@ -282,17 +318,25 @@ def prenorm_case():
     atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
-    with torch.no_grad():
-        x = emb(ids)[None]
-        probs = []
-        for layer in layers:
-            _, w = layer.self_attn(layer.norm1(x), layer.norm1(x), layer.norm1(x), need_weights=True,
-                                   average_attn_weights=False)
-            probs.append(w[0])
-            x = layer(x)
+    mods = copies(emb, layers)
+
+    def torch_forward(dtype):
+        emb_, layers_ = mods[dtype]
+        with torch.no_grad():
+            x = emb_(ids)[None]
+            probs = []
+            for layer in layers_:
+                _, w = layer.self_attn(layer.norm1(x), layer.norm1(x), layer.norm1(x), need_weights=True,
+                                       average_attn_weights=False)
+                probs.append(w[0])
+                x = layer(x)
+        return torch.stack(probs).numpy(), x[0].numpy()
+
+    (p32, h32), (p64, h64) = (torch_forward(dt) for dt in DTYPES)
+    p_floor, h_floor = floors(L, max(E, F, T), h64)
     ours_p, ours_h, _ = run_cli(folder, ids.tolist())
-    compare("nn.TransformerEncoderLayer(norm_first=True, gelu): probabilities", ours_p, torch.stack(probs).numpy(), PROB_TOL)
-    compare("nn.TransformerEncoderLayer(norm_first=True, gelu): hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
+    compare("nn.TransformerEncoderLayer(norm_first=True, gelu): probabilities", ours_p, p64, p32, p_floor)
+    compare("nn.TransformerEncoderLayer(norm_first=True, gelu): hidden states", ours_h, h64, h32, h_floor)
 
 
 def bert_like_case():
@@ -327,23 +371,32 @@ def bert_like_case():
     atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
-    with torch.no_grad():
-        x = eln(emb(ids) + pos(torch.arange(T)) + typ(torch.zeros(T, dtype=torch.long)))[None]
-        probs = []
-        for layer in layers:
-            _, w = layer.self_attn(x, x, x, need_weights=True, average_attn_weights=False)
-            probs.append(w[0])
-            x = layer(x)
-        logits = fc(torch.tanh(pooler(x[0, 0])))
+    mods = copies(emb, pos, typ, eln, layers, pooler, fc)
+
+    def torch_forward(dtype):
+        emb_, pos_, typ_, eln_, layers_, pooler_, fc_ = mods[dtype]
+        with torch.no_grad():
+            x = eln_(emb_(ids) + pos_(torch.arange(T)) + typ_(torch.zeros(T, dtype=torch.long)))[None]
+            probs = []
+            for layer in layers_:
+                _, w = layer.self_attn(x, x, x, need_weights=True, average_attn_weights=False)
+                probs.append(w[0])
+                x = layer(x)
+            logits = fc_(torch.tanh(pooler_(x[0, 0])))
+        return torch.stack(probs).numpy(), x[0].numpy(), logits.numpy()
+
+    (p32, h32, l32), (p64, h64, l64) = (torch_forward(dt) for dt in DTYPES)
+    p_floor, h_floor = floors(L, max(E, F, T), h64)
     name = "BERT-like (token types, embedding LayerNorm, gelu_tanh, eps 1e-12, pooler)"
     ours_p, ours_h, _ = run_cli(folder, ids.tolist())
-    compare(f"{name}: probabilities", ours_p, torch.stack(probs).numpy(), PROB_TOL)
-    compare(f"{name}: hidden states", ours_h, x[0].numpy(), HIDDEN_TOL)
+    compare(f"{name}: probabilities", ours_p, p64, p32, p_floor)
+    compare(f"{name}: hidden states", ours_h, h64, h32, h_floor)
     for backend in ["cpu", "reference", "opencl"]:
         r = subprocess.run([CLI, "forward", "--model", folder, "--ids", ",".join(map(str, ids.tolist())), "--json",
                             "--backend", backend], capture_output=True, text=True, check=True)
-        compare(f"{name}: logits ({backend})", np.array(json.loads(r.stdout)["logits"], dtype=np.float32),
-                logits.numpy(), HIDDEN_TOL)
+        # the pooler and the classifier: two more reductions of E terms
+        compare(f"{name}: logits ({backend})", np.array(json.loads(r.stdout)["logits"]), l64, l32,
+                stack_floor(L + 2, max(E, F, T), float(np.abs(h64).max())))
 
 
 def final_norm_case():
@@ -366,18 +419,25 @@ def final_norm_case():
     atexit.register(shutil.rmtree, folder, True)
     write_model(folder, cfg, tensors, V)
     ids = torch.randint(3, V, (T,))
-    with torch.no_grad():
-        x = emb(ids)[None]
-        probs = []
-        for lyr in enc.layers:
-            n1 = lyr.norm1(x)
-            probs.append(lyr.self_attn(n1, n1, n1, need_weights=True, average_attn_weights=False)[1][0])
-            x = lyr(x)
-        hidden = enc(emb(ids)[None])[0]
+    mods = copies(emb, enc)
+
+    def torch_forward(dtype):
+        emb_, enc_ = mods[dtype]
+        with torch.no_grad():
+            x = emb_(ids)[None]
+            probs = []
+            for lyr in enc_.layers:
+                n1 = lyr.norm1(x)
+                probs.append(lyr.self_attn(n1, n1, n1, need_weights=True, average_attn_weights=False)[1][0])
+                x = lyr(x)
+            hidden = enc_(emb_(ids)[None])[0]
+        return torch.stack(probs).numpy(), hidden.numpy()
+
+    (p32, h32), (p64, h64) = (torch_forward(dt) for dt in DTYPES)
+    p_floor, h_floor = floors(L, max(E, F, T), h64)
     ours_p, ours_h, _ = run_cli(folder, ids.tolist())
-    compare("nn.TransformerEncoder(norm_first, norm=LayerNorm): probabilities", ours_p, torch.stack(probs).numpy(),
-            PROB_TOL)
-    compare("nn.TransformerEncoder(norm_first, norm=LayerNorm): hidden states", ours_h, hidden.numpy(), HIDDEN_TOL)
+    compare("nn.TransformerEncoder(norm_first, norm=LayerNorm): probabilities", ours_p, p64, p32, p_floor)
+    compare("nn.TransformerEncoder(norm_first, norm=LayerNorm): hidden states", ours_h, h64, h32, h_floor)
 
 
 torch_encoder_case()
