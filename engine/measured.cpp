@@ -110,7 +110,11 @@ MatmulRates measure_matmul_rates(int n, int repeat) {
   r.machine = machine_key();
   r.eigen = sgemm_gflops(n, repeat);
   r.onednn = onednn_sgemm_gflops(n, repeat);
-  r.onednn_bf16 = onednn_bf16_gflops(n, repeat);
+  try {
+    r.onednn_bf16 = onednn_bf16_gflops(n, repeat);
+  } catch (const std::exception&) {
+    r.onednn_bf16 = 0;  // no bf16 matmul on this instruction set (ONEDNN_MAX_CPU_ISA=AVX2 caps it)
+  }
   return r;
 }
 
@@ -133,14 +137,16 @@ std::string save_matmul_rates(const MatmulRates& r) {
 }
 
 std::string fp32_gemm_choice() {
+#ifdef ATTNLAB_WITH_ONEDNN
   if (const char* g = std::getenv("ATTNLAB_GEMM"); g && *g) {
     const std::string s = g;
-    if (s == "eigen") return "eigen";
-    if (s == "onednn" && bf16_available()) return "onednn";
+    if (s == "eigen" || s == "onednn") return s;
   }
-  if (!bf16_available()) return "eigen";  // built without oneDNN
   const MatmulRates& r = matmul_rates();
   return r.eigen >= 1.1 * r.onednn ? "eigen" : "onednn";
+#else
+  return "eigen";  // built without oneDNN
+#endif
 }
 
 std::string bf16_speed_notice() {

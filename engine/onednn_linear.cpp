@@ -250,6 +250,23 @@ double OnednnLinear::bf16_matmul_gflops(int n, int repeat) {
   return 2.0 * n * n * n / secs[secs.size() / 2] / 1e9;
 }
 
+bool OnednnLinear::bf16_supported() {
+  // oneDNN 2.x has bf16 matmul kernels from AVX-512 on (native with AVX512-BF16 or AMX, emulated
+  // without); an instruction set capped below that (ONEDNN_MAX_CPU_ISA=AVX2, or an AVX2-only CPU)
+  // has none, and making the primitive fails. Asked once by making a small one.
+  static const bool ok = [] {
+    try {
+      dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+      const dnnl::memory::desc ad({8, 8}, dt::bf16, tag::ab), cd({8, 8}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, ad, cd), eng);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 bool OnednnLinear::native() {
   const auto isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;

@@ -31,6 +31,8 @@ class OnednnLinear {
   static std::string isa();
   // True when the CPU has bf16 instructions (AVX512-BF16 or AMX); false: oneDNN emulates them.
   static bool native();
+  // True when oneDNN can make bf16 matmuls here at all (AVX-512 or above, natively or emulated).
+  static bool bf16_supported();
   // The rate of an n x n x n matmul with bf16 operands already converted and fp32 output
   // (GFLOP/s, median of `repeat`): the ceiling of the bf16 path's products here.
   static double bf16_matmul_gflops(int n, int repeat);

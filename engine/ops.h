@@ -101,7 +101,7 @@ std::unique_ptr<Ops> make_cpu_ops();
 // The cpu ops with the linear layers' products in bf16 (fp32 accumulation, fp32 everything
 // else) through oneDNN; Error when built without oneDNN.
 std::unique_ptr<Ops> make_cpu_bf16_ops();
-bool bf16_available();       // built with oneDNN
+bool bf16_available();       // built with oneDNN, and oneDNN has bf16 kernels here (AVX-512)
 // v rounded to bfloat16 (to nearest even, as PyTorch's .to(torch.bfloat16)); NaN stays a quiet
 // NaN. Branch-free, so loops over it vectorise.
 inline uint16_t to_bf16_bits(float v) {

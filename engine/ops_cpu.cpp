@@ -108,6 +108,7 @@ class CpuOps final : public Ops {
  public:
   explicit CpuOps(bool bf16 = false) : bf16_mode_(bf16) {
 #ifdef ATTNLAB_WITH_ONEDNN
+    if (bf16 && !bf16_available()) throw Error(bf16_notice());
     matmul_ = std::make_unique<OnednnLinear>(bf16);
     if (bf16) block_gemm_ = std::make_unique<Bf16BlockGemm>();
 #else
@@ -539,7 +540,7 @@ void to_bf16(const float* x, uint16_t* out, int64_t n) {
 
 bool bf16_available() {
 #ifdef ATTNLAB_WITH_ONEDNN
-  return true;
+  return OnednnLinear::bf16_supported();
 #else
   return false;
 #endif
@@ -547,6 +548,9 @@ bool bf16_available() {
 
 std::string bf16_notice() {
 #ifdef ATTNLAB_WITH_ONEDNN
+  if (!OnednnLinear::bf16_supported())
+    return "oneDNN has no bf16 kernels for this instruction set (" + OnednnLinear::isa() +
+           "; they need AVX-512): no bf16 path here";
   if (!OnednnLinear::native())
     return "this CPU has no bf16 instructions (AVX512-BF16 or AMX; oneDNN uses " + OnednnLinear::isa() +
            "): bf16 is emulated and slower than fp32";
