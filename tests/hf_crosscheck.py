@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 import transformers
-from pyutil import oracle_bound, stack_floor
+from pyutil import WorstShare, oracle_bound, stack_floor
 from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel,
                           BertTokenizerFast, DistilBertConfig, DistilBertForSequenceClassification,
@@ -205,13 +205,9 @@ def compare_model(name, folder, model, tok_encode, texts, pairs=()):
     oracle_bound(float32 transformers, float64 transformers, floor)."""
     model.eval()
     m64 = copy.deepcopy(model).double().eval()
-    worst = {"p": (0.0, 0.0), "h": (0.0, 0.0), "l": (0.0, 0.0)}  # (err / bound, err) of the worst case
-
-    def note(k, got, want64, want32, floor):
-        err = float(np.abs(np.asarray(got, dtype=np.float64) - want64).max())
-        bound = oracle_bound(want32, want64, floor)
-        if err / bound > worst[k][0]:
-            worst[k] = (err / bound, err)
+    worst = WorstShare("p", "h", "l")
+    note = worst.note
+    names = {"p": "probabilities", "h": "hidden states", "l": "logits"}
 
     for text, pair in [(t, None) for t in texts] + list(pairs):
         j, attn, hidden = forward_cli(folder, text, pair)
@@ -241,12 +237,9 @@ def compare_model(name, folder, model, tok_encode, texts, pairs=()):
                 fail(f"{name}: predicted {j['predicted_label']}, transformers {labels[int(out64.logits[0].argmax())]}")
         elif hasattr(out, "logits") and not isinstance(model, BertForMaskedLM):
             fail(f"{name}: attnlab gave no logits")
-    print(f"{name}: max |diff| from float64 transformers (share of the bound): probabilities {worst['p'][1]:.2e} "
-          f"({worst['p'][0]:.2f}), hidden {worst['h'][1]:.2e} ({worst['h'][0]:.2f}), "
-          f"logits {worst['l'][1]:.2e} ({worst['l'][0]:.2f})")
-    for k, what in (("p", "probabilities"), ("h", "hidden states"), ("l", "logits")):
-        if worst[k][0] > 1:
-            fail(f"{name}: {what} differ by {worst[k][1]:.3e}, {worst[k][0]:.2f}x the bound")
+    print(f"{name}: max |diff| from float64 transformers (share of the bound): {worst.summary(names)}")
+    for msg in worst.failed(names):
+        fail(f"{name}: {msg}")
 
 
 def check_analysis(name, folder, model, text, ids, types, pair=None):

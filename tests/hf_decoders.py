@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 import transformers
-from pyutil import U32, oracle_bound, stack_floor
+from pyutil import U32, WorstShare, oracle_bound, stack_floor
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (GPT2Config, GPT2LMHeadModel, GPT2Model, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM,
                           LlamaModel, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
@@ -246,13 +246,9 @@ def decoder_floors(model, T, hidden):
 
 def compare_decoder(name, folder, model, lengths, vocab):
     model.eval()
-    worst = {"p": (0.0, 0.0), "h": (0.0, 0.0), "n": (0.0, 0.0)}  # (err / bound, err) of the worst case
-
-    def note(k, got, want, want32, floor):
-        err = float(np.abs(np.asarray(got, dtype=np.float64) - want).max())
-        bound = oracle_bound(want32, want, floor)
-        if err / bound > worst[k][0]:
-            worst[k] = (err / bound, err)
+    worst = WorstShare("p", "h", "n")
+    note = worst.note
+    names = {"p": "probabilities", "h": "hidden states", "n": "next-token probabilities"}
 
     rng = np.random.default_rng(1)
     head = model.get_output_embeddings() if hasattr(model, "lm_head") else None
@@ -313,12 +309,9 @@ def compare_decoder(name, folder, model, lengths, vocab):
                     fail(f"{name}: logit lens layer {l} position {t}: {got_id[t]} vs {want_id[t]}")
                     break
             note("n", lens[1, l], p.max(-1), r32["lens"][l][rows, r32["lens"][l].argmax(-1)], n_floor)
-    print(f"{name}: max |diff| from float64 transformers (share of the bound): probabilities {worst['p'][1]:.2e} "
-          f"({worst['p'][0]:.2f}), hidden {worst['h'][1]:.2e} ({worst['h'][0]:.2f}), "
-          f"next-token/lens {worst['n'][1]:.2e} ({worst['n'][0]:.2f})")
-    for k, what in (("p", "probabilities"), ("h", "hidden states"), ("n", "next-token probabilities")):
-        if worst[k][0] > 1:
-            fail(f"{name}: {what} differ by {worst[k][1]:.3e}, {worst[k][0]:.2f}x the bound")
+    print(f"{name}: max |diff| from float64 transformers (share of the bound): {worst.summary(names)}")
+    for msg in worst.failed(names):
+        fail(f"{name}: {msg}")
 
 
 def check_grad_attention(name, folder, model, T, vocab):

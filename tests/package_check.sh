@@ -15,7 +15,10 @@ deb=$(ls "$tmp"/pkg/attnlab_*_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || fail "no attnlab_<version>_<arch>.deb in $tmp/pkg"
 echo "package: $(basename "$deb"), $(du -k "$deb" | cut -f1) KB"
 depends=$(dpkg-deb -f "$deb" Depends)
-for lib in libqt6widgets6 libdnnl2 libicu libpcre2-8-0 libc6; do
+# libdnnl2 exactly when the build links oneDNN (-DATTNLAB_ONEDNN=OFF builds do not)
+libs="libqt6widgets6 libicu libpcre2-8-0 libc6"
+if objdump -p "$build/app/attnlab-cli" | grep -q 'NEEDED.*libdnnl'; then libs="$libs libdnnl2"; fi
+for lib in $libs; do
   case "$depends" in *"$lib"*) ;; *) fail "Depends lacks $lib: $depends" ;; esac
 done
 

@@ -81,3 +81,26 @@ def stack_floor(layers, K, abs_sum=1.0):
     magnitudes adding up to about abs_sum (a probability row: 1; a hidden state: its largest
     |value|, LayerNorm keeping rows near unit scale): each block adds one such sum's error."""
     return layers * sum_bound_prob(K, abs_sum)
+
+
+class WorstShare:
+    """The worst comparison of each kind over many, as a share of its bound: note(kind, got, want,
+    want32, floor) compares got with the float64 oracle want within oracle_bound(want32, want,
+    floor); failed() lists the kinds whose worst share is over 1."""
+
+    def __init__(self, *kinds):
+        self.worst = {k: (0.0, 0.0) for k in kinds}  # kind: (err / bound, err)
+
+    def note(self, kind, got, want, want32, floor):
+        import numpy as np
+        err = float(np.abs(np.asarray(got, dtype=np.float64) - np.asarray(want, dtype=np.float64)).max())
+        bound = oracle_bound(want32, want, floor)
+        if err / bound > self.worst[kind][0]:
+            self.worst[kind] = (err / bound, err)
+
+    def summary(self, names):
+        return ", ".join(f"{names[k]} {e:.2e} ({share:.2f})" for k, (share, e) in self.worst.items())
+
+    def failed(self, names):
+        return [f"{names[k]} differ by {e:.3e}, {share:.2f}x the bound" for k, (share, e) in self.worst.items()
+                if share > 1]

@@ -302,7 +302,10 @@ TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns 
   REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 5)))));
   t->applyPreset("tiny (fast)");
   t->setEpochs(8);
-  precision->setCurrentText("bf16");
+  precision->setCurrentIndex(1);  // "bf16", or "bf16 (slower here)" where this CPU measured it slower
+  REQUIRE(precision->currentText().startsWith("bf16"));
+  // the item says so exactly when the engine does
+  CHECK((precision->currentText() == "bf16") == bf16_notice().empty());
   REQUIRE(t->startTraining());
   t->waitForFinish();
   REQUIRE(t->trainedModel());
@@ -599,6 +602,8 @@ TEST_CASE("heatmap pooling: max of each block, all-blocked blocks, the colour-sc
   REQUIRE(d.drawn_rows == 3);
   REQUIRE(d.drawn_cols == 3);
   auto drawn = [&](int r, int c) { return d.drawn[static_cast<size_t>(r * 3 + c)]; };
+  // A drawn cell is one of the floats k / 100.0f (a maximum picks one, unchanged), the same float
+  // as the literal: exact; Approx's default (100 float epsilons relative) is only a formality.
   CHECK(drawn(0, 0) == Approx(0.09f));  // rows 0-1, cols 0-2: v(1, 2)
   CHECK(std::isnan(drawn(0, 1)));       // every cell blocked: NaN, drawn as blocked, never as 0
   CHECK(drawn(0, 2) == Approx(0.13f));  // rows 0-1, col 6
@@ -938,7 +943,9 @@ TEST_CASE("the Head tab: a head selector and square cells", "[ui][head]") {
   QCustomPlot* p = big->plot();
   const double cw = std::fabs(p->xAxis->coordToPixel(1) - p->xAxis->coordToPixel(0));
   const double ch = std::fabs(p->yAxis->coordToPixel(1) - p->yAxis->coordToPixel(0));
-  CHECK(cw == Approx(ch).epsilon(0.02));  // not stretched
+  // not stretched: the square fit sizes the axis rect to whole pixels (ceil of cell x count) where
+  // the room allows, so a cell's width and height differ by less than one pixel
+  CHECK(cw == Approx(ch).epsilon(0).margin(1.0));
 }
 
 TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder stays as it was", "[ui][train][hf]") {
