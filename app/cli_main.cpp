@@ -15,6 +15,7 @@
 #include "app/cli_common.h"
 #include "app/default_model.h"
 #include "engine/forward.h"
+#include "engine/analysis/method_table.h"
 #include "engine/analysis/methods.h"
 #include "engine/lm.h"
 #include "engine/measured.h"
@@ -85,8 +86,8 @@ usage:
 
 model options (instead of --model, build a random model):
   --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T
-  [--classes C] [--positional none|sinusoidal|learned|relative] [--norm post|pre]
-  [--activation relu|gelu] [--pooling mean|masked_mean|cls] [--tokenizer word|char]
+  [--classes C] [--positional none|sinusoidal|learned|relative|rotary] [--norm post|pre]
+  [--activation relu|gelu|gelu_tanh|silu] [--pooling mean|masked_mean|cls] [--tokenizer word|char]
 
 Without --model or --random-init the shipped default model is used. --model also opens an unmodified
 Hugging Face folder: model_type bert, distilbert, gpt2, llama, mistral or qwen2 (config.json,
@@ -192,17 +193,15 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target"}),
                {"--json", "--random-init"});
-  static const std::vector<std::string> kMethods = {"rollout",     "value-norm",     "grad-attention", "head-importance",
-                                                    "head-patterns", "mean-heads", "mean-layers",   "logit-lens"};
-  std::string names;
-  for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + m;
-  if (!a.has("--method")) throw Error("analyze needs --method (" + names + ")");
-  // the app's names: "relevance" is grad-attention, "value-weighted" is value-norm
-  const std::string method = a.get("--method") == "relevance"        ? "grad-attention"
-                             : a.get("--method") == "value-weighted" ? "value-norm"
-                                                                     : a.get("--method");
-  if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end())
-    throw Error("--method: expected one of " + names + ", got \"" + method + "\"");
+  if (!a.has("--method")) throw Error("analyze needs --method (" + method_names() + ")");
+  // the table's names and aliases (the app's "relevance" is grad-attention, and so on)
+  const MethodRow* row = nullptr;
+  try {
+    row = &find_method(a.get("--method"));
+  } catch (const Error& e) {
+    throw Error(std::string("--method: ") + e.what());
+  }
+  const std::string method = row->name;
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
     throw Error("--out: analysis results are written as .npy, got \"" + a.get("--out") + "\"");
   const int target = a.has("--target") ? a.get_int("--target", -1) : -1;
@@ -220,17 +219,12 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   j["method"] = method;
   j["labels"] = labels;
   j["ids"] = req.ids;
-  if (method == "rollout" || method == "value-norm" || method == "grad-attention" || method == "mean-heads" ||
-      method == "mean-layers") {
-    const bool per_token = method == "rollout" || method == "grad-attention" || method == "mean-layers";  // [T, T]
-    Tensor r;
-    if (method == "rollout") {
-      r = attention_rollout(model, *backend, req);
-    } else if (method == "value-norm") {
-      r = value_norm_attention(model, *backend, req);
-    } else if (method == "grad-attention") {
-      int used = -1;
-      r = grad_attention(model, req, target, &used);
+  if (row->id == MethodId::Rollout || row->id == MethodId::ValueNorm || row->id == MethodId::GradAttention ||
+      row->id == MethodId::MeanHeads || row->id == MethodId::MeanLayers) {
+    const bool per_token = std::string(row->shape) == "[T, T]";
+    int used = -1;
+    Tensor r = compute_method_map(row->id, model, *backend, req, target, &used);
+    if (method == "grad-attention") {
       j["target"] = used;
       j["readout_relevance"] = readout_relevance(model, req.ids, r);  // what the text output lists
       if (!a.has("--json") && !a.has("--out"))
@@ -241,11 +235,6 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
                             (used < static_cast<int>(model.config.labels.size())
                                  ? " (" + model.config.labels[static_cast<size_t>(used)] + ")" : ""))
                   << "\n";
-    } else {
-      ForwardRequest full = req;
-      full.keep_layers.clear();
-      const Tensor all = run_forward(model, *backend, full).stacked_probs();
-      r = method == "mean-heads" ? mean_over_heads(all) : mean_over_layers(all);
     }
     save(r);
     j["shape"] = r.shape;

@@ -39,8 +39,8 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"ablate", "Ablate heads L:H[,L:H]... (their probabilities times 0), as the Importance tab does.", "LIST"});
   p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
   p.addOption({"method",
-               "On Beyond attention (opened when no --tab is given): rollout, relevance, value-norm, mean-heads, mean-layers, selected-queries, "
-               "selected-keys or compare.",
+               QString::fromStdString("On Beyond attention (opened when no --tab is given): " +
+                                      attnlab::method_names(true) + " (or another name of one of them)."),
                "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
@@ -182,15 +182,11 @@ int main(int argc, char** argv) {
     }
   }
   if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
-    static const QStringList kMethods = {"rollout",     "relevance",         "value-norm", "mean-heads",
-                                         "mean-layers", "selected-queries", "selected-keys", "compare"};
-    QString name = p.value("method");  // the CLI's names too
-    if (name == "grad-attention") name = "relevance";
-    if (name == "value-weighted") name = "value-norm";
-    const int m = kMethods.indexOf(name);
-    if (m < 0) {
-      std::fprintf(stderr, "attnlab: --method: no method \"%s\" (%s)\n", qPrintable(p.value("method")),
-                   qPrintable(kMethods.join(", ")));
+    int m = -1;  // the page's methods, by any of the table's names (the CLI's too)
+    try {
+      m = attnlab::find_method(p.value("method").toStdString(), true).page_index;
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "attnlab: --method: %s\n", ex.what());
       return 2;
     }
     e->methodsView()->setMethod(static_cast<attnlab::MethodsView::Method>(m));

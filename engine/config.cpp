@@ -23,90 +23,77 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-const char* to_string(Positional p) {
-  switch (p) {
-    case Positional::None:
-      return "none";
-    case Positional::Sinusoidal:
-      return "sinusoidal";
-    case Positional::Learned:
-      return "learned";
-    case Positional::Relative:
-      return "relative";
-    case Positional::Rotary:
-      return "rotary";
-  }
-  return "?";
+// Every enum's names, written once: to_string and the parsers are both read from these rows, so
+// a name that is written can always be read back (they had drifted: "rotary" and "silu" were
+// written and never parsed). Each table is checked against its enum's size at compile time.
+namespace {
+
+template <class E>
+struct EnumName {
+  E value;
+  const char* name;
+};
+
+constexpr EnumName<Positional> kPositional[] = {{Positional::None, "none"},
+                                                {Positional::Sinusoidal, "sinusoidal"},
+                                                {Positional::Learned, "learned"},
+                                                {Positional::Relative, "relative"},
+                                                {Positional::Rotary, "rotary"}};
+constexpr EnumName<NormPlacement> kNormPlacement[] = {{NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"}};
+constexpr EnumName<Activation> kActivation[] = {{Activation::Relu, "relu"},
+                                                {Activation::Gelu, "gelu"},
+                                                {Activation::GeluTanh, "gelu_tanh"},
+                                                {Activation::Silu, "silu"}};
+constexpr EnumName<NormKind> kNormKind[] = {{NormKind::LayerNorm, "layer_norm"}, {NormKind::RmsNorm, "rms_norm"}};
+constexpr EnumName<Pooling> kPooling[] = {{Pooling::Mean, "mean"}, {Pooling::MaskedMean, "masked_mean"}, {Pooling::Cls, "cls"}};
+constexpr EnumName<TokenizerKind> kTokenizerKind[] = {{TokenizerKind::Word, "word"}, {TokenizerKind::Char, "char"}};
+
+// A table lists every value once, in the enum's order (so to_string can index it).
+template <class E, size_t N>
+constexpr bool complete(const EnumName<E> (&rows)[N], E last) {
+  if (static_cast<size_t>(last) + 1 != N) return false;
+  for (size_t k = 0; k < N; ++k)
+    if (static_cast<size_t>(rows[k].value) != k) return false;
+  return true;
 }
-const char* to_string(NormPlacement n) {
-  return n == NormPlacement::Post ? "post" : "pre";
-}
-const char* to_string(Activation a) {
-  switch (a) {
-    case Activation::Relu:
-      return "relu";
-    case Activation::Gelu:
-      return "gelu";
-    case Activation::GeluTanh:
-      return "gelu_tanh";
-    case Activation::Silu:
-      return "silu";
-  }
-  return "?";
-}
-const char* to_string(NormKind n) {
-  return n == NormKind::LayerNorm ? "layer_norm" : "rms_norm";
-}
-const char* to_string(Pooling p) {
-  switch (p) {
-    case Pooling::Mean:
-      return "mean";
-    case Pooling::MaskedMean:
-      return "masked_mean";
-    case Pooling::Cls:
-      return "cls";
-  }
-  return "?";
-}
-const char* to_string(TokenizerKind t) {
-  return t == TokenizerKind::Word ? "word" : "char";
+static_assert(complete(kPositional, Positional::Rotary));
+static_assert(complete(kNormPlacement, NormPlacement::Pre));
+static_assert(complete(kActivation, Activation::Silu));
+static_assert(complete(kNormKind, NormKind::RmsNorm));
+static_assert(complete(kPooling, Pooling::Cls));
+static_assert(complete(kTokenizerKind, TokenizerKind::Char));
+
+template <class E, size_t N>
+const char* name_of(const EnumName<E> (&rows)[N], E v) {
+  const size_t k = static_cast<size_t>(v);
+  return k < N ? rows[k].name : "?";
 }
 
-namespace {
-[[noreturn]] void bad_choice(const std::string& key, const std::string& v, const char* allowed) {
-  throw Error(key + ": unknown value \"" + v + "\" (expected " + allowed + ")");
+template <class E, size_t N>
+E parse_name(const EnumName<E> (&rows)[N], const char* key, const std::string& s) {
+  std::string allowed;
+  for (const auto& r : rows) {
+    if (s == r.name) return r.value;
+    allowed += (allowed.empty() ? "" : " | ") + std::string(r.name);
+  }
+  throw Error(std::string(key) + ": unknown value \"" + s + "\" (expected " + allowed + ")");
 }
+
 }  // namespace
 
-Positional parse_positional(const std::string& s) {
-  if (s == "none") return Positional::None;
-  if (s == "sinusoidal") return Positional::Sinusoidal;
-  if (s == "learned") return Positional::Learned;
-  if (s == "relative") return Positional::Relative;
-  bad_choice("positional", s, "none | sinusoidal | learned | relative");
-}
-NormPlacement parse_norm(const std::string& s) {
-  if (s == "post") return NormPlacement::Post;
-  if (s == "pre") return NormPlacement::Pre;
-  bad_choice("norm", s, "post | pre");
-}
-Activation parse_activation(const std::string& s) {
-  if (s == "relu") return Activation::Relu;
-  if (s == "gelu") return Activation::Gelu;
-  if (s == "gelu_tanh") return Activation::GeluTanh;
-  bad_choice("activation", s, "relu | gelu | gelu_tanh");
-}
-Pooling parse_pooling(const std::string& s) {
-  if (s == "mean") return Pooling::Mean;
-  if (s == "masked_mean") return Pooling::MaskedMean;
-  if (s == "cls") return Pooling::Cls;
-  bad_choice("pooling", s, "mean | masked_mean | cls");
-}
-TokenizerKind parse_tokenizer(const std::string& s) {
-  if (s == "word") return TokenizerKind::Word;
-  if (s == "char") return TokenizerKind::Char;
-  bad_choice("tokenizer", s, "word | char");
-}
+const char* to_string(Positional p) { return name_of(kPositional, p); }
+const char* to_string(NormPlacement n) { return name_of(kNormPlacement, n); }
+const char* to_string(Activation a) { return name_of(kActivation, a); }
+const char* to_string(NormKind n) { return name_of(kNormKind, n); }
+const char* to_string(Pooling p) { return name_of(kPooling, p); }
+const char* to_string(TokenizerKind t) { return name_of(kTokenizerKind, t); }
+
+Positional parse_positional(const std::string& s) { return parse_name(kPositional, "positional", s); }
+NormPlacement parse_norm(const std::string& s) { return parse_name(kNormPlacement, "norm", s); }
+Activation parse_activation(const std::string& s) { return parse_name(kActivation, "activation", s); }
+NormKind parse_norm_kind(const std::string& s) { return parse_name(kNormKind, "norm_kind", s); }
+Pooling parse_pooling(const std::string& s) { return parse_name(kPooling, "pooling", s); }
+TokenizerKind parse_tokenizer(const std::string& s) { return parse_name(kTokenizerKind, "tokenizer", s); }
 
 void ModelConfig::validate() const {
   auto positive = [](const char* key, long long v) {

@@ -89,6 +89,7 @@ const char* to_string(TokenizerKind t);
 Positional parse_positional(const std::string& s);
 NormPlacement parse_norm(const std::string& s);
 Activation parse_activation(const std::string& s);
+NormKind parse_norm_kind(const std::string& s);
 Pooling parse_pooling(const std::string& s);
 TokenizerKind parse_tokenizer(const std::string& s);
 

@@ -174,18 +174,6 @@ std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const Mod
   return out;
 }
 
-MaskSpec model_mask(const ModelConfig& c, MaskSpec spec) {
-  if (c.causal) spec.causal = true;  // a decoder's own mask: always on
-  return spec;
-}
-
-void block_outside_window(AttnMask& mask, int window) {
-  if (mask.blocked.empty()) mask.blocked.assign(static_cast<size_t>(mask.planes) * mask.T * mask.S, 0);
-  for (int p = 0; p < mask.planes; ++p)
-    for (int i = 0; i < mask.T; ++i)
-      for (int j = 0; j + window < i; ++j) mask.blocked[mask.index(p, i, j)] = 1;
-}
-
 std::vector<std::vector<uint8_t>> ablation_flags(const ModelConfig& c, const std::vector<std::pair<int, int>>& heads) {
   std::vector<std::vector<uint8_t>> flags;
   if (heads.empty()) return flags;

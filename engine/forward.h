@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/mask.h"
 #include "engine/model.h"
+#include "engine/model_folder.h"
 
 namespace attnlab {
 
@@ -58,12 +59,6 @@ struct ForwardResult {
   // [layers, heads, T, S] of every kept layer (Error if any layer was not kept).
   Tensor stacked_probs() const;
 };
-
-// The user's mask with what the model itself always applies (a decoder's causal mask).
-MaskSpec model_mask(const ModelConfig& c, MaskSpec spec);
-// Blocks keys more than `window` positions before their query (i - j > window): a decoder's
-// sliding window (Mistral), on top of its causal mask.
-void block_outside_window(AttnMask& mask, int window);
 
 // Self mode: validates the ids (and token types) and builds the mask the attention applies: the
 // request's MaskSpec with the model's own (causal, sliding window).

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/forward.h"
+#include "engine/mask.h"
 #include "engine/plan.h"
 
 namespace attnlab {

@@ -205,4 +205,16 @@ std::vector<std::string> mask_warnings(const AttnMask& mask, const std::string& 
   return out;
 }
 
+MaskSpec model_mask(const ModelConfig& c, MaskSpec spec) {
+  if (c.causal) spec.causal = true;  // a decoder's own mask: always on
+  return spec;
+}
+
+void block_outside_window(AttnMask& mask, int window) {
+  if (mask.blocked.empty()) mask.blocked.assign(static_cast<size_t>(mask.planes) * mask.T * mask.S, 0);
+  for (int p = 0; p < mask.planes; ++p)
+    for (int i = 0; i < mask.T; ++i)
+      for (int j = 0; j + window < i; ++j) mask.blocked[mask.index(p, i, j)] = 1;
+}
+
 }  // namespace attnlab

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/config.h"
 #include "engine/npy.h"
 #include "engine/tensor.h"
 
@@ -63,5 +64,11 @@ AttnMask build_mask(const MaskSpec& spec, int T, int S, int num_heads, const std
 
 // Human-readable warnings for rows with every key blocked ("" prefix names the attention kind).
 std::vector<std::string> mask_warnings(const AttnMask& mask, const std::string& what);
+
+// The user's mask with what the model itself always applies (a decoder's causal mask).
+MaskSpec model_mask(const ModelConfig& c, MaskSpec spec);
+// Blocks keys more than `window` positions before their query (i - j > window): a decoder's
+// sliding window (Mistral), on top of its causal mask.
+void block_outside_window(AttnMask& mask, int window);
 
 }  // namespace attnlab

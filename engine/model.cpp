@@ -1,4 +1,5 @@
-// Model folders: loading (with layout detection and shape checks), saving, random init.
+// attnlab's own model folders (reading with layout detection and shape checks, writing), random
+// init. Which kind a folder is, and replacing one atomically: model_folder.cpp.
 #include "engine/model.h"
 
 #include <cerrno>
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "engine/hf_model.h"
 #include "engine/io_util.h"
 
 namespace attnlab {
@@ -116,13 +116,7 @@ TensorMap weights_to_tensors(const ModelConfig& c, const ModelWeights& w) {
   return m;
 }
 
-Model load_model(const std::string& dir) {
-  if (!fs::exists(dir)) throw Error(dir + ": no such model folder");
-  if (!fs::is_directory(dir))
-    throw Error(dir + ": not a folder (a model is a folder with config.json, model.safetensors, vocab.txt)");
-  if (!fs::exists(fs::path(dir) / "config.json"))
-    throw Error(dir + ": not a model folder (no config.json; a model folder holds config.json and its weights)");
-  if (is_hf_folder(dir)) return load_hf_model(dir);
+Model load_attnlab_folder(const std::string& dir) {
   Model m;
   m.source = dir;
   m.config = load_config((fs::path(dir) / "config.json").string());
@@ -143,42 +137,14 @@ Model load_model(const std::string& dir) {
   return m;
 }
 
-// A model folder is replaced as a whole: the new files go into a sibling temporary folder,
-// which is then exchanged with the old folder in one atomic rename (renameat2 RENAME_EXCHANGE),
-// so a crash or kill at any moment leaves either the complete old model or the complete new one.
-void save_model(const Model& model, const std::string& dir_in) {
-  const fs::path dir = fs::path(dir_in).lexically_normal();
-  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (fs::exists(dir) && !fs::is_directory(dir)) throw Error(dir.string() + ": exists and is not a folder");
-  const fs::path tmp = parent / ("." + dir.filename().string() + ".saving-" + std::to_string(::getpid()));
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec))
-    throw Error(dir.string() + ": cannot create a temporary folder beside it (" + ec.message() + ")");
-  try {
-    if (model.is_hf()) {
-      write_hf_folder(model, tmp.string());
-    } else {
-      write_file_atomic((tmp / "model.safetensors").string(),
-                        serialize_safetensors(weights_to_tensors(model.config, model.weights)));
-      if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
-      write_file_atomic((tmp / "vocab.txt").string(), vocab_to_text(model.vocab));
-      write_file_atomic((tmp / "config.json").string(), config_to_json(model.config));
-    }
-    if (fs::exists(dir)) {
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
-        throw Error(dir.string() + ": cannot replace the folder (" + std::strerror(errno) + ")");
-      fs::remove_all(tmp, ec);  // now holds the previous model
-    } else {
-      fs::rename(tmp, dir, ec);
-      if (ec) throw Error(dir.string() + ": cannot create (" + ec.message() + ")");
-    }
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+void write_attnlab_folder(const Model& model, const std::string& dir) {
+  const fs::path d(dir);
+  write_file_atomic((d / "model.safetensors").string(),
+                    serialize_safetensors(weights_to_tensors(model.config, model.weights)));
+  if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+  write_file_atomic((d / "vocab.txt").string(), vocab_to_text(model.vocab));
+  write_file_atomic((d / "config.json").string(), config_to_json(model.config));
 }
 
 ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {

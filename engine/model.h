@@ -48,8 +48,9 @@ struct Model {
   std::string summary() const;
 };
 
-// attnlab's own folders and Hugging Face folders (config.json with "model_type").
-Model load_model(const std::string& dir);
+// attnlab's own folder (config.json, model.safetensors, vocab.txt); load_model (model_folder.h)
+// opens either kind.
+Model load_attnlab_folder(const std::string& dir);
 // Builds weights from named tensors (any supported layout). Error names a missing or mis-shaped tensor.
 ModelWeights weights_from_tensors(const ModelConfig& config, const TensorMap& tensors, WeightLayout* layout = nullptr);
 // Weights from tensors named in `layout`: base-model names after `prefix` ("bert."), task-head
@@ -59,9 +60,9 @@ ModelWeights weights_from_layout(const ModelConfig& config, const TensorMap& ten
                                  const std::string& prefix, std::set<std::string>* used, const std::string& where);
 // The articles' layout, which is what save_model writes.
 TensorMap weights_to_tensors(const ModelConfig& config, const ModelWeights& w);
-// Writes DIR/config.json, DIR/model.safetensors, DIR/vocab.txt (each file atomically); a Hugging
-// Face model is written in its own names, with its tokenizer files (write_hf_folder).
-void save_model(const Model& model, const std::string& dir);
+// Writes DIR/config.json, DIR/model.safetensors, DIR/vocab.txt (each file atomically) into an
+// existing folder; save_model (model_folder.h) writes either kind and replaces the folder whole.
+void write_attnlab_folder(const Model& model, const std::string& dir);
 
 // PyTorch-like initialisation (Linear: U(-1/sqrt(in), 1/sqrt(in)); Embedding: N(0, 1); LayerNorm: 1, 0),
 // deterministic for a seed.

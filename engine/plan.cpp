@@ -3,6 +3,7 @@
 #include "engine/plan.h"
 
 #include <cmath>
+#include <iterator>
 
 namespace attnlab {
 
@@ -84,9 +85,13 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   return p.finish(pre ? s2 : norm(s2, &LW::ln2_g, &LW::ln2_b));
 }
 
+// Each step kind's name, in OpKind's order (checked below).
+constexpr const char* kOpNames[] = {"Linear", "LayerNorm", "Activation", "Attention", "Add",
+                                    "Dropout", "RMSNorm",   "RoPE",       "Mul"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::Mul) + 1, "one name per OpKind, in its order");
+
 std::string LayerPlan::describe() const {
-  static const char* names[] = {"Linear", "LayerNorm", "Activation", "Attention", "Add",
-                                "Dropout", "RMSNorm",   "RoPE",       "Mul"};
+  const auto& names = kOpNames;
   std::string out;
   for (const Step& s : steps) {
     out += "x" + std::to_string(s.out) + " = " + names[static_cast<int>(s.op)] + "(";

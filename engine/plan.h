@@ -26,6 +26,7 @@ enum class OpKind {
   RmsNorm,     // out = in0 / rms(in0) * g                    (weight w = g; Llama's RMSNorm)
   Rope,        // out = in0 with each head's halves rotated by position (rotary embedding)
   Mul,         // out = in0 * in1 elementwise                 (SwiGLU's gate times up)
+  // the last kind: plan.cpp's name table is checked against it
 };
 
 struct Step {

@@ -36,6 +36,26 @@
 using namespace attnlab;
 using namespace attnlab::test;
 
+TEST_CASE("Beyond attention's methods are the method table's page rows, in order", "[ui][analysis][tables]") {
+  // MethodsView::Method indexes the page; the table says which method stands at each index
+  const std::vector<std::pair<MethodsView::Method, MethodId>> page = {
+      {MethodsView::Rollout, MethodId::Rollout},           {MethodsView::Relevance, MethodId::GradAttention},
+      {MethodsView::ValueNorm, MethodId::ValueNorm},       {MethodsView::MeanHeads, MethodId::MeanHeads},
+      {MethodsView::MeanLayers, MethodId::MeanLayers},     {MethodsView::SelectedQueries, MethodId::SelectedQueries},
+      {MethodsView::SelectedKeys, MethodId::SelectedKeys}, {MethodsView::Compare, MethodId::Compare}};
+  int on_page = 0;
+  for (const MethodRow& r : method_table()) on_page += r.page_index >= 0;
+  CHECK(on_page == static_cast<int>(page.size()));
+  MethodsView v;
+  auto* box = v.findChild<QComboBox*>("methodBox");
+  REQUIRE(box);
+  CHECK(box->count() == on_page);  // one entry per row, none missing
+  for (const auto& [m, id] : page) {
+    CHECK(page_method_id(m) == id);
+    CHECK(method_row(id).page_index == static_cast<int>(m));
+  }
+}
+
 TEST_CASE("head importance: the grid matches the engine; clicking a cell ablates that head and the prediction changes",
           "[ui][analysis]") {
   MainWindow w;

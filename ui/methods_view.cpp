@@ -277,6 +277,12 @@ void MethodsView::showSelection() {
                    kCaveat);
 }
 
+MethodId page_method_id(int page_index) {
+  for (const MethodRow& r : method_table())
+    if (r.page_index == page_index) return r.id;
+  throw Error("internal: no analysis method at page index " + std::to_string(page_index));
+}
+
 void MethodsView::setMethod(Method m) { method_box_->setCurrentIndex(m); }
 
 MethodsView::Method MethodsView::method() const { return static_cast<Method>(method_box_->currentIndex()); }
@@ -322,18 +328,14 @@ void MethodsView::start() {
         req.cancel = cancel;
         Computed out;
         auto backend = make_backend("cpu");
-        if (m == Rollout) {
-          out.maps = attention_rollout(*model, *backend, req);
-        } else if (m == Relevance) {
+        if (m == Relevance) {
           int target = -1;
-          Tensor R = grad_attention(*model, req, -1, &target);
+          Tensor R = compute_method_map(MethodId::GradAttention, *model, *backend, req, -1, &target);
           for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) -= 1.0f;  // the identity says nothing
           out.maps = std::move(R);
           out.note = model->config.num_classes > 0
                      ? QString("the logit of \"%1\"").arg(QString::fromStdString(model->label(target)))
                      : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
-        } else if (m == ValueNorm) {
-          out.maps = value_norm_attention(*model, *backend, req);
         } else if (m == Compare) {
           ForwardRequest a = req;
           a.keep_layers.clear();
@@ -362,11 +364,8 @@ void MethodsView::start() {
           const Tensor db = run_forward(mb, *backend, b).stacked_probs();
           for (size_t k = 0; k < d.data.size(); ++k) d.data[k] -= db.data[k];
           out.maps = std::move(d);
-        } else {
-          ForwardRequest full = req;
-          full.keep_layers.clear();
-          const Tensor all = run_forward(*model, *backend, full).stacked_probs();
-          out.maps = m == MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
+        } else {  // rollout, value-weighted, the means: as the CLI computes them
+          out.maps = compute_method_map(page_method_id(m), *model, *backend, req);
         }
         // cells the mask blocks for every head: drawn as blocked where the map is 0 there
         const AttnMask mask = self_attention_mask(*model, req);
@@ -527,10 +526,8 @@ void MethodsView::exportTo(const QString& path, int dpi) {
   spec.colormap = colormap_;
   spec.title = selectionMethod() ? export_title_ : title();
   spec.diverging = !selectionMethod() && maps_method_ == Compare;
-  static const char* kValue[] = {"rollout", "relevance", "norm-weighted attention", "mean probability",
-                                 "mean probability", "", "", "difference (A - B)"};
   spec.value_label = selectionMethod() ? (agg_box_->currentIndex() == 1 ? "mean probability" : "summed probability")
-                                       : kValue[std::clamp(maps_method_, 0, 7)];
+                                       : method_row(page_method_id(maps_method_)).value;
   if (selectionMethod()) {
     spec.row_axis = "head";
     spec.col_axis = method() == SelectedQueries ? "key" : "query";

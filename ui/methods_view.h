@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/analysis/method_table.h"
 #include "engine/forward.h"
 #include "engine/token_view.h"
 #include "ui/background_job.h"
@@ -25,9 +26,14 @@ namespace attnlab {
 
 class HeatmapView;
 
+// The method table's row shown at this index of the Beyond attention page.
+MethodId page_method_id(int page_index);
+
 class MethodsView : public QWidget {
   Q_OBJECT
  public:
+  // The page's methods, in the order of their page_index in the method table
+  // (engine/analysis/method_table.h; a UI test holds the two together).
   enum Method { Rollout = 0, Relevance, ValueNorm, MeanHeads, MeanLayers, SelectedQueries, SelectedKeys, Compare };
 
   explicit MethodsView(QWidget* parent = nullptr);

@@ -1,0 +1,92 @@
+// The analysis methods' table (see the header) and the one dispatch of the map methods.
+#include "engine/analysis/method_table.h"
+
+#include <algorithm>
+
+namespace attnlab {
+
+const std::vector<MethodRow>& method_table() {
+  static const std::vector<MethodRow> rows = {
+      {MethodId::Rollout, "rollout", {}, "[T, T]", "rollout", false, true, 0},
+      {MethodId::GradAttention, "grad-attention", {"relevance"}, "[T, T]", "relevance", true, true, 1},
+      {MethodId::ValueNorm, "value-norm", {"value-weighted", "norm-based"}, "[L, H, T, T]",
+       "norm-weighted attention", false, true, 2},
+      {MethodId::MeanHeads, "mean-heads", {}, "[L, T, T]", "mean probability", false, true, 3},
+      {MethodId::MeanLayers, "mean-layers", {}, "[T, T]", "mean probability", false, true, 4},
+      {MethodId::HeadImportance, "head-importance", {"importance"}, "[L, H]", "probability drop", true, true, -1},
+      {MethodId::HeadPatterns, "head-patterns", {}, "table (--json)", "", false, true, -1},
+      {MethodId::LogitLens, "logit-lens", {"lens"}, "[2, L, T]", "top token, probability", true, true, -1},
+      {MethodId::SelectedQueries, "selected-queries", {}, "[H, T]", "summed probability", false, false, 5},
+      {MethodId::SelectedKeys, "selected-keys", {}, "[H, T]", "summed probability", false, false, 6},
+      {MethodId::Compare, "compare", {}, "[L, H, T, T]", "difference (A - B)", false, false, 7},
+  };
+  return rows;
+}
+
+namespace {
+// The rows stand in MethodId's order, and the page's indices run 0, 1, 2, ... without gaps.
+bool table_is_consistent() {
+  const auto& rows = method_table();
+  int page = 0;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (static_cast<size_t>(rows[k].id) != k) return false;
+    if (rows[k].page_index >= 0) ++page;
+  }
+  for (int p = 0; p < page; ++p) {
+    int found = 0;
+    for (const auto& r : rows) found += r.page_index == p;
+    if (found != 1) return false;
+  }
+  return rows.size() == static_cast<size_t>(MethodId::Compare) + 1;
+}
+}  // namespace
+
+const MethodRow& method_row(MethodId id) {
+  static const bool ok = table_is_consistent();
+  if (!ok) throw Error("internal: the analysis method table is out of order");
+  return method_table().at(static_cast<size_t>(id));
+}
+
+std::string method_names(bool for_page) {
+  std::vector<const MethodRow*> shown;
+  for (const auto& r : method_table())
+    if (for_page ? r.page_index >= 0 : r.cli) shown.push_back(&r);
+  if (for_page)
+    std::sort(shown.begin(), shown.end(), [](const MethodRow* a, const MethodRow* b) { return a->page_index < b->page_index; });
+  std::string out;
+  for (const MethodRow* r : shown) out += (out.empty() ? "" : ", ") + std::string(r->name);
+  return out;
+}
+
+const MethodRow& find_method(const std::string& name, bool for_page) {
+  for (const auto& r : method_table()) {
+    if (for_page ? r.page_index < 0 : !r.cli) continue;
+    bool match = name == r.name;
+    for (const char* a : r.aliases) match = match || name == a;
+    if (match) return method_row(r.id);
+  }
+  throw Error("expected one of " + method_names(for_page) + ", got \"" + name + "\"");
+}
+
+Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, const ForwardRequest& request,
+                          int target, int* used) {
+  switch (id) {
+    case MethodId::Rollout:
+      return attention_rollout(model, backend, request);
+    case MethodId::GradAttention:
+      return grad_attention(model, request, target, used);
+    case MethodId::ValueNorm:
+      return value_norm_attention(model, backend, request);
+    case MethodId::MeanHeads:
+    case MethodId::MeanLayers: {
+      ForwardRequest full = request;
+      full.keep_layers.clear();
+      const Tensor all = run_forward(model, backend, full).stacked_probs();
+      return id == MethodId::MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
+    }
+    default:
+      throw Error(std::string("internal: ") + method_row(id).name + " is not a map of one input");
+  }
+}
+
+}  // namespace attnlab
