@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <random>
 
 #include <sys/resource.h>
@@ -94,6 +95,25 @@ Hugging Face folder: model_type bert, distilbert, gpt2, llama, mistral or qwen2 
 model.safetensors or its shards, tokenizer.json / vocab.txt / vocab.json + merges.txt). For language
 models, forward --json adds next_tokens (the 10 likeliest after the last token).
 )";
+
+// One command's part of kUsage: its "  attnlab-cli CMD ..." lines and their continuations, and the
+// model options for the commands that open a model. Empty for an unknown command.
+std::string command_usage(const std::string& cmd) {
+  std::istringstream in(kUsage);
+  std::string line, out;
+  bool inside = false, model_options = false;
+  const std::string head = "  attnlab-cli " + cmd + " ", bare = "  attnlab-cli " + cmd;
+  while (std::getline(in, line)) {
+    if (line.rfind("  attnlab-cli ", 0) == 0)
+      inside = line.rfind(head, 0) == 0 || line == bare;
+    else if (line.empty() || line[0] != ' ')
+      inside = false;
+    if (line.rfind("model options", 0) == 0 && out.find("[--model DIR]") != std::string::npos) model_options = true;
+    if (inside || model_options) out += line + "\n";
+    if (model_options && line.empty()) model_options = false;
+  }
+  return out.empty() ? out : "usage:\n" + out;
+}
 
 // s cut or padded to n characters (code points, so ␣ counts as one), for plain-text tables.
 std::string pad(const std::string& s, size_t n) {
@@ -687,6 +707,15 @@ int main(int argc, char** argv) {
     std::cout << "attnlab-cli " << ATTNLAB_VERSION << " (Eigen " << attnlab::eigen_version()
               << (dnnl.empty() ? "" : ", oneDNN " + dnnl) << ")\n";
     return 0;
+  }
+  // "help CMD", "CMD --help", "CMD -h": that command's lines of the usage (else all of it)
+  if (args.size() >= 2 && args[0] == "help") std::swap(args[0], args[1]), args[1] = "--help";
+  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+    const std::string usage = command_usage(args[0]);
+    if (!usage.empty()) {
+      std::cout << usage;
+      return 0;
+    }
   }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     (args.empty() ? std::cerr : std::cout) << kUsage;  // no command: a usage error, on stderr

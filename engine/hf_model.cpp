@@ -15,14 +15,6 @@ namespace attnlab {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const char* supported_hf_model_types() {
-  return "bert, distilbert, gpt2, llama, mistral, qwen2";
-}
-
-bool is_decoder_type(const std::string& model_type) {
-  return model_type == "gpt2" || model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
-}
-
 namespace {
 
 json parse_json_file_text(const std::string& text, const std::string& where) {
@@ -119,9 +111,9 @@ TensorMap load_weights(const fs::path& dir) {
 }
 
 // The base model's name prefix the tensors use: "bert." (task models) or "" (the base model).
-std::string find_prefix(const TensorMap& t, const std::string& model_type, const std::string& where) {
-  const std::string probe = "embeddings.word_embeddings.weight";
-  for (const std::string& p : {model_type + ".", std::string()})
+std::string find_prefix(const TensorMap& t, const std::string& prefix, const std::string& probe,
+                        const std::string& model_type, const std::string& where) {
+  for (const std::string& p : {prefix, std::string()})
     if (t.count(p + probe)) return p;
   std::string seen;
   int n = 0;
@@ -129,11 +121,184 @@ std::string find_prefix(const TensorMap& t, const std::string& model_type, const
     if (n++ == 3) break;
     seen += (seen.empty() ? "" : ", ") + name;
   }
-  throw Error(where + ": no \"" + probe + "\" or \"" + model_type + "." + probe + "\" tensor (found " + seen +
+  throw Error(where + ": no \"" + probe + "\" or \"" + prefix + probe + "\" tensor (found " + seen +
               (t.size() > 3 ? ", ..." : "") + "): not a " + model_type + " model's weights");
 }
 
+// Each family's config.json reader: its keys (and the class defaults save_pretrained leaves out)
+// onto the ModelConfig that parse_hf_config has set up with the encoders' defaults.
+using ConfigReader = void (*)(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
+                              const std::string& where);
+
+void read_bert(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  c.vocab_size = k.integer("vocab_size", true);
+  c.embed_size = k.integer("hidden_size", true);
+  c.num_heads = k.integer("num_attention_heads", true);
+  c.num_layers = k.integer("num_hidden_layers", true);
+  c.ff_dim = k.integer("intermediate_size", true);
+  c.max_len = k.integer("max_position_embeddings", false, 512);
+  c.type_vocab_size = k.integer("type_vocab_size", false, 2);
+  c.layer_norm_eps = static_cast<float>(k.number("layer_norm_eps", 1e-12));
+  c.activation = hf_activation(k.str("hidden_act", "gelu"), where);
+  const std::string pos = k.str("position_embedding_type", "absolute");
+  if (pos != "absolute")
+    throw Error(where + ": position_embedding_type \"" + pos + "\" is not supported (absolute is)");
+  if (k.boolean("is_decoder", false)) throw Error(where + ": BERT as a decoder (is_decoder) is not supported");
+}
+
+void read_distilbert(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  c.vocab_size = k.integer("vocab_size", true);
+  c.embed_size = k.integer("dim", true);
+  c.num_heads = k.integer("n_heads", true);
+  c.num_layers = k.integer("n_layers", true);
+  c.ff_dim = k.integer("hidden_dim", true);
+  c.max_len = k.integer("max_position_embeddings", false, 512);
+  c.layer_norm_eps = 1e-12f;  // modeling_distilbert.py: nn.LayerNorm(dim, eps=1e-12), not configurable
+  c.activation = hf_activation(k.str("activation", "gelu"), where);
+  k.boolean("sinusoidal_pos_embds", false);  // checked here, used in load_hf_model
+  c.pooler_relu = true;  // pre_classifier then ReLU
+}
+
+void read_gpt2(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  // GPT2Config's defaults: save_pretrained writes only the keys that differ from them.
+  c.vocab_size = k.integer("vocab_size", false, 50257);
+  c.embed_size = k.integer("n_embd", false, 768);
+  c.num_layers = k.integer("n_layer", false, 12);
+  c.num_heads = k.integer("n_head", false, 12);
+  c.ff_dim = k.integer("n_inner", false, 4 * c.embed_size);
+  c.max_len = k.integer("n_positions", false, 1024);
+  c.activation = hf_activation(k.str("activation_function", "gelu_new"), where);
+  c.layer_norm_eps = static_cast<float>(k.number("layer_norm_epsilon", 1e-5));
+  c.norm = NormPlacement::Pre;
+  c.embedding_norm = false;
+  c.final_norm = true;
+  c.causal = true;
+  c.lm_head = true;
+  c.tied_lm_head = k.boolean("tie_word_embeddings", true);
+  c.pooling = Pooling::Mean;
+  if (!k.boolean("scale_attn_weights", true)) c.attn_scale = 1.0f;  // scores not divided by sqrt(d)
+  if (k.boolean("scale_attn_by_inverse_layer_idx", false))
+    throw Error(where + ": scale_attn_by_inverse_layer_idx is not supported");
+  if (k.boolean("add_cross_attention", false)) throw Error(where + ": GPT-2 with cross-attention is not supported");
+}
+
+// Llama, and the families that share its modules and names (Mistral, Qwen2).
+void read_llama_family(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
+                       const std::string& where) {
+  // LlamaConfig / MistralConfig / Qwen2Config defaults (transformers 4.40), for keys left out.
+  const bool mistral = model_type == "mistral", qwen2 = model_type == "qwen2";
+  c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : 32000);
+  c.embed_size = k.integer("hidden_size", false, 4096);
+  c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : 11008);
+  c.num_layers = k.integer("num_hidden_layers", false, 32);
+  c.num_heads = k.integer("num_attention_heads", false, 32);
+  c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : c.num_heads);
+  c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : 2048);
+  c.activation = hf_activation(k.str("hidden_act", "silu"), where);
+  c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
+  c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
+  c.tied_lm_head = k.boolean("tie_word_embeddings", false);
+  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
+    std::string kind = "?";
+    if (it->is_object())
+      for (const char* key : {"type", "rope_type"})
+        if (auto t = it->find(key); t != it->end() && t->is_string()) kind = t->get<std::string>();
+    throw Error(where + ": rope_scaling of type \"" + kind +
+                "\" is not supported (attnlab runs the plain rotary embedding; set rope_scaling to null to "
+                "open the model without it)");
+  }
+  if (auto it = j.find("head_dim"); it != j.end() && it->is_number_integer() && c.num_heads > 0 &&
+                                    it->get<long long>() != c.embed_size / c.num_heads)
+    throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +
+                " differs from hidden_size / num_attention_heads; not supported");
+  if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
+    throw Error(where + ": num_key_value_heads (" + std::to_string(c.num_kv_heads) +
+                ") does not divide num_attention_heads (" + std::to_string(c.num_heads) +
+                "): grouped-query attention needs whole groups");
+  // Biases: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has q, k, v biases only.
+  const bool attention_bias = k.boolean("attention_bias", false);
+  c.qkv_bias = qwen2 || attention_bias;
+  c.out_bias = attention_bias;
+  c.ff_bias = k.boolean("mlp_bias", false);
+  // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees keys i - W .. i, as
+  // transformers 4.40's eager attention masks it.
+  if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
+    auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
+    c.sliding_window = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+  }
+  c.positional = Positional::Rotary;
+  c.norm = NormPlacement::Pre;
+  c.norm_kind = NormKind::RmsNorm;
+  c.embedding_norm = false;
+  c.final_norm = true;
+  c.gated_ff = true;
+  c.causal = true;
+  c.lm_head = true;
+  c.pooling = Pooling::Mean;
+  c.type_vocab_size = 0;
+}
+
+// The architecture table (llama.cpp's src/llama-arch.cpp keeps its architectures the same way):
+// one row per model_type with what attnlab needs to know of it. Adding a family that reuses a
+// layout is a row; a new layout adds its WeightLayout column (engine/weights.cpp) and its reader.
+struct HfArch {
+  const char* model_type;
+  bool decoder;             // a causal language model (next-token views) rather than an encoder
+  const char* base_class;   // transformers' class of the base model
+  const char* task_class;   // of the task model attnlab reads and writes (LM head or classifier)
+  WeightLayout layout;      // the tensor names (engine/weights.cpp)
+  const char* prefix;       // the base model's name prefix inside a task model's tensors
+  const char* probe;        // a base-model tensor whose name shows that prefix
+  ConfigReader read;
+};
+
+const std::vector<HfArch>& arch_table() {
+  static const std::vector<HfArch> rows = {
+      {"bert", false, "BertModel", "BertForSequenceClassification", WeightLayout::HfBert, "bert.",
+       "embeddings.word_embeddings.weight", read_bert},
+      {"distilbert", false, "DistilBertModel", "DistilBertForSequenceClassification", WeightLayout::HfDistilBert,
+       "distilbert.", "embeddings.word_embeddings.weight", read_distilbert},
+      {"gpt2", true, "GPT2Model", "GPT2LMHeadModel", WeightLayout::HfGpt2, "transformer.", "wte.weight", read_gpt2},
+      {"llama", true, "LlamaModel", "LlamaForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+      {"mistral", true, "MistralModel", "MistralForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+      {"qwen2", true, "Qwen2Model", "Qwen2ForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+  };
+  return rows;
+}
+
+const HfArch* find_arch(const std::string& model_type) {
+  for (const HfArch& a : arch_table())
+    if (model_type == a.model_type) return &a;
+  return nullptr;
+}
+
+const HfArch& arch_of(const std::string& model_type) {
+  const HfArch* a = find_arch(model_type);
+  if (!a) throw Error("internal: no architecture row for model_type \"" + model_type + "\"");
+  return *a;
+}
+
 }  // namespace
+
+std::string supported_hf_model_types() {
+  std::string out;
+  for (const HfArch& a : arch_table()) out += (out.empty() ? "" : ", ") + std::string(a.model_type);
+  return out;
+}
+
+bool is_decoder_type(const std::string& model_type) {
+  const HfArch* a = find_arch(model_type);
+  return a && a->decoder;
+}
+
+std::string hf_class_name(const std::string& model_type, bool task) {
+  const HfArch& a = arch_of(model_type);
+  return task ? a.task_class : a.base_class;
+}
+
 
 std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where) {
   const json j = parse_json_file_text(text, where);
@@ -167,110 +332,12 @@ ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::st
   c.pooling = Pooling::Cls;  // the classifier reads the first token, [CLS]
   c.add_cls = false;         // special tokens come from the folder's tokenizer
   c.tokenizer = TokenizerKind::Word;
-  if (info.model_type == "bert") {
-    c.vocab_size = k.integer("vocab_size", true);
-    c.embed_size = k.integer("hidden_size", true);
-    c.num_heads = k.integer("num_attention_heads", true);
-    c.num_layers = k.integer("num_hidden_layers", true);
-    c.ff_dim = k.integer("intermediate_size", true);
-    c.max_len = k.integer("max_position_embeddings", false, 512);
-    c.type_vocab_size = k.integer("type_vocab_size", false, 2);
-    c.layer_norm_eps = static_cast<float>(k.number("layer_norm_eps", 1e-12));
-    c.activation = hf_activation(k.str("hidden_act", "gelu"), where);
-    const std::string pos = k.str("position_embedding_type", "absolute");
-    if (pos != "absolute")
-      throw Error(where + ": position_embedding_type \"" + pos + "\" is not supported (absolute is)");
-    if (k.boolean("is_decoder", false)) throw Error(where + ": BERT as a decoder (is_decoder) is not supported");
-  } else if (info.model_type == "distilbert") {
-    c.vocab_size = k.integer("vocab_size", true);
-    c.embed_size = k.integer("dim", true);
-    c.num_heads = k.integer("n_heads", true);
-    c.num_layers = k.integer("n_layers", true);
-    c.ff_dim = k.integer("hidden_dim", true);
-    c.max_len = k.integer("max_position_embeddings", false, 512);
-    c.layer_norm_eps = 1e-12f;  // modeling_distilbert.py: nn.LayerNorm(dim, eps=1e-12), not configurable
-    c.activation = hf_activation(k.str("activation", "gelu"), where);
-    k.boolean("sinusoidal_pos_embds", false);  // checked here, used in load_hf_model
-    c.pooler_relu = true;  // pre_classifier then ReLU
-  } else if (info.model_type == "gpt2") {
-    // GPT2Config's defaults: save_pretrained writes only the keys that differ from them.
-    c.vocab_size = k.integer("vocab_size", false, 50257);
-    c.embed_size = k.integer("n_embd", false, 768);
-    c.num_layers = k.integer("n_layer", false, 12);
-    c.num_heads = k.integer("n_head", false, 12);
-    c.ff_dim = k.integer("n_inner", false, 4 * c.embed_size);
-    c.max_len = k.integer("n_positions", false, 1024);
-    c.activation = hf_activation(k.str("activation_function", "gelu_new"), where);
-    c.layer_norm_eps = static_cast<float>(k.number("layer_norm_epsilon", 1e-5));
-    c.norm = NormPlacement::Pre;
-    c.embedding_norm = false;
-    c.final_norm = true;
-    c.causal = true;
-    c.lm_head = true;
-    c.tied_lm_head = k.boolean("tie_word_embeddings", true);
-    c.pooling = Pooling::Mean;
-    if (!k.boolean("scale_attn_weights", true)) c.attn_scale = 1.0f;  // scores not divided by sqrt(d)
-    if (k.boolean("scale_attn_by_inverse_layer_idx", false))
-      throw Error(where + ": scale_attn_by_inverse_layer_idx is not supported");
-    if (k.boolean("add_cross_attention", false)) throw Error(where + ": GPT-2 with cross-attention is not supported");
-  } else if (info.model_type == "llama" || info.model_type == "mistral" || info.model_type == "qwen2") {
-    // LlamaConfig / MistralConfig / Qwen2Config defaults (transformers 4.40), for keys left out.
-    const bool mistral = info.model_type == "mistral", qwen2 = info.model_type == "qwen2";
-    c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : 32000);
-    c.embed_size = k.integer("hidden_size", false, 4096);
-    c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : 11008);
-    c.num_layers = k.integer("num_hidden_layers", false, 32);
-    c.num_heads = k.integer("num_attention_heads", false, 32);
-    c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : c.num_heads);
-    c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : 2048);
-    c.activation = hf_activation(k.str("hidden_act", "silu"), where);
-    c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
-    c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
-    c.tied_lm_head = k.boolean("tie_word_embeddings", false);
-    if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
-      std::string kind = "?";
-      if (it->is_object())
-        for (const char* key : {"type", "rope_type"})
-          if (auto t = it->find(key); t != it->end() && t->is_string()) kind = t->get<std::string>();
-      throw Error(where + ": rope_scaling of type \"" + kind +
-                  "\" is not supported (attnlab runs the plain rotary embedding; set rope_scaling to null to "
-                  "open the model without it)");
-    }
-    if (auto it = j.find("head_dim"); it != j.end() && it->is_number_integer() && c.num_heads > 0 &&
-                                      it->get<long long>() != c.embed_size / c.num_heads)
-      throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +
-                  " differs from hidden_size / num_attention_heads; not supported");
-    if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
-      throw Error(where + ": num_key_value_heads (" + std::to_string(c.num_kv_heads) +
-                  ") does not divide num_attention_heads (" + std::to_string(c.num_heads) +
-                  "): grouped-query attention needs whole groups");
-    // Biases: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has q, k, v biases only.
-    const bool attention_bias = k.boolean("attention_bias", false);
-    c.qkv_bias = qwen2 || attention_bias;
-    c.out_bias = attention_bias;
-    c.ff_bias = k.boolean("mlp_bias", false);
-    // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees keys i - W .. i, as
-    // transformers 4.40's eager attention masks it.
-    if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
-      auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
-      c.sliding_window = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
-    }
-    c.positional = Positional::Rotary;
-    c.norm = NormPlacement::Pre;
-    c.norm_kind = NormKind::RmsNorm;
-    c.embedding_norm = false;
-    c.final_norm = true;
-    c.gated_ff = true;
-    c.causal = true;
-    c.lm_head = true;
-    c.pooling = Pooling::Mean;
-    c.type_vocab_size = 0;
-  } else if (info.model_type.empty()) {
-    throw Error(where + ": no \"model_type\" (not a Hugging Face config?)");
-  } else {
+  const HfArch* arch = find_arch(info.model_type);
+  if (info.model_type.empty()) throw Error(where + ": no \"model_type\" (not a Hugging Face config?)");
+  if (!arch)
     throw Error(where + ": model_type \"" + info.model_type + "\" is not supported (supported: " +
                 supported_hf_model_types() + ")");
-  }
+  arch->read(k, j, info.model_type, c, where);
   if (c.embed_size > 0 && c.num_heads > 0 && c.embed_size % c.num_heads != 0)
     throw Error(where + ": the hidden size " + std::to_string(c.embed_size) + " is not divisible by the " +
                 std::to_string(c.num_heads) + " attention heads");
@@ -328,9 +395,8 @@ void note_unused(Model& m, const TensorMap& tensors, const std::set<std::string>
 void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
   const std::string where = dir.string();
   ModelConfig& c = m.config;
-  const bool gpt2 = m.hf.model_type == "gpt2";
-  const std::string probe = gpt2 ? "wte.weight" : "embed_tokens.weight";
-  const std::string prefixed = gpt2 ? "transformer." : "model.";
+  const HfArch& arch = arch_of(m.hf.model_type);
+  const std::string probe = arch.probe, prefixed = arch.prefix;
   if (tensors.count(prefixed + probe))
     m.hf.prefix = prefixed;
   else if (tensors.count(probe))
@@ -345,18 +411,11 @@ void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
     c.lm_head = false;  // a base model: hidden states only, no next-token views
     m.hf.notes.push_back("no language-model head (lm_head.weight) and untied embeddings: next-token views are off");
   }
-  static const std::map<std::string, std::pair<const char*, const char*>> kArch = {
-      {"gpt2", {"GPT2Model", "GPT2LMHeadModel"}},
-      {"llama", {"LlamaModel", "LlamaForCausalLM"}},
-      {"mistral", {"MistralModel", "MistralForCausalLM"}},
-      {"qwen2", {"Qwen2Model", "Qwen2ForCausalLM"}}};
-  const auto& names = kArch.at(m.hf.model_type);
-  if (m.hf.architecture.empty()) m.hf.architecture = m.hf.prefix.empty() ? names.first : names.second;
+  if (m.hf.architecture.empty()) m.hf.architecture = m.hf.prefix.empty() ? arch.base_class : arch.task_class;
 
   load_tokenizer(m, dir);
   std::set<std::string> used;
-  m.weights = weights_from_layout(c, tensors, gpt2 ? WeightLayout::HfGpt2 : WeightLayout::HfLlama, m.hf.prefix, &used,
-                                  where);
+  m.weights = weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where);
   if (c.tied_lm_head && has_head) used.insert("lm_head.weight");  // tied: transformers uses the embedding
   note_unused(m, tensors, used, "attnlab shows the decoder and its LM head");
 }
@@ -376,9 +435,10 @@ Model load_hf_model(const std::string& dir_in) {
     return m;
   }
   const std::string where = dir.string();
-  m.hf.prefix = find_prefix(tensors, m.hf.model_type, where);
-  const bool bert = m.hf.model_type == "bert";
-  const WeightLayout layout = bert ? WeightLayout::HfBert : WeightLayout::HfDistilBert;
+  const HfArch& arch = arch_of(m.hf.model_type);
+  m.hf.prefix = find_prefix(tensors, arch.prefix, arch.probe, m.hf.model_type, where);
+  const bool bert = m.hf.model_type == "bert";  // the pooler: BERT's pooler.dense, DistilBERT's pre_classifier
+  const WeightLayout layout = arch.layout;
   const std::string& P = m.hf.prefix;
 
   // What the weights hold decides the head: a classifier (+ pooler / pre_classifier) or none.
@@ -402,8 +462,8 @@ Model load_hf_model(const std::string& dir_in) {
     else
       for (int i = 0; i < c.num_classes; ++i) c.labels.push_back("LABEL_" + std::to_string(i));
   }
-  if (m.hf.architecture.empty() || (c.num_classes > 0) != (m.hf.architecture.find("ForSequenceClassification") != std::string::npos))
-    m.hf.architecture = std::string(bert ? "Bert" : "DistilBert") + (c.num_classes > 0 ? "ForSequenceClassification" : "Model");
+  if (m.hf.architecture.empty() || (c.num_classes > 0) != (m.hf.architecture == arch.task_class))
+    m.hf.architecture = c.num_classes > 0 ? arch.task_class : arch.base_class;
 
   load_tokenizer(m, dir);
   std::set<std::string> used;
@@ -418,11 +478,10 @@ void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
   if (is_decoder_type(model.hf.model_type))
     throw Error("saving " + model.hf.model_type + " models is not supported (attnlab reads them; training them is not built yet)");
-  const bool bert = model.hf.model_type == "bert";
+  const HfArch& arch = arch_of(model.hf.model_type);
   json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
   const bool classifier = c.num_classes > 0;
-  const std::string arch = std::string(bert ? "Bert" : "DistilBert") + (classifier ? "ForSequenceClassification" : "Model");
-  j["architectures"] = {arch};
+  j["architectures"] = {classifier ? arch.task_class : arch.base_class};
   if (classifier) {
     json id2label = json::object(), label2id = json::object();
     for (int i = 0; i < c.num_classes; ++i) {
@@ -433,8 +492,8 @@ void write_hf_folder(const Model& model, const std::string& dir) {
     j["label2id"] = label2id;
   }
   // A task model keeps its base under the model_type's prefix, as transformers saves it.
-  const std::string prefix = classifier ? model.hf.model_type + "." : model.hf.prefix;
-  const WeightLayout layout = bert ? WeightLayout::HfBert : WeightLayout::HfDistilBert;
+  const std::string prefix = classifier ? std::string(arch.prefix) : model.hf.prefix;
+  const WeightLayout layout = arch.layout;
   TensorMap tensors;
   for (const WeightEntry& e : weight_entries(c)) {
     const LayoutName n = layout_name(layout, e, c);

@@ -10,11 +10,14 @@
 
 namespace attnlab {
 
-// The model types this build opens, for messages: "bert, distilbert".
-const char* supported_hf_model_types();
-
-// gpt2, llama, mistral, qwen2: causal language models.
+// From the architecture table (hf_model.cpp: one row per model_type):
+// the model types this build opens, for messages: "bert, distilbert, gpt2, ...";
+std::string supported_hf_model_types();
+// whether a model type is a causal language model (gpt2, llama, mistral, qwen2);
 bool is_decoder_type(const std::string& model_type);
+// transformers' class name of its base model ("BertModel") or task model
+// ("BertForSequenceClassification", "LlamaForCausalLM"); Error for a model type without a row.
+std::string hf_class_name(const std::string& model_type, bool task);
 
 // True when DIR/config.json names a "model_type" (a Hugging Face folder).
 bool is_hf_folder(const std::string& dir);

@@ -58,7 +58,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int
           int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
 #ifdef ATTNLAB_WITH_ONEDNN
-  if (K > 0 && use_onednn_sgemm()) {
+  if (K > 0 && 2.0 * M * N * K >= kTuning.onednn_min_flops && use_onednn_sgemm()) {
     const dnnl_status_t st =
         dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ")");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/hf_model.h"
 #include "engine/train_model.h"
 
 namespace attnlab {
@@ -126,8 +127,7 @@ TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& tra
   if (base.is_hf()) {
     c.pooling = Pooling::Cls;  // BertForSequenceClassification / DistilBert...: the [CLS] position
     c.pooler = true;           // BERT's pooler (kept when the base has one), DistilBERT's pre_classifier
-    s.model.hf.architecture =
-        std::string(base.hf.model_type == "bert" ? "Bert" : "DistilBert") + "ForSequenceClassification";
+    s.model.hf.architecture = hf_class_name(base.hf.model_type, true);  // *ForSequenceClassification
   }
   c.validate();
   ModelWeights w = empty_weights(c);

@@ -14,6 +14,11 @@ struct Tuning {
   // and barrier costs of a second thread outweigh the work, and on a busy 2-core machine (the
   // GUI thread painting) a descheduled worker turns a 0.3 ms pass into a 40 ms one.
   double single_thread_flops = 5e7;
+  // fp32 products below this many FLOPs go to Eigen even where oneDNN's sgemm is chosen: oneDNN
+  // generates its sgemm kernels on the first call (30 ms here, measured: the default model's first
+  // pass took 31 ms through oneDNN and 0.8 ms through Eigen), which a small model's products never
+  // win back; above it (T >= 16 at head size 64, say) oneDNN's rate decides as measured.
+  double onednn_min_flops = 65536;
   // Largest OpenCL work-group our row kernels (LayerNorm, softmax) use: a power of two; larger
   // groups gave no gain on PoCL and are not available on every device.
   int opencl_max_work_group = 256;

@@ -204,6 +204,27 @@ TEST_CASE("opencl falls back to cpu and says why", "[opencl][fallback]") {
   CHECK(max_abs_diff(run_forward(m, *cpu, req).attention[0], r.attention[0]) == 0.0);
 }
 
+TEST_CASE("opencl runs on the cpu backend, and says so, what its kernels do not cover", "[opencl][fallback]") {
+  // attnlab's own folders can ask for SiLU and rotary positions (config.json's names); the device
+  // has no kernel for either: those passes run on cpu, equal to it, with the reason in a warning
+  for (const auto& [act, pos] : {std::pair{Activation::Silu, Positional::Sinusoidal},
+                                 std::pair{Activation::Gelu, Positional::Rotary}}) {
+    ModelConfig c = small_config(16, 2, 2, 24, 16);
+    c.activation = act, c.positional = pos;
+    CAPTURE(to_string(act), to_string(pos));
+    const Model m = random_model(c, 2);
+    ForwardRequest req;
+    req.ids = random_ids(6, c.vocab_size);
+    auto ocl = make_backend("opencl");
+    auto cpu = make_backend("cpu");
+    const ForwardResult r = run_forward(m, *ocl, req), want = run_forward(m, *cpu, req);
+    for (int l = 0; l < c.num_layers; ++l) CHECK(max_abs_diff(r.attention[l], want.attention[l]) == 0.0);
+    CHECK(max_abs_diff(r.hidden, want.hidden) == 0.0);
+    REQUIRE_FALSE(r.warnings.empty());
+    CHECK_THAT(r.warnings.back(), Catch::Contains("ran on the cpu backend"));
+  }
+}
+
 TEST_CASE("opencl re-uploads weights when their version changes, and only then", "[opencl][weights]") {
   Model m = random_model(small_config(16, 2, 2, 24, 20), 4);
   auto ocl = make_backend("opencl");

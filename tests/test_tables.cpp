@@ -4,6 +4,7 @@
 
 #include "engine/analysis/method_table.h"
 #include "engine/config.h"
+#include "engine/hf_model.h"
 #include "tests/test_util.h"
 
 using namespace attnlab;
@@ -64,4 +65,19 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
   CHECK(max_abs_diff(compute_method_map(MethodId::MeanHeads, m, *cpu, req), mean_over_heads(all)) == 0);
   CHECK(max_abs_diff(compute_method_map(MethodId::MeanLayers, m, *cpu, req), mean_over_layers(all)) == 0);
   CHECK_THROWS_WITH(compute_method_map(MethodId::HeadPatterns, m, *cpu, req), Catch::Contains("not a map"));
+}
+
+TEST_CASE("Hugging Face architecture table: names, decoders, class names, messages", "[tables][hf]") {
+  CHECK(supported_hf_model_types() == "bert, distilbert, gpt2, llama, mistral, qwen2");
+  for (const char* t : {"gpt2", "llama", "mistral", "qwen2"}) CHECK(is_decoder_type(t));
+  for (const char* t : {"bert", "distilbert", "t5", ""}) CHECK_FALSE(is_decoder_type(t));
+  CHECK(hf_class_name("bert", true) == "BertForSequenceClassification");
+  CHECK(hf_class_name("distilbert", false) == "DistilBertModel");
+  CHECK(hf_class_name("qwen2", true) == "Qwen2ForCausalLM");
+  CHECK(hf_class_name("gpt2", true) == "GPT2LMHeadModel");
+  CHECK_THROWS(hf_class_name("t5", true));
+  HfInfo info;
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "t5"})", info),
+                    Catch::Contains("model_type \"t5\" is not supported (supported: bert, distilbert, gpt2"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"hidden_size": 8})", info), Catch::Contains("no \"model_type\""));
 }

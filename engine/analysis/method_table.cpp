@@ -65,7 +65,15 @@ const MethodRow& find_method(const std::string& name, bool for_page) {
     for (const char* a : r.aliases) match = match || name == a;
     if (match) return method_row(r.id);
   }
-  throw Error("expected one of " + method_names(for_page) + ", got \"" + name + "\"");
+  // the names the user may know too: "grad-attention (relevance)"
+  std::string names;
+  for (const auto& r : method_table()) {
+    if (for_page ? r.page_index < 0 : !r.cli) continue;
+    std::string also;
+    for (const char* a : r.aliases) also += (also.empty() ? " (" : ", ") + std::string(a);
+    names += (names.empty() ? "" : ", ") + std::string(r.name) + (also.empty() ? "" : also + ")");
+  }
+  throw Error("expected one of " + names + ", got \"" + name + "\"");
 }
 
 Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, const ForwardRequest& request,

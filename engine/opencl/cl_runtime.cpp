@@ -304,6 +304,8 @@ void Runtime::copy(Buffer& dst, const Buffer& src, int n) {
 }
 
 void Runtime::activation(Buffer& x, int n, Activation act) {
+  if (act != Activation::Relu && act != Activation::Gelu && act != Activation::GeluTanh)
+    throw Error(std::string("internal: no OpenCL kernel for the activation ") + to_string(act));
   cl_kernel k = kernel(act == Activation::Relu   ? "relu_inplace"
                        : act == Activation::Gelu ? "gelu_inplace"
                                                  : "gelu_tanh_inplace");

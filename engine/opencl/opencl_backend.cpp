@@ -6,7 +6,9 @@
 // for (the classifier head, a few thousand multiply-adds, runs on the host). Weights are uploaded once per
 // model and workspaces are reused between passes. Any OpenCL failure moves the backend to cpu,
 // with notice() saying why.
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstring>
 
 #include "engine/backend.h"
@@ -105,12 +107,20 @@ class OpenClBackend final : public Backend {
   }
 
  private:
-  // The device kernels cover the articles' and BERT-family layers; decoder parts (RMSNorm,
-  // rotary positions, gated feed-forward, grouped-query heads, missing biases, another score
-  // scale) run on the cpu backend, per model, said in notice().
+  // What the device kernels cover, derived from the model's layer plan: every step kind it needs
+  // must be one run_steps implements (not RMSNorm, RoPE or Mul yet), with an activation that has
+  // a kernel (not SiLU yet); then what the attention step's arguments and the parts around the
+  // stack add (grouped-query heads, missing biases, another score scale, an RMS final norm).
+  // Models that need more run on the cpu backend, per model, said in notice().
   static bool device_runs(const ModelConfig& c) {
-    return c.norm_kind == NormKind::LayerNorm && c.positional != Positional::Rotary && !c.gated_ff &&
-           c.kv_heads() == c.num_heads && c.qkv_bias && c.out_bias && c.ff_bias && c.attn_scale == 0.0f;
+    static constexpr OpKind kDeviceOps[] = {OpKind::Linear, OpKind::LayerNorm, OpKind::Activation,
+                                            OpKind::Attention, OpKind::Add, OpKind::Dropout};
+    for (const Step& s : make_layer_plan(c).steps)
+      if (std::find(std::begin(kDeviceOps), std::end(kDeviceOps), s.op) == std::end(kDeviceOps)) return false;
+    const bool activation_kernel = c.activation == Activation::Relu || c.activation == Activation::Gelu ||
+                                   c.activation == Activation::GeluTanh;
+    return activation_kernel && c.norm_kind == NormKind::LayerNorm && c.kv_heads() == c.num_heads && c.qkv_bias &&
+           c.out_bias && c.ff_bias && c.attn_scale == 0.0f;
   }
   Backend* host(const std::string& what) {
     if (!host_) host_ = make_cpu_backend();
