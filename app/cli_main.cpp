@@ -166,7 +166,8 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     if (!r.next_tokens.empty()) {
       json next = json::array();
       for (const auto& [id, p] : r.next_tokens)
-        next.push_back({{"id", id}, {"token", model.token_name(id)}, {"label", model.readable_token(id)}, {"probability", p}});
+        next.push_back(
+            {{"id", id}, {"token", model.token_name(id)}, {"label", model.readable_token(id)}, {"probability", p}});
       j["next_tokens"] = next;
     }
     j["token_type_ids"] = req.token_types.empty() ? std::vector<int>(r.ids.size(), 0) : req.token_types;
@@ -188,9 +189,12 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     j["millis"] = r.millis;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "model " << model.source << ", backend " << backend->name() << ", " << r.ids.size() << (r.ids.size() == 1 ? " token" : " tokens")
-              << (r.is_cross() ? ", cross " + std::to_string(r.cross_ids.size()) + (r.cross_ids.size() == 1 ? " token" : " tokens") : "") << ", mask "
-              << model_mask(model.config, req.mask).describe() << ", " << r.millis << " ms\n";
+    std::cout << "model " << model.source << ", backend " << backend->name() << ", " << r.ids.size()
+              << (r.ids.size() == 1 ? " token" : " tokens")
+              << (r.is_cross() ? ", cross " + std::to_string(r.cross_ids.size()) +
+                                     (r.cross_ids.size() == 1 ? " token" : " tokens")
+                               : "")
+              << ", mask " << model_mask(model.config, req.mask).describe() << ", " << r.millis << " ms\n";
     std::cout << "tokens:";
     for (const auto& t : r.tokens) std::cout << " " << t;
     std::cout << "\n";
@@ -249,11 +253,12 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       j["readout_relevance"] = readout_relevance(model, req.ids, r);  // what the text output lists
       if (!a.has("--json") && !a.has("--out"))
         std::cout << "relevance for the logit of "
-                  << (model.config.num_classes == 0 ? "next token \"" + model.readable_token(used) + "\" (id " +
-                                                          std::to_string(used) + ")"
-                      : "class " + std::to_string(used) +
-                            (used < static_cast<int>(model.config.labels.size())
-                                 ? " (" + model.config.labels[static_cast<size_t>(used)] + ")" : ""))
+                  << (model.config.num_classes == 0
+                          ? "next token \"" + model.readable_token(used) + "\" (id " + std::to_string(used) + ")"
+                          : "class " + std::to_string(used) +
+                                (used < static_cast<int>(model.config.labels.size())
+                                     ? " (" + model.config.labels[static_cast<size_t>(used)] + ")"
+                                     : ""))
                   << "\n";
     }
     save(r);
@@ -283,7 +288,8 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     }
     if (a.has("--json") && per_token) {
       std::vector<std::vector<float>> rows;
-      for (int i = 0; i < T; ++i) rows.emplace_back(r.ptr() + static_cast<size_t>(i) * T, r.ptr() + static_cast<size_t>(i + 1) * T);
+      for (int i = 0; i < T; ++i)
+        rows.emplace_back(r.ptr() + static_cast<size_t>(i) * T, r.ptr() + static_cast<size_t>(i + 1) * T);
       j[method == "rollout" ? "rollout" : method == "grad-attention" ? "relevance" : "mean"] = rows;
     }
   } else if (method == "head-importance") {
@@ -292,7 +298,8 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     j["shape"] = imp.shape;
     std::vector<std::vector<float>> rows;
     for (int l = 0; l < imp.dim(0); ++l)
-      rows.emplace_back(imp.ptr() + static_cast<size_t>(l) * imp.dim(1), imp.ptr() + static_cast<size_t>(l + 1) * imp.dim(1));
+      rows.emplace_back(imp.ptr() + static_cast<size_t>(l) * imp.dim(1),
+                        imp.ptr() + static_cast<size_t>(l + 1) * imp.dim(1));
     j["importance"] = rows;
     if (!a.has("--json")) {
       std::cout << "p(target) with the head ablated subtracted from p(target): rows = layers, columns = heads\n";
@@ -310,13 +317,21 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       json heads = json::array();
       for (size_t h = 0; h < pats[l].size(); ++h) {
         const HeadPattern& p = pats[l][h];
-        heads.push_back({{"prev", p.prev}, {"next", p.next}, {"self", p.self}, {"first", p.first}, {"sep", p.sep},
-                         {"punct", p.punct}, {"entropy", p.entropy}, {"focus", p.focus}, {"focus_share", p.focus_share},
+        heads.push_back({{"prev", p.prev},
+                         {"next", p.next},
+                         {"self", p.self},
+                         {"first", p.first},
+                         {"sep", p.sep},
+                         {"punct", p.punct},
+                         {"entropy", p.entropy},
+                         {"focus", p.focus},
+                         {"focus_share", p.focus_share},
                          {"label", p.label}});
         if (!a.has("--json"))
-          std::printf("layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f%s%s\n",
-                      l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.empty() ? "" : "  pattern: ",
-                      p.label == "token" ? ("-> " + labels[static_cast<size_t>(p.focus)]).c_str() : p.label.c_str());
+          std::printf(
+              "layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f%s%s\n", l,
+              h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.empty() ? "" : "  pattern: ",
+              p.label == "token" ? ("-> " + labels[static_cast<size_t>(p.focus)]).c_str() : p.label.c_str());
       }
       layers.push_back(heads);
     }
@@ -338,8 +353,10 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       json row = json::array();
       for (int t = 0; t < T; ++t) {
         const size_t k = static_cast<size_t>(l * T + t);
-        row.push_back({{"id", lens.top_id[k]}, {"token", model.token_name(lens.top_id[k])},
-                       {"label", model.readable_token(lens.top_id[k])}, {"probability", lens.top_prob[k]}});
+        row.push_back({{"id", lens.top_id[k]},
+                       {"token", model.token_name(lens.top_id[k])},
+                       {"label", model.readable_token(lens.top_id[k])},
+                       {"probability", lens.top_prob[k]}});
       }
       layers.push_back(row);
     }
@@ -361,8 +378,10 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       }
     }
   }
-  if (a.has("--json")) std::cout << j.dump(2) << "\n";
-  else if (a.has("--out")) std::cout << "wrote " << a.get("--out") << "\n";
+  if (a.has("--json"))
+    std::cout << j.dump(2) << "\n";
+  else if (a.has("--out"))
+    std::cout << "wrote " << a.get("--out") << "\n";
   return 0;
 }
 
@@ -406,9 +425,8 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
         std::vector<std::string> pieces = in.tokens;  // a Hugging Face tokenizer's own strings ("Ġthe")
         if (model.is_hf())
           for (size_t t = 0; t < in.ids.size(); ++t) pieces[t] = model.token_name(in.ids[t]);
-        j = {{"tokens", pieces},          {"labels", in.tokens},   {"ids", in.ids},
-             {"token_type_ids", in.token_types}, {"special", in.special}, {"unknown", in.unknown},
-             {"words", in.words},         {"notices", in.notices}};
+        j = {{"tokens", pieces},      {"labels", in.tokens},   {"ids", in.ids},     {"token_type_ids", in.token_types},
+             {"special", in.special}, {"unknown", in.unknown}, {"words", in.words}, {"notices", in.notices}};
       }
     } catch (const Error& e) {
       if (texts.size() == 1) throw;
@@ -522,7 +540,8 @@ int cmd_devices(const std::vector<std::string>& argv) {
   }
   for (const auto& d : list) {
     std::printf("%-10s %s\n", d["backend"].get<std::string>().c_str(), d["device"].get<std::string>().c_str());
-    if (!d["notice"].get<std::string>().empty()) std::printf("           (%s)\n", d["notice"].get<std::string>().c_str());
+    if (!d["notice"].get<std::string>().empty())
+      std::printf("           (%s)\n", d["notice"].get<std::string>().c_str());
   }
   if (!opencl_compiled_in())
     std::printf("(built without OpenCL: ATTNLAB_OPENCL=OFF)\n");
@@ -577,8 +596,8 @@ int bench_analysis(const Args& a) {
     return 0;
   }
   const double f = j["forward_ms"];
-  std::printf("analysis, %d layers x %d heads, d=%d, T=%d (medians of %d): forward %.1f ms\n", c.num_layers, c.num_heads,
-              c.embed_size, T, repeat, f);
+  std::printf("analysis, %d layers x %d heads, d=%d, T=%d (medians of %d): forward %.1f ms\n", c.num_layers,
+              c.num_heads, c.embed_size, T, repeat, f);
   for (const char* k : {"rollout_ms", "value_norm_ms", "grad_attention_ms", "head_importance_ms"})
     if (j.contains(k))
       std::printf("  %-20s %8.1f ms  (%.2f forward passes)\n", k, j[k].get<double>(), j[k].get<double>() / f);
@@ -596,8 +615,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     const std::string saved = save_matmul_rates(r);
     const std::string choice = fp32_gemm_choice(), slow = bf16_speed_notice();
     if (a.has("--json")) {
-      json j = {{"sgemm", n}, {"repeat", repeat}, {"gflops", r.eigen}, {"machine", r.machine},
-                {"fp32_gemm", choice}};
+      json j = {{"sgemm", n}, {"repeat", repeat}, {"gflops", r.eigen}, {"machine", r.machine}, {"fp32_gemm", choice}};
       if (r.onednn > 0) j["onednn_gflops"] = r.onednn;
       if (r.onednn_bf16 > 0) j["onednn_bf16_gflops"] = r.onednn_bf16, j["bf16_slower_than_fp32"] = !slow.empty();
       std::cout << j.dump() << "\n";
@@ -661,7 +679,8 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     prob_diff = 0;
     for (size_t l = 0; l < x.attention.size(); ++l)
       for (size_t k = 0; k < x.attention[l].data.size(); ++k)
-        prob_diff = std::max(prob_diff, static_cast<double>(std::fabs(x.attention[l].data[k] - y.attention[l].data[k])));
+        prob_diff =
+            std::max(prob_diff, static_cast<double>(std::fabs(x.attention[l].data[k] - y.attention[l].data[k])));
   }
   if (a.has("--json")) {
     json j = {{"backend", backend->name()},
@@ -740,7 +759,8 @@ int main(int argc, char** argv) {
       throw attnlab::Error("this attnlab-cli was built without the GUI (ATTNLAB_BUILD_GUI=OFF): export is unavailable");
 #endif
     throw attnlab::Error("unknown command \"" + cmd +
-                         "\" (expected forward, tokenize, analyze, train, eval, predict, export, make-data, devices or bench; see --help)");
+                         "\" (expected forward, tokenize, analyze, train, eval, predict, export, make-data, devices or "
+                         "bench; see --help)");
   } catch (const attnlab::Error& e) {
     std::cerr << "attnlab-cli " << cmd << ": error: " << e.what() << "\n";
     return 2;

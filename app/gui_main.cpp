@@ -31,12 +31,15 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab", "Open on a tab: heads, lines, layers, head, mask, lens, importance, beyond (Beyond attention; also: methods) in Explore, or train.",
+  p.addOption({"tab",
+               "Open on a tab: heads, lines, layers, head, mask, lens, importance, beyond (Beyond attention; also: "
+               "methods) in Explore, or train.",
                "NAME"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
   p.addOption({"heads", "What the Heads and Head tabs draw: attention (default) or value-weighted.", "WHAT"});
-  p.addOption({"ablate", "Ablate heads L:H[,L:H]... (their probabilities times 0), as the Importance tab does.", "LIST"});
+  p.addOption(
+      {"ablate", "Ablate heads L:H[,L:H]... (their probabilities times 0), as the Importance tab does.", "LIST"});
   p.addOption({"select", "Select token positions in the token strip (e.g. 1,4): Beyond attention shows them.", "LIST"});
   p.addOption({"method",
                QString::fromStdString("On Beyond attention (opened when no --tab is given): " +
@@ -105,7 +108,8 @@ int main(int argc, char** argv) {
     e->setText("the film was not very good");
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
   if (p.isSet("pair")) e->setPairText(p.value("pair"));
-  if (p.isSet("hide-special") || p.isSet("merge-pieces")) e->setTokenView(p.isSet("hide-special"), p.isSet("merge-pieces"));
+  if (p.isSet("hide-special") || p.isSet("merge-pieces"))
+    e->setTokenView(p.isSet("hide-special"), p.isSet("merge-pieces"));
   if (p.isSet("backend")) {
     const QString b = p.value("backend");
     if (b != "cpu" && b != "reference" && b != "opencl" && !b.startsWith("opencl:") &&
@@ -144,14 +148,15 @@ int main(int argc, char** argv) {
     const int layer = p.value("layer").toInt(&ok);
     const int L = e->model() ? e->model()->config.num_layers : 0;
     if (!ok || layer < 0 || layer >= L) {
-      std::fprintf(stderr, "attnlab: --layer: no layer %s (the model has layers 0-%d)\n", qPrintable(p.value("layer")), L - 1);
+      std::fprintf(stderr, "attnlab: --layer: no layer %s (the model has layers 0-%d)\n", qPrintable(p.value("layer")),
+                   L - 1);
       return 2;
     }
     e->setLayer(layer);
   }
   QString tab = p.value("tab");
-  if (tab.isEmpty() && p.isSet("method")) tab = "methods";  // a method is shown on Beyond attention
-  if (tab == "logit-lens") tab = "lens";  // the CLI's method name
+  if (tab.isEmpty() && p.isSet("method")) tab = "methods";            // a method is shown on Beyond attention
+  if (tab == "logit-lens") tab = "lens";                              // the CLI's method name
   if (tab == "beyond" || tab == "beyond-attention") tab = "methods";  // the tab's title
   if (tab == "lens" && e->model() && !e->model()->config.lm_head) {
     std::fprintf(stderr, "attnlab: --tab lens: the logit lens reads a language model's LM head; this model has none\n");
@@ -182,7 +187,7 @@ int main(int argc, char** argv) {
     }
   }
   if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
-    int m = -1;  // the page's methods, by any of the table's names (the CLI's too)
+    int m = -1;             // the page's methods, by any of the table's names (the CLI's too)
     try {
       m = attnlab::find_method(p.value("method").toStdString(), true).page_index;
     } catch (const std::exception& ex) {
@@ -194,8 +199,9 @@ int main(int argc, char** argv) {
   try {
     if (p.isSet("compare-text")) e->methodsView()->setCompare(p.value("compare-text"), nullptr);
     if (p.isSet("compare-model"))
-      e->methodsView()->setCompare({}, std::make_shared<const attnlab::Model>(attnlab::load_model(p.value("compare-model").toStdString())),
-                                   QFileInfo(p.value("compare-model")).fileName());
+      e->methodsView()->setCompare(
+          {}, std::make_shared<const attnlab::Model>(attnlab::load_model(p.value("compare-model").toStdString())),
+          QFileInfo(p.value("compare-model")).fileName());
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "attnlab: --compare-model: %s\n", ex.what());
     return 2;

@@ -45,7 +45,8 @@ constexpr EnumName<Activation> kActivation[] = {{Activation::Relu, "relu"},
                                                 {Activation::GeluTanh, "gelu_tanh"},
                                                 {Activation::Silu, "silu"}};
 constexpr EnumName<NormKind> kNormKind[] = {{NormKind::LayerNorm, "layer_norm"}, {NormKind::RmsNorm, "rms_norm"}};
-constexpr EnumName<Pooling> kPooling[] = {{Pooling::Mean, "mean"}, {Pooling::MaskedMean, "masked_mean"}, {Pooling::Cls, "cls"}};
+constexpr EnumName<Pooling> kPooling[] = {
+    {Pooling::Mean, "mean"}, {Pooling::MaskedMean, "masked_mean"}, {Pooling::Cls, "cls"}};
 constexpr EnumName<TokenizerKind> kTokenizerKind[] = {{TokenizerKind::Word, "word"}, {TokenizerKind::Char, "char"}};
 
 // A table lists every value once, in the enum's order (so to_string can index it).
@@ -81,19 +82,43 @@ E parse_name(const EnumName<E> (&rows)[N], const char* key, const std::string& s
 
 }  // namespace
 
-const char* to_string(Positional p) { return name_of(kPositional, p); }
-const char* to_string(NormPlacement n) { return name_of(kNormPlacement, n); }
-const char* to_string(Activation a) { return name_of(kActivation, a); }
-const char* to_string(NormKind n) { return name_of(kNormKind, n); }
-const char* to_string(Pooling p) { return name_of(kPooling, p); }
-const char* to_string(TokenizerKind t) { return name_of(kTokenizerKind, t); }
+const char* to_string(Positional p) {
+  return name_of(kPositional, p);
+}
+const char* to_string(NormPlacement n) {
+  return name_of(kNormPlacement, n);
+}
+const char* to_string(Activation a) {
+  return name_of(kActivation, a);
+}
+const char* to_string(NormKind n) {
+  return name_of(kNormKind, n);
+}
+const char* to_string(Pooling p) {
+  return name_of(kPooling, p);
+}
+const char* to_string(TokenizerKind t) {
+  return name_of(kTokenizerKind, t);
+}
 
-Positional parse_positional(const std::string& s) { return parse_name(kPositional, "positional", s); }
-NormPlacement parse_norm(const std::string& s) { return parse_name(kNormPlacement, "norm", s); }
-Activation parse_activation(const std::string& s) { return parse_name(kActivation, "activation", s); }
-NormKind parse_norm_kind(const std::string& s) { return parse_name(kNormKind, "norm_kind", s); }
-Pooling parse_pooling(const std::string& s) { return parse_name(kPooling, "pooling", s); }
-TokenizerKind parse_tokenizer(const std::string& s) { return parse_name(kTokenizerKind, "tokenizer", s); }
+Positional parse_positional(const std::string& s) {
+  return parse_name(kPositional, "positional", s);
+}
+NormPlacement parse_norm(const std::string& s) {
+  return parse_name(kNormPlacement, "norm", s);
+}
+Activation parse_activation(const std::string& s) {
+  return parse_name(kActivation, "activation", s);
+}
+NormKind parse_norm_kind(const std::string& s) {
+  return parse_name(kNormKind, "norm_kind", s);
+}
+Pooling parse_pooling(const std::string& s) {
+  return parse_name(kPooling, "pooling", s);
+}
+TokenizerKind parse_tokenizer(const std::string& s) {
+  return parse_name(kTokenizerKind, "tokenizer", s);
+}
 
 void ModelConfig::validate() const {
   auto positive = [](const char* key, long long v) {
@@ -194,7 +219,8 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
   get_bool("final_norm", c.final_norm);
   get_bool("pooler", c.pooler);
   if (auto s = get_str("pooler_activation"); !s.empty()) {
-    if (s != "tanh" && s != "relu") throw Error(where + ": pooler_activation: unknown value \"" + s + "\" (expected tanh | relu)");
+    if (s != "tanh" && s != "relu")
+      throw Error(where + ": pooler_activation: unknown value \"" + s + "\" (expected tanh | relu)");
     c.pooler_relu = s == "relu";
   }
   // Folders written before "add_cls" existed prepended [CLS] exactly when they pooled on it.

@@ -54,17 +54,18 @@ struct ModelConfig {
   std::vector<std::string> labels;
   // Decoder language models (GPT-2, Llama family; engine/hf_model.cpp). Defaults are the encoders'.
   NormKind norm_kind = NormKind::LayerNorm;
-  int num_kv_heads = 0;          // grouped-query attention: key/value heads, each serving a group of query heads (0 = num_heads)
-  float rope_theta = 10000.0f;   // rotary base (Positional::Rotary)
-  bool causal = false;           // the causal mask is part of the model (always on, not a user choice)
-  int sliding_window = 0;        // with causal: key j is visible to query i only when i - j <= sliding_window (0 = no limit)
-  bool gated_ff = false;         // SwiGLU feed-forward: fc2(act(fc1 x) * up x) (Llama's gate/up/down)
-  bool qkv_bias = true;          // biases on the query/key/value projections
-  bool out_bias = true;          // bias on the attention output projection
-  bool ff_bias = true;           // biases on the feed-forward projections
-  bool lm_head = false;          // a language-model head: logits over the vocabulary at every position
-  bool tied_lm_head = false;     // its weight is the token embedding (tie_word_embeddings)
-  float attn_scale = 0.0f;       // score scale; 0 = 1 / sqrt(head_dim)
+  int num_kv_heads =
+      0;  // grouped-query attention: key/value heads, each serving a group of query heads (0 = num_heads)
+  float rope_theta = 10000.0f;  // rotary base (Positional::Rotary)
+  bool causal = false;          // the causal mask is part of the model (always on, not a user choice)
+  int sliding_window = 0;  // with causal: key j is visible to query i only when i - j <= sliding_window (0 = no limit)
+  bool gated_ff = false;   // SwiGLU feed-forward: fc2(act(fc1 x) * up x) (Llama's gate/up/down)
+  bool qkv_bias = true;    // biases on the query/key/value projections
+  bool out_bias = true;    // bias on the attention output projection
+  bool ff_bias = true;     // biases on the feed-forward projections
+  bool lm_head = false;    // a language-model head: logits over the vocabulary at every position
+  bool tied_lm_head = false;  // its weight is the token embedding (tie_word_embeddings)
+  float attn_scale = 0.0f;    // score scale; 0 = 1 / sqrt(head_dim)
 
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   bool is_language_model() const { return lm_head; }

@@ -218,8 +218,9 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
   if (c.causal && !req.cross_ids.empty())
-    throw Error("cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
-                "language model");
+    throw Error(
+        "cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
+        "language model");
   if (req.cross_ids.empty()) {
     r.mask = self_attention_mask(model, req);
     opts.keep_layer_inputs = req.keep_layer_inputs;

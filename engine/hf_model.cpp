@@ -64,7 +64,8 @@ Activation hf_activation(const std::string& act, const std::string& where) {
   if (act == "gelu_new" || act == "gelu_pytorch_tanh") return Activation::GeluTanh;
   if (act == "relu") return Activation::Relu;
   if (act == "silu" || act == "swish") return Activation::Silu;
-  throw Error(where + ": activation \"" + act + "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu are)");
+  throw Error(where + ": activation \"" + act +
+              "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu are)");
 }
 
 // id2label {"0": "NEGATIVE", "1": "POSITIVE"} -> labels in id order; empty when absent or not 0..n-1.
@@ -156,7 +157,7 @@ void read_distilbert(const Keys& k, const json&, const std::string&, ModelConfig
   c.layer_norm_eps = 1e-12f;  // modeling_distilbert.py: nn.LayerNorm(dim, eps=1e-12), not configurable
   c.activation = hf_activation(k.str("activation", "gelu"), where);
   k.boolean("sinusoidal_pos_embds", false);  // checked here, used in load_hf_model
-  c.pooler_relu = true;  // pre_classifier then ReLU
+  c.pooler_relu = true;                      // pre_classifier then ReLU
 }
 
 void read_gpt2(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
@@ -207,8 +208,8 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
                 "\" is not supported (attnlab runs the plain rotary embedding; set rope_scaling to null to "
                 "open the model without it)");
   }
-  if (auto it = j.find("head_dim"); it != j.end() && it->is_number_integer() && c.num_heads > 0 &&
-                                    it->get<long long>() != c.embed_size / c.num_heads)
+  if (auto it = j.find("head_dim");
+      it != j.end() && it->is_number_integer() && c.num_heads > 0 && it->get<long long>() != c.embed_size / c.num_heads)
     throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +
                 " differs from hidden_size / num_attention_heads; not supported");
   if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
@@ -243,12 +244,12 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
 // layout is a row; a new layout adds its WeightLayout column (engine/weights.cpp) and its reader.
 struct HfArch {
   const char* model_type;
-  bool decoder;             // a causal language model (next-token views) rather than an encoder
-  const char* base_class;   // transformers' class of the base model
-  const char* task_class;   // of the task model attnlab reads and writes (LM head or classifier)
-  WeightLayout layout;      // the tensor names (engine/weights.cpp)
-  const char* prefix;       // the base model's name prefix inside a task model's tensors
-  const char* probe;        // a base-model tensor whose name shows that prefix
+  bool decoder;            // a causal language model (next-token views) rather than an encoder
+  const char* base_class;  // transformers' class of the base model
+  const char* task_class;  // of the task model attnlab reads and writes (LM head or classifier)
+  WeightLayout layout;     // the tensor names (engine/weights.cpp)
+  const char* prefix;      // the base model's name prefix inside a task model's tensors
+  const char* probe;       // a base-model tensor whose name shows that prefix
   ConfigReader read;
 };
 
@@ -299,7 +300,6 @@ std::string hf_class_name(const std::string& model_type, bool task) {
   return task ? a.task_class : a.base_class;
 }
 
-
 std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where) {
   const json j = parse_json_file_text(text, where);
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
@@ -335,8 +335,8 @@ ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::st
   const HfArch* arch = find_arch(info.model_type);
   if (info.model_type.empty()) throw Error(where + ": no \"model_type\" (not a Hugging Face config?)");
   if (!arch)
-    throw Error(where + ": model_type \"" + info.model_type + "\" is not supported (supported: " +
-                supported_hf_model_types() + ")");
+    throw Error(where + ": model_type \"" + info.model_type +
+                "\" is not supported (supported: " + supported_hf_model_types() + ")");
   arch->read(k, j, info.model_type, c, where);
   if (c.embed_size > 0 && c.num_heads > 0 && c.embed_size % c.num_heads != 0)
     throw Error(where + ": the hidden size " + std::to_string(c.embed_size) + " is not divisible by the " +
@@ -365,8 +365,8 @@ namespace {
 // The folder's tokenizer, and its files kept for a saved copy.
 void load_tokenizer(Model& m, const fs::path& dir) {
   m.tokenizer = HfTokenizer::from_folder(dir.string());
-  for (const char* f : {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json",
-                        "special_tokens_map.json"})
+  for (const char* f :
+       {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
     if (fs::exists(dir / f)) m.hf.tokenizer_files[f] = read_file_bytes((dir / f).string());
   if (m.tokenizer->vocab_size() > m.config.vocab_size)
     throw Error(dir.string() + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
@@ -406,7 +406,8 @@ void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
                 " model's weights");
   const bool has_head = tensors.count("lm_head.weight") > 0;
   if (!c.tied_lm_head && !has_head) {
-    if (m.hf.architecture.find("CausalLM") != std::string::npos || m.hf.architecture.find("LMHead") != std::string::npos)
+    if (m.hf.architecture.find("CausalLM") != std::string::npos ||
+        m.hf.architecture.find("LMHead") != std::string::npos)
       throw Error(where + ": " + m.hf.architecture + " without \"lm_head.weight\" (and tie_word_embeddings is false)");
     c.lm_head = false;  // a base model: hidden states only, no next-token views
     m.hf.notes.push_back("no language-model head (lm_head.weight) and untied embeddings: next-token views are off");
@@ -477,7 +478,8 @@ Model load_hf_model(const std::string& dir_in) {
 void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
   if (is_decoder_type(model.hf.model_type))
-    throw Error("saving " + model.hf.model_type + " models is not supported (attnlab reads them; training them is not built yet)");
+    throw Error("saving " + model.hf.model_type +
+                " models is not supported (attnlab reads them; training them is not built yet)");
   const HfArch& arch = arch_of(model.hf.model_type);
   json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
   const bool classifier = c.num_classes > 0;

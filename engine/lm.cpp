@@ -29,7 +29,6 @@ Ops& cpu_ops() {
   return *ops;
 }
 
-
 // The LM head's logits [1, vocab] at one position of hidden [T, E].
 Tensor logits_at(const Model& model, const Tensor& hidden, int position) {
   const int T = static_cast<int>(hidden.dim(0)), E = static_cast<int>(hidden.dim(1));
@@ -72,7 +71,8 @@ std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Ten
   return out;
 }
 
-LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int>& ids, const std::atomic<bool>* cancel) {
+LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int>& ids,
+                     const std::atomic<bool>* cancel) {
   const ModelConfig& c = model.config;
   if (!c.lm_head) throw Error("the logit lens needs a language model (a model with an LM head)");
   const int T = static_cast<int>(ids.size());
@@ -83,7 +83,9 @@ LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int
   opts.keep_layer_inputs = true;
   opts.cancel = cancel;
   if (ids.empty()) throw Error("the sequence is empty");
-  if (T > c.max_len) throw Error("the sequence has " + std::to_string(T) + " tokens, more than the model's " + std::to_string(c.max_len));
+  if (T > c.max_len)
+    throw Error("the sequence has " + std::to_string(T) + " tokens, more than the model's " +
+                std::to_string(c.max_len));
   for (size_t t = 0; t < ids.size(); ++t)
     if (ids[t] < 0 || ids[t] >= c.vocab_size)
       throw Error("id " + std::to_string(ids[t]) + " at position " + std::to_string(t) + " is outside the vocabulary");

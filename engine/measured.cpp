@@ -53,8 +53,11 @@ fs::path cache_file(const std::string& key) {
 }
 
 nlohmann::json to_json(const MatmulRates& r) {
-  return {{"n", r.n}, {"eigen_gflops", r.eigen}, {"onednn_gflops", r.onednn},
-          {"onednn_bf16_gflops", r.onednn_bf16}, {"machine", r.machine}};
+  return {{"n", r.n},
+          {"eigen_gflops", r.eigen},
+          {"onednn_gflops", r.onednn},
+          {"onednn_bf16_gflops", r.onednn_bf16},
+          {"machine", r.machine}};
 }
 
 // Writes to a temporary file, then links it into place: with overwrite false an existing file

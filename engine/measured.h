@@ -9,11 +9,11 @@
 namespace attnlab {
 
 struct MatmulRates {
-  int n = 0;              // the n x n x n product measured
-  double eigen = 0;       // GFLOP/s, medians
-  double onednn = 0;      // 0 without oneDNN
-  double onednn_bf16 = 0; // bf16 operands, fp32 accumulation; 0 without oneDNN
-  std::string machine;    // CPU model, oneDNN version and instruction set: the cache key
+  int n = 0;               // the n x n x n product measured
+  double eigen = 0;        // GFLOP/s, medians
+  double onednn = 0;       // 0 without oneDNN
+  double onednn_bf16 = 0;  // bf16 operands, fp32 accumulation; 0 without oneDNN
+  std::string machine;     // CPU model, oneDNN version and instruction set: the cache key
 };
 
 // Measures now (n x n x n, median of `repeat`, on every thread), without the cache.

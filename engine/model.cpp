@@ -91,7 +91,8 @@ ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors,
       dst = Tensor(e.shape);
       const int64_t R = e.shape[0], C = e.shape[1], ld = t.shape[1];
       for (int64_t r = 0; r < R; ++r)
-        for (int64_t k = 0; k < C; ++k) dst.data[static_cast<size_t>(r * C + k)] = t.data[static_cast<size_t>(k * ld + n.row0 + r)];
+        for (int64_t k = 0; k < C; ++k)
+          dst.data[static_cast<size_t>(r * C + k)] = t.data[static_cast<size_t>(k * ld + n.row0 + r)];
     } else if (n.rows < 0) {
       dst = t;
     } else {  // rows [row0, row0 + rows) of a fused tensor

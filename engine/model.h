@@ -19,10 +19,10 @@ namespace attnlab {
 
 // What a Hugging Face folder adds (engine/hf_model.h); empty model_type: attnlab's own format.
 struct HfInfo {
-  std::string model_type;    // "bert", "distilbert"
-  std::string architecture;  // "BertForSequenceClassification", or what the weights make it
-  std::string prefix;        // the base model's name prefix in the weight file ("bert.", "")
-  std::string config_text;   // config.json as read: saving keeps the keys attnlab does not use
+  std::string model_type;          // "bert", "distilbert"
+  std::string architecture;        // "BertForSequenceClassification", or what the weights make it
+  std::string prefix;              // the base model's name prefix in the weight file ("bert.", "")
+  std::string config_text;         // config.json as read: saving keeps the keys attnlab does not use
   std::vector<std::string> notes;  // what was left out ("the masked-LM head cls.* is not used")
   // The tokenizer's files as read (tokenizer.json, vocab.txt, ...): a saved copy carries them.
   std::map<std::string, std::string> tokenizer_files;

@@ -26,7 +26,7 @@ struct OnednnLinear::Impl {
   std::map<std::tuple<const float*, int64_t, int64_t>, dnnl::memory> weights;
   // Matmuls by (rows, out, in, bias).
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, dnnl::matmul> prims;
-  std::vector<uint16_t> src;  // x in bf16
+  std::vector<uint16_t> src;     // x in bf16
   std::vector<uint16_t> ga, gb;  // gemm_bf16's operands in bf16
   // gemm_bf16's matmuls by (ta, tb, M, N, K, lda, ldb, ldc, accumulate)
   std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>, dnnl::matmul> gemms;
@@ -103,7 +103,8 @@ void OnednnLinear::gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
         po.append_sum(1.0f);
         attr.set_post_ops(po);
       }
-      it = m.gemms.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, m.eng))).first;
+      it = m.gemms.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, m.eng)))
+               .first;
     }
     it->second.execute(m.stream, {{DNNL_ARG_SRC, dnnl::memory(a, m.eng, m.ga.data())},
                                   {DNNL_ARG_WEIGHTS, dnnl::memory(b, m.eng, m.gb.data())},
@@ -158,12 +159,18 @@ void OnednnLinear::run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor
 
 std::string OnednnLinear::isa() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    default: return "other";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    default:
+      return "other";
   }
 }
 

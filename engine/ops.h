@@ -101,7 +101,7 @@ std::unique_ptr<Ops> make_cpu_ops();
 // The cpu ops with the linear layers' products in bf16 (fp32 accumulation, fp32 everything
 // else) through oneDNN; Error when built without oneDNN.
 std::unique_ptr<Ops> make_cpu_bf16_ops();
-bool bf16_available();       // built with oneDNN, and oneDNN has bf16 kernels here (AVX-512)
+bool bf16_available();  // built with oneDNN, and oneDNN has bf16 kernels here (AVX-512)
 // v rounded to bfloat16 (to nearest even, as PyTorch's .to(torch.bfloat16)); NaN stays a quiet
 // NaN. Branch-free, so loops over it vectorise.
 inline uint16_t to_bf16_bits(float v) {
@@ -113,7 +113,7 @@ inline uint16_t to_bf16_bits(float v) {
 }
 // out[k] = to_bf16_bits(x[k]) for k < n, over the threads when n is large (the same result).
 void to_bf16(const float* x, uint16_t* out, int64_t n);
-std::string bf16_notice();   // empty, or why bf16 is slow here (emulated, or measured slower than fp32)
+std::string bf16_notice();  // empty, or why bf16 is slow here (emulated, or measured slower than fp32)
 std::unique_ptr<Ops> make_ops(const std::string& name);  // "reference" | "cpu"
 
 // "3.4.0": the Eigen the cpu ops were built with (for --version and Help > About).

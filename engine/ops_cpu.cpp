@@ -54,13 +54,12 @@ bool use_onednn_sgemm() {
 // C (M x N) = op(A) op(B) + beta C, row-major, op = transpose when t*: the one matrix product of
 // the linear layers (forward and backward). oneDNN's sgemm or Eigen's, whichever this machine
 // measured faster (use_onednn_sgemm). Both are deterministic for a thread count.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+          float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
 #ifdef ATTNLAB_WITH_ONEDNN
   if (K > 0 && 2.0 * M * N * K >= kTuning.onednn_min_flops && use_onednn_sgemm()) {
-    const dnnl_status_t st =
-        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ")");
     return;
   }
@@ -115,7 +114,9 @@ class CpuOps final : public Ops {
     if (bf16) throw Error("this build has no bf16 path (it needs oneDNN: libdnnl-dev, -DATTNLAB_ONEDNN=ON)");
 #endif
   }
-  std::string name() const override { return bf16_mode_ ? "cpu-bf16" : "cpu"; }
+  std::string name() const override {
+    return bf16_mode_ ? "cpu-bf16" : "cpu";
+  }
   void set_weights_version(uint64_t version) override {
     version_ = version;
 #ifdef ATTNLAB_WITH_ONEDNN
@@ -381,8 +382,7 @@ class CpuOps final : public Ops {
       qh = bf16_copy(Qt), kh = bf16_copy(Kt);
       if (with_output) vh = bf16_copy(*Vt);
     }
-    const int64_t lq = Qt.dim(1), lk = Kt.dim(1), lv = with_output ? Vt->dim(1) : 0,
-                  lc = with_output ? ctx->dim(1) : 0;
+    const int64_t lq = Qt.dim(1), lk = Kt.dim(1), lv = with_output ? Vt->dim(1) : 0, lc = with_output ? ctx->dim(1) : 0;
 #pragma omp parallel
     {
       RowMat scratch, G;
@@ -417,7 +417,7 @@ class CpuOps final : public Ops {
         // one thread's products (oneDNN runs single-threaded inside this parallel loop)
         if (half)
           block_product(n, R, D, qh.data() + static_cast<int64_t>(i0) * lq + h * D, lq, true,
-                           kh.data() + static_cast<int64_t>(r0) * lk + g * D, lk, dst, ld);
+                        kh.data() + static_cast<int64_t>(r0) * lk + g * D, lk, dst, ld);
         else
           gemm(false, true, n, R, D, Qt.ptr() + static_cast<int64_t>(i0) * lq + h * D, lq,
                Kt.ptr() + static_cast<int64_t>(r0) * lk + g * D, lk, 0.0f, dst, ld);
@@ -436,10 +436,9 @@ class CpuOps final : public Ops {
         }
         if (with_output && half) {
           pb.resize(static_cast<size_t>(n) * R);
-          for (int i = 0; i < n; ++i)
-            to_bf16(&P(i, 0), pb.data() + static_cast<size_t>(i) * R, R);
+          for (int i = 0; i < n; ++i) to_bf16(&P(i, 0), pb.data() + static_cast<size_t>(i) * R, R);
           block_product(n, D, R, pb.data(), R, false, vh.data() + static_cast<int64_t>(r0) * lv + g * D, lv,
-                           ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
+                        ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
         } else if (with_output) {
           gemm(false, false, n, D, R, dst, ld, Vt->ptr() + static_cast<int64_t>(r0) * lv + g * D, lv, 0.0f,
                ctx->ptr() + static_cast<int64_t>(i0) * lc + h * D, lc);
@@ -464,7 +463,7 @@ class CpuOps final : public Ops {
   std::unique_ptr<OnednnLinear> matmul_;
   std::unique_ptr<Bf16BlockGemm> block_gemm_;  // cpu-bf16: the attention blocks' products
 #endif
-  static constexpr int64_t kChunk = 4096;  // activation chunk (floats), a multiple of every packet size
+  static constexpr int64_t kChunk = 4096;           // activation chunk (floats), a multiple of every packet size
   static constexpr int64_t kParallelMin = 1 << 15;  // elements below which an elementwise op stays on one thread
 
   static constexpr float kTanhK = 0.7978845608028654f;  // sqrt(2 / pi)

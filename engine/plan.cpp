@@ -86,7 +86,7 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
 }
 
 // Each step kind's name, in OpKind's order (checked below).
-constexpr const char* kOpNames[] = {"Linear", "LayerNorm", "Activation", "Attention", "Add",
+constexpr const char* kOpNames[] = {"Linear",  "LayerNorm", "Activation", "Attention", "Add",
                                     "Dropout", "RMSNorm",   "RoPE",       "Mul"};
 static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::Mul) + 1, "one name per OpKind, in its order");
 
@@ -466,9 +466,11 @@ void attention_probs_gradient(Ops& ops, const AttnArgs& a, const Tensor& dctx, c
     for (int h = 0; h < H; ++h) {
       const int g = a.kv_head(h);
       for (int i = 0; i < T; ++i)
-        std::copy_n(dctx.ptr() + (static_cast<int64_t>(b) * T + i) * cw + h * D, D, dc.ptr() + static_cast<int64_t>(i) * D);
+        std::copy_n(dctx.ptr() + (static_cast<int64_t>(b) * T + i) * cw + h * D, D,
+                    dc.ptr() + static_cast<int64_t>(i) * D);
       for (int j = 0; j < S; ++j)
-        std::copy_n(V.ptr() + (static_cast<int64_t>(b) * S + j) * vw + g * D, D, vh.ptr() + static_cast<int64_t>(j) * D);
+        std::copy_n(V.ptr() + (static_cast<int64_t>(b) * S + j) * vw + g * D, D,
+                    vh.ptr() + static_cast<int64_t>(j) * D);
       ops.linear(dc, vh, Tensor(), out);  // (T, S) = dc vh^T
       float* dst = dP.ptr() + (static_cast<size_t>(b) * H + h) * T * S;
       for (size_t k = 0; k < static_cast<size_t>(T) * S; ++k) {
@@ -554,7 +556,8 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
               for (int64_t n = 0; n < rows; ++n)
                 std::fill(dout.ptr() + n * width + h * a.D, dout.ptr() + n * width + (h + 1) * a.D, 0.0f);
         }
-        if (dprobs) attention_probs_gradient(ops, a, dout, st.v[static_cast<size_t>(s.in[2])], keep, drop_scale, *dprobs);
+        if (dprobs)
+          attention_probs_gradient(ops, a, dout, st.v[static_cast<size_t>(s.in[2])], keep, drop_scale, *dprobs);
         Tensor dQ, dK, dV;
         ops.attention_backward(a, in0, st.v[static_cast<size_t>(s.in[1])], st.v[static_cast<size_t>(s.in[2])], st.P,
                                dout, dQ, dK, dV, a.rel ? drel : nullptr);

@@ -72,18 +72,18 @@ class Dropout {
 // the backward. Inference reuses one for every layer (buffers circulate, nothing is allocated
 // after the first layer); training keeps one per layer.
 struct LayerState {
-  std::vector<Tensor> v;                   // by value number
-  std::vector<Tensor> xhat, rstd;          // by step: LayerNorm's saved normalised input, 1/std
-  std::vector<std::vector<uint8_t>> keep;  // by step: dropout keep flags (Dropout, Attention)
-  Tensor P;                                // the attention probabilities (training)
-  Tensor rope_cos, rope_sin;               // [T, D / 2] rotary tables, made once per length
+  std::vector<Tensor> v;                         // by value number
+  std::vector<Tensor> xhat, rstd;                // by step: LayerNorm's saved normalised input, 1/std
+  std::vector<std::vector<uint8_t>> keep;        // by step: dropout keep flags (Dropout, Attention)
+  Tensor P;                                      // the attention probabilities (training)
+  Tensor rope_cos, rope_sin;                     // [T, D / 2] rotary tables, made once per length
   const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
 };
 
 struct LayerRun {
-  bool for_backward = false;   // keep in the state what layer_backward needs
-  Dropout* dropout = nullptr;  // training only
-  Tensor* probs = nullptr;     // receives the (B, H, T, S) probabilities when not null
+  bool for_backward = false;                     // keep in the state what layer_backward needs
+  Dropout* dropout = nullptr;                    // training only
+  Tensor* probs = nullptr;                       // receives the (B, H, T, S) probabilities when not null
   const std::vector<uint8_t>* ablate = nullptr;  // [H]: 1 = the head's context is zeroed (head mask)
 };
 

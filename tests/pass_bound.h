@@ -67,9 +67,15 @@ struct Aff {
   double local = 0, gain = 0;
   double at(double e) const { return local + gain * e; }
 };
-inline Aff operator+(const Aff& a, const Aff& b) { return {a.local + b.local, a.gain + b.gain}; }
-inline Aff operator*(double k, const Aff& a) { return {k * a.local, k * a.gain}; }
-inline Aff add_local(const Aff& a, double local) { return {a.local + local, a.gain}; }
+inline Aff operator+(const Aff& a, const Aff& b) {
+  return {a.local + b.local, a.gain + b.gain};
+}
+inline Aff operator*(double k, const Aff& a) {
+  return {k * a.local, k * a.gain};
+}
+inline Aff add_local(const Aff& a, double local) {
+  return {a.local + local, a.gain};
+}
 
 // The largest slope of the smooth activations: GELU'(x) = Phi(x) + x phi(x) peaks at 1.1289 (at
 // x = sqrt 2); the tanh form's peak is within 1e-3 of it and SiLU's is 1.0998.
@@ -92,7 +98,9 @@ inline double max_block_norm(const Tensor& t, int64_t width) {
     }
   return std::sqrt(m);
 }
-inline double max_row_norm(const Tensor& t) { return t.empty() ? 0.0 : max_block_norm(t, t.numel() / t.dim(0)); }
+inline double max_row_norm(const Tensor& t) {
+  return t.empty() ? 0.0 : max_block_norm(t, t.numel() / t.dim(0));
+}
 
 inline double max_additive(const AttnMask* m) {
   double a = 0;
@@ -260,18 +268,34 @@ inline LayerErr layer_err(const ModelConfig& c, const LayerPlan& plan, const Lay
     const Aff ex1 = p.in[1] >= 0 ? e[static_cast<size_t>(p.in[1])] : Aff{};
     Aff r;
     switch (p.op) {
-      case OpKind::Linear: r = linear_err(x, L.*p.w, p.b ? L.*p.b : kNone, ex, s); break;
-      case OpKind::LayerNorm: r = layer_norm_err(x, L.*p.w, st.rstd[i], y, ex, s); break;
-      case OpKind::Activation: r = activation_err(c.activation, x, ex, s); break;
+      case OpKind::Linear:
+        r = linear_err(x, L.*p.w, p.b ? L.*p.b : kNone, ex, s);
+        break;
+      case OpKind::LayerNorm:
+        r = layer_norm_err(x, L.*p.w, st.rstd[i], y, ex, s);
+        break;
+      case OpKind::Activation:
+        r = activation_err(c.activation, x, ex, s);
+        break;
       case OpKind::Attention:
         r = attention_err(a, x, val(p.in[1]), val(p.in[2]), st.P, ex, ex1, e[static_cast<size_t>(p.in[2])], s,
                           out.attn);
         break;
-      case OpKind::Add: r = add_local(ex + ex1, 2 * kU32 * max_abs(y)); break;
-      case OpKind::Dropout: r = ex; break;
-      case OpKind::RmsNorm: r = rms_norm_err(x, L.*p.w, c.layer_norm_eps, y, ex); break;
-      case OpKind::Rope: r = add_local(ex, 9 * kU32 * max_abs(x)); break;
-      case OpKind::Mul: r = add_local(max_abs(val(p.in[1])) * ex + max_abs(x) * ex1, 2 * kU32 * max_abs(y)); break;
+      case OpKind::Add:
+        r = add_local(ex + ex1, 2 * kU32 * max_abs(y));
+        break;
+      case OpKind::Dropout:
+        r = ex;
+        break;
+      case OpKind::RmsNorm:
+        r = rms_norm_err(x, L.*p.w, c.layer_norm_eps, y, ex);
+        break;
+      case OpKind::Rope:
+        r = add_local(ex, 9 * kU32 * max_abs(x));
+        break;
+      case OpKind::Mul:
+        r = add_local(max_abs(val(p.in[1])) * ex + max_abs(x) * ex1, 2 * kU32 * max_abs(y));
+        break;
     }
     e[static_cast<size_t>(p.out)] = r;
   }

@@ -168,7 +168,7 @@ TEST_CASE("byte-level BPE: merges by rank, BOS from the template, readable label
   CHECK(tok->describe() == "byte-level BPE, 261 tokens");
   // embedding rows past the tokenizer (padded vocabularies) are named by number, never looked up
   CHECK(tok->readable_token(4675) == "#4675");
-  CHECK(tok->readable_token(0xC3) == "<C3>");  // half a character: its byte
+  CHECK(tok->readable_token(0xC3) == "<C3>");         // half a character: its byte
   const Encoding s = tok->encode("a<|endoftext|>b");  // a typed special token stays whole
   CHECK(s.ids == std::vector<int>{260, 'a', 260, 'b'});
 }
@@ -181,7 +181,8 @@ TEST_CASE("decoders refuse training with a clear message", "[decoders][errors]")
   fs::remove_all(dir);
 }
 
-TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head importance of the next token", "[decoders][analysis]") {
+TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head importance of the next token",
+          "[decoders][analysis]") {
   const std::string dir = scratch("analysis");
   const Model m = tiny_decoder(dir);
   auto cpu = make_backend("cpu");
@@ -250,8 +251,8 @@ TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head impor
       }
       const double x_norm = std::sqrt(static_cast<double>(E)) * max_abs(L.ln1_g);
       const double v_abs = x_norm * wv + max_abs(L.bv), sqrt_d = std::sqrt(static_cast<double>(D));
-      const double f_move = wo * sqrt_d * sum_bound(E, v_abs) +
-                            std::sqrt(static_cast<double>(E)) * sum_bound(D, sqrt_d * v_abs * wo);
+      const double f_move =
+          wo * sqrt_d * sum_bound(E, v_abs) + std::sqrt(static_cast<double>(E)) * sum_bound(D, sqrt_d * v_abs * wo);
       value_tol = std::max(value_tol, f_move);
     }
     value_tol += 2 * kU32 * max_abs(vn);
@@ -297,7 +298,8 @@ TEST_CASE("grouped-query attention backward: cpu matches the reference at T = 1,
     }
 }
 
-TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite differences of a logit", "[decoders][fd]") {
+TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite differences of a logit",
+          "[decoders][fd]") {
   for (const int kind : {0, 1, 2}) {  // Llama (GQA), Mistral (window 3), GPT-2
     CAPTURE(kind);
     const std::string dir = scratch("fd" + std::to_string(kind));
@@ -348,8 +350,8 @@ TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite
         const double fd = (up - down) / (2.0 * h), an = gparams[p]->data[k];
         // y is smooth (SiLU, tanh-GELU, RMSNorm, RoPE, softmax): f''' measured (tolerance.h)
         const double bound = measured_central_diff_bound(h, keep, f_err, up, down, up2, down2);
-        INFO("parameter " << p << " entry " << k << ": finite difference " << fd << ", backward " << an
-                          << ", bound " << bound);
+        INFO("parameter " << p << " entry " << k << ": finite difference " << fd << ", backward " << an << ", bound "
+                          << bound);
         CHECK(std::fabs(fd - an) <= bound);
         ++checked;
       }
@@ -359,7 +361,8 @@ TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite
   }
 }
 
-TEST_CASE("grad-attention: the identity plus non-negative relevance; causal models look only back", "[decoders][analysis]") {
+TEST_CASE("grad-attention: the identity plus non-negative relevance; causal models look only back",
+          "[decoders][analysis]") {
   const std::string dir = scratch("grad");
   const Model m = tiny_decoder(dir);
   ForwardRequest req;

@@ -387,8 +387,8 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
     return;
   }
   CHECK(to_bf16_bits(1.0f) == 0x3F80);
-  CHECK(to_bf16_bits(1.0f + 1.0f / 256) == 0x3F80);               // a tie: to even (down)
-  CHECK(to_bf16_bits(1.0f + 3.0f / 256) == 0x3F82);               // a tie: to even (up)
+  CHECK(to_bf16_bits(1.0f + 1.0f / 256) == 0x3F80);  // a tie: to even (down)
+  CHECK(to_bf16_bits(1.0f + 3.0f / 256) == 0x3F82);  // a tie: to even (up)
   CHECK(to_bf16_bits(-2.5f) == 0xC020);
   CHECK(to_bf16_bits(std::numeric_limits<float>::infinity()) == 0x7F80);
   CHECK(to_bf16_bits(-0.0f) == 0x8000);
@@ -406,7 +406,8 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
   }
   auto ops = make_cpu_bf16_ops();
   uint64_t version = 100;
-  for (const auto& [N, in, out] : std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 5, 3}, {7, 17, 9}, {33, 64, 130}, {130, 96, 17}})
+  for (const auto& [N, in, out] :
+       std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 5, 3}, {7, 17, 9}, {33, 64, 130}, {130, 96, 17}})
     for (const bool bias : {false, true}) {
       const Tensor x = random_tensor({N, in}, static_cast<uint64_t>(N * 7 + in)), W = random_tensor({out, in}, 5);
       const Tensor b = bias ? random_tensor({out}, 9) : Tensor();
@@ -444,13 +445,14 @@ TEST_CASE("bf16 linear: oneDNN against a plain reference on bf16-rounded inputs,
   CHECK(max_abs_diff(y3, y1) > max_abs(y1) / 2);
 }
 
-TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain reference, awkward shapes", "[forward][bf16]") {
+TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain reference, awkward shapes",
+          "[forward][bf16]") {
   if (!bf16_available()) return;  // the linear case above checks the message
   auto ops = make_cpu_bf16_ops();
   // T across the 64-query blocks; S != T is cross-attention; KV 1 is grouped-query; window 5
   // gives blocks whose key range starts past 0; rows 0 and 3 of the "holes" mask see nothing.
-  for (const auto& [T, S, D, KV] : std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {7, 7, 5, 1}, {70, 70, 16, 3},
-                                                                   {130, 130, 8, 1}, {9, 200, 3, 3}})
+  for (const auto& [T, S, D, KV] :
+       std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {7, 7, 5, 1}, {70, 70, 16, 3}, {130, 130, 8, 1}, {9, 200, 3, 3}})
     for (const int kind : {0, 1, 2}) {  // none, sliding window 5, holes
       CAPTURE(T, S, D, KV, kind);
       const int H = 3;
@@ -460,11 +462,13 @@ TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain referen
         mask.blocked.assign(static_cast<size_t>(T) * S, 0);
         for (int i = 0; i < T; ++i)
           for (int j = 0; j < S; ++j)
-            mask.blocked[static_cast<size_t>(i) * S + j] = kind == 1 ? std::abs(i - j) > 5 : (i == 0 || i == 3 || j % 3 == 1);
+            mask.blocked[static_cast<size_t>(i) * S + j] =
+                kind == 1 ? std::abs(i - j) > 5 : (i == 0 || i == 3 || j % 3 == 1);
       }
       AttnArgs a;
       a.T = T, a.S = S, a.H = H, a.D = D, a.KV = KV, a.mask = &mask;
-      const Tensor Q = random_tensor({T, H * D}, 1), K = random_tensor({S, KV * D}, 2), V = random_tensor({S, KV * D}, 3);
+      const Tensor Q = random_tensor({T, H * D}, 1), K = random_tensor({S, KV * D}, 2),
+                   V = random_tensor({S, KV * D}, 3);
       Tensor P, ctx;
       ops->attention(a, Q, K, &V, &P, &ctx);
       REQUIRE(P.shape == std::vector<int64_t>{1, H, T, S});
@@ -520,29 +524,28 @@ TEST_CASE("cpu-bf16 attention: the blocks' bf16 products against a plain referen
 
 TEST_CASE("cpu-bf16 backend: probabilities near fp32 on awkward shapes, every mask kind", "[forward][bf16]") {
   if (!bf16_available()) return;  // the case above checks the message
-  for_each_config({{1, 16, 2, 1, 8}, {7, 18, 2, 2, 9}, {33, 32, 4, 2, 64}},
-                  [](const ShapeCase& s, const ModelConfig& c) {
-                    const Model m = random_model(c, static_cast<uint64_t>(s.T + 3));
-                    ForwardRequest req;
-                    req.ids = random_ids(s.T, c.vocab_size);
-                    req.mask.causal = s.T > 1;
-                    auto fp32 = make_backend("cpu"), bf16 = make_backend("cpu-bf16");
-                    CHECK(bf16->name() == "cpu-bf16");
-                    const ForwardResult a = run_forward(m, *fp32, req), b = run_forward(m, *bf16, req);
-                    // Layer l's scores come after 6 l + 2 chained bf16 products (each earlier layer's
-                    // q/k/v projection, scores, context, output projection and two feed-forward
-                    // products; then q and k, and the score), so they carry bf16_rel(6 l + 2) of
-                    // their terms' 2-norm; p_j moves by p_j (1 - p_j) (e^{2 ds} - 1) at most. Plus
-                    // both passes' float32 roundings (pass_bound).
-                    const PassBound tol = pass_bound(m, req, a);
-                    for (int l = 0; l < c.num_layers; ++l) {
-                      const size_t ul = static_cast<size_t>(l);
-                      const double ds = bf16_rel(6.0 * l + 2) * tol.score_terms[ul];
-                      CHECK(max_abs_diff(a.attention[ul], b.attention[ul]) <=
-                            tol.probs[ul] + tol.pq[ul] * std::expm1(2 * ds));
-                    }
-                    check_prob_invariants(b);
-                  });
+  for_each_config(
+      {{1, 16, 2, 1, 8}, {7, 18, 2, 2, 9}, {33, 32, 4, 2, 64}}, [](const ShapeCase& s, const ModelConfig& c) {
+        const Model m = random_model(c, static_cast<uint64_t>(s.T + 3));
+        ForwardRequest req;
+        req.ids = random_ids(s.T, c.vocab_size);
+        req.mask.causal = s.T > 1;
+        auto fp32 = make_backend("cpu"), bf16 = make_backend("cpu-bf16");
+        CHECK(bf16->name() == "cpu-bf16");
+        const ForwardResult a = run_forward(m, *fp32, req), b = run_forward(m, *bf16, req);
+        // Layer l's scores come after 6 l + 2 chained bf16 products (each earlier layer's
+        // q/k/v projection, scores, context, output projection and two feed-forward
+        // products; then q and k, and the score), so they carry bf16_rel(6 l + 2) of
+        // their terms' 2-norm; p_j moves by p_j (1 - p_j) (e^{2 ds} - 1) at most. Plus
+        // both passes' float32 roundings (pass_bound).
+        const PassBound tol = pass_bound(m, req, a);
+        for (int l = 0; l < c.num_layers; ++l) {
+          const size_t ul = static_cast<size_t>(l);
+          const double ds = bf16_rel(6.0 * l + 2) * tol.score_terms[ul];
+          CHECK(max_abs_diff(a.attention[ul], b.attention[ul]) <= tol.probs[ul] + tol.pq[ul] * std::expm1(2 * ds));
+        }
+        check_prob_invariants(b);
+      });
 }
 
 TEST_CASE("head patterns: previous token, a particular token, broad, by their definitions", "[forward][analysis]") {

@@ -36,7 +36,7 @@ TEST_CASE("UTF-8 decoding refuses overlong forms, surrogates and values past U+1
 TEST_CASE("WordPiece: normalising, splitting, longest match, unknown words, special tokens", "[hf][tokenizer]") {
   const auto t = HfTokenizer::from_tokenizer_json(kTokenizerJson);
   CHECK(t->normalize("Café\tPLAYING\x01") == "cafe playing");  // accents stripped, control dropped, lower case
-  CHECK(t->normalize("東京") == " 東  京 ");                    // CJK ideographs spaced
+  CHECK(t->normalize("東京") == " 東  京 ");                   // CJK ideographs spaced
   CHECK(t->pre_tokenize("the movie,was") == std::vector<std::string>{"the", "movie", ",", "was"});
   Encoding e = t->encode("Unbelievably playing movies [MASK] xyz");
   CHECK(e.tokens == std::vector<std::string>{"[CLS]", "un", "##believ", "##ably", "play", "##ing", "movie", "##s",
@@ -45,7 +45,7 @@ TEST_CASE("WordPiece: normalising, splitting, longest match, unknown words, spec
   CHECK(e.special == std::vector<uint8_t>{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1});
   CHECK(e.unknown == std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0});
   CHECK(e.word == std::vector<int>{-1, 0, 0, 0, 1, 1, 2, 2, 3, 4, -1});
-  CHECK(t->encode("playingplaying").tokens[1] == "[UNK]");  // 14 characters > max_input_chars_per_word 13
+  CHECK(t->encode("playingplaying").tokens[1] == "[UNK]");            // 14 characters > max_input_chars_per_word 13
   CHECK(t->encode("[mask]").ids == std::vector<int>{2, 1, 1, 1, 3});  // special tokens are matched as typed
   const std::string b = "good.";
   e = t->encode("the movie", &b);
@@ -58,9 +58,9 @@ TEST_CASE("tokenizer.json errors name the part", "[hf][tokenizer][errors]") {
   CHECK_THROWS_WITH(HfTokenizer::from_tokenizer_json("{"), Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(HfTokenizer::from_tokenizer_json(R"({"model": {"type": "Unigram", "vocab": []}})"),
                     Catch::Contains("\"Unigram\" is not supported"));
-  CHECK_THROWS_WITH(HfTokenizer::from_tokenizer_json(
-                        R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"a": 0}}})"),
-                    Catch::Contains("unknown token \"[UNK]\" is not in the vocabulary"));
+  CHECK_THROWS_WITH(
+      HfTokenizer::from_tokenizer_json(R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"a": 0}}})"),
+      Catch::Contains("unknown token \"[UNK]\" is not in the vocabulary"));
   CHECK_THROWS_WITH(HfTokenizer::from_tokenizer_json(
                         R"({"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}},
                             "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 7], "cls": ["[CLS]", 8]}})"),

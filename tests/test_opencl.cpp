@@ -89,8 +89,7 @@ TEST_CASE("each kernel matches the reference ops", "[opencl][kernels]") {
     for (int r = 0; r < rows; ++r)
       for (int e = 0; e < E; ++e) {
         const float want_z = 2 * x.at(r, e) + b.data[e];
-        CHECK(std::fabs(z.at(r, e) - want_z) <=
-              kU32 * (std::fabs(x.at(r, e) + b.data[e]) + 2 * std::fabs(want_z)));
+        CHECK(std::fabs(z.at(r, e) - want_z) <= kU32 * (std::fabs(x.at(r, e) + b.data[e]) + 2 * std::fabs(want_z)));
       }
     for (const Activation act : {Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {
       rt->upload(bx, x.ptr(), x.data.size() * 4);
@@ -207,8 +206,8 @@ TEST_CASE("opencl falls back to cpu and says why", "[opencl][fallback]") {
 TEST_CASE("opencl runs on the cpu backend, and says so, what its kernels do not cover", "[opencl][fallback]") {
   // attnlab's own folders can ask for SiLU and rotary positions (config.json's names); the device
   // has no kernel for either: those passes run on cpu, equal to it, with the reason in a warning
-  for (const auto& [act, pos] : {std::pair{Activation::Silu, Positional::Sinusoidal},
-                                 std::pair{Activation::Gelu, Positional::Rotary}}) {
+  for (const auto& [act, pos] :
+       {std::pair{Activation::Silu, Positional::Sinusoidal}, std::pair{Activation::Gelu, Positional::Rotary}}) {
     ModelConfig c = small_config(16, 2, 2, 24, 16);
     c.activation = act, c.positional = pos;
     CAPTURE(to_string(act), to_string(pos));

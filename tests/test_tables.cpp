@@ -11,8 +11,8 @@ using namespace attnlab;
 using namespace attnlab::test;
 
 TEST_CASE("config enum names: every value written is read back, unknown names list the choices", "[tables]") {
-  for (Positional v : {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative,
-                       Positional::Rotary})
+  for (Positional v :
+       {Positional::None, Positional::Sinusoidal, Positional::Learned, Positional::Relative, Positional::Rotary})
     CHECK(parse_positional(to_string(v)) == v);
   for (Activation v : {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu})
     CHECK(parse_activation(to_string(v)) == v);
@@ -42,7 +42,8 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
     CHECK(&method_row(rows[k].id) == &rows[k]);
     if (rows[k].cli) CHECK(find_method(rows[k].name).id == rows[k].id);
     if (rows[k].page_index >= 0) CHECK(find_method(rows[k].name, true).page_index == rows[k].page_index);
-    for (const char* alias : rows[k].aliases) CHECK(find_method(alias, rows[k].page_index >= 0 && !rows[k].cli).id == rows[k].id);
+    for (const char* alias : rows[k].aliases)
+      CHECK(find_method(alias, rows[k].page_index >= 0 && !rows[k].cli).id == rows[k].id);
   }
   // the app's names on the CLI and the CLI's in the app
   CHECK(find_method("relevance").id == MethodId::GradAttention);

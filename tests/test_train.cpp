@@ -127,7 +127,8 @@ LnGradBound ln_backward_bound(const Tensor& ha, const Tensor& ra, const Tensor& 
       const double dh = static_cast<double>(dy.at(n, e)) * g.data[static_cast<size_t>(e)], xh = ha.at(n, e);
       const double dxh = std::fabs(static_cast<double>(hb.at(n, e)) - xh), dx = std::fabs(dxa.at(n, e));
       const double local = r * (u * std::fabs(dh) + m1e * a1 + std::fabs(xh) * m2e * a2 +
-                                4 * u * (std::fabs(dh) + std::fabs(m1) + std::fabs(xh * m2))) + u * dx;
+                                4 * u * (std::fabs(dh) + std::fabs(m1) + std::fabs(xh * m2))) +
+                           u * dx;
       const double move = dr * dx + r * (dxh * std::fabs(m2) + std::fabs(xh) * mv);
       out.dx = std::max(out.dx, local + move);
     }
@@ -595,7 +596,8 @@ TEST_CASE("cpu training step matches the reference step", "[train][cpu]") {
   }
 }
 
-TEST_CASE("activation checkpointing: the same loss and bit-identical gradients, dropout included", "[train][checkpoint]") {
+TEST_CASE("activation checkpointing: the same loss and bit-identical gradients, dropout included",
+          "[train][checkpoint]") {
   for (const NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre})
     for (const char* backend : {"reference", "cpu"}) {
       Model m = tiny_model(norm, Activation::Gelu, Positional::Relative, Pooling::MaskedMean, 5);
@@ -749,14 +751,16 @@ TEST_CASE("bf16 training: backward products against a plain reference on bf16-ro
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < in; ++k) {
         double s = 0, mag = 0;
-        for (int o = 0; o < out; ++o) s += round(dy.at(n, o)) * round(W.at(o, k)), mag += std::fabs(round(dy.at(n, o)) * round(W.at(o, k)));
+        for (int o = 0; o < out; ++o)
+          s += round(dy.at(n, o)) * round(W.at(o, k)), mag += std::fabs(round(dy.at(n, o)) * round(W.at(o, k)));
         // mag > 0 here (random inputs); 1e-6 only keeps a 0 / 0 out of an all-zero row
         worst = std::max(worst, std::fabs(dx.at(n, k) - s) / (mag + 1e-6));
       }
     for (int o = 0; o < out; ++o)
       for (int k = 0; k < in; ++k) {
         double s = dW0.at(o, k), mag = std::fabs(s);
-        for (int n = 0; n < N; ++n) s += round(dy.at(n, o)) * round(x.at(n, k)), mag += std::fabs(round(dy.at(n, o)) * round(x.at(n, k)));
+        for (int n = 0; n < N; ++n)
+          s += round(dy.at(n, o)) * round(x.at(n, k)), mag += std::fabs(round(dy.at(n, o)) * round(x.at(n, k)));
         worst = std::max(worst, std::fabs(dW.at(o, k) - s) / (mag + 1e-6));  // accumulated onto what was there
       }
     // bf16 products are exact in fp32: only the fp32 sums round, in any order: dx sums out terms,

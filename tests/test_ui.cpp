@@ -48,7 +48,6 @@
 using namespace attnlab;
 using namespace attnlab::test;
 
-
 TEST_CASE("typing updates the tokens and every head's heatmap", "[ui]") {
   MainWindow w;
   w.useModel(test_model(), "test");
@@ -216,7 +215,7 @@ TEST_CASE("a long input's export is max-pooled per axis as on screen, and says s
   REQUIRE(s.open(QIODevice::ReadOnly));
   const QByteArray doc = s.readAll();
   CHECK(doc.contains("max of 3 per cell"));  // 600 queries -> ceil(600 / 256) = 3
-  CHECK_FALSE(doc.contains("key (max of"));   // 4 keys: not pooled
+  CHECK_FALSE(doc.contains("key (max of"));  // 4 keys: not pooled
 }
 
 TEST_CASE("a broken model folder shows a message and keeps the current model", "[ui][errors]") {
@@ -314,9 +313,11 @@ TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns 
   auto backend = make_backend("cpu");
   const Model& m = *t->trainedModel();
   int right = 0;
-  for (const auto& [text, label] : std::vector<std::pair<std::string, std::string>>{
-           {"the film was good", "positive"}, {"the film was not good", "negative"},
-           {"the food was bad", "negative"}, {"the food was not bad", "positive"}}) {
+  for (const auto& [text, label] :
+       std::vector<std::pair<std::string, std::string>>{{"the film was good", "positive"},
+                                                        {"the film was not good", "negative"},
+                                                        {"the food was bad", "negative"},
+                                                        {"the food was not bad", "positive"}}) {
     ForwardRequest req;
     req.ids = prepare_text(m, text).ids;
     right += m.label(run_forward(m, *backend, req).predicted) == label;
@@ -838,8 +839,7 @@ TEST_CASE("token labels never overlap and every head of the grid shows the same 
         // 4 keys: each labelled, whatever the queries need (while the grid is not pooled)
         if (cross && n <= 60 && size.width() == 1600) CHECK(first_x.size() == cross);
         // the axis title says labels are thinned; a small cell says it in its tooltip instead
-        if (n == 2048)
-          CHECK((e->headView(0)->plot()->yAxis->label() + e->headView(0)->toolTip()).contains("every"));
+        if (n == 2048) CHECK((e->headView(0)->plot()->yAxis->label() + e->headView(0)->toolTip()).contains("every"));
       }
 }
 

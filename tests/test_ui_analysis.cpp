@@ -148,7 +148,8 @@ TEST_CASE("beyond attention: each map is the engine's, follows the layer and abl
     double worst = 0;
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j)
-        worst = std::max(worst, static_cast<double>(std::fabs(shown(i, j) - want.data[offset + static_cast<size_t>(i * T + j)])));
+        worst = std::max(
+            worst, static_cast<double>(std::fabs(shown(i, j) - want.data[offset + static_cast<size_t>(i * T + j)])));
     return worst;
   };
   // Each map is the engine's function run again on the same inputs: the same floats (small passes
@@ -165,7 +166,7 @@ TEST_CASE("beyond attention: each map is the engine's, follows the layer and abl
   m->setMethod(MethodsView::Relevance);
   m->wait();
   Tensor R = grad_attention(*e->model(), req, -1);
-  const double relevance_tol = chained(R);  // R with its identity: the products' terms
+  const double relevance_tol = chained(R);         // R with its identity: the products' terms
   for (int i = 0; i < T; ++i) R.at(i, i) -= 1.0f;  // shown without the identity
   CHECK(same(R, 0) <= relevance_tol);
   CHECK(m->statusText().contains("Chefer"));
@@ -258,7 +259,8 @@ TEST_CASE("pattern badges: a head whose pattern dominates is labelled in the gri
   CHECK(found);
 }
 
-TEST_CASE("token selection: the selected tokens' rows (or columns) summed or averaged for every head", "[ui][analysis]") {
+TEST_CASE("token selection: the selected tokens' rows (or columns) summed or averaged for every head",
+          "[ui][analysis]") {
   OpenWindow o("abcdefg");
   ExploreView* e = o.e;
   auto* strip = e->findChild<QListView*>();
@@ -385,7 +387,8 @@ TEST_CASE("compare: A - B for another text or another model, diverging around 0,
   CHECK(m->view()->data().empty());
 }
 
-TEST_CASE("heads show value-weighted attention: every head's map is the engine's norm-based attention", "[ui][analysis]") {
+TEST_CASE("heads show value-weighted attention: every head's map is the engine's norm-based attention",
+          "[ui][analysis]") {
   OpenWindow o("abcdefg", QStringList{"causal"});
   ExploreView* e = o.e;
   e->setHeadWeighting("value-weighted");
@@ -405,7 +408,8 @@ TEST_CASE("heads show value-weighted attention: every head's map is the engine's
     double worst = 0;
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j)
-        worst = std::max(worst, static_cast<double>(std::fabs(d.value(i, j) - vn.data[((static_cast<size_t>(1) * H + h) * T + i) * T + j])));
+        worst = std::max(worst, static_cast<double>(std::fabs(
+                                    d.value(i, j) - vn.data[((static_cast<size_t>(1) * H + h) * T + i) * T + j])));
     CHECK(worst <= tol);
     CHECK(d.is_blocked(0, 1));  // the causal mask still shows as blocked
   }

@@ -192,7 +192,8 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
   CHECK(e->predictionText().contains("Next token after"));
   // the listed tokens are the model's top 10 at the last position, best first
   const auto top = top_next_tokens(lm, e->result()->hidden, T - 1, 10);
-  CHECK(e->predictionText().contains(QString::fromStdString(lm.tokenizer->readable_token(top[0].first)).toHtmlEscaped()));
+  CHECK(
+      e->predictionText().contains(QString::fromStdString(lm.tokenizer->readable_token(top[0].first)).toHtmlEscaped()));
   e->setNextTokenPosition(1);
   CHECK(e->predictionText().contains("(position 1)"));
   bool masks_note = false;  // its own causal mask is no experiment
@@ -271,8 +272,11 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
     CHECK(e->result()->is_cross() == !s.cross.isEmpty());
     QTabWidget* pages = e->tabs();
     const QString shown = pages->tabText(pages->currentIndex()).toLower();
-    const QString want = s.page == "heads" ? "heads" : s.page == "head" ? "head" : s.page == "layers" ? "all layers"
-                         : s.page == "mask" ? "mask editor" : s.page;
+    const QString want = s.page == "heads"    ? "heads"
+                         : s.page == "head"   ? "head"
+                         : s.page == "layers" ? "all layers"
+                         : s.page == "mask"   ? "mask editor"
+                                              : s.page;
     CHECK(shown == want);
   }
   CHECK_FALSE(show_tour_step(w, static_cast<int>(steps.size())));

@@ -206,8 +206,7 @@ inline AttnGradBound attention_backward_bound(const AttnArgs& s, const Tensor& Q
       }
     }
   AttnGradBound out;
-  for (size_t k = 0; k < qa.size(); ++k)
-    out.dq = std::max(out.dq, qe[k] + sum_bound_best(s.rel ? 2.0 * T : T, qa[k]));
+  for (size_t k = 0; k < qa.size(); ++k) out.dq = std::max(out.dq, qe[k] + sum_bound_best(s.rel ? 2.0 * T : T, qa[k]));
   for (size_t k = 0; k < ka.size(); ++k) {
     out.dk = std::max(out.dk, ke[k] + sum_bound_best(static_cast<double>(G) * T, ka[k]));
     out.dv = std::max(out.dv, ve[k] + sum_bound_best(static_cast<double>(G) * T, va[k]));

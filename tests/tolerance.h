@@ -18,13 +18,17 @@ inline constexpr double kUBf16 = 0x1p-8;
 // gamma_K = K u / (1 - K u): a float32 sum of K terms, in any order, errs by at most gamma_K times
 // the sum of the terms' magnitudes (Higham, Accuracy and Stability of Numerical Algorithms,
 // 2nd ed., eq. 3.5; a dot product adds one rounding per product, hence K + 1).
-inline double gamma32(double K) { return K * kU32 / (1.0 - K * kU32); }
+inline double gamma32(double K) {
+  return K * kU32 / (1.0 - K * kU32);
+}
 
 // |a - b| for two float32 evaluations of one sum of K terms whose magnitudes add up to
 // `abs_sum` (for a dot product, sum_k |x_k y_k|), in any two orders (blocked, vectorised, with
 // or without FMA): each errs by at most gamma_{K+1} abs_sum, so they differ by at most twice
 // that. Rigorous, on any CPU.
-inline double sum_bound(double K, double abs_sum) { return 2.0 * gamma32(K + 1) * abs_sum; }
+inline double sum_bound(double K, double abs_sum) {
+  return 2.0 * gamma32(K + 1) * abs_sum;
+}
 
 // The same, probabilistically: independent roundings add like a random walk, so with
 // probability at least 1 - 2 exp(-lambda^2 / 2) each evaluation errs by at most

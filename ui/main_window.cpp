@@ -108,7 +108,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   for (const auto& [label, which] : {std::pair<QString, QString>{"Head importance as CSV or .npy...", "importance"},
                                      {"Logit lens as CSV or .npy...", "lens"}}) {
     exp->addAction(label, this, [this, which] {
-      const QString f = QFileDialog::getSaveFileName(this, "Export", which + ".csv", "CSV (*.csv);;NumPy array (*.npy)");
+      const QString f =
+          QFileDialog::getSaveFileName(this, "Export", which + ".csv", "CSV (*.csv);;NumPy array (*.npy)");
       if (f.isEmpty()) return;
       try {
         explore_->exportTable(which, f);
@@ -206,9 +207,8 @@ void MainWindow::showTour() {
                         .arg(s.title.toHtmlEscaped(), s.source.toHtmlEscaped(), s.text, tour_articles_note()));
       show_tour_step(*this, row, shipped_models_);
     });
-    connect(next, &QPushButton::clicked, list, [list] {
-      list->setCurrentRow(std::min(list->currentRow() + 1, list->count() - 1));
-    });
+    connect(next, &QPushButton::clicked, list,
+            [list] { list->setCurrentRow(std::min(list->currentRow() + 1, list->count() - 1)); });
     dlg->resize(640, 320);
     list->setCurrentRow(0);
   }
@@ -238,11 +238,12 @@ QString MainWindow::aboutText() const {
   for (const auto& b : backend_names())
     backends += QString("<br>&nbsp;&nbsp;%1: %2")
                     .arg(QString::fromStdString(b), QString::fromStdString(backend_description(b)).toHtmlEscaped());
-  return QString("<h3>attnlab %1</h3>"
-                 "<p>See how transformer attention works: every head, every mask, any model it opens, "
-                 "live as you type; train and fine-tune in the app.</p>"
-                 "<p>Qt %2 (built with %3), Eigen %4%7<br>Backends:%5</p>"
-                 "<p>Model: %6</p>")
+  return QString(
+             "<h3>attnlab %1</h3>"
+             "<p>See how transformer attention works: every head, every mask, any model it opens, "
+             "live as you type; train and fine-tune in the app.</p>"
+             "<p>Qt %2 (built with %3), Eigen %4%7<br>Backends:%5</p>"
+             "<p>Model: %6</p>")
       .arg(ATTNLAB_VERSION, qVersion(), QT_VERSION_STR, QString::fromStdString(eigen_version()), backends,
            explore_->model() ? QString::fromStdString(explore_->model()->summary()).toHtmlEscaped() : QString("none"),
            onednn_version().empty() ? QString() : ", oneDNN " + QString::fromStdString(onednn_version()));

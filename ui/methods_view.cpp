@@ -42,7 +42,8 @@ QString describe(int method, const QString& note) {
     case MethodsView::ValueNorm:
       return "<b>Value-weighted attention</b> (Kobayashi et al. 2020): a<sub>ij</sub> &middot; ||f(x<sub>j</sub>)||, "
              "the attention weight times the size of what key j sends through the head's value and output "
-             "projections. Large weights on small vectors (often special tokens and punctuation) shrink; the scale is a length in the model's hidden space, so rows do not sum to 1.";
+             "projections. Large weights on small vectors (often special tokens and punctuation) shrink; the scale is "
+             "a length in the model's hidden space, so rows do not sum to 1.";
     case MethodsView::MeanHeads:
       return "<b>Attention averaged over the heads</b> of this layer.";
     case MethodsView::Compare:
@@ -66,10 +67,10 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   auto* bar = new QHBoxLayout;
   method_box_ = new QComboBox(this);
   method_box_->setObjectName("methodBox");
-  method_box_->addItems({"Rollout (all layers)", "Relevance for the prediction (gradients)", "Value-weighted (this layer)",
-                         "Mean over heads (this layer)", "Mean over all layers and heads",
-                         "Selected tokens as queries (every head)", "Selected tokens as keys (every head)",
-                         "Compare: A minus B (another text or model)"});
+  method_box_->addItems({"Rollout (all layers)", "Relevance for the prediction (gradients)",
+                         "Value-weighted (this layer)", "Mean over heads (this layer)",
+                         "Mean over all layers and heads", "Selected tokens as queries (every head)",
+                         "Selected tokens as keys (every head)", "Compare: A minus B (another text or model)"});
   method_box_->setToolTip("What to show instead of one head's raw attention");
   head_box_ = new QComboBox(this);
   head_box_->setObjectName("methodHead");
@@ -84,8 +85,9 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
   compare_text_->setPlaceholderText("B: another text with the same number of tokens");
   compare_text_->setToolTip("Compare this input (A) with another text (B) on the same model: A - B, per head");
   compare_model_button_ = new QPushButton("B: another model...", this);
-  compare_model_button_->setToolTip("Compare with the same text on another model folder (a checkpoint, a fine-tuned "
-                                    "copy) with as many layers and heads");
+  compare_model_button_->setToolTip(
+      "Compare with the same text on another model folder (a checkpoint, a fine-tuned "
+      "copy) with as many layers and heads");
   compare_text_->setVisible(false);
   compare_model_button_->setVisible(false);
   bar->addWidget(new QLabel("show:", this));
@@ -116,9 +118,8 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
     if (isVisible()) start();
   });
   connect(agg_box_, &QComboBox::currentIndexChanged, this, [this] { showSelection(); });
-  connect(compare_text_, &QLineEdit::editingFinished, this, [this] {
-    setCompare(compare_text_->text(), compare_model_, compare_model_name_);
-  });
+  connect(compare_text_, &QLineEdit::editingFinished, this,
+          [this] { setCompare(compare_text_->text(), compare_model_, compare_model_name_); });
   connect(compare_model_button_, &QPushButton::clicked, this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, "Model folder to compare with (B)");
     if (dir.isEmpty()) return;
@@ -127,7 +128,8 @@ MethodsView::MethodsView(QWidget* parent) : QWidget(parent) {
       compare_text_->clear();
       setCompare(QString(), std::move(m), QFileInfo(dir).fileName());
     } catch (const std::exception& e) {
-      status_->setText("<b>Cannot open " + dir.toHtmlEscaped() + ":</b> " + QString::fromUtf8(e.what()).toHtmlEscaped());
+      status_->setText("<b>Cannot open " + dir.toHtmlEscaped() + ":</b> " +
+                       QString::fromUtf8(e.what()).toHtmlEscaped());
     }
   });
   connect(head_box_, &QComboBox::currentIndexChanged, this, [this] { show(); });
@@ -193,15 +195,18 @@ void MethodsView::setSelection(std::vector<int> tokens) {
   if (selectionMethod()) showSelection();
 }
 
-void MethodsView::setAverage(bool mean) { agg_box_->setCurrentIndex(mean ? 1 : 0); }
+void MethodsView::setAverage(bool mean) {
+  agg_box_->setCurrentIndex(mean ? 1 : 0);
+}
 
 void MethodsView::showSelection() {
   shown_.reset();
   const bool queries = method() == SelectedQueries;
   if (!result_ || result_->is_cross() || result_->attention.empty()) {
     view_->setData({});
-    status_->setText(describe(method(), {}) + "<br>Self-attention only: type some text (cross mode has no token strip "
-                                             "selection).");
+    status_->setText(describe(method(), {}) +
+                     "<br>Self-attention only: type some text (cross mode has no token strip "
+                     "selection).");
     return;
   }
   const int layer = std::clamp(layer_, 0, static_cast<int>(result_->attention.size()) - 1);
@@ -242,7 +247,8 @@ void MethodsView::showSelection() {
     for (int t : sel)
       for (int k = 0; k < T; ++k) {
         // queries: row t of head h; keys: column t
-        const float p = queries ? P.data[(static_cast<size_t>(h) * T + t) * T + k] : P.data[(static_cast<size_t>(h) * T + k) * T + t];
+        const float p = queries ? P.data[(static_cast<size_t>(h) * T + t) * T + k]
+                                : P.data[(static_cast<size_t>(h) * T + k) * T + t];
         values[static_cast<size_t>(h) * T + k] += mean ? p / static_cast<float>(sel.size()) : p;
       }
   QStringList heads, tokens, chosen;
@@ -272,9 +278,9 @@ void MethodsView::showSelection() {
   d.col_axis = queries ? "keys" : "queries";
   d.title = title;
   view_->setData(std::move(d));
-  status_->setText(describe(method(), {}) +
-                   QString(" Rows: heads; columns: %1.").arg(queries ? "the keys they look at" : "the queries that look") +
-                   kCaveat);
+  status_->setText(
+      describe(method(), {}) +
+      QString(" Rows: heads; columns: %1.").arg(queries ? "the keys they look at" : "the queries that look") + kCaveat);
 }
 
 MethodId page_method_id(int page_index) {
@@ -283,16 +289,22 @@ MethodId page_method_id(int page_index) {
   throw Error("internal: no analysis method at page index " + std::to_string(page_index));
 }
 
-void MethodsView::setMethod(Method m) { method_box_->setCurrentIndex(m); }
+void MethodsView::setMethod(Method m) {
+  method_box_->setCurrentIndex(m);
+}
 
-MethodsView::Method MethodsView::method() const { return static_cast<Method>(method_box_->currentIndex()); }
+MethodsView::Method MethodsView::method() const {
+  return static_cast<Method>(method_box_->currentIndex());
+}
 
 void MethodsView::setGradient(const QString& name) {
   colormap_ = name;
   view_->setGradient(name);
 }
 
-QString MethodsView::statusText() const { return status_->text(); }
+QString MethodsView::statusText() const {
+  return status_->text();
+}
 
 void MethodsView::showEvent(QShowEvent* e) {
   QWidget::showEvent(e);
@@ -334,8 +346,8 @@ void MethodsView::start() {
           for (int64_t i = 0; i < R.dim(0); ++i) R.at(i, i) -= 1.0f;  // the identity says nothing
           out.maps = std::move(R);
           out.note = model->config.num_classes > 0
-                     ? QString("the logit of \"%1\"").arg(QString::fromStdString(model->label(target)))
-                     : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
+                         ? QString("the logit of \"%1\"").arg(QString::fromStdString(model->label(target)))
+                         : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
         } else if (m == Compare) {
           ForwardRequest a = req;
           a.keep_layers.clear();
@@ -351,8 +363,9 @@ void MethodsView::start() {
             out.note = QString("B, the same text on the model %1").arg(other_name);
             if (mb.config.num_layers != model->config.num_layers || mb.config.num_heads != model->config.num_heads)
               throw Error("B's model has " + std::to_string(mb.config.num_layers) + " layers x " +
-                          std::to_string(mb.config.num_heads) + " heads, A's " + std::to_string(model->config.num_layers) +
-                          " x " + std::to_string(model->config.num_heads) + ": a difference map needs the same shape");
+                          std::to_string(mb.config.num_heads) + " heads, A's " +
+                          std::to_string(model->config.num_layers) + " x " + std::to_string(model->config.num_heads) +
+                          ": a difference map needs the same shape");
           } else {
             throw Error("choose B above: another text with the same number of tokens, or another model folder");
           }
@@ -398,16 +411,20 @@ void MethodsView::start() {
 QString MethodsView::title() const {
   const int head = head_box_->currentIndex() - 1;
   switch (maps_method_) {
-    case Rollout: return "Attention rollout (all layers)";
-    case Relevance: return "Relevance for " + maps_note_;
+    case Rollout:
+      return "Attention rollout (all layers)";
+    case Relevance:
+      return "Relevance for " + maps_note_;
     case ValueNorm:
       return head < 0 ? QString("Layer %1, value-weighted, mean of heads").arg(layer_)
                       : QString("Layer %1, head %2, value-weighted").arg(layer_).arg(head);
     case Compare:
       return head < 0 ? QString("Layer %1, mean of heads: A - B").arg(layer_)
                       : QString("Layer %1, head %2: A - B").arg(layer_).arg(head);
-    case MeanHeads: return QString("Layer %1, mean of heads").arg(layer_);
-    default: return "Mean of every layer and head";
+    case MeanHeads:
+      return QString("Layer %1, mean of heads").arg(layer_);
+    default:
+      return "Mean of every layer and head";
   }
 }
 
@@ -433,7 +450,8 @@ QString MethodsView::readoutSummary() const {
   }
   std::vector<int> order(rel.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rel[static_cast<size_t>(a)] > rel[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return rel[static_cast<size_t>(a)] > rel[static_cast<size_t>(b)]; });
   QStringList top;
   for (size_t k = 0; k < order.size() && k < 5; ++k) {
     const int j = order[k];
@@ -490,7 +508,8 @@ void MethodsView::show() {
   const Tensor& drawn = result->attention.front();
   const int R = static_cast<int>(drawn.dim(1));
   std::vector<uint8_t> drawn_blocked = result->mask.blocked.empty() ? std::vector<uint8_t>() : result->mask.blocked;
-  HeatmapData d = owned_heatmap(std::vector<float>(drawn.data.begin(), drawn.data.end()), std::move(drawn_blocked), R, R, 1024);
+  HeatmapData d =
+      owned_heatmap(std::vector<float>(drawn.data.begin(), drawn.data.end()), std::move(drawn_blocked), R, R, 1024);
   QStringList labels;
   for (const auto& t : result->tokens) labels << QString::fromStdString(t);
   d.row_labels = labels;

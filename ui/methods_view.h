@@ -74,7 +74,7 @@ class MethodsView : public QWidget {
   void start();  // computes the current method's maps in the background
   bool selectionMethod() const { return method() == SelectedQueries || method() == SelectedKeys; }
   void showSelection();  // the selection maps, from the shown result
-  void show();   // draws the slice of the cached maps for the layer and head chosen
+  void show();           // draws the slice of the cached maps for the layer and head chosen
   QString title() const;
   QString readoutSummary() const;  // relevance: the tokens the prediction rests on
 

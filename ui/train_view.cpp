@@ -142,8 +142,9 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   start_from_ = new QComboBox(model_box);
   start_from_->setObjectName("startFrom");
   start_from_->addItem("a new model (the form below)");
-  start_from_->setToolTip("Train a new model from the form, or fine-tune the model open in Explore: its encoder "
-                          "and tokenizer, a new classifier on the pooled output");
+  start_from_->setToolTip(
+      "Train a new model from the form, or fine-tune the model open in Explore: its encoder "
+      "and tokenizer, a new classifier on the pooled output");
   mf->addRow("start from", start_from_);
   freeze_ = new QCheckBox("freeze the encoder (train the classifier only)", model_box);
   freeze_->setObjectName("freezeEncoder");
@@ -181,11 +182,13 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
       {dim_, "Model dimension d (embedding and hidden size)"},
       {ff_, "Feed-forward hidden size (0: attention only)"},
       {max_len_, "Longest input in tokens; longer rows are truncated"},
-      {positional_, "Position information: none, sinusoidal (Vaswani et al.), learned table, or relative (Shaw et al.)"},
+      {positional_,
+       "Position information: none, sinusoidal (Vaswani et al.), learned table, or relative (Shaw et al.)"},
       {norm_, "LayerNorm after each residual (post, the articles') or before each sub-layer (pre)"},
       {activation_, "Feed-forward activation"},
       {tokenizer_, "Split text into words or characters (a new vocabulary is built from the data)"},
-      {pooling_, "How token states become one vector for the classifier: mean over real tokens, mean over all, or [CLS]"},
+      {pooling_,
+       "How token states become one vector for the classifier: mean over real tokens, mean over all, or [CLS]"},
       {dropout_, "Dropout on attention probabilities and residual branches while training"},
       {lr_, "AdamW learning rate"},
       {batch_, "Rows per optimisation step"},
@@ -193,8 +196,9 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
       {weight_decay_, "AdamW weight decay (decoupled)"},
       {clip_, "Gradient-norm clipping (0: off)"},
       {seed_, "Random seed: the same seed, data and thread count give the same run"},
-      {precision_, "Matrix products in fp32, or in bf16 with fp32 accumulation and fp32 master weights (mixed "
-                   "precision on the CPU; needs oneDNN, fast with AVX512-BF16 or AMX)"},
+      {precision_,
+       "Matrix products in fp32, or in bf16 with fp32 accumulation and fp32 master weights (mixed "
+       "precision on the CPU; needs oneDNN, fast with AVX512-BF16 or AMX)"},
       {data_choice_, "A dataset shipped with attnlab, or your own TSV / CSV file (text and label columns)"},
       {text_col_, "The column that holds the text"},
       {label_col_, "The column that holds the label"}};
@@ -288,7 +292,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   timeline_ = new QSlider(Qt::Horizontal, heads_box);
   timeline_->setRange(0, 0);
   timeline_label_ = new QLabel("no snapshots yet", heads_box);
-  probe_->setToolTip("A sentence whose attention is drawn as the model trains (article 000: watch \"not\" find \"good\")");
+  probe_->setToolTip(
+      "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" find \"good\")");
   probe_layer_->setToolTip("The layer whose heads the live view shows");
   timeline_->setToolTip("Step back through the snapshots taken during training");
   hbar->addWidget(new QLabel("probe", heads_box));
@@ -383,7 +388,8 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   // The settings column is as wide as its widest row (no horizontal scroll bar); it scrolls
   // vertically on a short screen.
   left_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  left_scroll->setMinimumWidth(left->minimumSizeHint().width() + left_scroll->verticalScrollBar()->sizeHint().width() + 4);
+  left_scroll->setMinimumWidth(left->minimumSizeHint().width() + left_scroll->verticalScrollBar()->sizeHint().width() +
+                               4);
 }
 
 // Closing while training stops it cleanly: the controller stops the run and waits for it.

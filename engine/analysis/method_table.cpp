@@ -9,8 +9,14 @@ const std::vector<MethodRow>& method_table() {
   static const std::vector<MethodRow> rows = {
       {MethodId::Rollout, "rollout", {}, "[T, T]", "rollout", false, true, 0},
       {MethodId::GradAttention, "grad-attention", {"relevance"}, "[T, T]", "relevance", true, true, 1},
-      {MethodId::ValueNorm, "value-norm", {"value-weighted", "norm-based"}, "[L, H, T, T]",
-       "norm-weighted attention", false, true, 2},
+      {MethodId::ValueNorm,
+       "value-norm",
+       {"value-weighted", "norm-based"},
+       "[L, H, T, T]",
+       "norm-weighted attention",
+       false,
+       true,
+       2},
       {MethodId::MeanHeads, "mean-heads", {}, "[L, T, T]", "mean probability", false, true, 3},
       {MethodId::MeanLayers, "mean-layers", {}, "[T, T]", "mean probability", false, true, 4},
       {MethodId::HeadImportance, "head-importance", {"importance"}, "[L, H]", "probability drop", true, true, -1},
@@ -52,7 +58,8 @@ std::string method_names(bool for_page) {
   for (const auto& r : method_table())
     if (for_page ? r.page_index >= 0 : r.cli) shown.push_back(&r);
   if (for_page)
-    std::sort(shown.begin(), shown.end(), [](const MethodRow* a, const MethodRow* b) { return a->page_index < b->page_index; });
+    std::sort(shown.begin(), shown.end(),
+              [](const MethodRow* a, const MethodRow* b) { return a->page_index < b->page_index; });
   std::string out;
   for (const MethodRow* r : shown) out += (out.empty() ? "" : ", ") + std::string(r->name);
   return out;
@@ -76,8 +83,8 @@ const MethodRow& find_method(const std::string& name, bool for_page) {
   throw Error("expected one of " + names + ", got \"" + name + "\"");
 }
 
-Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, const ForwardRequest& request,
-                          int target, int* used) {
+Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, const ForwardRequest& request, int target,
+                          int* used) {
   switch (id) {
     case MethodId::Rollout:
       return attention_rollout(model, backend, request);

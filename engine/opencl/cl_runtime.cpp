@@ -15,24 +15,31 @@
 namespace attnlab::cl {
 
 const char* error_name(cl_int code) {
-  switch (code) {
-#define CASE(c) \
-  case c:       \
-    return #c;
-    CASE(CL_DEVICE_NOT_FOUND)
-    CASE(CL_DEVICE_NOT_AVAILABLE)
-    CASE(CL_COMPILER_NOT_AVAILABLE)
-    CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
-    CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY) CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_INVALID_VALUE)
-        CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT) CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_MEM_OBJECT)
-            CASE(CL_INVALID_PROGRAM) CASE(CL_INVALID_KERNEL_NAME) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
-                CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE) CASE(CL_INVALID_KERNEL_ARGS)
-                    CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE) CASE(CL_INVALID_WORK_ITEM_SIZE)
-                        CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_BUFFER_SIZE) CASE(CL_INVALID_PLATFORM)
-                            CASE(CL_PLATFORM_NOT_FOUND_KHR)
-#undef CASE
-                                default : return "unknown OpenCL error";
-  }
+  // the codes' names, each written once (ROW makes the string from the name)
+#define ROW(c) \
+  { c, #c }
+  static const struct {
+    cl_int code;
+    const char* name;
+  } kNames[] = {
+      ROW(CL_DEVICE_NOT_FOUND),        ROW(CL_DEVICE_NOT_AVAILABLE),
+      ROW(CL_COMPILER_NOT_AVAILABLE),  ROW(CL_MEM_OBJECT_ALLOCATION_FAILURE),
+      ROW(CL_OUT_OF_RESOURCES),        ROW(CL_OUT_OF_HOST_MEMORY),
+      ROW(CL_BUILD_PROGRAM_FAILURE),   ROW(CL_INVALID_VALUE),
+      ROW(CL_INVALID_DEVICE),          ROW(CL_INVALID_CONTEXT),
+      ROW(CL_INVALID_COMMAND_QUEUE),   ROW(CL_INVALID_MEM_OBJECT),
+      ROW(CL_INVALID_PROGRAM),         ROW(CL_INVALID_KERNEL_NAME),
+      ROW(CL_INVALID_KERNEL),          ROW(CL_INVALID_ARG_INDEX),
+      ROW(CL_INVALID_ARG_VALUE),       ROW(CL_INVALID_ARG_SIZE),
+      ROW(CL_INVALID_KERNEL_ARGS),     ROW(CL_INVALID_WORK_DIMENSION),
+      ROW(CL_INVALID_WORK_GROUP_SIZE), ROW(CL_INVALID_WORK_ITEM_SIZE),
+      ROW(CL_INVALID_GLOBAL_OFFSET),   ROW(CL_INVALID_BUFFER_SIZE),
+      ROW(CL_INVALID_PLATFORM),        ROW(CL_PLATFORM_NOT_FOUND_KHR),
+  };
+#undef ROW
+  for (const auto& n : kNames)
+    if (n.code == code) return n.name;
+  return "unknown OpenCL error";
 }
 
 void check(cl_int code, const char* what) {

@@ -95,7 +95,8 @@ class OpenClBackend final : public Backend {
   }
 
   Tensor cross_attention(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
-    if (!fallback_ && !device_runs(m.config)) return host("this model's decoder layers")->cross_attention(m, layer, xa, xb, mask);
+    if (!fallback_ && !device_runs(m.config))
+      return host("this model's decoder layers")->cross_attention(m, layer, xa, xb, mask);
     if (!fallback_) {
       try {
         return cross_cl(m, layer, xa, xb, mask);
@@ -113,12 +114,12 @@ class OpenClBackend final : public Backend {
   // stack add (grouped-query heads, missing biases, another score scale, an RMS final norm).
   // Models that need more run on the cpu backend, per model, said in notice().
   static bool device_runs(const ModelConfig& c) {
-    static constexpr OpKind kDeviceOps[] = {OpKind::Linear, OpKind::LayerNorm, OpKind::Activation,
-                                            OpKind::Attention, OpKind::Add, OpKind::Dropout};
+    static constexpr OpKind kDeviceOps[] = {OpKind::Linear,    OpKind::LayerNorm, OpKind::Activation,
+                                            OpKind::Attention, OpKind::Add,       OpKind::Dropout};
     for (const Step& s : make_layer_plan(c).steps)
       if (std::find(std::begin(kDeviceOps), std::end(kDeviceOps), s.op) == std::end(kDeviceOps)) return false;
-    const bool activation_kernel = c.activation == Activation::Relu || c.activation == Activation::Gelu ||
-                                   c.activation == Activation::GeluTanh;
+    const bool activation_kernel =
+        c.activation == Activation::Relu || c.activation == Activation::Gelu || c.activation == Activation::GeluTanh;
     return activation_kernel && c.norm_kind == NormKind::LayerNorm && c.kv_heads() == c.num_heads && c.qkv_bias &&
            c.out_bias && c.ff_bias && c.attn_scale == 0.0f;
   }
