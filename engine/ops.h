@@ -80,6 +80,18 @@ class Ops {
   // dh = da * act'(h), in place on da.
   virtual void activation_backward(const Tensor& h, Activation act, Tensor& da) = 0;
 
+  // Llama's RMSNorm per row of x (N, E): y = g * x * r, r = 1 / sqrt(mean(x^2) + eps).
+  virtual void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y) = 0;
+  // dx = r (g dy) - x r^3 mean(g dy x) (overwritten), dg += dy x r (skipped when dg is empty).
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx,
+                                 Tensor& dg) = 0;
+  // Hugging Face's apply_rotary_pos_emb on x (N, heads * D) in place: x cos + rotate_half(x) sin per
+  // head, rotate_half(x) = cat(-x2, x1) over the head's halves, row n at position n % T, with the
+  // tables of rope_tables (plan.h). inverse rotates by the opposite angles: the backward.
+  virtual void rope(Tensor& x, const Tensor& cos, const Tensor& sin, int D, int T, bool inverse) = 0;
+  // a *= b elementwise (SwiGLU's gate times up; the backward is two such products).
+  virtual void mul(Tensor& a, const Tensor& b) = 0;
+
   // P (B, H, T, S) = softmax(Q K^T / sqrt(D) [+ relative term] [+ additive mask]) with blocked
   // keys at exactly 0 (a row with every key blocked is all 0); ctx (N, E) = dropout(P) V, head h
   // in columns [h*D, (h+1)*D). Q is (B*T, E), K and V (B*S, E). P may be null (not kept), and
@@ -95,6 +107,46 @@ class Ops {
   virtual void attention_backward(const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                                   const Tensor& dctx, Tensor& dQ, Tensor& dK, Tensor& dV, Tensor* drel) = 0;
 };
+
+// The row kernels of RMSNorm and RoPE, written once: the reference runs them row after row, the
+// cpu ops split the rows over threads (the same result). Sums in double.
+inline void rms_norm_row(const float* x, const float* g, int64_t E, float eps, float* y) {
+  double ss = 0;
+  for (int64_t e = 0; e < E; ++e) ss += static_cast<double>(x[e]) * x[e];
+  const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(E) + eps));
+  for (int64_t e = 0; e < E; ++e) y[e] = g[e] * (x[e] * r);
+}
+// dx = r g dy - x r^3 mean(g dy x); dg += dy x r when dg is not null.
+inline void rms_norm_backward_row(const float* x, const float* g, const float* dy, int64_t E, float eps, float* dx,
+                                  float* dg) {
+  double ss = 0, m = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    ss += static_cast<double>(x[e]) * x[e];
+    m += static_cast<double>(g[e]) * dy[e] * x[e];
+  }
+  const double r = 1.0 / std::sqrt(ss / static_cast<double>(E) + eps);
+  m /= static_cast<double>(E);
+  for (int64_t e = 0; e < E; ++e) {
+    dx[e] = static_cast<float>(r * g[e] * dy[e] - x[e] * r * r * r * m);
+    if (dg) dg[e] += static_cast<float>(dy[e] * x[e] * r);
+  }
+}
+inline void rope_row(Tensor& x, int64_t n, const Tensor& cos, const Tensor& sin, int D, int T, bool inverse) {
+  const int half = D / 2;
+  const float sign = inverse ? -1.0f : 1.0f;
+  const int64_t width = x.dim(1);
+  const float* cs = cos.ptr() + (n % T) * half;
+  const float* sn = sin.ptr() + (n % T) * half;
+  for (int64_t h0 = 0; h0 < width; h0 += D) {
+    float* x1 = x.ptr() + n * width + h0;
+    float* x2 = x1 + half;
+    for (int i = 0; i < half; ++i) {
+      const float a = x1[i], b = x2[i], s = sign * sn[i];
+      x1[i] = a * cs[i] - b * s;
+      x2[i] = b * cs[i] + a * s;
+    }
+  }
+}
 
 std::unique_ptr<Ops> make_reference_ops();
 std::unique_ptr<Ops> make_cpu_ops();

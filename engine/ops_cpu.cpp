@@ -219,6 +219,40 @@ class CpuOps final : public Ops {
     }
   }
 
+  // RMSNorm, RoPE and Mul: the reference's per-row arithmetic (ops.h's row kernels), rows split
+  // over the threads when the tensor is large; the same result for any split.
+  void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y) override {
+    const int64_t N = x.dim(0), E = x.dim(1);
+    y.reshape_for_overwrite(x.shape);
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelMin)
+    for (int64_t n = 0; n < N; ++n) rms_norm_row(x.ptr() + n * E, g.ptr(), E, eps, y.ptr() + n * E);
+  }
+  void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx,
+                         Tensor& dg) override {
+    const int64_t N = x.dim(0), E = x.dim(1);
+    dx.reshape_for_overwrite(x.shape);
+    if (!dg.empty()) {  // dg sums over rows: in row order, on one thread, as the reference
+      for (int64_t n = 0; n < N; ++n)
+        rms_norm_backward_row(x.ptr() + n * E, g.ptr(), dy.ptr() + n * E, E, eps, dx.ptr() + n * E, dg.ptr());
+      return;
+    }
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelMin)
+    for (int64_t n = 0; n < N; ++n)
+      rms_norm_backward_row(x.ptr() + n * E, g.ptr(), dy.ptr() + n * E, E, eps, dx.ptr() + n * E, nullptr);
+  }
+  void rope(Tensor& x, const Tensor& cos, const Tensor& sin, int D, int T, bool inverse) override {
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelMin)
+    for (int64_t n = 0; n < x.dim(0); ++n) rope_row(x, n, cos, sin, D, T, inverse);
+  }
+  void mul(Tensor& a, const Tensor& b) override {
+    const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t c = 0; c < n; c += kChunk) {
+      const int64_t len = std::min(kChunk, n - c);
+      Eigen::Map<Eigen::ArrayXf>(a.ptr() + c, len) *= Eigen::Map<const Eigen::ArrayXf>(b.ptr() + c, len);
+    }
+  }
+
   void activation_backward(const Tensor& h, Activation act, Tensor& da) override {
     for (size_t i = 0; i < da.data.size(); ++i) da.data[i] *= act_grad(h.data[i], act);
   }

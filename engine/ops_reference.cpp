@@ -99,6 +99,26 @@ class ReferenceOps final : public Ops {
     for (size_t k = 0; k < h.data.size(); ++k) a.data[k] = static_cast<float>(act_forward(h.data[k], act));
   }
 
+  void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y) override {
+    const int64_t N = x.dim(0), E = x.dim(1);
+    y.reshape_for_overwrite(x.shape);
+    for (int64_t n = 0; n < N; ++n) rms_norm_row(x.ptr() + n * E, g.ptr(), E, eps, y.ptr() + n * E);
+  }
+  void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx,
+                         Tensor& dg) override {
+    const int64_t N = x.dim(0), E = x.dim(1);
+    dx.reshape_for_overwrite(x.shape);
+    for (int64_t n = 0; n < N; ++n)
+      rms_norm_backward_row(x.ptr() + n * E, g.ptr(), dy.ptr() + n * E, E, eps, dx.ptr() + n * E,
+                            dg.empty() ? nullptr : dg.ptr());
+  }
+  void rope(Tensor& x, const Tensor& cos, const Tensor& sin, int D, int T, bool inverse) override {
+    for (int64_t n = 0; n < x.dim(0); ++n) rope_row(x, n, cos, sin, D, T, inverse);
+  }
+  void mul(Tensor& a, const Tensor& b) override {
+    for (size_t k = 0; k < a.data.size(); ++k) a.data[k] *= b.data[k];
+  }
+
   void activation_backward(const Tensor& h, Activation act, Tensor& da) override {
     for (size_t k = 0; k < h.data.size(); ++k) da.data[k] = static_cast<float>(da.data[k] * act_grad(h.data[k], act));
   }

@@ -158,42 +158,6 @@ void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out) {
   }
 }
 
-void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y) {
-  const int64_t N = x.dim(0), E = x.dim(1);
-  y.reshape_for_overwrite(x.shape);
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x.ptr() + n * E;
-    float* yr = y.ptr() + n * E;
-    double ss = 0;
-    for (int64_t e = 0; e < E; ++e) ss += static_cast<double>(xr[e]) * xr[e];
-    const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(E) + eps));
-    for (int64_t e = 0; e < E; ++e) yr[e] = g.data[static_cast<size_t>(e)] * (xr[e] * r);
-  }
-}
-
-// y = g * x * r with r = 1 / sqrt(mean(x^2) + eps):
-//   dx = r * (g dy) - x * r^3 * mean(g dy x),   dg += dy * x * r   (dg skipped when empty)
-void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx, Tensor& dg) {
-  const int64_t N = x.dim(0), E = x.dim(1);
-  dx.reshape_for_overwrite(x.shape);
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x.ptr() + n * E;
-    const float* dyr = dy.ptr() + n * E;
-    float* dxr = dx.ptr() + n * E;
-    double ss = 0, m = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      ss += static_cast<double>(xr[e]) * xr[e];
-      m += static_cast<double>(g.data[static_cast<size_t>(e)]) * dyr[e] * xr[e];
-    }
-    const double r = 1.0 / std::sqrt(ss / static_cast<double>(E) + eps);
-    m /= static_cast<double>(E);
-    for (int64_t e = 0; e < E; ++e) {
-      dxr[e] = static_cast<float>(r * g.data[static_cast<size_t>(e)] * dyr[e] - xr[e] * r * r * r * m);
-      if (!dg.empty()) dg.data[static_cast<size_t>(e)] += static_cast<float>(dyr[e] * xr[e] * r);
-    }
-  }
-}
-
 Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
   if (!model.config.lm_head) throw Error("this model has no language-model head");
   const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
@@ -269,7 +233,7 @@ void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
   if (!model.config.final_norm) return;
   Tensor y;
   if (model.config.norm_kind == NormKind::RmsNorm) {
-    rms_norm(x, model.weights.final_ln_g, model.config.layer_norm_eps, y);
+    ops.rms_norm(x, model.weights.final_ln_g, model.config.layer_norm_eps, y);
     norm.xhat = std::move(x);  // RMSNorm's backward reads its input
     x = std::move(y);
     return;
@@ -283,7 +247,7 @@ void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor&
   if (!model.config.final_norm) return;
   Tensor d;
   if (model.config.norm_kind == NormKind::RmsNorm) {
-    rms_norm_backward(norm.xhat, model.weights.final_ln_g, model.config.layer_norm_eps, dx, d, G.final_ln_g);
+    ops.rms_norm_backward(norm.xhat, model.weights.final_ln_g, model.config.layer_norm_eps, dx, d, G.final_ln_g);
     dx = std::move(d);
     return;
   }
@@ -344,28 +308,6 @@ void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tens
 
 namespace {
 
-// Hugging Face's apply_rotary_pos_emb on x (N, heads * D) in place: x * cos + rotate_half(x) * sin
-// per head, where rotate_half(x) = cat(-x2, x1) over the head's halves; row n is position n % T.
-// inverse rotates by the opposite angles (the rotation's transpose: its backward).
-void rotate(Tensor& x, const Tensor& cos, const Tensor& sin, int D, int T, bool inverse) {
-  const int half = D / 2;
-  const float sign = inverse ? -1.0f : 1.0f;
-  const int64_t rows = x.dim(0), width = x.dim(1);
-  for (int64_t n = 0; n < rows; ++n) {
-    const float* cs = cos.ptr() + (n % T) * half;
-    const float* sn = sin.ptr() + (n % T) * half;
-    for (int64_t h0 = 0; h0 < width; h0 += D) {
-      float* x1 = x.ptr() + n * width + h0;
-      float* x2 = x1 + half;
-      for (int i = 0; i < half; ++i) {
-        const float a = x1[i], b = x2[i], s = sign * sn[i];
-        x1[i] = a * cs[i] - b * s;
-        x2[i] = b * cs[i] + a * s;
-      }
-    }
-  }
-}
-
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
 void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
                LayerState& st, const LayerRun& run, const std::vector<int>& which) {
@@ -425,19 +367,19 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         break;
       }
       case OpKind::RmsNorm:
-        rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
+        ops.rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
         break;
       case OpKind::Rope: {
         if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T)
           rope_tables(attn_in.T, attn_in.D, c.rope_theta, st.rope_cos, st.rope_sin);
         take_or_copy();
-        rotate(out, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, false);
+        ops.rope(out, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, false);
         break;
       }
       case OpKind::Mul: {
         const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
         take_or_copy();
-        for (size_t k = 0; k < out.data.size(); ++k) out.data[k] *= in1.data[k];
+        ops.mul(out, in1);
         break;
       }
       case OpKind::Dropout: {
@@ -575,17 +517,18 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
         accumulate(s.in[0], std::move(dout));
         break;
       case OpKind::RmsNorm:
-        rms_norm_backward(in0, L.*s.w, c.layer_norm_eps, dout, g, G.*s.w);
+        ops.rms_norm_backward(in0, L.*s.w, c.layer_norm_eps, dout, g, G.*s.w);
         accumulate(s.in[0], std::move(g));
         break;
       case OpKind::Rope:
-        rotate(dout, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, true);
+        ops.rope(dout, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, true);
         accumulate(s.in[0], std::move(dout));
         break;
       case OpKind::Mul: {  // out = a * b: da = dout * b, db = dout * a
         const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
         g = dout;
-        for (size_t k = 0; k < g.data.size(); ++k) g.data[k] *= in1.data[k], dout.data[k] *= in0.data[k];
+        ops.mul(g, in1);
+        ops.mul(dout, in0);
         accumulate(s.in[0], std::move(g));
         accumulate(s.in[1], std::move(dout));
         break;

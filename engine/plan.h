@@ -106,8 +106,6 @@ void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, c
 // Hugging Face's rotary tables for positions 0..T-1 and head size D (LlamaRotaryEmbedding, in
 // float32 as it computes them): inv_freq_i = 1 / theta^(2i / D), angle = t * inv_freq_i.
 void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out);
-// x / sqrt(mean(x^2) + eps) * g per row (LlamaRMSNorm, accumulated in double).
-void rms_norm(const Tensor& x, const Tensor& g, float eps, Tensor& y);
 
 // Language models: the LM head's logits for hidden rows x (N, E) -> (N, vocab), through
 // lm_head or the tied embedding.
@@ -142,8 +140,6 @@ void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeigh
 void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
                     const AttnArgs& attn, LayerState& state, float drop_scale, Tensor& dx, Tensor* drel,
                     Tensor* dprobs = nullptr);
-// RMSNorm's backward: dx from dy (x the norm's input); dg accumulated unless empty.
-void rms_norm_backward(const Tensor& x, const Tensor& g, float eps, const Tensor& dy, Tensor& dx, Tensor& dg);
 
 // Inference on one sequence: the embedding, the layer stack, the final norm, keeping what
 // options ask for. Throws Cancelled when options.cancel is set (checked before every layer).

@@ -123,6 +123,47 @@ TEST_CASE("logit lens: the last layer is the model's prediction; rows are probab
   fs::remove_all(dir);
 }
 
+TEST_CASE("RMSNorm, RoPE and Mul: the cpu ops equal the reference on shapes 1, odd and long", "[decoders][ops]") {
+  // The cpu ops run the reference's row kernels (ops.h) with the rows split over threads: any
+  // split gives the same bits, so the check is equality, on shapes below and above the size
+  // where the cpu ops start using threads (2^15 elements).
+  auto ref = make_reference_ops();
+  auto cpu = make_ops("cpu");
+  for (const auto& [N, E] : {std::pair{1, 1}, std::pair{7, 5}, std::pair{33, 64}, std::pair{1500, 48}}) {
+    CAPTURE(N, E);
+    const Tensor x = random_tensor({N, E}, 11), g = random_tensor({E}, 12), dy = random_tensor({N, E}, 13);
+    Tensor y1, y2;
+    ref->rms_norm(x, g, 1e-6f, y1);
+    cpu->rms_norm(x, g, 1e-6f, y2);
+    CHECK(max_abs_diff(y1, y2) == 0.0);
+    for (const bool with_dg : {true, false}) {
+      Tensor dx1, dx2, dg1 = with_dg ? Tensor({E}) : Tensor(), dg2 = dg1;
+      ref->rms_norm_backward(x, g, 1e-6f, dy, dx1, dg1);
+      cpu->rms_norm_backward(x, g, 1e-6f, dy, dx2, dg2);
+      CHECK(max_abs_diff(dx1, dx2) == 0.0);
+      if (with_dg) CHECK(max_abs_diff(dg1, dg2) == 0.0);
+    }
+    Tensor a1 = x, a2 = x;
+    ref->mul(a1, dy);
+    cpu->mul(a2, dy);
+    CHECK(max_abs_diff(a1, a2) == 0.0);
+    if (E % 2 == 0 && E >= 4) {  // two heads of D = E / 2 (D even), positions n % T with T = 9
+      const int D = E / 2, T = 9;
+      Tensor c, s;
+      rope_tables(T, D, 10000.0f, c, s);
+      Tensor r1 = x, r2 = x;
+      ref->rope(r1, c, s, D, T, false);
+      cpu->rope(r2, c, s, D, T, false);
+      CHECK(max_abs_diff(r1, r2) == 0.0);
+      // the inverse undoes it: per pair (a, b) of norm <= sqrt(2) max|x|, each rotation rounds two
+      // products and a sum per output (<= 3 u of the pair's norm) and its cos, sin tables are
+      // rounded (cos^2 + sin^2 = 1 within 2 u): 2 x 4 u sqrt(2) max|x| < 12 u max|x|; 16 u to spare
+      cpu->rope(r2, c, s, D, T, true);
+      CHECK(max_abs_diff(r2, x) <= 16 * kU32 * max_abs(x));
+    }
+  }
+}
+
 TEST_CASE("rotary tables: angle 0 at position 0, the rotation keeps lengths", "[decoders]") {
   Tensor c, s;
   rope_tables(5, 8, 10000.0f, c, s);
