@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "app/default_model.h"
+#include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
 #include "ui/methods_view.h"
@@ -31,10 +32,7 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
-  p.addOption({"tab",
-               "Open on a tab: heads, lines, layers, head, mask, lens, importance, beyond (Beyond attention; also: "
-               "methods) in Explore, or train.",
-               "NAME"});
+  p.addOption({"tab", "Open on a tab: " + attnlab::explore_page_names().join(", ") + " in Explore, or train.", "NAME"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
   p.addOption({"heads", "What the Heads and Head tabs draw: attention (default) or value-weighted.", "WHAT"});
@@ -155,18 +153,20 @@ int main(int argc, char** argv) {
     e->setLayer(layer);
   }
   QString tab = p.value("tab");
-  if (tab.isEmpty() && p.isSet("method")) tab = "methods";            // a method is shown on Beyond attention
-  if (tab == "logit-lens") tab = "lens";                              // the CLI's method name
-  if (tab == "beyond" || tab == "beyond-attention") tab = "methods";  // the tab's title
-  if (tab == "lens" && e->model() && !e->model()->config.lm_head) {
-    std::fprintf(stderr, "attnlab: --tab lens: the logit lens reads a language model's LM head; this model has none\n");
-    return 2;
-  }
-  if (!tab.isEmpty() && tab != "train" && !e->showPage(tab)) {
-    std::fprintf(stderr,
-                 "attnlab: --tab: no tab \"%s\" (heads, lines, layers, head, mask, lens, importance, beyond, train)\n",
-                 qPrintable(tab));
-    return 2;
+  if (tab.isEmpty() && p.isSet("method")) tab = "methods";  // a method is shown on Beyond attention
+  if (!tab.isEmpty() && tab != "train") {
+    const attnlab::ExplorePageRow* row = attnlab::find_explore_page(tab);  // names and aliases (page_table.h)
+    if (!row) {
+      std::fprintf(stderr, "attnlab: --tab: no tab \"%s\" (%s, train)\n", qPrintable(tab),
+                   qPrintable(attnlab::explore_page_names().join(", ")));
+      return 2;
+    }
+    if (row->available && e->model() && !row->available(e->model()->config)) {
+      std::fprintf(stderr, "attnlab: --tab %s: %s\n", qPrintable(tab), row->unavailable);
+      return 2;
+    }
+    tab = row->name;
+    e->showPage(tab);
   }
   if (tab == "importance") e->computeImportance();
   if (p.isSet("select")) {

@@ -1,4 +1,4 @@
-// ForwardRunner: runs forward passes off the GUI thread, newest request wins. A new request
+// ForwardRunner: runs forward passes off the GUI thread (a BackgroundJob), newest request wins. A new request
 // replaces any waiting one instead of queueing behind it, and restarts a pass in flight (it is
 // cancelled before its next layer and never delivers), as in Qt's mandelbrot example; but when
 // no result has been delivered for max_result_gap_ms the pass in flight is left to finish, so
@@ -7,7 +7,6 @@
 #pragma once
 
 #include <QElapsedTimer>
-#include <QFutureWatcher>
 #include <QObject>
 #include <atomic>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "engine/analysis/methods.h"
 #include "engine/forward.h"
 #include "engine/token_view.h"
+#include "ui/background_job.h"
 #include "ui/heatmap_data.h"
 
 namespace attnlab {
@@ -25,8 +25,8 @@ struct ForwardJob {
   std::string backend = "cpu";
   ForwardRequest request;
   quint64 id = 0;
-  qint64 submitted_ns = 0;                    // for keystroke-to-result latency
-  int display_cells = 256;                    // heatmap grids are pooled to this many cells per axis in the worker
+  qint64 submitted_ns = 0;  // for keystroke-to-result latency
+  int display_cells = 256;  // heatmap grids are pooled to this many cells per axis in the worker
   // Display transform of the result's tokens (hide special tokens, merge word pieces), applied in
   // the worker after the pass: rows = queries, cols = keys.
   std::optional<std::pair<TokenGroups, TokenGroups>> token_view;
@@ -35,9 +35,9 @@ struct ForwardJob {
 
 struct ForwardOutcome {
   quint64 id = 0;
-  std::shared_ptr<const ForwardResult> result;  // null on error
-  std::vector<HeatmapData> heads;               // [layer * heads + head], ready to draw
-  HeatmapData mask;                             // the effective mask (head 0's plane)
+  std::shared_ptr<const ForwardResult> result;     // null on error
+  std::vector<HeatmapData> heads;                  // [layer * heads + head], ready to draw
+  HeatmapData mask;                                // the effective mask (head 0's plane)
   std::vector<std::vector<HeadPattern>> patterns;  // [layer][head] (Clark et al. 2019), self mode
   // The token view the result was drawn through (rows, cols), when one was active.
   std::optional<std::pair<TokenGroups, TokenGroups>> token_view;
@@ -68,9 +68,9 @@ class ForwardRunner : public QObject {
 
  private:
   void start(ForwardJob job);
-  void onDone();
+  void onDone(const ForwardOutcome& out);
 
-  QFutureWatcher<ForwardOutcome> watcher_;
+  BackgroundJob job_{this};  // one pass at a time; a cancelled one still reports that it ended
   std::optional<ForwardJob> pending_;
   std::shared_ptr<std::atomic<bool>> current_cancel_;
   QElapsedTimer since_delivery_;  // since the last delivered result (or the first submit)

@@ -66,11 +66,13 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->yAxis->grid()->setVisible(false);
   plot_->xAxis->setTickLabelRotation(90);  // vertical: each key label is one line of text wide
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  setGradient(gradient_);
+  scale_->setGradient(make_gradient(gradient_));
+  map_->setGradient(make_gradient(gradient_));
   rebuild();  // no data yet: no axes, no colour bar (QCustomPlot's default 0-5 axes looked like a map)
 }
 
 void HeatmapView::setGradient(const QString& name) {
+  if (name == gradient_) return;
   gradient_ = name;
   scale_->setGradient(make_gradient(name));  // the map follows its colour scale
   map_->setGradient(make_gradient(name));
@@ -96,6 +98,7 @@ void HeatmapView::setCompact(bool compact) {
 }
 
 void HeatmapView::setAnnotate(bool annotate) {
+  if (annotate == annotate_) return;
   annotate_ = annotate;
   rebuild();
 }

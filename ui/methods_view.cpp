@@ -315,7 +315,7 @@ void MethodsView::showEvent(QShowEvent* e) {
 void MethodsView::start() {
   if (selectionMethod()) return showSelection();  // no pass: read from the shown result
   dirty_ = false;
-  job_.stop();
+  job_.cancel();  // superseded: its result is dropped, nothing waits for it
   if (!model_ || request_.ids.empty()) {
     maps_.reset();
     show();

@@ -4,7 +4,6 @@
 #include <QCoreApplication>
 #include <QMetaObject>
 #include <QThread>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include "engine/input.h"
 
@@ -15,19 +14,14 @@ TrainController::TrainController(QObject* parent) : QObject(parent) {
   qRegisterMetaType<EpochReport>();
   qRegisterMetaType<Snapshot>();
   qRegisterMetaType<TrainOutcome>();
-  connect(&watcher_, &QFutureWatcher<TrainOutcome>::finished, this, [this] {
-    running_ = false;
-    emit finished(watcher_.result());
-  });
 }
 
 // Closing while training stops it cleanly: the trainer sees the stop before its next batch
 // (a paused run wakes up for it), and nothing is delivered to the receivers being destroyed.
 TrainController::~TrainController() {
-  watcher_.disconnect(this);
   blockSignals(true);
   control_.stop();
-  watcher_.waitForFinished();
+  job_.shutdown();
 }
 
 void TrainController::setProbeText(const std::string& text) {
@@ -39,7 +33,21 @@ void TrainController::start(TrainJob job) {
   if (running_) throw Error("a training run is already in progress");
   control_.reset();
   running_ = true;
-  watcher_.setFuture(QtConcurrent::run([this, job = std::move(job)]() mutable { return run(std::move(job)); }));
+  // A stopped run still delivers its outcome (the weights so far): stop is the trainer's control,
+  // not the job's cancel.
+  job_.start<TrainOutcome>(
+      [this, job = std::move(job)](const std::atomic<bool>*, const BackgroundJob::Post& post) mutable {
+        return run(std::move(job), post);
+      },
+      [this](std::shared_ptr<const TrainOutcome> out, const QString& error) {
+        running_ = false;
+        TrainOutcome o;
+        if (out)
+          o = *out;
+        else
+          o.result.message = error.toStdString(), o.result.diverged = true;  // out of memory
+        emit finished(o);
+      });
 }
 
 void TrainController::setPaused(bool paused) {
@@ -59,7 +67,7 @@ void TrainController::waitForFinish() {
 }
 
 // On the worker: the probe sentence through the model as it is now, handed to the GUI as a value.
-void TrainController::snapshot(const Model& model, int step) {
+void TrainController::snapshot(const Model& model, int step, const BackgroundJob::Post& post) {
   std::string text;
   {
     std::lock_guard<std::mutex> lock(probe_mutex_);
@@ -74,38 +82,33 @@ void TrainController::snapshot(const Model& model, int step) {
     ForwardRequest req;
     req.ids = in.ids, req.tokens = in.tokens;
     const Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(model, *backend, req))};
-    QMetaObject::invokeMethod(
-        this, [this, s] { emit snapshotTaken(s); }, Qt::QueuedConnection);
+    post([this, s] { emit snapshotTaken(s); });
   } catch (const Error&) {
     // a probe the model cannot read (no vocabulary match) is simply not shown
   }
 }
 
-TrainOutcome TrainController::run(TrainJob job) {
+TrainOutcome TrainController::run(TrainJob job, const BackgroundJob::Post& post) {
   Model& model = *job.model;
   const int steps_per_epoch = static_cast<int>((job.train.size() + static_cast<size_t>(job.config.batch) - 1) /
                                                static_cast<size_t>(std::max(1, job.config.batch)));
   const int snapshot_every = std::max(1, steps_per_epoch / 5);  // ~5 per epoch
-  snapshot(model, 0);
+  snapshot(model, 0, post);
   int last_step = 0, last_snapshot = 0;
   TrainCallbacks cb;
   cb.control = &control_;
   cb.on_step = [&](const TrainProgress& p) {
-    QMetaObject::invokeMethod(
-        this, [this, p] { emit stepped(p); }, Qt::QueuedConnection);
+    post([this, p] { emit stepped(p); });
     last_step = p.step;
-    if (p.step % snapshot_every == 0) snapshot(model, last_snapshot = p.step);
+    if (p.step % snapshot_every == 0) snapshot(model, last_snapshot = p.step, post);
   };
-  cb.on_epoch = [&](const EpochReport& r) {
-    QMetaObject::invokeMethod(
-        this, [this, r] { emit epochDone(r); }, Qt::QueuedConnection);
-  };
+  cb.on_epoch = [&](const EpochReport& r) { post([this, r] { emit epochDone(r); }); };
   TrainOutcome out;
   try {
     out.result = train_model(model, job.train, job.val, job.config, cb);
     auto ops = make_ops("cpu");
     out.eval = evaluate(model, *ops, job.val);
-    if (last_step != last_snapshot) snapshot(model, last_step);  // the final weights (best epoch restored)
+    if (last_step != last_snapshot) snapshot(model, last_step, post);  // the final weights (best epoch restored)
   } catch (const std::exception& e) {
     out.result.message = e.what();
     out.result.diverged = true;

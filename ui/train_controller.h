@@ -1,11 +1,10 @@
 // TrainController: the Train tab's engine side, without widgets. It runs one training job at a
-// time off the GUI thread (QtConcurrent, as the forward runner), with a real pause (the trainer
+// time off the GUI thread (a BackgroundJob, as every engine computation), with a real pause (the trainer
 // blocks before its next batch) and a stop seen before the next batch, and takes snapshots of a
 // probe sentence's heads about five times per epoch. Progress arrives as signals carrying
 // values; nothing on the GUI thread touches the model being trained.
 #pragma once
 
-#include <QFutureWatcher>
 #include <QObject>
 #include <memory>
 #include <mutex>
@@ -13,6 +12,7 @@
 
 #include "engine/forward.h"
 #include "engine/trainer.h"
+#include "ui/background_job.h"
 
 namespace attnlab {
 
@@ -56,14 +56,14 @@ class TrainController : public QObject {
   void finished(const attnlab::TrainOutcome& outcome);
 
  private:
-  TrainOutcome run(TrainJob job);
-  void snapshot(const Model& model, int step);
+  TrainOutcome run(TrainJob job, const BackgroundJob::Post& post);
+  void snapshot(const Model& model, int step, const BackgroundJob::Post& post);
 
   RunControl control_;
-  QFutureWatcher<TrainOutcome> watcher_;
   bool running_ = false;
   std::mutex probe_mutex_;
   std::string probe_text_;
+  BackgroundJob job_{this};  // last: stopped and waited for before the members it reads go
 };
 
 }  // namespace attnlab

@@ -1,0 +1,119 @@
+// The Explore tab's page table (see page_table.h).
+#include "ui/explore/page_table.h"
+
+#include <QTabWidget>
+
+#include "engine/config.h"
+#include "ui/explore/analysis_pages.h"
+#include "ui/explore/heads_page.h"
+#include "ui/explore/input_bar.h"
+#include "ui/explore/view_pages.h"
+#include "ui/explore_view.h"
+#include "ui/mask_editor.h"
+#include "ui/methods_view.h"
+
+namespace attnlab {
+
+namespace {
+
+bool has_lm_head(const ModelConfig& c) {
+  return c.lm_head;
+}
+
+// Beyond attention reads the same input as the pass, at full token resolution, and draws its
+// T x T maps through the token view the result was drawn through; selecting tokens in the strip
+// shows their rows (or columns) for every head here.
+QWidget* make_methods(ExploreView& view) {
+  auto* m = new MethodsView;
+  ExploreState* s = view.state();
+  QObject::connect(s, &ExploreState::modelChanged, m, [m, s] { m->setModel(s->model()); });
+  QObject::connect(s, &ExploreState::resultChanged, m, [m, s, &view] {
+    if (!s->result()) return;
+    QStringList labels;
+    for (const auto& t : s->controller()->prepared().tokens) labels << QString::fromStdString(t);
+    m->setInput(s->analysisRequest(), labels, view.text());
+    std::optional<TokenGroups> groups;
+    if (s->outcome().token_view && !s->result()->is_cross()) groups = s->outcome().token_view->first;
+    m->setTokenGroups(std::move(groups));
+    m->setResult(s->result());
+  });
+  QObject::connect(s, &ExploreState::layerChanged, m, &MethodsView::setLayer);
+  QObject::connect(s, &ExploreState::displayChanged, m, [m, s] { m->setGradient(s->colormap()); });
+  QObject::connect(view.inputBar(), &InputBar::selectionChanged, m, [m, s](const std::vector<int>& rows) {
+    m->setSelection(rows);
+    if (rows.empty()) return;
+    if (m->method() != MethodsView::SelectedQueries && m->method() != MethodsView::SelectedKeys)
+      m->setMethod(MethodsView::SelectedQueries);
+    emit s->pageRequested("methods");
+  });
+  return m;
+}
+
+// The mask editor shows what the other masks (and the model's own) block, so that painting is
+// seen combined with them (article 003, 2.3-2.4).
+QWidget* make_mask_editor(ExploreView& view) {
+  MaskEditor* editor = view.maskEditor();
+  ExploreState* s = view.state();
+  auto show_others = [editor, s] {
+    if (!s->model() || !s->result() || s->result()->is_cross() || s->controller()->prepared().ids.empty())
+      return editor->setOthers({});
+    ForwardRequest req = s->analysisRequest();
+    req.mask.custom.reset();
+    const AttnMask m = self_attention_mask(*s->model(), req);
+    if (m.T != editor->rows() || m.S != editor->cols()) return editor->setOthers({});
+    std::vector<uint8_t> blocked(static_cast<size_t>(m.T) * m.S, 0);
+    const int head = std::max(0, editor->targetHead());
+    for (int i = 0; i < m.T; ++i)
+      for (int j = 0; j < m.S; ++j) blocked[static_cast<size_t>(i) * m.S + j] = m.is_blocked(head, i, j);
+    editor->setOthers(std::move(blocked));
+  };
+  QObject::connect(s, &ExploreState::resultChanged, editor, [editor, show_others, &view] {
+    if (view.tabs()->currentWidget() == editor) show_others();
+  });
+  QObject::connect(s, &ExploreState::pageShown, editor, [show_others](const QString& name) {
+    if (name == "mask") show_others();
+  });
+  return editor;
+}
+
+}  // namespace
+
+const std::vector<ExplorePageRow>& explore_pages() {
+  static const std::vector<ExplorePageRow> rows = {
+      {"heads", "", "Heads", "", nullptr, "", [](ExploreView& v) -> QWidget* { return new HeadsPage(v.state()); }},
+      {"lines", "", "Lines", "BertViz's line view: hover a token for its lines", nullptr, "",
+       [](ExploreView& v) -> QWidget* { return new LinesPage(v.state()); }},
+      {"layers", "", "All layers", "Every head of every layer; click one to open its layer", nullptr, "",
+       [](ExploreView& v) -> QWidget* { return new LayersPage(v.state()); }},
+      {"head", "", "Head", "One head, large", nullptr, "",
+       [](ExploreView& v) -> QWidget* { return new HeadPage(v.state()); }},
+      {"mask", "mask-editor", "Mask editor", "Paint a mask of your own (article 003, sections 2.3-2.4)", nullptr, "",
+       make_mask_editor},
+      {"lens", "logit-lens", "Logit lens", "Each layer's guess of the next token", has_lm_head,
+       "the logit lens reads a language model's LM head; this model has none",
+       [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
+      {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
+       "", [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
+      {"methods", "beyond,beyond-attention", "Beyond attention",
+       "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)", nullptr, "",
+       make_methods},
+  };
+  return rows;
+}
+
+const ExplorePageRow* find_explore_page(const QString& name) {
+  for (const ExplorePageRow& r : explore_pages()) {
+    if (name == r.name) return &r;
+    for (const QString& a : QString(r.aliases).split(',', Qt::SkipEmptyParts))
+      if (name == a) return &r;
+  }
+  return nullptr;
+}
+
+QStringList explore_page_names() {
+  QStringList n;
+  for (const ExplorePageRow& r : explore_pages()) n << r.name;
+  return n;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,150 @@
+// LinesPage, LayersPage and HeadPage (see view_pages.h).
+#include "ui/explore/view_pages.h"
+
+#include <QComboBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSignalBlocker>
+#include <QVBoxLayout>
+
+#include "ui/heatmap_view.h"
+#include "ui/line_view.h"
+
+namespace attnlab {
+
+// --- Lines: the current layer, one head or all; hover a token for its lines.
+
+LinesPage::LinesPage(ExploreState* state, QWidget* parent)
+    : ExplorePage(state, OnResult | OnLayer, /*eager=*/true, parent) {
+  auto* v = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  head_ = new QComboBox(this);
+  head_->setObjectName("lineHead");
+  head_->setToolTip("Lines of one head, or of every head in its own colour");
+  bar->addWidget(new QLabel("heads:", this));
+  bar->addWidget(head_);
+  bar->addStretch();
+  v->addLayout(bar);
+  lines_ = new LineView(this);
+  v->addWidget(lines_, 1);
+  connect(head_, &QComboBox::currentIndexChanged, this, [this](int i) { lines_->setHead(i - 1); });
+}
+
+void LinesPage::modelChanged() {
+  QSignalBlocker block(head_);
+  head_->clear();
+  head_->addItem("all heads");
+  for (int h = 0; h < state_->heads(); ++h) head_->addItem(QString("head %1").arg(h));
+  lines_->setHead(-1);
+}
+
+void LinesPage::refresh() {
+  lines_->setResult(state_->result(), state_->layer());
+}
+
+// --- All layers: thumbnails, layers x heads; click one to open its layer on the Heads tab.
+
+LayersPage::LayersPage(ExploreState* state, QWidget* parent)
+    : ExplorePage(state, OnResult | OnDisplay | OnAblation, /*eager=*/false, parent) {
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  inner_ = new QWidget;
+  grid_ = new QGridLayout(inner_);
+  grid_->setSpacing(2);
+  scroll->setWidget(inner_);
+  scroll->setWidgetResizable(true);
+  v->addWidget(scroll);
+}
+
+void LayersPage::modelChanged() {
+  for (QWidget* w : cells_) w->deleteLater();
+  cells_.clear();
+  thumbs_.clear();
+  if (!state_->model()) return;
+  const ModelConfig& c = state_->model()->config;
+  for (int l = 0; l < c.num_layers; ++l) {
+    auto* label = new QLabel(QString("layer %1").arg(l), inner_);
+    grid_->addWidget(label, l, 0);
+    cells_.push_back(label);
+    for (int h = 0; h < c.num_heads; ++h) {
+      auto* t = new HeatmapView(inner_);
+      t->setCompact(true);
+      t->setMaxCells(128);
+      t->setMinimumSize(c.num_heads > 8 ? 60 : 90, c.num_heads > 8 ? 60 : 90);  // 12 heads fit 1280 px
+      t->setToolTip(QString("layer %1, head %2: click to open this layer").arg(l).arg(h));
+      connect(t, &HeatmapView::clicked, this, [this, l] {
+        state_->setLayer(l);
+        emit state_->pageRequested("heads");
+      });
+      grid_->addWidget(t, l, h + 1);
+      cells_.push_back(t);
+      thumbs_.push_back(t);
+    }
+  }
+}
+
+void LayersPage::refresh() {
+  const size_t H = static_cast<size_t>(state_->heads());
+  const auto& grids = state_->outcome().heads;
+  for (size_t k = 0; k < thumbs_.size(); ++k) {
+    thumbs_[k]->setGradient(state_->colormap());
+    if (!state_->result() || k >= grids.size()) {
+      thumbs_[k]->setData({});
+      continue;
+    }
+    HeatmapData d = grids[k];
+    const int l = static_cast<int>(k / H), h = static_cast<int>(k % H);
+    d.title = state_->headTitle(l, h, false);  // the row's label says the layer
+    d.hatched = state_->isAblated(l, h);
+    thumbs_[k]->setData(std::move(d));
+  }
+}
+
+// --- Head: one head of the current layer, large.
+
+HeadPage::HeadPage(ExploreState* state, QWidget* parent)
+    : ExplorePage(state, OnResult | OnLayer | OnDisplay | OnAblation, /*eager=*/false, parent) {
+  auto* v = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  box_ = new QComboBox(this);
+  box_->setObjectName("headBox");
+  box_->setToolTip("The head shown large (double-click a head in the Heads tab)");
+  bar->addWidget(new QLabel("head:", this));
+  bar->addWidget(box_);
+  bar->addStretch();
+  v->addLayout(bar);
+  big_ = new HeatmapView(this);
+  big_->setPlaceholder("Type some text first");
+  big_->setMaxCells(1024);
+  big_->setSquareCells(true);
+  v->addWidget(big_, 1);
+  connect(box_, &QComboBox::currentIndexChanged, this, [this](int h) {
+    if (h >= 0 && h != state_->openedHead()) state_->openHead(h);
+  });
+  connect(state, &ExploreState::headOpened, this, &HeadPage::invalidate);
+}
+
+void HeadPage::modelChanged() {
+  QSignalBlocker block(box_);
+  box_->clear();
+  for (int h = 0; h < state_->heads(); ++h) box_->addItem(QString("head %1").arg(h));
+}
+
+void HeadPage::refresh() {
+  const int layer = state_->layer(), head = state_->openedHead();
+  {
+    QSignalBlocker block(box_);
+    box_->setCurrentIndex(head);
+  }
+  big_->setGradient(state_->colormap());
+  big_->setAnnotate(state_->annotate());
+  if (!state_->result()) return big_->setData({});
+  big_->setColourTop(state_->colourTop(layer));
+  // Full resolution up to 1024 cells per axis; built here, on demand, for the one head shown.
+  big_->setData(state_->headMap(layer, head, 1024, true));
+}
+
+}  // namespace attnlab

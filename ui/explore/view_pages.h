@@ -1,0 +1,63 @@
+// The Explore tab's pages that draw the current result of one layer or of all layers:
+// LinesPage (BertViz's line view), LayersPage (every head of every layer, small) and HeadPage
+// (one head, large, at full resolution up to 1,024 cells per axis).
+#pragma once
+
+#include <vector>
+
+#include "ui/explore/explore_page.h"
+
+class QComboBox;
+class QGridLayout;
+
+namespace attnlab {
+
+class HeatmapView;
+class LineView;
+
+class LinesPage : public ExplorePage {
+  Q_OBJECT
+ public:
+  explicit LinesPage(ExploreState* state, QWidget* parent = nullptr);
+  LineView* lineView() const { return lines_; }
+
+ protected:
+  void refresh() override;
+  void modelChanged() override;
+
+ private:
+  QComboBox* head_;
+  LineView* lines_;
+};
+
+class LayersPage : public ExplorePage {
+  Q_OBJECT
+ public:
+  explicit LayersPage(ExploreState* state, QWidget* parent = nullptr);
+
+ protected:
+  void refresh() override;
+  void modelChanged() override;
+
+ private:
+  QWidget* inner_;
+  QGridLayout* grid_;
+  std::vector<QWidget*> cells_;  // labels and thumbnails, rebuilt per model
+  std::vector<HeatmapView*> thumbs_;
+};
+
+class HeadPage : public ExplorePage {
+  Q_OBJECT
+ public:
+  explicit HeadPage(ExploreState* state, QWidget* parent = nullptr);
+
+ protected:
+  void refresh() override;
+  void modelChanged() override;
+
+ private:
+  QComboBox* box_;
+  HeatmapView* big_;
+};
+
+}  // namespace attnlab
