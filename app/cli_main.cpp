@@ -366,7 +366,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       for (int l = 0; l < L; ++l) std::cout << " | " << pad("layer " + std::to_string(l), 17);
       std::cout << "\n";
       for (int t = 0; t < T; ++t) {
-        char pos[8], prob[16];
+        char pos[16], prob[16];
         std::snprintf(pos, sizeof pos, "%3d ", t);
         std::cout << pos << pad(labels[static_cast<size_t>(t)], 10);
         for (int l = 0; l < L; ++l) {
@@ -650,11 +650,11 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   req.mask = mask_from_flags(a);
   if (a.has("--keep-layers")) {
     // "none", or a list of layers whose probabilities are kept (default: all)
-    req.keep_layers.assign(static_cast<size_t>(c.num_layers), false);
+    req.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
     if (a.get("--keep-layers") != "none")
       for (int l : parse_int_list(a.get("--keep-layers"), "--keep-layers")) {
         if (l < 0 || l >= c.num_layers) throw Error("--keep-layers: no layer " + std::to_string(l));
-        req.keep_layers[static_cast<size_t>(l)] = true;
+        req.keep_attention[static_cast<size_t>(l)] = true;
       }
   }
   auto backend = make_backend(a.get("--backend", "cpu"));
@@ -696,7 +696,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
               {"gflops", gflops},
               {"device", backend->device()},
               {"peak_rss_mb", peak_rss_mb()},
-              {"probability_mb", probability_bytes(c, T, req.keep_layers) / 1048576.0},
+              {"probability_mb", probability_bytes(c, T, req.keep_attention) / 1048576.0},
               {"model_mb", static_cast<double>(c.parameter_count()) * 4 / 1048576.0}};
     if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
     if (!backend->notice().empty()) j["notice"] = backend->notice();

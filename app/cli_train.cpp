@@ -191,7 +191,7 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) 
   const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
   if (in.ids.empty()) throw Error("predict needs --text \"...\" or --ids 1,2,3");
   req.ids = in.ids, req.tokens = in.tokens, req.token_types = in.token_types;
-  req.keep_layers.assign(static_cast<size_t>(model.config.num_layers), false);
+  req.keep_attention.assign(static_cast<size_t>(model.config.num_layers), false);
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);
   if (a.has("--json")) {

@@ -23,14 +23,19 @@ struct Cancelled : std::exception {
   const char* what() const noexcept override { return "cancelled"; }
 };
 
-struct EncodeOptions {
+// What a pass keeps besides its output and how it is driven: one set of fields for a whole
+// forward pass (ForwardRequest) and for one encoding by a backend (EncodeOptions).
+struct PassOptions {
   // Which layers' [heads, T, S] probabilities to return; the others are left empty.
   std::vector<bool> keep_attention;           // empty = keep every layer
   bool keep_layer_inputs = false;             // return each layer's input [T, E] (cross-attention needs them)
   bool keep_values = false;                   // return each layer's attention values [T, KV * D] (may be ignored)
   const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
   std::function<void(int layer)> on_layer;    // called as each layer starts (progress, tests)
-  std::vector<int> token_types;               // per position, for models with token types; empty = all 0
+};
+
+struct EncodeOptions : PassOptions {
+  std::vector<int> token_types;  // per position, for models with token types; empty = all 0
   // Head ablation (Michel et al. 2019's head mask): per layer, 1 for a head whose probabilities
   // are multiplied by 0 before they weight the values (it adds nothing to the output
   // projection; its probabilities are still returned). Empty = none.

@@ -210,21 +210,17 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   const int T = static_cast<int>(req.ids.size());
   const int pad = model.vocab.pad_id();
   EncodeOptions opts;
-  opts.keep_attention = req.keep_layers;
-  opts.cancel = req.cancel;
-  opts.on_layer = req.on_layer;
+  static_cast<PassOptions&>(opts) = req;  // what to keep, cancel, progress
   opts.token_types = req.token_types;
   opts.ablate = ablation_flags(c, req.ablate);
 
-  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_layers);
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention);
   if (c.causal && !req.cross_ids.empty())
     throw Error(
         "cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
         "language model");
   if (req.cross_ids.empty()) {
     r.mask = self_attention_mask(model, req);
-    opts.keep_layer_inputs = req.keep_layer_inputs;
-    opts.keep_values = req.keep_values;
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.hidden = std::move(out.hidden);
     r.attention = std::move(out.attention);
@@ -242,7 +238,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     own.padding = req.mask.padding;
     const AttnMask mask_a = build_mask(own, T, T, c.num_heads, req.ids, pad);
     const AttnMask mask_b = build_mask(own, S, S, c.num_heads, req.cross_ids, pad);
-    EncodeOptions inner;
+    EncodeOptions inner;  // each sequence's own encoding: its layers' inputs, no probabilities
     inner.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
     inner.keep_layer_inputs = true;
     inner.cancel = req.cancel;
@@ -254,7 +250,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
     r.cross_attention.resize(static_cast<size_t>(c.num_layers));
     for (int l = 0; l < c.num_layers; ++l) {
-      if (!req.keep_layers.empty() && !req.keep_layers[static_cast<size_t>(l)]) continue;
+      if (!req.keep_attention.empty() && !req.keep_attention[static_cast<size_t>(l)]) continue;
       if (req.cancel && req.cancel->load()) throw Cancelled();
       r.cross_attention[static_cast<size_t>(l)] = backend.cross_attention(
           model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);

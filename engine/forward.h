@@ -13,23 +13,20 @@
 
 namespace attnlab {
 
-struct ForwardRequest {
+// A forward pass: the input, its masks and labels, and (PassOptions) what to keep besides the
+// output. In cross mode keep_layer_inputs and keep_values are not used, and on_layer follows the
+// first sequence's encoding.
+struct ForwardRequest : PassOptions {
   std::vector<int> ids;
-  std::vector<int> cross_ids;     // non-empty: cross-attention mode, ids attend to cross_ids
-  MaskSpec mask;                  // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
-                                  // sequence's own encoding then uses only its padding mask (when padding is on).
-  std::vector<bool> keep_layers;  // which layers' probabilities to keep; empty = all
+  std::vector<int> cross_ids;  // non-empty: cross-attention mode, ids attend to cross_ids
+  MaskSpec mask;               // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
+                               // sequence's own encoding then uses only its padding mask (when padding is on).
   // Labels of ids and cross_ids, as prepare_text gave them; empty: the vocabulary's tokens.
   std::vector<std::string> tokens, cross_tokens;
   // Token types (segments) of ids and cross_ids, for models with a token-type embedding; empty = all 0.
   std::vector<int> token_types, cross_token_types;
-  // When set, the pass stops before its next layer and run_forward throws Cancelled.
-  const std::atomic<bool>* cancel = nullptr;
-  std::function<void(int layer)> on_layer;  // called as each layer of the (first) encoding starts
   // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
   std::vector<std::pair<int, int>> ablate;
-  bool keep_layer_inputs = false;  // self mode: return each layer's input (analysis methods read them)
-  bool keep_values = false;        // self mode: each layer's attention values, when the backend keeps them
 };
 
 struct ForwardResult {

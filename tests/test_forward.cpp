@@ -271,14 +271,14 @@ TEST_CASE("batches pad to the longest sequence and block the padding", "[forward
                 tol.probs[static_cast<size_t>(l)]);
 }
 
-TEST_CASE("keep_layers drops the other layers' probabilities but not the result", "[forward]") {
+TEST_CASE("keep_attention drops the other layers' probabilities but not the result", "[forward]") {
   const ModelConfig c = small_config(16, 2, 3, 16, 32);
   const Model m = random_model(c, 6);
   auto cpu = make_backend("cpu");
   ForwardRequest req;
   req.ids = random_ids(9, c.vocab_size);
   const ForwardResult all = run_forward(m, *cpu, req);
-  req.keep_layers = {false, true, false};
+  req.keep_attention = {false, true, false};
   const ForwardResult one = run_forward(m, *cpu, req);
   CHECK(one.attention[0].empty());
   CHECK(one.attention[2].empty());

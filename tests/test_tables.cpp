@@ -48,12 +48,15 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
   // the app's names on the CLI and the CLI's in the app
   CHECK(find_method("relevance").id == MethodId::GradAttention);
   CHECK(find_method("value-weighted").id == MethodId::ValueNorm);
+  CHECK(find_method("attention-rollout").id == MethodId::Rollout);  // Abnar & Zuidema's own name
+  CHECK(find_method("attention-rollout", true).page_index == 0);
   CHECK(find_method("grad-attention", true).page_index == 1);
   CHECK(method_names() ==
         "rollout, grad-attention, value-norm, mean-heads, mean-layers, head-importance, head-patterns, logit-lens");
   CHECK(method_names(true) ==
         "rollout, grad-attention, value-norm, mean-heads, mean-layers, selected-queries, selected-keys, compare");
-  CHECK_THROWS_WITH(find_method("nope"), Catch::StartsWith("expected one of rollout, grad-attention"));
+  CHECK_THROWS_WITH(find_method("nope"),
+                    Catch::StartsWith("expected one of rollout (attention-rollout), grad-attention"));
   CHECK_THROWS_WITH(find_method("compare"), Catch::Contains("got \"compare\""));  // a page method only
 
   // the one dispatch equals the methods it names

@@ -2,6 +2,7 @@
 // shared state, hidden pages that wait until shown, and the one background-job mechanism.
 #include <QApplication>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QThread>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include "tests/ui_test_util.h"
 #include "ui/background_job.h"
 #include "ui/explore/page_table.h"
+#include "ui/explore/patterns_page.h"
 #include "ui/heatmap_view.h"
 #include "ui/mask_editor.h"
 
@@ -112,4 +114,39 @@ TEST_CASE("BackgroundJob: a new start supersedes without waiting, and only the n
     job.wait();
     CHECK(error == "bad input");
   }
+}
+
+TEST_CASE("Patterns page: every head's pattern and share, a click opens the head", "[ui][pages]") {
+  OpenWindow o("ab, ab. cd");
+  ExploreView* e = o.e;
+  const ModelConfig& c = e->model()->config;
+  auto* page = static_cast<PatternsPage*>(e->page("head-patterns"));
+  QTableWidget* t = page->table();
+  CHECK(t->rowCount() == 0);  // hidden: not drawn yet
+  REQUIRE(e->showPage("patterns"));
+  REQUIRE(t->rowCount() == c.num_layers);
+  REQUIRE(t->columnCount() == c.num_heads);
+  const auto& patterns = e->state()->outcome().patterns;
+  for (int l = 0; l < c.num_layers; ++l)
+    for (int h = 0; h < c.num_heads; ++h) {
+      const HeadPattern& p = patterns[static_cast<size_t>(l)][static_cast<size_t>(h)];
+      const QString badge = e->state()->badge(l, h);
+      CHECK(badge.isEmpty() == p.label.empty());
+      const QString text = t->item(l, h)->text();
+      CHECK(text.startsWith(badge.isEmpty() ? QString("mixed") : badge));
+      // the share printed is the one the label names (here: the previous token's, itself's, ...)
+      if (p.label == "prev") CHECK(text.endsWith(QString::number(p.prev, 'f', 2)));
+      if (p.label == "self") CHECK(text.endsWith(QString::number(p.self, 'f', 2)));
+      if (p.label == "first") CHECK(text.endsWith(QString::number(p.first, 'f', 2)));
+    }
+  emit t->cellClicked(c.num_layers - 1, c.num_heads - 1);
+  CHECK(e->layer() == c.num_layers - 1);
+  CHECK(e->enlargedHead() == c.num_heads - 1);
+  CHECK(e->tabs()->currentWidget() == e->page("head"));
+  // a new input redraws it when shown again
+  e->setText("abcdefgh");
+  e->flush();
+  REQUIRE(e->showPage("patterns"));
+  CHECK(t->rowCount() == c.num_layers);
+  CHECK(t->item(0, 0)->toolTip().contains("layer 0, head 0"));
 }

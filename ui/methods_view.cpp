@@ -350,7 +350,7 @@ void MethodsView::start() {
                          : QString("the next token \"%1\"").arg(QString::fromStdString(model->readable_token(target)));
         } else if (m == Compare) {
           ForwardRequest a = req;
-          a.keep_layers.clear();
+          a.keep_attention.clear();
           ForwardRequest b = a;
           const Model& mb = other ? *other : *model;
           PreparedInput pb;

@@ -7,7 +7,7 @@ namespace attnlab {
 
 const std::vector<MethodRow>& method_table() {
   static const std::vector<MethodRow> rows = {
-      {MethodId::Rollout, "rollout", {}, "[T, T]", "rollout", false, true, 0},
+      {MethodId::Rollout, "rollout", {"attention-rollout"}, "[T, T]", "rollout", false, true, 0},
       {MethodId::GradAttention, "grad-attention", {"relevance"}, "[T, T]", "relevance", true, true, 1},
       {MethodId::ValueNorm,
        "value-norm",
@@ -95,7 +95,7 @@ Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, con
     case MethodId::MeanHeads:
     case MethodId::MeanLayers: {
       ForwardRequest full = request;
-      full.keep_layers.clear();
+      full.keep_attention.clear();
       const Tensor all = run_forward(model, backend, full).stacked_probs();
       return id == MethodId::MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
     }

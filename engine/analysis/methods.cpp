@@ -51,7 +51,7 @@ void require_self(const ForwardRequest& r, const char* what) {
 Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequest& request) {
   require_self(request, "attention rollout");
   ForwardRequest req = request;
-  req.keep_layers.clear();  // every layer
+  req.keep_attention.clear();  // every layer
   const ForwardResult r = run_forward(model, backend, req);
   const int T = static_cast<int>(r.ids.size());
   auto ops = make_cpu_ops();
@@ -79,7 +79,7 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
   require_self(request, "norm-based attention");
   const ModelConfig& c = model.config;
   ForwardRequest req = request;
-  req.keep_layers.clear();
+  req.keep_attention.clear();
   req.keep_values = true;        // the cpu and reference backends hand over each layer's values
   req.keep_layer_inputs = true;  // the others: values recomputed from each layer's input
   const ForwardResult r = run_forward(model, backend, req);
@@ -271,7 +271,7 @@ Tensor head_importance(const Model& model, Backend& backend, const ForwardReques
   if (c.num_classes == 0 && !c.lm_head)
     throw Error("head importance needs a prediction: a classifier, or a language model's next token");
   ForwardRequest req = request;
-  req.keep_layers.assign(static_cast<size_t>(c.num_layers), false);  // no probabilities needed
+  req.keep_attention.assign(static_cast<size_t>(c.num_layers), false);  // no probabilities needed
   req.cancel = cancel;
   const ForwardResult full = run_forward(model, backend, req);
   int t = target;

@@ -176,22 +176,27 @@ HeatmapData ExploreState::headMap(int layer, int head, int max_cells, bool with_
   return d;
 }
 
+QString ExploreState::badge(int layer, int head) const {
+  const auto& patterns = outcome_.patterns;
+  if (static_cast<size_t>(layer) >= patterns.size() ||
+      static_cast<size_t>(head) >= patterns[static_cast<size_t>(layer)].size())
+    return {};
+  const HeadPattern& pat = patterns[static_cast<size_t>(layer)][static_cast<size_t>(head)];
+  QString badge = QString::fromStdString(pat.label);
+  if (pat.label == "sep") badge = "[SEP]";
+  if (pat.label == "token")
+    badge = QString::fromUtf8("\u2192 ") + col_labels_.value(pat.focus, QString::number(pat.focus));
+  if (pat.label == "first" && !row_labels_.isEmpty() && row_labels_[0].startsWith('['))
+    badge = row_labels_[0];  // [CLS]
+  return badge;
+}
+
 QString ExploreState::headTitle(int layer, int head, bool with_layer) const {
   QString t = with_layer ? QString("layer %1, head %2").arg(layer).arg(head) : QString("head %1").arg(head);
   // the pattern badge (Clark et al. 2019): what the head mostly attends to, when one thing dominates
   // (badges describe the raw attention: none over value-weighted maps)
-  const auto& patterns = outcome_.patterns;
-  if (!value_weighted_ && static_cast<size_t>(layer) < patterns.size() &&
-      static_cast<size_t>(head) < patterns[static_cast<size_t>(layer)].size()) {
-    const HeadPattern& pat = patterns[static_cast<size_t>(layer)][static_cast<size_t>(head)];
-    QString badge = QString::fromStdString(pat.label);
-    if (pat.label == "sep") badge = "[SEP]";
-    if (pat.label == "token")
-      badge = QString::fromUtf8("\u2192 ") + col_labels_.value(pat.focus, QString::number(pat.focus));
-    if (pat.label == "first" && !row_labels_.isEmpty() && row_labels_[0].startsWith('['))
-      badge = row_labels_[0];  // [CLS]
-    if (!badge.isEmpty()) t += QString::fromUtf8(" \u00b7 ") + badge;
-  }
+  if (!value_weighted_)
+    if (const QString b = badge(layer, head); !b.isEmpty()) t += QString::fromUtf8(" \u00b7 ") + b;
   if (value_weighted_ && with_layer) t += ", value-weighted";  // the enlarged head: its scale is not probabilities
   if (isAblated(layer, head)) t += " (ablated)";
   return t;

@@ -72,6 +72,8 @@ class ExploreState : public QObject {
   // the worker's grid (max_cells 0) or a grid of max_cells per axis, value-weighted when chosen.
   HeatmapData headMap(int layer, int head, int max_cells, bool with_layer) const;
   QString headTitle(int layer, int head, bool with_layer) const;  // "head 3 · prev", "(ablated)"
+  // What the head mostly attends to in the result drawn ("prev", "[SEP]", "→ film"), "" for nothing.
+  QString badge(int layer, int head) const;
   // The colour bar's top for the layer's heads: 0 (each its own), the layer's maximum, or 1.
   float colourTop(int layer) const;
 

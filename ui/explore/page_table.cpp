@@ -7,6 +7,7 @@
 #include "ui/explore/analysis_pages.h"
 #include "ui/explore/heads_page.h"
 #include "ui/explore/input_bar.h"
+#include "ui/explore/patterns_page.h"
 #include "ui/explore/view_pages.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
@@ -89,6 +90,9 @@ const std::vector<ExplorePageRow>& explore_pages() {
        [](ExploreView& v) -> QWidget* { return new HeadPage(v.state()); }},
       {"mask", "mask-editor", "Mask editor", "Paint a mask of your own (article 003, sections 2.3-2.4)", nullptr, "",
        make_mask_editor},
+      {"patterns", "head-patterns", "Patterns",
+       "What each head mostly attends to, every layer at once (Clark et al. 2019)", nullptr, "",
+       [](ExploreView& v) -> QWidget* { return new PatternsPage(v.state()); }},
       {"lens", "logit-lens", "Logit lens", "Each layer's guess of the next token", has_lm_head,
        "the logit lens reads a language model's LM head; this model has none",
        [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
