@@ -76,4 +76,13 @@ std::string examples_to_tsv(const std::vector<Example>& rows) {
   return out;
 }
 
+const std::vector<ShippedDataset>& shipped_datasets() {
+  static const std::vector<ShippedDataset> rows = {
+      {"negation.tsv", "negation sentiment (word level)", "word", 32, "the film was not very good"},
+      {"first-names.tsv", "first names: female / male (character level)", "char", 16, "christina"},
+      {"first-last.tsv", "first letter = last letter? (character level)", "char", 16, "abcdefa"},
+  };
+  return rows;
+}
+
 }  // namespace attnlab

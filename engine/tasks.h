@@ -20,4 +20,15 @@ std::vector<Example> make_task(const std::string& name, int n, uint64_t seed);
 // text<TAB>label lines with a header.
 std::string examples_to_tsv(const std::vector<Example>& rows);
 
+// The datasets shipped in resources/data, one row each: the file, how the Train tab names it, the
+// tokenizer and max_len a new model on it gets, and a probe sentence whose heads it shows.
+struct ShippedDataset {
+  const char* file;
+  const char* label;
+  const char* tokenizer;  // "word" | "char"
+  int max_len;
+  const char* probe;
+};
+const std::vector<ShippedDataset>& shipped_datasets();
+
 }  // namespace attnlab

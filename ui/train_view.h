@@ -1,8 +1,7 @@
-// TrainView: the Train tab. Pick a shipped dataset or open a TSV/CSV (preview, label counts,
-// column choice, parse errors row by row), set the model and optimiser, then Train / Pause /
-// Stop. Training runs on its own thread; the tab shows live loss and accuracy curves, a probe
-// sentence's heads refreshed during training with a timeline of snapshots, and at the end
-// per-class accuracy and a confusion matrix. The trained model can be saved or opened in Explore.
+// TrainView: the Train tab, a composer of three panels (ui/train/): the data (a shipped dataset
+// or a TSV / CSV file), the model and optimiser form, and the run (Train / Pause / Stop, live
+// curves, a probe sentence's heads with a timeline of snapshots, the confusion matrix). Training
+// runs in a TrainController off the GUI thread; the trained model can be saved or opened in Explore.
 #pragma once
 
 #include <QWidget>
@@ -12,25 +11,16 @@
 #include "engine/trainer.h"
 #include "ui/train_controller.h"
 
-class QCheckBox;
-class QComboBox;
-class QDoubleSpinBox;
 class QLabel;
-class QLineEdit;
-class QListWidget;
-class QProgressBar;
 class QPushButton;
-class QSlider;
-class QSpinBox;
-class QTableView;
 class QTableWidget;
-class QGridLayout;
 
 namespace attnlab {
 
 class CurveView;
-class DatasetTableModel;
-class HeatmapView;
+class DatasetPanel;
+class ModelForm;
+class RunPanel;
 
 class TrainView : public QWidget {
   Q_OBJECT
@@ -38,7 +28,7 @@ class TrainView : public QWidget {
   explicit TrainView(QWidget* parent = nullptr);
   ~TrainView() override;
 
-  void setDataDir(const QString& dir);  // where the shipped datasets are
+  void setDataDir(const QString& dir);  // where the shipped datasets are; loads the first
   // Loads a TSV/CSV for training. Problems are listed row by row; returns false if there are any.
   bool loadDataset(const QString& path);
   void applyPreset(const QString& name);  // "tiny (fast)", "article model (d=128, 8 heads)", "default"
@@ -56,13 +46,13 @@ class TrainView : public QWidget {
   std::shared_ptr<const Model> trainedModel() const { return trained_; }
   bool saveModel(const QString& dir);
   QString message() const;
-  CurveView* lossCurve() const { return loss_; }
-  CurveView* accuracyCurve() const { return acc_; }
-  int snapshotCount() const { return static_cast<int>(snapshots_.size()); }
-  QPushButton* trainButton() const { return train_; }
+  CurveView* lossCurve() const;
+  CurveView* accuracyCurve() const;
+  int snapshotCount() const;
+  QPushButton* trainButton() const;
   QString progressText() const;
-  QTableWidget* confusionTable() const { return confusion_; }
-  QLabel* messageLabel() const { return message_; }
+  QTableWidget* confusionTable() const;
+  QLabel* messageLabel() const;
   QString datasetChoiceText() const;
 
  signals:
@@ -74,60 +64,14 @@ class TrainView : public QWidget {
   void dropEvent(class QDropEvent* e) override;
 
  private:
-  ModelConfig configFromForm() const;
-  void showSnapshot(int index);
-  void onStep(const TrainProgress& p);
-  void onEpoch(const EpochReport& r);
   void onFinished(const TrainOutcome& outcome);
-  void onSnapshot(const Snapshot& s);
-  void setRunning(bool running);
-  void resetRunViews();
-  void showDatasetChoice();
   void fail(const QString& message);
 
-  // data
-  Dataset dataset_;
-  QString dataset_path_, data_dir_;
-  QComboBox* data_choice_;
-  QComboBox *text_col_, *label_col_;
-  QTableView* preview_;
-  DatasetTableModel* preview_model_;
-  QLabel* data_summary_;
-  QListWidget* issues_;
-  QDoubleSpinBox* val_split_;
-  // settings
-  QComboBox* preset_;
-  QComboBox* start_from_;
-  QCheckBox* freeze_;
-  std::shared_ptr<const Model> base_;
-  QString base_name_;
-  void updateStartFrom();
-  QSpinBox *layers_, *heads_, *dim_, *ff_, *max_len_, *batch_, *epochs_, *seed_;
-  QComboBox* precision_;  // fp32 or bf16 products (cpu-bf16)
-  QComboBox *positional_, *norm_, *activation_, *tokenizer_, *pooling_;
-  QDoubleSpinBox *dropout_, *lr_, *weight_decay_, *clip_;
-  // run
-  QPushButton *train_, *pause_, *stop_, *save_, *explore_;
-  QProgressBar* progress_;
-  QLabel* progress_label_;
-  QLabel* message_;
-  CurveView* loss_;
-  CurveView* acc_;
-  double smoothed_ = -1;
-  // live heads
-  QLineEdit* probe_;
-  QSpinBox* probe_layer_;
-  QSlider* timeline_;
-  QLabel* timeline_label_;
-  QGridLayout* heads_grid_;
-  std::vector<HeatmapView*> head_views_;
-  std::vector<Snapshot> snapshots_;
-  // results
-  QTableWidget* confusion_;
-
+  DatasetPanel* data_;
+  ModelForm* form_;
+  RunPanel* run_;
   TrainController* controller_;
   std::shared_ptr<const Model> trained_;
-  qint64 start_ms_ = 0;
 };
 
 }  // namespace attnlab

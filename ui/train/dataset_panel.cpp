@@ -1,0 +1,176 @@
+// DatasetPanel (see dataset_panel.h).
+#include "ui/train/dataset_panel.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QListWidget>
+#include <QSignalBlocker>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <map>
+
+#include "engine/tasks.h"
+#include "ui/dataset_model.h"
+
+namespace attnlab {
+
+DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
+  auto* dv = new QVBoxLayout(this);
+  choice_ = new QComboBox(this);
+  for (const ShippedDataset& s : shipped_datasets()) choice_->addItem(s.label, s.file);
+  choice_->addItem("Open a TSV / CSV file...", QString());
+  choice_->setToolTip("A dataset shipped with attnlab, or your own TSV / CSV file (text and label columns)");
+  dv->addWidget(choice_);
+  auto* cols = new QHBoxLayout;
+  text_col_ = new QComboBox(this);
+  label_col_ = new QComboBox(this);
+  text_col_->setToolTip("The column that holds the text");
+  label_col_->setToolTip("The column that holds the label");
+  cols->addWidget(new QLabel("text column", this));
+  cols->addWidget(text_col_, 1);
+  cols->addWidget(new QLabel("label column", this));
+  cols->addWidget(label_col_, 1);
+  dv->addLayout(cols);
+  summary_ = new QLabel(this);
+  summary_->setWordWrap(true);
+  dv->addWidget(summary_);
+  preview_model_ = new DatasetTableModel(this);
+  preview_ = new QTableView(this);
+  preview_->setModel(preview_model_);
+  preview_->horizontalHeader()->setStretchLastSection(false);
+  preview_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+  preview_->verticalHeader()->setVisible(false);
+  preview_->setMinimumHeight(130);
+  dv->addWidget(preview_);
+  issues_ = new QListWidget(this);
+  issues_->setMaximumHeight(80);
+  issues_->setStyleSheet("color: #a00;");
+  issues_->hide();
+  dv->addWidget(issues_);
+  auto* vs = new QHBoxLayout;
+  val_split_ = new QDoubleSpinBox(this);
+  val_split_->setDecimals(2);
+  val_split_->setRange(0.05, 0.5);
+  val_split_->setSingleStep(0.05);
+  val_split_->setValue(0.1);
+  val_split_->setToolTip("Share of the rows held out for validation when the data has no separate validation file");
+  vs->addWidget(new QLabel("validation split", this));
+  vs->addWidget(val_split_);
+  vs->addStretch();
+  dv->addLayout(vs);
+
+  // activated, not currentIndexChanged: choosing "Open a TSV / CSV file..." again opens the
+  // dialog again.
+  connect(choice_, &QComboBox::activated, this, [this](int i) {
+    const QString file = choice_->itemData(i).toString();
+    if (file.isEmpty()) {  // "Open a TSV / CSV file..."
+      const QString f =
+          QFileDialog::getOpenFileName(this, "Open dataset", {}, "Datasets (*.tsv *.csv *.txt);;All files (*)");
+      if (!f.isEmpty())
+        emit loadRequested(f);
+      else
+        showChoice();  // cancelled: back to what is loaded
+      return;
+    }
+    const auto& shipped = shipped_datasets();
+    if (i >= static_cast<int>(shipped.size())) return emit loadRequested(file);  // a file opened earlier
+    emit shippedChosen(shipped[static_cast<size_t>(i)]);
+    emit loadRequested(shippedPath(i));
+  });
+  auto reload = [this] {
+    if (!path_.isEmpty()) emit loadRequested(path_);
+  };
+  connect(text_col_, &QComboBox::activated, this, reload);
+  connect(label_col_, &QComboBox::activated, this, reload);
+}
+
+void DatasetPanel::setDataDir(const QString& dir) {
+  data_dir_ = dir;
+}
+
+QString DatasetPanel::shippedPath(int index) const {
+  return QDir(data_dir_).filePath(shipped_datasets().at(static_cast<size_t>(index)).file);
+}
+
+double DatasetPanel::validationSplit() const {
+  return val_split_->value();
+}
+QString DatasetPanel::choiceText() const {
+  return choice_->currentText();
+}
+
+QString DatasetPanel::load(const QString& path) {
+  DatasetOptions opt;
+  opt.strict = false;
+  if (path == path_) {
+    opt.text_column = text_col_->currentIndex() >= 0 ? std::to_string(text_col_->currentIndex() + 1) : "";
+    opt.label_column = label_col_->currentIndex() >= 0 ? std::to_string(label_col_->currentIndex() + 1) : "";
+  }
+  issues_->clear();
+  try {
+    dataset_ = load_dataset(path.toStdString(), opt);
+  } catch (const Error& e) {
+    dataset_ = {};
+    path_.clear();
+    preview_model_->setRows({});
+    summary_->setText("");
+    issues_->addItem(QString::fromStdString(e.what()));
+    issues_->show();
+    return "The dataset could not be read: " + QString::fromStdString(e.what());
+  }
+  path_ = path;
+  showChoice();
+  for (QComboBox* c : {text_col_, label_col_}) {
+    QSignalBlocker block(c);
+    c->clear();
+    for (const auto& name : dataset_.columns) c->addItem(QString::fromStdString(name));
+  }
+  text_col_->setCurrentIndex(dataset_.text_column);
+  label_col_->setCurrentIndex(dataset_.label_column);
+  preview_model_->setRows(
+      std::vector<Example>(dataset_.rows.begin(), dataset_.rows.begin() + std::min<size_t>(dataset_.rows.size(), 500)));
+  std::map<std::string, int> counts;
+  for (const auto& r : dataset_.rows) ++counts[r.label];
+  QStringList parts;
+  for (const auto& [label, n] : counts) parts << QString("%1: %2").arg(QString::fromStdString(label)).arg(n);
+  summary_->setText(QString("%1: %2 rows%3. Labels: %4")
+                        .arg(QFileInfo(path).fileName())
+                        .arg(dataset_.rows.size())
+                        .arg(dataset_.has_header ? " (header row found)" : "")
+                        .arg(parts.join(", ")));
+  for (const auto& issue : dataset_.issues)
+    issues_->addItem(QString("line %1: %2").arg(issue.line).arg(QString::fromStdString(issue.message)));
+  issues_->setVisible(!dataset_.issues.empty());
+  if (!dataset_.issues.empty())
+    return QString("%1 row(s) have problems (listed under the preview); fix the file before training.")
+        .arg(dataset_.issues.size());
+  return {};
+}
+
+// The dropdown names the dataset that is loaded: a shipped one, or the file opened (listed by
+// its name, before the "Open..." entry, so it can be chosen again).
+void DatasetPanel::showChoice() {
+  QSignalBlocker block(choice_);
+  const int shipped = static_cast<int>(shipped_datasets().size());
+  for (int i = 0; i < shipped; ++i)
+    if (QFileInfo(shippedPath(i)) == QFileInfo(path_)) {
+      choice_->setCurrentIndex(i);
+      return;
+    }
+  if (path_.isEmpty()) return;
+  const int open_item = choice_->count() - 1;
+  if (open_item == shipped)  // no user file listed yet
+    choice_->insertItem(shipped, QFileInfo(path_).fileName(), path_);
+  else
+    choice_->setItemText(shipped, QFileInfo(path_).fileName()), choice_->setItemData(shipped, path_);
+  choice_->setItemData(shipped, path_, Qt::ToolTipRole);
+  choice_->setCurrentIndex(shipped);
+}
+
+}  // namespace attnlab

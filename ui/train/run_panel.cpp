@@ -1,0 +1,285 @@
+// RunPanel (see run_panel.h).
+#include "ui/train/run_panel.h"
+
+#include <QDateTime>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "ui/curve_view.h"
+#include "ui/heatmap_data.h"
+#include "ui/heatmap_view.h"
+
+namespace attnlab {
+
+RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
+  auto* rv = new QVBoxLayout(this);
+  auto* buttons = new QHBoxLayout;
+  train_ = new QPushButton("Train", this);
+  pause_ = new QPushButton("Pause", this);
+  pause_->setCheckable(true);
+  stop_ = new QPushButton("Stop", this);
+  save_ = new QPushButton("Save model...", this);
+  explore_ = new QPushButton("Open in Explore", this);
+  train_->setToolTip("Start training with the settings on the left (Ctrl+Return)");
+  pause_->setToolTip("Pause or resume after the current step");
+  stop_->setToolTip("Stop after the current step; the model trained so far is kept");
+  save_->setToolTip("Save the trained model as a folder Explore and attnlab-cli open");
+  explore_->setToolTip("Open the trained model in the Explore tab");
+  for (QPushButton* b : {train_, pause_, stop_, save_, explore_}) buttons->addWidget(b);
+  buttons->addStretch();
+  rv->addLayout(buttons);
+  progress_ = new QProgressBar(this);
+  progress_label_ = new QLabel(this);
+  message_ = new QLabel(this);
+  message_->setWordWrap(true);
+  message_->setStyleSheet("color: #a00;");
+  rv->addWidget(progress_);
+  rv->addWidget(progress_label_);
+  rv->addWidget(message_);
+  auto* curves = new QHBoxLayout;
+  loss_ = new CurveView("step", this);
+  loss_->addSeries("train loss", QColor(160, 190, 230));
+  loss_->addSeries("train loss (smoothed)", QColor(31, 119, 180));
+  loss_->addSeries("validation loss", QColor(214, 39, 40), false, true);
+  loss_->setAxisLabels("loss");
+  acc_ = new CurveView("epoch", this);
+  acc_->addSeries("validation accuracy", QColor(44, 160, 44), false, true);
+  acc_->setAxisLabels("accuracy");
+  acc_->setYRange(0.0, 1.0);  // accuracy is a fraction: a fixed axis, never -2..4 or a zoomed 0.806..0.864
+  acc_->setIntegerX(1);       // epochs, from 1
+  curves->addWidget(loss_, 3);
+  curves->addWidget(acc_, 2);
+  rv->addLayout(curves, 2);
+  auto* cexp = new QHBoxLayout;
+  auto* export_curves = new QPushButton("Export curves...", this);
+  export_curves->setToolTip("Save the loss and accuracy curves as PNG, SVG, PDF or CSV");
+  cexp->addWidget(export_curves);
+  cexp->addStretch();
+  rv->addLayout(cexp);
+
+  auto* heads_box = new QGroupBox("Live heads", this);
+  auto* hv = new QVBoxLayout(heads_box);
+  auto* hbar = new QHBoxLayout;
+  probe_ = new QLineEdit(heads_box);
+  probe_layer_ = new QSpinBox(heads_box);
+  probe_layer_->setRange(0, 0);
+  timeline_ = new QSlider(Qt::Horizontal, heads_box);
+  timeline_->setRange(0, 0);
+  timeline_label_ = new QLabel("no snapshots yet", heads_box);
+  probe_->setToolTip(
+      "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" find \"good\")");
+  probe_layer_->setToolTip("The layer whose heads the live view shows");
+  timeline_->setToolTip("Step back through the snapshots taken during training");
+  hbar->addWidget(new QLabel("probe", heads_box));
+  hbar->addWidget(probe_, 2);
+  hbar->addWidget(new QLabel("layer", heads_box));
+  hbar->addWidget(probe_layer_);
+  hbar->addWidget(new QLabel("timeline", heads_box));
+  hbar->addWidget(timeline_, 2);
+  hbar->addWidget(timeline_label_);
+  hv->addLayout(hbar);
+  heads_grid_ = new QGridLayout;
+  hv->addLayout(heads_grid_, 1);
+  rv->addWidget(heads_box, 3);
+
+  confusion_ = new QTableWidget(this);
+  confusion_->setMaximumHeight(100);
+  confusion_->setToolTip("Confusion matrix on the validation rows: true label (rows) x predicted (columns)");
+  rv->addWidget(confusion_);
+
+  connect(train_, &QPushButton::clicked, this, &RunPanel::trainClicked);
+  connect(pause_, &QPushButton::toggled, this, &RunPanel::pauseToggled);
+  connect(stop_, &QPushButton::clicked, this, &RunPanel::stopClicked);
+  connect(save_, &QPushButton::clicked, this, &RunPanel::saveClicked);
+  connect(explore_, &QPushButton::clicked, this, &RunPanel::exploreClicked);
+  connect(probe_, &QLineEdit::textChanged, this, &RunPanel::probeChanged);
+  connect(export_curves, &QPushButton::clicked, this, [this] {
+    const QString f =
+        QFileDialog::getSaveFileName(this, "Export curves", "loss.png", "PNG (*.png);;SVG (*.svg);;CSV (*.csv)");
+    if (f.isEmpty()) return;
+    try {
+      loss_->exportTo(f);
+      const QFileInfo fi(f);
+      acc_->exportTo(fi.dir().filePath(fi.completeBaseName() + "-accuracy." + fi.suffix()));
+    } catch (const Error& e) {
+      fail(QString::fromStdString(e.what()));
+    }
+  });
+  connect(timeline_, &QSlider::valueChanged, this, &RunPanel::showSnapshot);
+  connect(probe_layer_, &QSpinBox::valueChanged, this, [this] { showSnapshot(timeline_->value()); });
+  setRunning(false);
+  save_->setEnabled(false);
+  explore_->setEnabled(false);
+}
+
+void RunPanel::reset() {
+  loss_->clear();
+  acc_->clear();
+  smoothed_ = -1;
+  snapshots_.clear();
+  timeline_->setRange(0, 0);
+  timeline_label_->setText("no snapshots yet");
+  confusion_->clear();
+  confusion_->setRowCount(0);
+  confusion_->setColumnCount(0);
+  message_->clear();
+  progress_->setValue(0);
+  progress_label_->clear();
+  for (HeatmapView* h : head_views_) h->deleteLater();
+  head_views_.clear();
+  save_->setEnabled(false);
+  explore_->setEnabled(false);
+}
+
+void RunPanel::begin(const ModelConfig& model, int total_steps) {
+  reset();
+  probe_layer_->setRange(0, model.num_layers - 1);
+  for (int h = 0; h < model.num_heads; ++h) {
+    auto* v = new HeatmapView(this);
+    v->setMaxCells(64);
+    v->setMinimumSize(120, 120);
+    heads_grid_->addWidget(v, h / 4, h % 4);
+    head_views_.push_back(v);
+  }
+  progress_->setRange(0, total_steps);
+  setRunning(true);
+  start_ms_ = QDateTime::currentMSecsSinceEpoch();
+}
+
+void RunPanel::setRunning(bool running) {
+  train_->setEnabled(!running);
+  pause_->setEnabled(running);
+  stop_->setEnabled(running);
+  if (!running) {
+    QSignalBlocker block(pause_);
+    pause_->setChecked(false);
+    pause_->setText("Pause");
+  }
+}
+
+void RunPanel::setPaused(bool paused) {
+  pause_->setText(paused ? "Resume" : "Pause");
+}
+
+void RunPanel::fail(const QString& message) {
+  message_->setStyleSheet("color: #a00;");  // errors in red, whatever the last message was
+  message_->setText(message);
+}
+
+void RunPanel::clearMessage() {
+  message_->clear();
+}
+void RunPanel::setProbe(const QString& text) {
+  probe_->setText(text);
+}
+QString RunPanel::probe() const {
+  return probe_->text();
+}
+QString RunPanel::message() const {
+  return message_->text();
+}
+QString RunPanel::progressText() const {
+  return progress_label_->text();
+}
+
+void RunPanel::onStep(const TrainProgress& p) {
+  loss_->append(0, p.step, p.loss);
+  smoothed_ = smoothed_ < 0 ? p.loss : 0.95 * smoothed_ + 0.05 * p.loss;
+  loss_->append(1, p.step, smoothed_);
+  progress_->setValue(p.step);
+  const double elapsed = (QDateTime::currentMSecsSinceEpoch() - start_ms_) / 1000.0;
+  const double left = p.step > 0 ? elapsed / p.step * (p.total_steps - p.step) : 0;
+  progress_label_->setText(QString("epoch %1/%2, step %3/%4, %5 samples/s, about %6 s left")
+                               .arg(p.epoch)
+                               .arg(p.epochs)
+                               .arg(p.step)
+                               .arg(p.total_steps)
+                               .arg(p.samples_per_s, 0, 'f', 0)
+                               .arg(left, 0, 'f', 0));
+}
+
+void RunPanel::onEpoch(const EpochReport& r) {
+  loss_->append(2, static_cast<double>(progress_->value()), r.val_loss);
+  acc_->append(0, r.epoch, r.val_acc);
+}
+
+void RunPanel::onSnapshot(const Snapshot& s) {
+  snapshots_.push_back(s);
+  const bool at_end = timeline_->value() == timeline_->maximum();
+  timeline_->setRange(0, static_cast<int>(snapshots_.size()) - 1);
+  if (at_end) timeline_->setValue(timeline_->maximum());
+  if (at_end || snapshots_.size() == 1) showSnapshot(timeline_->value());
+}
+
+void RunPanel::finish(const TrainOutcome& outcome) {
+  const TrainResult& r = outcome.result;
+  const EvalResult& ev = outcome.eval;
+  setRunning(false);
+  // No time left to estimate any more: say where the run ended instead.
+  progress_label_->setText(QString("%1 after %2 of %3 steps")
+                               .arg(r.cancelled  ? "stopped"
+                                    : r.diverged ? "diverged"
+                                                 : "finished")
+                               .arg(progress_->value())
+                               .arg(progress_->maximum()));
+  save_->setEnabled(outcome.model != nullptr);
+  explore_->setEnabled(outcome.model != nullptr);
+  if (!r.message.empty()) {
+    fail(QString::fromStdString(r.message));
+  } else {
+    message_->setStyleSheet("color: #060;");
+    message_->setText(
+        QString("Done: validation accuracy %1 (weights of epoch %2).").arg(ev.accuracy, 0, 'f', 4).arg(r.best_epoch));
+  }
+  if (r.diverged) message_->setStyleSheet("color: #a00;");
+  if (!outcome.model) return;
+  const int C = static_cast<int>(ev.confusion.size());
+  confusion_->setRowCount(C);
+  confusion_->setColumnCount(C + 1);
+  QStringList actual, predicted;
+  for (int k = 0; k < C; ++k) {
+    actual << "actual " + QString::fromStdString(outcome.model->label(k));
+    predicted << "predicted " + QString::fromStdString(outcome.model->label(k));
+  }
+  confusion_->setVerticalHeaderLabels(actual);
+  confusion_->setHorizontalHeaderLabels(predicted << "class accuracy");
+  for (int a = 0; a < C; ++a) {
+    for (int b = 0; b < C; ++b)
+      confusion_->setItem(
+          a, b, new QTableWidgetItem(QString::number(ev.confusion[static_cast<size_t>(a)][static_cast<size_t>(b)])));
+    const double acc = ev.class_accuracy[static_cast<size_t>(a)];
+    confusion_->setItem(a, C, new QTableWidgetItem(std::isnan(acc) ? "-" : QString::number(acc, 'f', 4)));
+  }
+  confusion_->resizeColumnsToContents();  // headers such as "predicted negative" in full
+}
+
+void RunPanel::showSnapshot(int index) {
+  if (index < 0 || index >= static_cast<int>(snapshots_.size())) return;
+  const Snapshot& s = snapshots_[static_cast<size_t>(index)];
+  timeline_label_->setText(QString("step %1 (%2 of %3)").arg(s.step).arg(index + 1).arg(snapshots_.size()));
+  const int layer = std::min(probe_layer_->value(), static_cast<int>(s.result->attention.size()) - 1);
+  QStringList labels;
+  for (const auto& t : s.result->tokens) labels << QString::fromStdString(t);
+  for (int h = 0; h < static_cast<int>(head_views_.size()); ++h) {
+    HeatmapData d = head_heatmap(s.result, layer, h, 64);
+    d.row_labels = labels;
+    d.col_labels = labels;
+    d.title = QString("head %1").arg(h);
+    head_views_[static_cast<size_t>(h)]->setData(std::move(d));
+  }
+}
+
+}  // namespace attnlab

@@ -1,0 +1,81 @@
+// RunPanel: the Train tab's run: Train / Pause / Stop / Save / Open in Explore, progress, live
+// loss and accuracy curves, a probe sentence's heads refreshed during training with a timeline
+// of snapshots, and at the end the confusion matrix with per-class accuracy. It draws what the
+// TrainController reports; the Train tab starts and stops the run.
+#pragma once
+
+#include <QWidget>
+#include <vector>
+
+#include "ui/train_controller.h"
+
+class QGridLayout;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+class QTableWidget;
+
+namespace attnlab {
+
+class CurveView;
+class HeatmapView;
+
+class RunPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunPanel(QWidget* parent = nullptr);
+  void reset();                                           // nothing of an earlier run or dataset stays on screen
+  void begin(const ModelConfig& model, int total_steps);  // a run starts
+  void setRunning(bool running);
+  void setPaused(bool paused);
+  void onStep(const TrainProgress& p);
+  void onEpoch(const EpochReport& r);
+  void onSnapshot(const Snapshot& s);
+  void finish(const TrainOutcome& outcome);  // the result, the confusion matrix, Save and Explore enabled
+  void fail(const QString& message);         // a message in red
+  void clearMessage();
+  void setProbe(const QString& text);
+  QString probe() const;
+
+  QString message() const;
+  QString progressText() const;
+  CurveView* lossCurve() const { return loss_; }
+  CurveView* accuracyCurve() const { return acc_; }
+  int snapshotCount() const { return static_cast<int>(snapshots_.size()); }
+  QPushButton* trainButton() const { return train_; }
+  QTableWidget* confusionTable() const { return confusion_; }
+  QLabel* messageLabel() const { return message_; }
+
+ signals:
+  void trainClicked();
+  void pauseToggled(bool paused);
+  void stopClicked();
+  void saveClicked();
+  void exploreClicked();
+  void probeChanged(const QString& text);
+
+ private:
+  void showSnapshot(int index);
+
+  QPushButton *train_, *pause_, *stop_, *save_, *explore_;
+  QProgressBar* progress_;
+  QLabel* progress_label_;
+  QLabel* message_;
+  CurveView* loss_;
+  CurveView* acc_;
+  double smoothed_ = -1;
+  qint64 start_ms_ = 0;
+  QLineEdit* probe_;
+  QSpinBox* probe_layer_;
+  QSlider* timeline_;
+  QLabel* timeline_label_;
+  QGridLayout* heads_grid_;
+  std::vector<HeatmapView*> head_views_;
+  std::vector<Snapshot> snapshots_;
+  QTableWidget* confusion_;
+};
+
+}  // namespace attnlab
