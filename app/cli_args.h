@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "engine/core/tensor.h"
 
 namespace attnlab::cli {
 

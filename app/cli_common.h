@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "app/cli_args.h"
-#include "engine/forward.h"
-#include "engine/input.h"
+#include "engine/compute/forward.h"
+#include "engine/text/input.h"
 
 namespace attnlab::cli {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "app/cli_common.h"
-#include "engine/token_view.h"
+#include "engine/text/token_view.h"
 #include "ui/figure_export.h"
 
 namespace attnlab::cli {

@@ -15,17 +15,17 @@
 #include "app/cli_args.h"
 #include "app/cli_common.h"
 #include "app/default_model.h"
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 #include "engine/analysis/method_table.h"
 #include "engine/analysis/methods.h"
-#include "engine/lm.h"
-#include "engine/measured.h"
-#include "engine/input.h"
-#include "engine/io_util.h"
-#include "engine/npy.h"
-#include "engine/ops.h"
-#include "engine/optimizer.h"
-#include "engine/train_model.h"
+#include "engine/compute/lm.h"
+#include "engine/compute/measured.h"
+#include "engine/text/input.h"
+#include "engine/core/io_util.h"
+#include "engine/formats/npy.h"
+#include "engine/compute/ops.h"
+#include "engine/train/optimizer.h"
+#include "engine/train/train_model.h"
 
 namespace attnlab::cli {
 
@@ -608,7 +608,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
                {"--json", "--random-init", "--train", "--sgemm", "--checkpoint", "--analysis"});
   if (a.has("--sgemm")) {
-    // Measured again and kept as this machine's rates (engine/measured.h): the cpu ops' fp32
+    // Measured again and kept as this machine's rates (engine/compute/measured.h): the cpu ops' fp32
     // product and cpu-bf16's notice follow them from the next run on.
     const int n = a.get_int("--seq", 512), repeat = a.get_int("--repeat", 20);
     const MatmulRates r = measure_matmul_rates(n, repeat);

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli_common.h"
-#include "engine/io_util.h"
-#include "engine/tasks.h"
-#include "engine/trainer.h"
+#include "engine/core/io_util.h"
+#include "engine/train/tasks.h"
+#include "engine/train/trainer.h"
 
 namespace attnlab::cli {
 

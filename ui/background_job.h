@@ -18,7 +18,7 @@
 #include <new>
 #include <vector>
 
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 
 class QThreadPool;
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <qcustomplot.h>
 
-#include "engine/io_util.h"
-#include "engine/tensor.h"
+#include "engine/core/io_util.h"
+#include "engine/core/tensor.h"
 
 namespace attnlab {
 

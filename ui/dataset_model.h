@@ -4,7 +4,7 @@
 
 #include <QAbstractTableModel>
 
-#include "engine/dataset.h"
+#include "engine/train/dataset.h"
 
 namespace attnlab {
 

@@ -10,9 +10,9 @@
 #include <functional>
 #include <memory>
 
-#include "engine/forward.h"
-#include "engine/input.h"
-#include "engine/token_view.h"
+#include "engine/compute/forward.h"
+#include "engine/text/input.h"
+#include "engine/text/token_view.h"
 #include "ui/forward_runner.h"
 
 class QTimer;

@@ -10,7 +10,7 @@
 #include <map>
 #include <memory>
 
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 #include "ui/explore/explore_state.h"
 #include "ui/explore_controller.h"
 

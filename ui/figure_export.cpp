@@ -14,8 +14,8 @@
 #include <limits>
 #include <qcustomplot.h>
 
-#include "engine/io_util.h"
-#include "engine/npy.h"
+#include "engine/core/io_util.h"
+#include "engine/formats/npy.h"
 #include "ui/colormaps.h"
 
 namespace attnlab {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 
 namespace attnlab {
 

@@ -13,8 +13,8 @@
 #include <optional>
 
 #include "engine/analysis/methods.h"
-#include "engine/forward.h"
-#include "engine/token_view.h"
+#include "engine/compute/forward.h"
+#include "engine/text/token_view.h"
 #include "ui/background_job.h"
 #include "ui/heatmap_data.h"
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 
 namespace attnlab {
 

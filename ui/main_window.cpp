@@ -24,7 +24,7 @@
 #include <QTabWidget>
 #include <QToolBar>
 
-#include "engine/ops.h"
+#include "engine/compute/ops.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
 #include "ui/methods_view.h"

@@ -5,7 +5,7 @@
 #include <QMainWindow>
 #include <memory>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 class QComboBox;
 class QLabel;

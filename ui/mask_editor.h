@@ -7,7 +7,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "engine/npy.h"
+#include "engine/formats/npy.h"
 
 class QComboBox;
 

@@ -15,7 +15,7 @@
 #include <QVBoxLayout>
 
 #include "engine/analysis/methods.h"
-#include "engine/input.h"
+#include "engine/text/input.h"
 #include "ui/figure_export.h"
 #include "ui/heatmap_data.h"
 #include "ui/heatmap_view.h"

@@ -5,7 +5,7 @@
 #include <QAbstractListModel>
 #include <set>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 namespace attnlab {
 

@@ -5,7 +5,7 @@
 #include <QMetaObject>
 #include <QThread>
 
-#include "engine/input.h"
+#include "engine/text/input.h"
 
 namespace attnlab {
 

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <string>
 
-#include "engine/forward.h"
-#include "engine/trainer.h"
+#include "engine/compute/forward.h"
+#include "engine/train/trainer.h"
 #include "ui/background_job.h"
 
 namespace attnlab {

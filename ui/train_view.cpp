@@ -11,9 +11,9 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
-#include "engine/model_folder.h"
-#include "engine/tasks.h"
-#include "engine/train_model.h"
+#include "engine/model/model_folder.h"
+#include "engine/train/tasks.h"
+#include "engine/train/train_model.h"
 #include "ui/train/dataset_panel.h"
 #include "ui/train/model_form.h"
 #include "ui/train/run_panel.h"

@@ -7,8 +7,8 @@
 #include <QWidget>
 #include <memory>
 
-#include "engine/forward.h"
-#include "engine/trainer.h"
+#include "engine/compute/forward.h"
+#include "engine/train/trainer.h"
 #include "ui/train_controller.h"
 
 class QLabel;

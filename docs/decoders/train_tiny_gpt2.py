@@ -1,5 +1,5 @@
 """The small GPT-2 behind docs/decoders/*.png: GPT2LMHeadModel (4 layers, 4 heads, d=128) trained
-for 600 steps on the repository's own text with the byte-level BPE tests/hf_decoders.py trains
+for 600 steps on the repository's own text with the byte-level BPE tests/crosscheck/hf_decoders.py trains
 (~4 min on 2 cores with PyTorch 2.x, ~8 with Debian's 1.13). No pretrained decoder can be
 downloaded here; this one has learnt enough of the text for the logit lens to show something.
 usage: PYTHON train_tiny_gpt2.py OUT_DIR   (a Python with transformers: ~/.cache/attnlab/hf-venv)

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/lm.h"
-#include "engine/plan.h"
+#include "engine/compute/lm.h"
+#include "engine/compute/plan.h"
 
 namespace attnlab {
 

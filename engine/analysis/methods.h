@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 
 namespace attnlab {
 

@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/config.h"
-#include "engine/tensor.h"
+#include "engine/core/config.h"
+#include "engine/core/tensor.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

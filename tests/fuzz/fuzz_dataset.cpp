@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/dataset.h"
+#include "engine/train/dataset.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

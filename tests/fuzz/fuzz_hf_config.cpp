@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/hf_model.h"
-#include "engine/tensor.h"
+#include "engine/model/hf_model.h"
+#include "engine/core/tensor.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

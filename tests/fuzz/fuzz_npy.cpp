@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/mask.h"
-#include "engine/npy.h"
+#include "engine/compute/mask.h"
+#include "engine/formats/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/safetensors.h"
+#include "engine/formats/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

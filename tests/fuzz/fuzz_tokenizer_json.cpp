@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/hf_tokenizer.h"
-#include "engine/tensor.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/core/tensor.h"
 
 namespace {
 const char* kTokenizer = R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",

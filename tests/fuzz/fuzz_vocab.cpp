@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/tensor.h"
-#include "engine/tokenizer.h"
+#include "engine/core/tensor.h"
+#include "engine/text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

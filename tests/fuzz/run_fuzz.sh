@@ -12,13 +12,14 @@ mode=$1
 out=$2
 CXX=${ATTNLAB_FUZZ_CXX:-clang++}
 FLAGS=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root")
-SOURCES=(config weights safetensors npy tokenizer input mask dataset unicode regex hf_tokenizer hf_model model)
+SOURCES=(core/config model/weights formats/safetensors formats/npy text/tokenizer text/input compute/mask train/dataset
+         text/unicode text/regex text/hf_tokenizer model/hf_model model/model)
 HARNESSES=(safetensors config vocab dataset npy mask_spec tokenizer_json hf_config)
 
 if [ "$mode" = build ]; then
   mkdir -p "$out/obj"
   for s in "${SOURCES[@]}"; do
-    "$CXX" "${FLAGS[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$root/engine/$s.cpp" -o "$out/obj/$s.o" &
+    "$CXX" "${FLAGS[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$root/engine/$s.cpp" -o "$out/obj/${s//\//_}.o" &
   done
   wait
   for h in "${HARNESSES[@]}"; do

@@ -16,8 +16,8 @@
 #include <qcustomplot.h>
 
 #include "engine/analysis/methods.h"
-#include "engine/lm.h"
-#include "engine/npy.h"
+#include "engine/compute/lm.h"
+#include "engine/formats/npy.h"
 #include "ui/colormaps.h"
 
 namespace attnlab {

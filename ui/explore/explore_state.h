@@ -11,7 +11,7 @@
 #include <memory>
 #include <set>
 
-#include "engine/forward.h"
+#include "engine/compute/forward.h"
 #include "ui/background_job.h"
 #include "ui/explore_controller.h"
 #include "ui/heatmap_data.h"

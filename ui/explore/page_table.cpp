@@ -3,7 +3,7 @@
 
 #include <QTabWidget>
 
-#include "engine/config.h"
+#include "engine/core/config.h"
 #include "ui/explore/analysis_pages.h"
 #include "ui/explore/heads_page.h"
 #include "ui/explore/input_bar.h"

@@ -14,7 +14,7 @@
 
 #include <qcustomplot.h>
 
-#include "engine/lm.h"
+#include "engine/compute/lm.h"
 #include "ui/colormaps.h"
 #include "ui/heatmap_view.h"
 #include "ui/mask_editor.h"

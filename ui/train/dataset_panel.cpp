@@ -15,7 +15,7 @@
 #include <QVBoxLayout>
 #include <map>
 
-#include "engine/tasks.h"
+#include "engine/train/tasks.h"
 #include "ui/dataset_model.h"
 
 namespace attnlab {

@@ -1,11 +1,11 @@
-// DatasetPanel: the Train tab's data: a shipped dataset (engine/tasks.h's table) or a TSV / CSV
+// DatasetPanel: the Train tab's data: a shipped dataset (engine/train/tasks.h's table) or a TSV / CSV
 // file, its preview and label counts, the text and label columns, parse problems row by row, and
 // the validation split. It reads files; the Train tab decides when a new one may be loaded.
 #pragma once
 
 #include <QGroupBox>
 
-#include "engine/dataset.h"
+#include "engine/train/dataset.h"
 
 class QComboBox;
 class QDoubleSpinBox;

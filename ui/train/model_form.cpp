@@ -8,7 +8,7 @@
 #include <QSignalBlocker>
 #include <QSpinBox>
 
-#include "engine/ops.h"
+#include "engine/compute/ops.h"
 
 namespace attnlab {
 

@@ -5,8 +5,8 @@
 #include <QGroupBox>
 #include <memory>
 
-#include "engine/model.h"
-#include "engine/trainer.h"
+#include "engine/model/model.h"
+#include "engine/train/trainer.h"
 
 class QCheckBox;
 class QComboBox;

@@ -1,0 +1,295 @@
+// The shared forward driver: input checks, mask building, cross mode, pooling, classifier,
+// warnings. Backends only run the layers.
+#include "engine/compute/forward.h"
+
+#include "engine/compute/lm.h"
+#include "engine/compute/plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+namespace attnlab {
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "reference") return make_reference_backend();
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cpu-bf16") return make_cpu_bf16_backend();
+  if (name == "opencl" || name.rfind("opencl:", 0) == 0) return make_opencl_backend(name);
+  throw Error("unknown backend \"" + name + "\" (expected cpu, cpu-bf16, reference, opencl or opencl:N)");
+}
+
+std::vector<float> softmax(const std::vector<float>& logits) {
+  std::vector<float> p(logits.size());
+  if (logits.empty()) return p;
+  float m = logits[0];
+  for (float v : logits) m = std::max(m, v);
+  double sum = 0;
+  for (size_t k = 0; k < logits.size(); ++k) sum += (p[k] = std::exp(logits[k] - m));
+  for (float& v : p) v = static_cast<float>(v / sum);
+  return p;
+}
+
+std::vector<float> pooling_weights(Pooling pooling, const uint8_t* is_pad, int T) {
+  std::vector<float> w(static_cast<size_t>(T), 0.0f);
+  int count = 0;
+  for (int t = 0; t < T; ++t) {
+    const bool use = pooling == Pooling::Cls ? t == 0 : pooling == Pooling::MaskedMean ? !is_pad[t] : true;
+    if (use) w[static_cast<size_t>(t)] = 1.0f, ++count;
+  }
+  for (float& v : w) v = count ? v / static_cast<float>(count) : 0.0f;
+  return w;
+}
+
+std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids) {
+  const int pad = model.vocab.pad_id();
+  std::vector<uint8_t> flags(ids.size());
+  for (size_t t = 0; t < ids.size(); ++t) flags[t] = ids[t] == pad;
+  return flags;
+}
+
+std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids) {
+  if (model.config.num_classes == 0) return {};
+  // The head of the plan (pooling, pooler, classifier) on one sequence, with the reference ops:
+  // a few thousand multiply-adds, the same code that training runs.
+  static thread_local std::unique_ptr<Ops> ops = make_reference_ops();
+  HeadState st;
+  const Tensor logits =
+      head_forward(model, *ops, hidden, pad_flags(model, ids), 1, static_cast<int>(hidden.dim(0)), st);
+  return {logits.data.begin(), logits.data.end()};
+}
+
+std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n) {
+  if (static_cast<int>(ids.size()) >= n) return ids;
+  const int pad = model.vocab.pad_id();
+  if (pad < 0) throw Error("cannot pad: the vocabulary has no [PAD] token");
+  ids.resize(static_cast<size_t>(n), pad);
+  return ids;
+}
+
+Tensor ForwardResult::stacked_probs() const {
+  const auto& per_layer = is_cross() ? cross_attention : attention;
+  if (per_layer.empty()) throw Error("no attention probabilities were kept");
+  std::vector<int64_t> shape = {static_cast<int64_t>(per_layer.size())};
+  for (int64_t d : per_layer.front().shape) shape.push_back(d);
+  if (shape.size() != 4) throw Error("attention of layer 0 was not kept");
+  Tensor out(shape);
+  const size_t n = per_layer.front().data.size();
+  for (size_t l = 0; l < per_layer.size(); ++l) {
+    if (per_layer[l].data.size() != n) throw Error("attention of layer " + std::to_string(l) + " was not kept");
+    std::copy(per_layer[l].data.begin(), per_layer[l].data.end(),
+              out.data.begin() + static_cast<std::ptrdiff_t>(l * n));
+  }
+  return out;
+}
+
+namespace {
+
+void check_ids(const Model& model, const std::vector<int>& ids, const char* what) {
+  const ModelConfig& c = model.config;
+  if (ids.empty()) throw Error(std::string(what) + " is empty: nothing to attend over");
+  if (static_cast<int>(ids.size()) > c.max_len)
+    throw Error(std::string(what) + " has " + std::to_string(ids.size()) + " tokens, more than the model's max_len " +
+                std::to_string(c.max_len));
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      throw Error(std::string(what) + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+}
+
+void check_types(const Model& model, const std::vector<int>& types, size_t n, const char* what) {
+  if (types.empty()) return;
+  if (types.size() != n)
+    throw Error(std::string(what) + ": " + std::to_string(types.size()) + " token types for " + std::to_string(n) +
+                " tokens");
+  for (size_t i = 0; i < n; ++i)
+    if (types[i] < 0 || types[i] >= std::max(1, model.config.type_vocab_size))
+      throw Error(std::string(what) + ": token type " + std::to_string(types[i]) + " at position " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(std::max(1, model.config.type_vocab_size)) + ")");
+}
+
+// The request's labels, or the vocabulary's tokens when it gave none (ids typed by hand).
+std::vector<std::string> labels_for(const Model& model, const std::vector<int>& ids,
+                                    const std::vector<std::string>& given) {
+  if (given.size() == ids.size()) return given;
+  if (!given.empty())
+    throw Error("internal: " + std::to_string(given.size()) + " token labels for " + std::to_string(ids.size()) +
+                " ids");
+  std::vector<std::string> labels;
+  for (const int id : ids) labels.push_back(id < model.vocab.size() ? model.vocab.token(id) : "#" + std::to_string(id));
+  return labels;
+}
+
+// Memory the machine can still give us, from /proc/meminfo (0 when unknown).
+double available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  return 0;
+}
+
+// Refuses a pass whose kept probabilities alone would not fit in memory, before allocating.
+void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep) {
+  int layers = 0;
+  for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
+  const double need = static_cast<double>(layers) * c.num_heads * T * static_cast<double>(S) * 4.0 +
+                      static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0;  // mask + activations
+  const double have = available_bytes();
+  if (have > 0 && need > 0.9 * have) {
+    char msg[320];
+    std::snprintf(
+        msg, sizeof msg,
+        "this pass would keep %d layer(s) x %d heads x %d x %d attention probabilities (%.1f GB), more than the "
+        "%.1f GB of memory available; keep fewer layers or shorten the input",
+        layers, c.num_heads, T, S, need / 1e9, have / 1e9);
+    throw Error(msg);
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c) {
+  std::vector<std::pair<int, int>> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t colon = item.find(':');
+    int l = -1, h = -1;
+    char tail = 0;
+    if (colon == std::string::npos || std::sscanf(item.c_str(), "%d:%d%c", &l, &h, &tail) != 2)
+      throw Error("--ablate: expected LAYER:HEAD[,LAYER:HEAD]..., got \"" + item + "\"");
+    if (l < 0 || l >= c.num_layers || h < 0 || h >= c.num_heads)
+      throw Error("--ablate: no head " + item + " (layers 0-" + std::to_string(c.num_layers - 1) + ", heads 0-" +
+                  std::to_string(c.num_heads - 1) + ")");
+    out.emplace_back(l, h);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::vector<uint8_t>> ablation_flags(const ModelConfig& c, const std::vector<std::pair<int, int>>& heads) {
+  std::vector<std::vector<uint8_t>> flags;
+  if (heads.empty()) return flags;
+  flags.assign(static_cast<size_t>(c.num_layers), {});
+  for (const auto& [l, h] : heads) {
+    if (l < 0 || l >= c.num_layers || h < 0 || h >= c.num_heads)
+      throw Error("ablate: no head " + std::to_string(l) + ":" + std::to_string(h) + " (layers 0-" +
+                  std::to_string(c.num_layers - 1) + ", heads 0-" + std::to_string(c.num_heads - 1) + ")");
+    auto& layer = flags[static_cast<size_t>(l)];
+    layer.resize(static_cast<size_t>(c.num_heads), 0);
+    layer[static_cast<size_t>(h)] = 1;
+  }
+  return flags;
+}
+
+AttnMask self_attention_mask(const Model& model, const ForwardRequest& req) {
+  const ModelConfig& c = model.config;
+  check_ids(model, req.ids, "the sequence");
+  check_types(model, req.token_types, req.ids.size(), "the sequence");
+  const int T = static_cast<int>(req.ids.size());
+  AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, model.vocab.pad_id());
+  if (c.sliding_window > 0) block_outside_window(mask, c.sliding_window);
+  return mask;
+}
+
+ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& c = model.config;
+  check_ids(model, req.ids, "the sequence");
+  check_types(model, req.token_types, req.ids.size(), "the sequence");
+  ForwardResult r;
+  r.ids = req.ids;
+  r.tokens = labels_for(model, req.ids, req.tokens);
+  const int T = static_cast<int>(req.ids.size());
+  const int pad = model.vocab.pad_id();
+  EncodeOptions opts;
+  static_cast<PassOptions&>(opts) = req;  // what to keep, cancel, progress
+  opts.token_types = req.token_types;
+  opts.ablate = ablation_flags(c, req.ablate);
+
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention);
+  if (c.causal && !req.cross_ids.empty())
+    throw Error(
+        "cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
+        "language model");
+  if (req.cross_ids.empty()) {
+    r.mask = self_attention_mask(model, req);
+    EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
+    r.hidden = std::move(out.hidden);
+    r.attention = std::move(out.attention);
+    r.layer_inputs = std::move(out.layer_inputs);
+    r.values = std::move(out.values);
+    r.warnings = mask_warnings(r.mask, "attention mask");
+  } else {
+    check_ids(model, req.cross_ids, "the cross sequence");
+    check_types(model, req.cross_token_types, req.cross_ids.size(), "the cross sequence");
+    r.cross_ids = req.cross_ids;
+    r.cross_tokens = labels_for(model, req.cross_ids, req.cross_tokens);
+    const int S = static_cast<int>(req.cross_ids.size());
+    r.mask = build_mask(req.mask, T, S, c.num_heads, req.cross_ids, pad);
+    MaskSpec own;
+    own.padding = req.mask.padding;
+    const AttnMask mask_a = build_mask(own, T, T, c.num_heads, req.ids, pad);
+    const AttnMask mask_b = build_mask(own, S, S, c.num_heads, req.cross_ids, pad);
+    EncodeOptions inner;  // each sequence's own encoding: its layers' inputs, no probabilities
+    inner.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
+    inner.keep_layer_inputs = true;
+    inner.cancel = req.cancel;
+    inner.ablate = opts.ablate;
+    inner.token_types = req.cross_token_types;
+    EncodeOutput b = backend.encode(model, req.cross_ids, mask_b, inner);
+    inner.on_layer = req.on_layer;
+    inner.token_types = req.token_types;
+    EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
+    r.cross_attention.resize(static_cast<size_t>(c.num_layers));
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (!req.keep_attention.empty() && !req.keep_attention[static_cast<size_t>(l)]) continue;
+      if (req.cancel && req.cancel->load()) throw Cancelled();
+      r.cross_attention[static_cast<size_t>(l)] = backend.cross_attention(
+          model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);
+    }
+    r.hidden = std::move(a.hidden);
+    r.cross_hidden = std::move(b.hidden);
+    r.warnings = mask_warnings(r.mask, "cross-attention mask");
+  }
+  r.logits = classify(model, r.hidden, r.ids);
+  if (c.lm_head) r.next_tokens = top_next_tokens(model, r.hidden, T - 1, 10);
+  if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
+  if (!r.logits.empty()) {
+    r.class_probs = softmax(r.logits);
+    r.predicted =
+        static_cast<int>(std::max_element(r.class_probs.begin(), r.class_probs.end()) - r.class_probs.begin());
+  }
+  for (float v : r.hidden.data)
+    if (!std::isfinite(v)) {
+      r.warnings.push_back("hidden states contain NaN or inf (the weights may be broken)");
+      break;
+    }
+  r.millis = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<ForwardResult> run_forward_batch(const Model& model, Backend& backend,
+                                             const std::vector<std::vector<int>>& batch, const MaskSpec& mask) {
+  size_t longest = 0;
+  for (const auto& ids : batch) longest = std::max(longest, ids.size());
+  std::vector<ForwardResult> out;
+  out.reserve(batch.size());
+  for (const auto& ids : batch) {
+    ForwardRequest req;
+    req.ids = pad_ids(model, ids, static_cast<int>(longest));
+    req.mask = mask;
+    req.mask.padding = true;
+    out.push_back(run_forward(model, backend, req));
+  }
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,86 @@
+// The forward pass as the UI and CLI see it: ids (+ optional cross sequence) and a MaskSpec in,
+// a ForwardResult value out (hidden states, logits, every layer's per-head probabilities, the
+// effective masks, warnings). No widget or file format is involved here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/compute/backend.h"
+#include "engine/compute/mask.h"
+#include "engine/model/model.h"
+#include "engine/model/model_folder.h"
+
+namespace attnlab {
+
+// A forward pass: the input, its masks and labels, and (PassOptions) what to keep besides the
+// output. In cross mode keep_layer_inputs and keep_values are not used, and on_layer follows the
+// first sequence's encoding.
+struct ForwardRequest : PassOptions {
+  std::vector<int> ids;
+  std::vector<int> cross_ids;  // non-empty: cross-attention mode, ids attend to cross_ids
+  MaskSpec mask;               // self mode: the self-attention mask. Cross mode: the cross-attention mask; each
+                               // sequence's own encoding then uses only its padding mask (when padding is on).
+  // Labels of ids and cross_ids, as prepare_text gave them; empty: the vocabulary's tokens.
+  std::vector<std::string> tokens, cross_tokens;
+  // Token types (segments) of ids and cross_ids, for models with a token-type embedding; empty = all 0.
+  std::vector<int> token_types, cross_token_types;
+  // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
+  std::vector<std::pair<int, int>> ablate;
+};
+
+struct ForwardResult {
+  std::vector<int> ids, cross_ids;
+  std::vector<std::string> tokens, cross_tokens;  // what ids and cross_ids are labelled with: every view
+                                                  // labels what it draws from the result it draws
+  Tensor hidden;                                  // [T, E]
+  Tensor cross_hidden;                            // [T_b, E] in cross mode
+  std::vector<float> logits, class_probs;         // empty for encoder-only models
+  int predicted = -1;
+  // Language models: the 10 likeliest next tokens after the last position (id, probability),
+  // best first (engine/compute/lm.h for other positions).
+  std::vector<std::pair<int, float>> next_tokens;
+  std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
+  std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
+  std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them
+  std::vector<Tensor> values;           // per layer [T, KV * D] when asked for and the backend keeps them
+  AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
+  std::vector<std::string> warnings;
+  double millis = 0;  // wall time of the forward pass
+
+  bool is_cross() const { return !cross_ids.empty(); }
+  // Probabilities of the shown kind for one layer: attention[l] or cross_attention[l].
+  const Tensor& probs(int layer) const {
+    return is_cross() ? cross_attention.at(static_cast<size_t>(layer)) : attention.at(static_cast<size_t>(layer));
+  }
+  // [layers, heads, T, S] of every kept layer (Error if any layer was not kept).
+  Tensor stacked_probs() const;
+};
+
+// Self mode: validates the ids (and token types) and builds the mask the attention applies: the
+// request's MaskSpec with the model's own (causal, sliding window).
+AttnMask self_attention_mask(const Model& model, const ForwardRequest& request);
+// Per layer, 1 for each ablated head (EncodeOptions::ablate); empty when none. Error for a head
+// that does not exist.
+std::vector<std::vector<uint8_t>> ablation_flags(const ModelConfig& c, const std::vector<std::pair<int, int>>& heads);
+// "1:3,0:0" -> {(1, 3), (0, 0)}; Error quoting a malformed or out-of-range pair.
+std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c);
+
+// Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
+ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);
+
+// Several sequences of different lengths, padded with [PAD] to the longest and run with the
+// padding mask on (plus whatever `mask` adds), as in the articles' batch examples.
+std::vector<ForwardResult> run_forward_batch(const Model& model, Backend& backend,
+                                             const std::vector<std::vector<int>>& batch, const MaskSpec& mask);
+
+// Appends [PAD] ids up to length n (no-op when already that long).
+std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n);
+
+// 1 where ids[t] is the vocabulary's [PAD].
+std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids);
+// Pools hidden states [T, E] to [E] per the config, then applies the classifier.
+std::vector<float> classify(const Model& model, const Tensor& hidden, const std::vector<int>& ids);
+std::vector<float> softmax(const std::vector<float>& logits);
+
+}  // namespace attnlab

@@ -1,0 +1,609 @@
+// The layer plan (make_layer_plan), its host executors (forward and backward), inference
+// encode and cross-attention (see plan.h).
+#include "engine/compute/plan.h"
+
+#include <cmath>
+#include <iterator>
+
+namespace attnlab {
+
+namespace {
+
+void add_into(Tensor& a, const Tensor& b) {
+  float* pa = a.ptr();
+  const float* pb = b.ptr();
+  for (size_t k = 0; k < a.data.size(); ++k) pa[k] += pb[k];
+}
+
+void check_cancel(const EncodeOptions& o) {
+  if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+}
+
+// Appends steps, numbering each new value.
+class PlanBuilder {
+ public:
+  using LW = LayerWeights;
+  int linear(int x, Tensor LW::*w, Tensor LW::*b) { return add(OpKind::Linear, {x, -1, -1}, w, b); }
+  int layer_norm(int x, Tensor LW::*g, Tensor LW::*b) { return add(OpKind::LayerNorm, {x, -1, -1}, g, b); }
+  int activation(int x) { return add(OpKind::Activation, {x, -1, -1}); }
+  int attention(int q, int k, int v) {
+    plan_.attention_step = static_cast<int>(plan_.steps.size());
+    return add(OpKind::Attention, {q, k, v});
+  }
+  int residual(int branch, int x) { return add(OpKind::Add, {branch, x, -1}); }
+  int dropout(int x) { return add(OpKind::Dropout, {x, -1, -1}); }
+  int rms_norm(int x, Tensor LW::*g) { return add(OpKind::RmsNorm, {x, -1, -1}, g); }
+  int rope(int x) { return add(OpKind::Rope, {x, -1, -1}); }
+  int mul(int a, int b) { return add(OpKind::Mul, {a, b, -1}); }
+
+  LayerPlan finish(int output) {
+    plan_.output = output;
+    plan_.last_use.assign(static_cast<size_t>(plan_.values), -1);
+    for (size_t i = 0; i < plan_.steps.size(); ++i)
+      for (int in : plan_.steps[i].in)
+        if (in >= 0) plan_.last_use[static_cast<size_t>(in)] = static_cast<int>(i);
+    return plan_;
+  }
+
+ private:
+  int add(OpKind op, std::array<int, 3> in, Tensor LW::*w = nullptr, Tensor LW::*b = nullptr) {
+    Step s;
+    s.op = op, s.in = in, s.out = plan_.values++, s.w = w, s.b = b;
+    plan_.steps.push_back(s);
+    return s.out;
+  }
+  LayerPlan plan_;
+};
+
+}  // namespace
+
+LayerPlan make_layer_plan(const ModelConfig& c) {
+  using LW = LayerWeights;
+  PlanBuilder p;
+  const bool pre = c.norm == NormPlacement::Pre;
+  const bool rms = c.norm_kind == NormKind::RmsNorm;
+  auto norm = [&](int v, Tensor LW::*g, Tensor LW::*b) { return rms ? p.rms_norm(v, g) : p.layer_norm(v, g, b); };
+  const int x = 0;
+  // ---- attention sub-layer (MultiHeadAttention: query/key/value, heads, fc_out)
+  const int a_in = pre ? norm(x, &LW::ln1_g, &LW::ln1_b) : x;
+  int q = p.linear(a_in, &LW::wq, &LW::bq);  // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
+  int k = p.linear(a_in, &LW::wk, &LW::bk);  // (N, KV * D): grouped-query models have fewer key heads
+  const int v = p.linear(a_in, &LW::wv, &LW::bv);
+  if (c.positional == Positional::Rotary) q = p.rope(q), k = p.rope(k);
+  const int ctx = p.attention(q, k, v);
+  const int o = p.dropout(p.linear(ctx, &LW::wo, &LW::bo));
+  const int s1 = p.residual(o, x);
+  const int x1 = pre ? s1 : norm(s1, &LW::ln1_g, &LW::ln1_b);
+  if (c.ff_dim == 0) return p.finish(x1);  // the article's TextClassifier: attention only
+  // ---- feed-forward sub-layer: fc2(act(fc1(.))), or gated: fc2(act(fc1(.)) * up(.))
+  const int f_in = pre ? norm(x1, &LW::ln2_g, &LW::ln2_b) : x1;
+  const int h = p.linear(f_in, &LW::w1, &LW::b1);  // (N, F)
+  int a = p.activation(h);
+  if (c.gated_ff) a = p.mul(a, p.linear(f_in, &LW::w3, nullptr));
+  const int f = p.dropout(p.linear(a, &LW::w2, &LW::b2));
+  const int s2 = p.residual(f, x1);
+  return p.finish(pre ? s2 : norm(s2, &LW::ln2_g, &LW::ln2_b));
+}
+
+// Each step kind's name, in OpKind's order (checked below).
+constexpr const char* kOpNames[] = {"Linear",  "LayerNorm", "Activation", "Attention", "Add",
+                                    "Dropout", "RMSNorm",   "RoPE",       "Mul"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::Mul) + 1, "one name per OpKind, in its order");
+
+std::string LayerPlan::describe() const {
+  const auto& names = kOpNames;
+  std::string out;
+  for (const Step& s : steps) {
+    out += "x" + std::to_string(s.out) + " = " + names[static_cast<int>(s.op)] + "(";
+    for (size_t j = 0; j < s.in.size() && s.in[j] >= 0; ++j) out += (j ? ", x" : "x") + std::to_string(s.in[j]);
+    out += ")\n";
+  }
+  return out + "output x" + std::to_string(output) + "\n";
+}
+
+std::vector<int> steps_for(const LayerPlan& plan, int target) {
+  std::vector<bool> needed(static_cast<size_t>(plan.values), false);
+  needed[static_cast<size_t>(target)] = true;
+  std::vector<int> steps;
+  for (int i = static_cast<int>(plan.steps.size()) - 1; i >= 0; --i) {
+    const Step& s = plan.steps[static_cast<size_t>(i)];
+    if (!needed[static_cast<size_t>(s.out)]) continue;
+    steps.insert(steps.begin(), i);
+    for (int in : s.in)
+      if (in >= 0) needed[static_cast<size_t>(in)] = true;
+  }
+  return steps;
+}
+
+uint64_t Dropout::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::vector<uint8_t> Dropout::keep_mask(size_t n) {
+  std::vector<uint8_t> keep(n);
+  const uint32_t threshold = static_cast<uint32_t>(static_cast<double>(p_) * 4294967296.0);
+  for (size_t k = 0; k < n; k += 2) {
+    const uint64_t r = next();
+    keep[k] = static_cast<uint32_t>(r) >= threshold;
+    if (k + 1 < n) keep[k + 1] = static_cast<uint32_t>(r >> 32) >= threshold;
+  }
+  return keep;
+}
+
+AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int T, int S) {
+  AttnArgs a;
+  a.B = B, a.T = T, a.S = S, a.H = c.num_heads, a.D = c.head_dim();
+  a.rel = c.positional == Positional::Relative ? &w.rel_pos : nullptr;
+  a.max_len = c.max_len;
+  a.KV = c.kv_heads();
+  a.scale = c.attn_scale;
+  return a;
+}
+
+void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out) {
+  const int half = D / 2;
+  cos_out = Tensor({T, half});
+  sin_out = Tensor({T, half});
+  for (int i = 0; i < half; ++i) {
+    // theta ** (arange(0, D, 2).float() / D) in float32, then its reciprocal, as transformers does
+    const float inv = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    for (int t = 0; t < T; ++t) {
+      const float angle = static_cast<float>(t) * inv;  // float32 product, as torch's outer product
+      cos_out.at(t, i) = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin_out.at(t, i) = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+}
+
+Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
+  if (!model.config.lm_head) throw Error("this model has no language-model head");
+  const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
+  Tensor logits;
+  ops.linear(x, W, Tensor(), logits);
+  return logits;
+}
+
+Tensor sinusoid_table(int T, int E) {
+  Tensor pe({T, E});
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < E / 2; ++k) {
+      const double angle = t / std::pow(10000.0, 2.0 * k / E);
+      pe.at(t, 2 * k) = static_cast<float>(std::sin(angle));
+      pe.at(t, 2 * k + 1) = static_cast<float>(std::cos(angle));
+    }
+  return pe;
+}
+
+// x (B*T, E) = embedding[ids] + positional term (learned: a table row per position;
+// sinusoidal: added unscaled; relative: none here, it enters every attention score)
+// [+ token-type embedding] [-> LayerNorm].
+Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
+                     NormState& norm) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& w = model.weights;
+  const int N = static_cast<int>(ids.size()), E = c.embed_size;
+  Tensor x({N, E});
+  const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
+  for (int n = 0; n < N; ++n) {
+    const int t = n % T;
+    const float* row = w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E;
+    for (int e = 0; e < E; ++e) x.at(n, e) = row[e];
+    if (c.positional == Positional::Learned)
+      for (int e = 0; e < E; ++e) x.at(n, e) += w.pos_embedding.at(t, e);
+    else if (c.positional == Positional::Sinusoidal)
+      for (int e = 0; e < E; ++e) x.at(n, e) += pe.at(t, e);
+    if (c.type_vocab_size > 0) {
+      const int type = types.empty() ? 0 : types[static_cast<size_t>(n)];
+      for (int e = 0; e < E; ++e) x.at(n, e) += w.type_embedding.at(type, e);
+    }
+  }
+  if (c.embedding_norm) {
+    Tensor y;
+    ops.layer_norm(x, w.emb_ln_g, w.emb_ln_b, c.layer_norm_eps, y, norm.xhat, norm.rstd);
+    x = std::move(y);
+  }
+  return x;
+}
+
+void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
+                    Tensor dx, const NormState& norm, ModelWeights& G) {
+  const ModelConfig& c = model.config;
+  const int E = c.embed_size;
+  if (c.embedding_norm) {
+    Tensor d;
+    ops.layer_norm_backward(norm.xhat, norm.rstd, model.weights.emb_ln_g, dx, d, G.emb_ln_g, G.emb_ln_b);
+    dx = std::move(d);
+  }
+  for (size_t n = 0; n < ids.size(); ++n) {
+    const int id = ids[n], t = static_cast<int>(n) % T;
+    const int type = types.empty() ? 0 : types[n];
+    for (int e = 0; e < E; ++e) {
+      const float g = dx.at(static_cast<int64_t>(n), e);
+      G.embedding.at(id, e) += g;
+      if (c.positional == Positional::Learned) G.pos_embedding.at(t, e) += g;
+      if (c.type_vocab_size > 0) G.type_embedding.at(type, e) += g;
+    }
+  }
+}
+
+void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm) {
+  if (!model.config.final_norm) return;
+  Tensor y;
+  if (model.config.norm_kind == NormKind::RmsNorm) {
+    ops.rms_norm(x, model.weights.final_ln_g, model.config.layer_norm_eps, y);
+    norm.xhat = std::move(x);  // RMSNorm's backward reads its input
+    x = std::move(y);
+    return;
+  }
+  ops.layer_norm(x, model.weights.final_ln_g, model.weights.final_ln_b, model.config.layer_norm_eps, y, norm.xhat,
+                 norm.rstd);
+  x = std::move(y);
+}
+
+void final_backward(const Model& model, Ops& ops, const NormState& norm, Tensor& dx, ModelWeights& G) {
+  if (!model.config.final_norm) return;
+  Tensor d;
+  if (model.config.norm_kind == NormKind::RmsNorm) {
+    ops.rms_norm_backward(norm.xhat, model.weights.final_ln_g, model.config.layer_norm_eps, dx, d, G.final_ln_g);
+    dx = std::move(d);
+    return;
+  }
+  ops.layer_norm_backward(norm.xhat, norm.rstd, model.weights.final_ln_g, dx, d, G.final_ln_g, G.final_ln_b);
+  dx = std::move(d);
+}
+
+Tensor head_forward(const Model& model, Ops& ops, const Tensor& x, const std::vector<uint8_t>& is_pad, int B, int T,
+                    HeadState& st) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& W = model.weights;
+  const int E = c.embed_size;
+  st.pooled = Tensor({B, E});
+  st.pool_w.clear();
+  for (int b = 0; b < B; ++b) {
+    const std::vector<float> w = pooling_weights(c.pooling, is_pad.data() + static_cast<size_t>(b) * T, T);
+    st.pool_w.insert(st.pool_w.end(), w.begin(), w.end());
+    for (int t = 0; t < T; ++t)
+      if (w[static_cast<size_t>(t)] != 0.0f)
+        for (int e = 0; e < E; ++e) st.pooled.at(b, e) += w[static_cast<size_t>(t)] * x.at(b * T + t, e);
+  }
+  const Tensor* fc_in = &st.pooled;
+  if (c.pooler) {  // BERT's pooler: tanh(dense(pooled)); DistilBERT's pre_classifier: relu(dense(pooled))
+    ops.linear(st.pooled, W.pooler_w, W.pooler_b, st.pooler_out);
+    for (float& v : st.pooler_out.data) v = c.pooler_relu ? std::max(v, 0.0f) : std::tanh(v);
+    fc_in = &st.pooler_out;
+  }
+  Tensor logits;
+  ops.linear(*fc_in, W.fc_w, W.fc_b, logits);
+  return logits;
+}
+
+void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tensor& dlogits, int B, int T, Tensor& dx,
+                   ModelWeights& G) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& W = model.weights;
+  const int E = c.embed_size;
+  Tensor dpooled;
+  if (c.pooler) {  // d tanh(z) / dz = 1 - tanh(z)^2; d relu(z) / dz = [z > 0] (= [relu(z) > 0])
+    Tensor dp;
+    ops.linear_backward(st.pooler_out, W.fc_w, dlogits, &dp, G.fc_w, G.fc_b);
+    for (size_t k = 0; k < dp.data.size(); ++k) {
+      const float y = st.pooler_out.data[k];
+      dp.data[k] *= c.pooler_relu ? (y > 0.0f ? 1.0f : 0.0f) : 1.0f - y * y;
+    }
+    ops.linear_backward(st.pooled, W.pooler_w, dp, &dpooled, G.pooler_w, G.pooler_b);
+  } else {
+    ops.linear_backward(st.pooled, W.fc_w, dlogits, &dpooled, G.fc_w, G.fc_b);
+  }
+  dx = Tensor({static_cast<int64_t>(B) * T, E});
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const float w = st.pool_w[static_cast<size_t>(b * T + t)];
+      if (w != 0.0f)
+        for (int e = 0; e < E; ++e) dx.at(b * T + t, e) = w * dpooled.at(b, e);
+    }
+}
+
+namespace {
+
+// Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
+void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
+               LayerState& st, const LayerRun& run, const std::vector<int>& which) {
+  Dropout* drop = run.dropout;
+  for (const int i : which) {
+    const Step& s = plan.steps[static_cast<size_t>(i)];
+    Tensor& out = st.v[static_cast<size_t>(s.out)];
+    Tensor& in0 = st.v[static_cast<size_t>(s.in[0])];
+    // Inference may take over an input's buffer at its last use (nothing else reads it, and
+    // there is no backward): buffers then circulate and nothing is allocated per layer.
+    const bool steal = !run.for_backward && plan.last_use[static_cast<size_t>(s.in[0])] == i;
+    auto take_or_copy = [&] {  // out = in0, by taking its buffer when stealing, else by a copy
+      if (steal) {
+        std::swap(out, in0);
+      } else {
+        out.reshape_for_overwrite(in0.shape);
+        std::copy(in0.data.begin(), in0.data.end(), out.data.begin());
+      }
+    };
+    switch (s.op) {
+      case OpKind::Linear: {
+        static const Tensor kNoBias;
+        ops.linear(in0, L.*s.w, s.b ? L.*s.b : kNoBias, out);
+        break;
+      }
+      case OpKind::LayerNorm:
+        ops.layer_norm(in0, L.*s.w, L.*s.b, c.layer_norm_eps, out, st.xhat[static_cast<size_t>(i)],
+                       st.rstd[static_cast<size_t>(i)]);
+        break;
+      case OpKind::Activation:
+        ops.activation(in0, c.activation, out);
+        break;
+      case OpKind::Attention: {
+        AttnArgs a = attn_in;
+        std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
+        if (drop) keep = drop->keep_mask(static_cast<size_t>(a.B) * a.H * a.T * a.keys());
+        a.drop_keep = drop ? &keep : nullptr;
+        a.drop_scale = drop ? drop->scale() : 1.0f;
+        // q, k, v -> ctx (N, E); P (B, H, T, S) kept for the backward or handed to the caller
+        ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])],
+                      run.for_backward ? &st.P : run.probs, &out);
+        if (run.for_backward && run.probs) *run.probs = st.P;
+        if (run.for_backward) st.ablate = run.ablate;  // the backward zeroes the same heads' gradients
+        if (run.ablate) {  // head mask: P_h * 0 weights the values, so head h's context columns are 0
+          const int64_t rows = out.dim(0), width = out.dim(1);
+          for (int h = 0; h < a.H; ++h)
+            if ((*run.ablate)[static_cast<size_t>(h)])
+              for (int64_t n = 0; n < rows; ++n)
+                std::fill(out.ptr() + n * width + h * a.D, out.ptr() + n * width + (h + 1) * a.D, 0.0f);
+        }
+        break;
+      }
+      case OpKind::Add: {
+        const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
+        take_or_copy();
+        add_into(out, in1);
+        break;
+      }
+      case OpKind::RmsNorm:
+        ops.rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
+        break;
+      case OpKind::Rope: {
+        if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T)
+          rope_tables(attn_in.T, attn_in.D, c.rope_theta, st.rope_cos, st.rope_sin);
+        take_or_copy();
+        ops.rope(out, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, false);
+        break;
+      }
+      case OpKind::Mul: {
+        const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
+        take_or_copy();
+        ops.mul(out, in1);
+        break;
+      }
+      case OpKind::Dropout: {
+        take_or_copy();
+        if (drop) {
+          std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
+          keep = drop->keep_mask(out.data.size());
+          const float scale = drop->scale();
+          for (size_t k = 0; k < out.data.size(); ++k) out.data[k] = keep[k] ? out.data[k] * scale : 0.0f;
+        }
+        break;
+      }
+    }
+  }
+}
+
+// d loss / d P from d loss / d ctx: ctx_i = sum_j keep_ij P_ij V_j (per head), so
+// dP_ij = keep_ij * scale * dctx_i . V_j, one (T, S) matrix product per sequence and head.
+void attention_probs_gradient(Ops& ops, const AttnArgs& a, const Tensor& dctx, const Tensor& V,
+                              const std::vector<uint8_t>& keep, float drop_scale, Tensor& dP) {
+  const int B = a.B, T = a.T, S = a.keys(), H = a.H, D = a.D;
+  dP = Tensor({B, H, T, S});
+  const int64_t cw = dctx.dim(1), vw = V.dim(1);
+  Tensor dc({T, D}), vh({S, D}), out;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const int g = a.kv_head(h);
+      for (int i = 0; i < T; ++i)
+        std::copy_n(dctx.ptr() + (static_cast<int64_t>(b) * T + i) * cw + h * D, D,
+                    dc.ptr() + static_cast<int64_t>(i) * D);
+      for (int j = 0; j < S; ++j)
+        std::copy_n(V.ptr() + (static_cast<int64_t>(b) * S + j) * vw + g * D, D,
+                    vh.ptr() + static_cast<int64_t>(j) * D);
+      ops.linear(dc, vh, Tensor(), out);  // (T, S) = dc vh^T
+      float* dst = dP.ptr() + (static_cast<size_t>(b) * H + h) * T * S;
+      for (size_t k = 0; k < static_cast<size_t>(T) * S; ++k) {
+        const size_t at = (static_cast<size_t>(b) * H + h) * T * S + k;
+        dst[k] = keep.empty() ? out.data[k] : (keep[at] ? out.data[k] * drop_scale : 0.0f);
+      }
+    }
+}
+
+void size_state(const LayerPlan& plan, LayerState& st) {
+  st.v.resize(static_cast<size_t>(plan.values));
+  st.xhat.resize(plan.steps.size());
+  st.rstd.resize(plan.steps.size());
+  st.keep.resize(plan.steps.size());
+}
+
+std::vector<int> all_steps(const LayerPlan& plan) {
+  std::vector<int> all(plan.steps.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+}  // namespace
+
+void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn,
+                   Tensor& x, LayerState& st, const LayerRun& run) {
+  size_state(plan, st);
+  std::swap(st.v[0], x);  // value 0: the layer input (kept for the backward)
+  run_steps(c, plan, L, ops, attn, st, run, all_steps(plan));
+  std::swap(x, st.v[static_cast<size_t>(plan.output)]);
+}
+
+void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
+                    const AttnArgs& attn_in, LayerState& st, float drop_scale, Tensor& dx, Tensor* drel,
+                    Tensor* dprobs) {
+  std::vector<Tensor> d(static_cast<size_t>(plan.values));  // d loss / d value
+  d[static_cast<size_t>(plan.output)] = std::move(dx);
+  auto accumulate = [&](int value, Tensor&& g) {
+    Tensor& acc = d[static_cast<size_t>(value)];
+    if (acc.empty())
+      acc = std::move(g);
+    else
+      add_into(acc, g);
+  };
+  auto dropped = [&](Tensor& t, const std::vector<uint8_t>& keep) {
+    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = keep[k] ? t.data[k] * drop_scale : 0.0f;
+  };
+  for (int i = static_cast<int>(plan.steps.size()) - 1; i >= 0; --i) {
+    const Step& s = plan.steps[static_cast<size_t>(i)];
+    Tensor dout = std::move(d[static_cast<size_t>(s.out)]);
+    if (dout.empty()) continue;  // nothing downstream depends on this value
+    const Tensor& in0 = st.v[static_cast<size_t>(s.in[0])];
+    const std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
+    Tensor g;
+    switch (s.op) {
+      case OpKind::Linear:
+        if (s.b) {
+          ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, G.*s.b);
+        } else {
+          Tensor no_bias;
+          ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, no_bias);
+        }
+        accumulate(s.in[0], std::move(g));
+        break;
+      case OpKind::LayerNorm:
+        ops.layer_norm_backward(st.xhat[static_cast<size_t>(i)], st.rstd[static_cast<size_t>(i)], L.*s.w, dout, g,
+                                G.*s.w, G.*s.b);
+        accumulate(s.in[0], std::move(g));
+        break;
+      case OpKind::Activation:
+        ops.activation_backward(in0, c.activation, dout);
+        accumulate(s.in[0], std::move(dout));
+        break;
+      case OpKind::Attention: {
+        AttnArgs a = attn_in;
+        a.mask = nullptr;  // a mask reaches the backward only through P (blocked: P = 0)
+        a.drop_keep = keep.empty() ? nullptr : &keep;
+        a.drop_scale = drop_scale;
+        if (st.ablate) {  // an ablated head's context was zeroed: nothing flows back through it
+          const int64_t rows = dout.dim(0), width = dout.dim(1);
+          for (int h = 0; h < a.H; ++h)
+            if ((*st.ablate)[static_cast<size_t>(h)])
+              for (int64_t n = 0; n < rows; ++n)
+                std::fill(dout.ptr() + n * width + h * a.D, dout.ptr() + n * width + (h + 1) * a.D, 0.0f);
+        }
+        if (dprobs)
+          attention_probs_gradient(ops, a, dout, st.v[static_cast<size_t>(s.in[2])], keep, drop_scale, *dprobs);
+        Tensor dQ, dK, dV;
+        ops.attention_backward(a, in0, st.v[static_cast<size_t>(s.in[1])], st.v[static_cast<size_t>(s.in[2])], st.P,
+                               dout, dQ, dK, dV, a.rel ? drel : nullptr);
+        accumulate(s.in[0], std::move(dQ));
+        accumulate(s.in[1], std::move(dK));
+        accumulate(s.in[2], std::move(dV));
+        break;
+      }
+      case OpKind::Add:
+        accumulate(s.in[0], Tensor(dout));
+        accumulate(s.in[1], std::move(dout));
+        break;
+      case OpKind::Dropout:
+        if (!keep.empty()) dropped(dout, keep);
+        accumulate(s.in[0], std::move(dout));
+        break;
+      case OpKind::RmsNorm:
+        ops.rms_norm_backward(in0, L.*s.w, c.layer_norm_eps, dout, g, G.*s.w);
+        accumulate(s.in[0], std::move(g));
+        break;
+      case OpKind::Rope:
+        ops.rope(dout, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, true);
+        accumulate(s.in[0], std::move(dout));
+        break;
+      case OpKind::Mul: {  // out = a * b: da = dout * b, db = dout * a
+        const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
+        g = dout;
+        ops.mul(g, in1);
+        ops.mul(dout, in0);
+        accumulate(s.in[0], std::move(g));
+        accumulate(s.in[1], std::move(dout));
+        break;
+      }
+    }
+  }
+  dx = std::move(d[0]);
+}
+
+EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, const AttnMask& mask,
+                    const EncodeOptions& options) {
+  const ModelConfig& c = model.config;
+  const int T = static_cast<int>(ids.size());
+  EncodeOutput out;
+  out.attention.resize(static_cast<size_t>(c.num_layers));
+  const LayerPlan plan = make_layer_plan(c);
+  NormState norm;
+  Tensor x = embed_forward(model, ops, ids, options.token_types, T, norm);  // (T, E)
+  AttnArgs attn = attention_args(c, model.weights, 1, T, T);
+  attn.mask = &mask;
+  LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
+  for (int l = 0; l < c.num_layers; ++l) {
+    check_cancel(options);
+    if (options.on_layer) options.on_layer(l);
+    if (options.keep_layer_inputs) out.layer_inputs.push_back(x);
+    LayerRun run;
+    // Layers the caller does not keep never hold a [H, T, T] buffer.
+    if (options.keep_attention.empty() || options.keep_attention[static_cast<size_t>(l)])
+      run.probs = &out.attention[static_cast<size_t>(l)];
+    if (!options.ablate.empty() && !options.ablate[static_cast<size_t>(l)].empty())
+      run.ablate = &options.ablate[static_cast<size_t>(l)];
+    layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
+    if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
+    if (options.keep_values)
+      out.values.push_back(state.v[static_cast<size_t>(plan.steps[static_cast<size_t>(plan.attention_step)].in[2])]);
+  }
+  final_forward(model, ops, x, norm);
+  out.hidden = std::move(x);
+  return out;
+}
+
+Tensor attention_values(const Model& model, Ops& ops, int layer, const Tensor& x) {
+  const ModelConfig& c = model.config;
+  const LayerPlan plan = make_layer_plan(c);
+  const int target = plan.steps[static_cast<size_t>(plan.attention_step)].in[2];
+  LayerState st;
+  size_state(plan, st);
+  st.v[0] = x;
+  AttnArgs attn = attention_args(c, model.weights, 1, static_cast<int>(x.dim(0)), static_cast<int>(x.dim(0)));
+  run_steps(c, plan, model.weights.layers.at(static_cast<size_t>(layer)), ops, attn, st, LayerRun{},
+            steps_for(plan, target));
+  return std::move(st.v[static_cast<size_t>(target)]);
+}
+
+Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tensor& xa, const Tensor& xb,
+                             const AttnMask& mask) {
+  const ModelConfig& c = model.config;
+  const LayerWeights& L = model.weights.layers.at(static_cast<size_t>(layer));
+  const LayerPlan plan = make_layer_plan(c);
+  const Step& att = plan.steps[static_cast<size_t>(plan.attention_step)];
+  // The value an attention input is computed from the layer input x (pre-norm: Linear(LN1(x))).
+  auto value_from = [&](int target, const Tensor& x) {
+    LayerState st;
+    size_state(plan, st);
+    st.v[0] = x;
+    run_steps(c, plan, L, ops, AttnArgs{}, st, LayerRun{}, steps_for(plan, target));
+    return std::move(st.v[static_cast<size_t>(target)]);
+  };
+  const Tensor q = value_from(att.in[0], xa), k = value_from(att.in[1], xb);
+  AttnArgs attn = attention_args(c, model.weights, 1, static_cast<int>(xa.dim(0)), static_cast<int>(xb.dim(0)));
+  attn.mask = &mask;
+  Tensor probs;
+  ops.attention(attn, q, k, nullptr, &probs, nullptr);
+  probs.shape.erase(probs.shape.begin());  // (1, H, T, S) -> (H, T, S)
+  return probs;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,97 @@
+// ModelConfig: the hyper-parameters in a model folder's config.json, with validation.
+// Unknown keys are ignored; a missing required key or an inconsistent value is an Error
+// that names the key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+enum class Positional {
+  None,
+  Sinusoidal,
+  Learned,
+  Relative,
+  Rotary,  // RoPE (Su et al.) on queries and keys, Hugging Face's half-split rotate_half
+};
+enum class NormPlacement { Post, Pre };
+enum class NormKind {
+  LayerNorm,  // (x - mean) / std * g + b
+  RmsNorm,    // x / rms(x) * g (Llama's LlamaRMSNorm; no bias, no centring)
+};
+enum class Activation {
+  Relu,
+  Gelu,      // exact: x * Phi(x), nn.GELU()
+  GeluTanh,  // tanh approximation, nn.GELU(approximate="tanh") (GPT-2's and BERT's "gelu_new")
+  Silu,      // x * sigmoid(x), nn.SiLU() (Llama's gate)
+};
+enum class Pooling { Mean, MaskedMean, Cls };
+enum class TokenizerKind { Word, Char };
+
+struct ModelConfig {
+  int vocab_size = 0;
+  int embed_size = 0;
+  int num_heads = 0;
+  int num_layers = 0;
+  int ff_dim = 0;       // 0: no feed-forward sub-layer (the article's TextClassifier)
+  int num_classes = 0;  // 0: encoder only, no classifier head
+  int max_len = 0;
+  Positional positional = Positional::None;
+  NormPlacement norm = NormPlacement::Post;
+  Activation activation = Activation::Relu;
+  float layer_norm_eps = 1e-5f;
+  Pooling pooling = Pooling::Mean;
+  TokenizerKind tokenizer = TokenizerKind::Word;
+  bool lowercase = true;
+  bool add_cls = false;  // the tokenizer prepends [CLS] (config "add_cls"; see parse_config_json)
+  // The parts around the layer stack (BERT has all four; the articles' models none):
+  int type_vocab_size = 0;      // token-type (segment) embedding rows, added to the embedding; 0 = none
+  bool embedding_norm = false;  // LayerNorm after the embedding sum
+  bool final_norm = false;      // LayerNorm after the last layer (pre-norm stacks usually have one)
+  bool pooler = false;          // dense + activation on the pooled vector before the classifier
+  bool pooler_relu = false;     // the pooler's activation: tanh (BERT's pooler) or ReLU (DistilBERT's pre_classifier)
+  std::vector<std::string> labels;
+  // Decoder language models (GPT-2, Llama family; engine/model/hf_model.cpp). Defaults are the encoders'.
+  NormKind norm_kind = NormKind::LayerNorm;
+  int num_kv_heads =
+      0;  // grouped-query attention: key/value heads, each serving a group of query heads (0 = num_heads)
+  float rope_theta = 10000.0f;  // rotary base (Positional::Rotary)
+  bool causal = false;          // the causal mask is part of the model (always on, not a user choice)
+  int sliding_window = 0;  // with causal: key j is visible to query i only when i - j <= sliding_window (0 = no limit)
+  bool gated_ff = false;   // SwiGLU feed-forward: fc2(act(fc1 x) * up x) (Llama's gate/up/down)
+  bool qkv_bias = true;    // biases on the query/key/value projections
+  bool out_bias = true;    // bias on the attention output projection
+  bool ff_bias = true;     // biases on the feed-forward projections
+  bool lm_head = false;    // a language-model head: logits over the vocabulary at every position
+  bool tied_lm_head = false;  // its weight is the token embedding (tie_word_embeddings)
+  float attn_scale = 0.0f;    // score scale; 0 = 1 / sqrt(head_dim)
+
+  int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  bool is_language_model() const { return lm_head; }
+
+  int head_dim() const { return embed_size / num_heads; }
+  // Throws Error naming the first inconsistent value.
+  void validate() const;
+  // Number of float parameters the weights hold (from the weight table, engine/model/weights.cpp).
+  long long parameter_count() const;
+};
+
+ModelConfig parse_config_json(const std::string& text, const std::string& where = "config.json");
+ModelConfig load_config(const std::string& path);
+std::string config_to_json(const ModelConfig& c);
+
+const char* to_string(Positional p);
+const char* to_string(NormPlacement n);
+const char* to_string(Activation a);
+const char* to_string(NormKind n);
+const char* to_string(Pooling p);
+const char* to_string(TokenizerKind t);
+Positional parse_positional(const std::string& s);
+NormPlacement parse_norm(const std::string& s);
+Activation parse_activation(const std::string& s);
+NormKind parse_norm_kind(const std::string& s);
+Pooling parse_pooling(const std::string& s);
+TokenizerKind parse_tokenizer(const std::string& s);
+
+}  // namespace attnlab

@@ -1,0 +1,27 @@
+// Our own small .npy reader and writer (NumPy format 1.0 / 2.0 / 3.0, C order, little-endian).
+// Reads bool, int8..int64, uint8..uint64, float16/32/64 into float32 values and remembers
+// whether the file held floats (a custom mask's meaning depends on that).
+#pragma once
+
+#include <string>
+
+#include "engine/core/tensor.h"
+
+namespace attnlab {
+
+enum class NpyKind { Bool, Int, Float };
+
+struct NpyArray {
+  Tensor tensor;  // values converted to float32
+  NpyKind kind = NpyKind::Float;
+};
+
+NpyArray parse_npy(const std::string& bytes, const std::string& where = "array.npy");
+NpyArray load_npy(const std::string& path);
+std::string serialize_npy(const Tensor& t);
+void save_npy(const std::string& path, const Tensor& t);
+// A bool array ('|b1'): how masks are saved, so that loading one back blocks rather than adds.
+std::string serialize_npy_bool(const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
+void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
+
+}  // namespace attnlab

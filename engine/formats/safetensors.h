@@ -1,0 +1,25 @@
+// Reading and writing .safetensors files (the format PyTorch users save weights in).
+// The reader checks every length and offset against the file before touching data and
+// converts F16 / BF16 to float32. Integer tensors (buffers such as position_ids) are checked and
+// left out; any other dtype is an Error naming the tensor.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "engine/core/tensor.h"
+
+namespace attnlab {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+TensorMap parse_safetensors(const std::string& bytes, const std::string& where = "model.safetensors");
+TensorMap load_safetensors(const std::string& path);
+std::string serialize_safetensors(const TensorMap& tensors);
+// Writes to PATH.tmp and renames into place, so a crash never leaves a half-written file.
+void save_safetensors(const std::string& path, const TensorMap& tensors);
+
+float half_to_float(uint16_t h);
+float bf16_to_float(uint16_t b);
+
+}  // namespace attnlab

@@ -1,0 +1,510 @@
+// Hugging Face folders (see hf_model.h): config mapping per model_type, weights from one file or
+// shards, the prefix of the base model ("bert." in BertForSequenceClassification), the tokenizer.
+#include "engine/model/hf_model.h"
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/io_util.h"
+
+namespace attnlab {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+json parse_json_file_text(const std::string& text, const std::string& where) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(where + ": not valid JSON (" + json_error_text(e.what()) + ")");
+  }
+}
+
+struct Keys {
+  const json& j;
+  const std::string& where;
+  int integer(const char* key, bool required, int fallback = 0) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (required) throw Error(where + ": missing required key \"" + key + "\"");
+      return fallback;
+    }
+    if (!it->is_number_integer()) throw Error(where + ": \"" + key + "\" must be an integer");
+    const long long v = it->get<long long>();
+    if (v < 0 || v > (1LL << 30)) throw Error(where + ": \"" + key + "\" out of range (" + std::to_string(v) + ")");
+    return static_cast<int>(v);
+  }
+  std::string str(const char* key, const std::string& fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) throw Error(where + ": \"" + key + "\" must be a string");
+    return it->get<std::string>();
+  }
+  double number(const char* key, double fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number()) throw Error(where + ": \"" + key + "\" must be a number");
+    return it->get<double>();
+  }
+  bool boolean(const char* key, bool fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false");
+    return it->get<bool>();
+  }
+};
+
+Activation hf_activation(const std::string& act, const std::string& where) {
+  if (act == "gelu") return Activation::Gelu;  // transformers' "gelu" is the exact erf form
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return Activation::GeluTanh;
+  if (act == "relu") return Activation::Relu;
+  if (act == "silu" || act == "swish") return Activation::Silu;
+  throw Error(where + ": activation \"" + act +
+              "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu are)");
+}
+
+// id2label {"0": "NEGATIVE", "1": "POSITIVE"} -> labels in id order; empty when absent or not 0..n-1.
+std::vector<std::string> hf_labels(const json& j) {
+  std::vector<std::string> labels;
+  auto it = j.find("id2label");
+  if (it == j.end() || !it->is_object()) return labels;
+  std::map<long, std::string> byid;
+  for (const auto& [k, v] : it->items()) {
+    char* end = nullptr;
+    const long id = std::strtol(k.c_str(), &end, 10);
+    if (k.empty() || *end != '\0' || id < 0 || id > 100000 || !v.is_string()) return {};
+    byid[id] = v.get<std::string>();
+  }
+  long expect = 0;
+  for (const auto& [id, name] : byid) {
+    if (id != expect++) return {};
+    labels.push_back(name);
+  }
+  return labels;
+}
+
+TensorMap load_weights(const fs::path& dir) {
+  const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+  if (fs::exists(single)) return load_safetensors(single.string());
+  if (fs::exists(index)) {
+    TensorMap all;
+    for (const std::string& file : parse_shard_index(read_file_bytes(index.string()), index.string())) {
+      const fs::path shard = dir / file;
+      if (!fs::exists(shard))
+        throw Error(index.string() + ": shard \"" + file + "\" is listed but missing from the folder");
+      TensorMap part = load_safetensors(shard.string());
+      for (auto& [name, t] : part) all[name] = std::move(t);
+    }
+    return all;
+  }
+  for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+    if (fs::exists(dir / pickle))
+      throw Error(dir.string() + ": has only " + pickle +
+                  " (a Python pickle, which can run code when read; attnlab never reads one). Convert it once "
+                  "where you trust the file: python3 -c \"from transformers import AutoModel; "
+                  "AutoModel.from_pretrained('DIR').save_pretrained('DIR', safe_serialization=True)\"");
+  throw Error(dir.string() + ": no weights (expected model.safetensors or model.safetensors.index.json)");
+}
+
+// The base model's name prefix the tensors use: "bert." (task models) or "" (the base model).
+std::string find_prefix(const TensorMap& t, const std::string& prefix, const std::string& probe,
+                        const std::string& model_type, const std::string& where) {
+  for (const std::string& p : {prefix, std::string()})
+    if (t.count(p + probe)) return p;
+  std::string seen;
+  int n = 0;
+  for (const auto& [name, _] : t) {
+    if (n++ == 3) break;
+    seen += (seen.empty() ? "" : ", ") + name;
+  }
+  throw Error(where + ": no \"" + probe + "\" or \"" + prefix + probe + "\" tensor (found " + seen +
+              (t.size() > 3 ? ", ..." : "") + "): not a " + model_type + " model's weights");
+}
+
+// Each family's config.json reader: its keys (and the class defaults save_pretrained leaves out)
+// onto the ModelConfig that parse_hf_config has set up with the encoders' defaults.
+using ConfigReader = void (*)(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
+                              const std::string& where);
+
+void read_bert(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  c.vocab_size = k.integer("vocab_size", true);
+  c.embed_size = k.integer("hidden_size", true);
+  c.num_heads = k.integer("num_attention_heads", true);
+  c.num_layers = k.integer("num_hidden_layers", true);
+  c.ff_dim = k.integer("intermediate_size", true);
+  c.max_len = k.integer("max_position_embeddings", false, 512);
+  c.type_vocab_size = k.integer("type_vocab_size", false, 2);
+  c.layer_norm_eps = static_cast<float>(k.number("layer_norm_eps", 1e-12));
+  c.activation = hf_activation(k.str("hidden_act", "gelu"), where);
+  const std::string pos = k.str("position_embedding_type", "absolute");
+  if (pos != "absolute")
+    throw Error(where + ": position_embedding_type \"" + pos + "\" is not supported (absolute is)");
+  if (k.boolean("is_decoder", false)) throw Error(where + ": BERT as a decoder (is_decoder) is not supported");
+}
+
+void read_distilbert(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  c.vocab_size = k.integer("vocab_size", true);
+  c.embed_size = k.integer("dim", true);
+  c.num_heads = k.integer("n_heads", true);
+  c.num_layers = k.integer("n_layers", true);
+  c.ff_dim = k.integer("hidden_dim", true);
+  c.max_len = k.integer("max_position_embeddings", false, 512);
+  c.layer_norm_eps = 1e-12f;  // modeling_distilbert.py: nn.LayerNorm(dim, eps=1e-12), not configurable
+  c.activation = hf_activation(k.str("activation", "gelu"), where);
+  k.boolean("sinusoidal_pos_embds", false);  // checked here, used in load_hf_model
+  c.pooler_relu = true;                      // pre_classifier then ReLU
+}
+
+void read_gpt2(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  // GPT2Config's defaults: save_pretrained writes only the keys that differ from them.
+  c.vocab_size = k.integer("vocab_size", false, 50257);
+  c.embed_size = k.integer("n_embd", false, 768);
+  c.num_layers = k.integer("n_layer", false, 12);
+  c.num_heads = k.integer("n_head", false, 12);
+  c.ff_dim = k.integer("n_inner", false, 4 * c.embed_size);
+  c.max_len = k.integer("n_positions", false, 1024);
+  c.activation = hf_activation(k.str("activation_function", "gelu_new"), where);
+  c.layer_norm_eps = static_cast<float>(k.number("layer_norm_epsilon", 1e-5));
+  c.norm = NormPlacement::Pre;
+  c.embedding_norm = false;
+  c.final_norm = true;
+  c.causal = true;
+  c.lm_head = true;
+  c.tied_lm_head = k.boolean("tie_word_embeddings", true);
+  c.pooling = Pooling::Mean;
+  if (!k.boolean("scale_attn_weights", true)) c.attn_scale = 1.0f;  // scores not divided by sqrt(d)
+  if (k.boolean("scale_attn_by_inverse_layer_idx", false))
+    throw Error(where + ": scale_attn_by_inverse_layer_idx is not supported");
+  if (k.boolean("add_cross_attention", false)) throw Error(where + ": GPT-2 with cross-attention is not supported");
+}
+
+// Llama, and the families that share its modules and names (Mistral, Qwen2).
+void read_llama_family(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
+                       const std::string& where) {
+  // LlamaConfig / MistralConfig / Qwen2Config defaults (transformers 4.40), for keys left out.
+  const bool mistral = model_type == "mistral", qwen2 = model_type == "qwen2";
+  c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : 32000);
+  c.embed_size = k.integer("hidden_size", false, 4096);
+  c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : 11008);
+  c.num_layers = k.integer("num_hidden_layers", false, 32);
+  c.num_heads = k.integer("num_attention_heads", false, 32);
+  c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : c.num_heads);
+  c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : 2048);
+  c.activation = hf_activation(k.str("hidden_act", "silu"), where);
+  c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
+  c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
+  c.tied_lm_head = k.boolean("tie_word_embeddings", false);
+  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
+    std::string kind = "?";
+    if (it->is_object())
+      for (const char* key : {"type", "rope_type"})
+        if (auto t = it->find(key); t != it->end() && t->is_string()) kind = t->get<std::string>();
+    throw Error(where + ": rope_scaling of type \"" + kind +
+                "\" is not supported (attnlab runs the plain rotary embedding; set rope_scaling to null to "
+                "open the model without it)");
+  }
+  if (auto it = j.find("head_dim");
+      it != j.end() && it->is_number_integer() && c.num_heads > 0 && it->get<long long>() != c.embed_size / c.num_heads)
+    throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +
+                " differs from hidden_size / num_attention_heads; not supported");
+  if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
+    throw Error(where + ": num_key_value_heads (" + std::to_string(c.num_kv_heads) +
+                ") does not divide num_attention_heads (" + std::to_string(c.num_heads) +
+                "): grouped-query attention needs whole groups");
+  // Biases: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has q, k, v biases only.
+  const bool attention_bias = k.boolean("attention_bias", false);
+  c.qkv_bias = qwen2 || attention_bias;
+  c.out_bias = attention_bias;
+  c.ff_bias = k.boolean("mlp_bias", false);
+  // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees keys i - W .. i, as
+  // transformers 4.40's eager attention masks it.
+  if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
+    auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
+    c.sliding_window = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+  }
+  c.positional = Positional::Rotary;
+  c.norm = NormPlacement::Pre;
+  c.norm_kind = NormKind::RmsNorm;
+  c.embedding_norm = false;
+  c.final_norm = true;
+  c.gated_ff = true;
+  c.causal = true;
+  c.lm_head = true;
+  c.pooling = Pooling::Mean;
+  c.type_vocab_size = 0;
+}
+
+// The architecture table (llama.cpp's src/llama-arch.cpp keeps its architectures the same way):
+// one row per model_type with what attnlab needs to know of it. Adding a family that reuses a
+// layout is a row; a new layout adds its WeightLayout column (engine/model/weights.cpp) and its reader.
+struct HfArch {
+  const char* model_type;
+  bool decoder;            // a causal language model (next-token views) rather than an encoder
+  const char* base_class;  // transformers' class of the base model
+  const char* task_class;  // of the task model attnlab reads and writes (LM head or classifier)
+  WeightLayout layout;     // the tensor names (engine/model/weights.cpp)
+  const char* prefix;      // the base model's name prefix inside a task model's tensors
+  const char* probe;       // a base-model tensor whose name shows that prefix
+  ConfigReader read;
+};
+
+const std::vector<HfArch>& arch_table() {
+  static const std::vector<HfArch> rows = {
+      {"bert", false, "BertModel", "BertForSequenceClassification", WeightLayout::HfBert, "bert.",
+       "embeddings.word_embeddings.weight", read_bert},
+      {"distilbert", false, "DistilBertModel", "DistilBertForSequenceClassification", WeightLayout::HfDistilBert,
+       "distilbert.", "embeddings.word_embeddings.weight", read_distilbert},
+      {"gpt2", true, "GPT2Model", "GPT2LMHeadModel", WeightLayout::HfGpt2, "transformer.", "wte.weight", read_gpt2},
+      {"llama", true, "LlamaModel", "LlamaForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+      {"mistral", true, "MistralModel", "MistralForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+      {"qwen2", true, "Qwen2Model", "Qwen2ForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+  };
+  return rows;
+}
+
+const HfArch* find_arch(const std::string& model_type) {
+  for (const HfArch& a : arch_table())
+    if (model_type == a.model_type) return &a;
+  return nullptr;
+}
+
+const HfArch& arch_of(const std::string& model_type) {
+  const HfArch* a = find_arch(model_type);
+  if (!a) throw Error("internal: no architecture row for model_type \"" + model_type + "\"");
+  return *a;
+}
+
+}  // namespace
+
+std::string supported_hf_model_types() {
+  std::string out;
+  for (const HfArch& a : arch_table()) out += (out.empty() ? "" : ", ") + std::string(a.model_type);
+  return out;
+}
+
+bool is_decoder_type(const std::string& model_type) {
+  const HfArch* a = find_arch(model_type);
+  return a && a->decoder;
+}
+
+std::string hf_class_name(const std::string& model_type, bool task) {
+  const HfArch& a = arch_of(model_type);
+  return task ? a.task_class : a.base_class;
+}
+
+std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where) {
+  const json j = parse_json_file_text(text, where);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw Error(where + ": expected an object with a \"weight_map\" of tensor name -> shard file");
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) throw Error(where + ": the shard of \"" + name + "\" must be a file name");
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+      throw Error(where + ": shard \"" + f + "\" must be a plain file name in the model folder");
+    if (seen.insert(f).second) files.push_back(f);
+  }
+  if (files.empty()) throw Error(where + ": \"weight_map\" is empty");
+  return files;
+}
+
+ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::string& where) {
+  const json j = parse_json_file_text(text, where);
+  if (!j.is_object()) throw Error(where + ": expected a JSON object");
+  const Keys k{j, where};
+  info.model_type = k.str("model_type", "");
+  info.config_text = text;
+  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    info.architecture = (*it)[0].get<std::string>();
+  ModelConfig c;
+  c.positional = Positional::Learned;
+  c.norm = NormPlacement::Post;
+  c.embedding_norm = true;
+  c.pooling = Pooling::Cls;  // the classifier reads the first token, [CLS]
+  c.add_cls = false;         // special tokens come from the folder's tokenizer
+  c.tokenizer = TokenizerKind::Word;
+  const HfArch* arch = find_arch(info.model_type);
+  if (info.model_type.empty()) throw Error(where + ": no \"model_type\" (not a Hugging Face config?)");
+  if (!arch)
+    throw Error(where + ": model_type \"" + info.model_type +
+                "\" is not supported (supported: " + supported_hf_model_types() + ")");
+  arch->read(k, j, info.model_type, c, where);
+  if (c.embed_size > 0 && c.num_heads > 0 && c.embed_size % c.num_heads != 0)
+    throw Error(where + ": the hidden size " + std::to_string(c.embed_size) + " is not divisible by the " +
+                std::to_string(c.num_heads) + " attention heads");
+  try {
+    c.validate();  // labels come later, from the classifier's size (load_hf_model)
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  return c;
+}
+
+bool is_hf_folder(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "config.json";
+  if (!fs::exists(p)) return false;
+  try {
+    const json j = json::parse(read_file_bytes(p.string()));
+    return j.is_object() && j.contains("model_type");
+  } catch (...) {
+    return false;
+  }
+}
+
+namespace {
+
+// The folder's tokenizer, and its files kept for a saved copy.
+void load_tokenizer(Model& m, const fs::path& dir) {
+  m.tokenizer = HfTokenizer::from_folder(dir.string());
+  for (const char* f :
+       {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::exists(dir / f)) m.hf.tokenizer_files[f] = read_file_bytes((dir / f).string());
+  if (m.tokenizer->vocab_size() > m.config.vocab_size)
+    throw Error(dir.string() + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+                " tokens but the embedding has only " + std::to_string(m.config.vocab_size) + " rows (vocab_size)");
+  m.vocab = m.tokenizer->vocab();
+}
+
+// Lists tensors the model did not read (pre-training heads, buffers) as a note.
+void note_unused(Model& m, const TensorMap& tensors, const std::set<std::string>& used, const std::string& what) {
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : tensors)
+    if (!used.count(name) && name.find("position_ids") == std::string::npos &&
+        name.find("rotary_emb.inv_freq") == std::string::npos && name.find("attn.bias") == std::string::npos &&
+        name.find("attn.masked_bias") == std::string::npos)
+      unused.push_back(name);
+  if (unused.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unused.size() && i < 3; ++i) list += (i ? ", " : "") + unused[i];
+  if (unused.size() > 3) list += ", ...";
+  m.hf.notes.push_back(std::to_string(unused.size()) + " tensors not used (" + list + "): " + what);
+}
+
+// GPT-2 and the Llama family: the base model under "transformer." / "model." (causal-LM
+// models) or at the top level (base models), and an LM head: lm_head.weight, or the token
+// embedding when tie_word_embeddings says so (GPT-2's default).
+void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
+  const std::string where = dir.string();
+  ModelConfig& c = m.config;
+  const HfArch& arch = arch_of(m.hf.model_type);
+  const std::string probe = arch.probe, prefixed = arch.prefix;
+  if (tensors.count(prefixed + probe))
+    m.hf.prefix = prefixed;
+  else if (tensors.count(probe))
+    m.hf.prefix = "";
+  else
+    throw Error(where + ": no \"" + prefixed + probe + "\" or \"" + probe + "\" tensor: not a " + m.hf.model_type +
+                " model's weights");
+  const bool has_head = tensors.count("lm_head.weight") > 0;
+  if (!c.tied_lm_head && !has_head) {
+    if (m.hf.architecture.find("CausalLM") != std::string::npos ||
+        m.hf.architecture.find("LMHead") != std::string::npos)
+      throw Error(where + ": " + m.hf.architecture + " without \"lm_head.weight\" (and tie_word_embeddings is false)");
+    c.lm_head = false;  // a base model: hidden states only, no next-token views
+    m.hf.notes.push_back("no language-model head (lm_head.weight) and untied embeddings: next-token views are off");
+  }
+  if (m.hf.architecture.empty()) m.hf.architecture = m.hf.prefix.empty() ? arch.base_class : arch.task_class;
+
+  load_tokenizer(m, dir);
+  std::set<std::string> used;
+  m.weights = weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where);
+  if (c.tied_lm_head && has_head) used.insert("lm_head.weight");  // tied: transformers uses the embedding
+  note_unused(m, tensors, used, "attnlab shows the decoder and its LM head");
+}
+
+}  // namespace
+
+Model load_hf_model(const std::string& dir_in) {
+  const fs::path dir(dir_in);
+  Model m;
+  m.source = dir_in;
+  const std::string cfg_path = (dir / "config.json").string();
+  const std::string cfg_text = read_file_bytes(cfg_path);
+  m.config = parse_hf_config(cfg_text, m.hf, cfg_path);
+  TensorMap tensors = load_weights(dir);
+  if (is_decoder_type(m.hf.model_type)) {
+    load_decoder(m, tensors, dir);
+    return m;
+  }
+  const std::string where = dir.string();
+  const HfArch& arch = arch_of(m.hf.model_type);
+  m.hf.prefix = find_prefix(tensors, arch.prefix, arch.probe, m.hf.model_type, where);
+  const bool bert = m.hf.model_type == "bert";  // the pooler: BERT's pooler.dense, DistilBERT's pre_classifier
+  const WeightLayout layout = arch.layout;
+  const std::string& P = m.hf.prefix;
+
+  // What the weights hold decides the head: a classifier (+ pooler / pre_classifier) or none.
+  ModelConfig& c = m.config;
+  if (auto it = tensors.find("classifier.weight"); it != tensors.end() && it->second.shape.size() == 2) {
+    c.num_classes = static_cast<int>(it->second.shape[0]);
+    c.pooler = tensors.count(bert ? P + "pooler.dense.weight" : "pre_classifier.weight") > 0;
+    if (!bert && !c.pooler) throw Error(where + ": classifier.weight without pre_classifier.weight");
+  } else {
+    c.pooler = bert && tensors.count(P + "pooler.dense.weight");  // kept for fine-tuning a classifier on it
+  }
+  const json cfg = json::parse(cfg_text);  // parse_hf_config has checked it
+  if (!bert && !tensors.count(P + "embeddings.position_embeddings.weight")) {
+    // sinusoidal_pos_embds: the table is a frozen buffer that files usually hold; computed otherwise.
+    if (cfg.value("sinusoidal_pos_embds", false)) c.positional = Positional::Sinusoidal;
+  }
+  const std::vector<std::string> id2label = hf_labels(cfg);
+  if (c.num_classes > 0) {
+    if (static_cast<int>(id2label.size()) == c.num_classes)
+      c.labels = id2label;
+    else
+      for (int i = 0; i < c.num_classes; ++i) c.labels.push_back("LABEL_" + std::to_string(i));
+  }
+  if (m.hf.architecture.empty() || (c.num_classes > 0) != (m.hf.architecture == arch.task_class))
+    m.hf.architecture = c.num_classes > 0 ? arch.task_class : arch.base_class;
+
+  load_tokenizer(m, dir);
+  std::set<std::string> used;
+  m.weights = weights_from_layout(c, tensors, layout, P, &used, where);
+  note_unused(m, tensors, used,
+              "attnlab shows the encoder" + std::string(c.num_classes ? " and its classifier" : "") +
+                  "; pre-training heads are left out");
+  return m;
+}
+
+void write_hf_folder(const Model& model, const std::string& dir) {
+  const ModelConfig& c = model.config;
+  if (is_decoder_type(model.hf.model_type))
+    throw Error("saving " + model.hf.model_type +
+                " models is not supported (attnlab reads them; training them is not built yet)");
+  const HfArch& arch = arch_of(model.hf.model_type);
+  json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
+  const bool classifier = c.num_classes > 0;
+  j["architectures"] = {classifier ? arch.task_class : arch.base_class};
+  if (classifier) {
+    json id2label = json::object(), label2id = json::object();
+    for (int i = 0; i < c.num_classes; ++i) {
+      id2label[std::to_string(i)] = model.label(i);
+      label2id[model.label(i)] = i;
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+  }
+  // A task model keeps its base under the model_type's prefix, as transformers saves it.
+  const std::string prefix = classifier ? std::string(arch.prefix) : model.hf.prefix;
+  const WeightLayout layout = arch.layout;
+  TensorMap tensors;
+  for (const WeightEntry& e : weight_entries(c)) {
+    const LayoutName n = layout_name(layout, e, c);
+    tensors[(n.head ? "" : prefix) + n.name] = e.in(model.weights);
+  }
+  write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
+  write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
+  if (model.hf.tokenizer_files.empty()) throw Error("internal: a Hugging Face model without its tokenizer files");
+  for (const auto& [name, bytes] : model.hf.tokenizer_files) write_file_atomic((fs::path(dir) / name).string(), bytes);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,39 @@
+// Hugging Face model folders, unmodified: config.json (by model_type), model.safetensors or its
+// shards (model.safetensors.index.json), and the folder's tokenizer. Each architecture is a
+// config mapping plus a weight-name map over the weight table (WeightLayout::HfBert, ...); the
+// forward is the same plan as every other model. Never reads pickles (pytorch_model.bin).
+#pragma once
+
+#include <string>
+
+#include "engine/model/model.h"
+
+namespace attnlab {
+
+// From the architecture table (hf_model.cpp: one row per model_type):
+// the model types this build opens, for messages: "bert, distilbert, gpt2, ...";
+std::string supported_hf_model_types();
+// whether a model type is a causal language model (gpt2, llama, mistral, qwen2);
+bool is_decoder_type(const std::string& model_type);
+// transformers' class name of its base model ("BertModel") or task model
+// ("BertForSequenceClassification", "LlamaForCausalLM"); Error for a model type without a row.
+std::string hf_class_name(const std::string& model_type, bool task);
+
+// True when DIR/config.json names a "model_type" (a Hugging Face folder).
+bool is_hf_folder(const std::string& dir);
+
+// Error naming the folder and what is wrong (unknown model_type, no weights, a pickle only, a
+// missing shard, a vocabulary that does not fit the embedding, ...).
+Model load_hf_model(const std::string& dir);
+
+// Hugging Face config.json text -> ModelConfig + architecture (exposed for the fuzz harness).
+ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::string& where = "config.json");
+
+// The shard index's file names, in order of first use (exposed for the fuzz harness).
+std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where);
+
+// Writes config.json, model.safetensors (in the Hugging Face names, a classifier model as
+// *ForSequenceClassification) and the tokenizer files copied from the source folder into dir.
+void write_hf_folder(const Model& model, const std::string& dir);
+
+}  // namespace attnlab

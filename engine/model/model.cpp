@@ -1,0 +1,188 @@
+// attnlab's own model folders (reading with layout detection and shape checks, writing), random
+// init. Which kind a folder is, and replacing one atomically: model_folder.cpp.
+#include "engine/model/model.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "engine/core/io_util.h"
+
+namespace attnlab {
+
+namespace fs = std::filesystem;
+
+const std::string& Model::label(int c) const {
+  static const std::string none;
+  if (c >= 0 && c < static_cast<int>(config.labels.size())) return config.labels[static_cast<size_t>(c)];
+  return none;
+}
+
+std::string Model::readable_token(int id) const {
+  return tokenizer ? tokenizer->readable_token(id) : token_name(id);
+}
+
+std::string Model::token_name(int id) const {
+  return id >= 0 && id < vocab.size() ? vocab.token(id) : "#" + std::to_string(id);
+}
+
+std::string Model::summary() const {
+  const ModelConfig& c = config;
+  char params[32];
+  std::snprintf(params, sizeof params, "%.1f M", static_cast<double>(c.parameter_count()) / 1e6);
+  const std::string arch = is_hf() ? hf.architecture : c.num_classes > 0 ? "TextClassifier" : "Encoder";
+  return arch + ": " + std::to_string(c.num_layers) + (c.num_layers == 1 ? " layer, " : " layers, ") +
+         std::to_string(c.num_heads) + (c.num_heads == 1 ? " head, " : " heads, ") + "hidden " +
+         std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params + " parameters";
+}
+
+namespace {
+
+// Which layout a set of tensor names follows, from the name of its first attention weight.
+WeightLayout detect_layout(const ModelConfig& c, const TensorMap& tensors) {
+  WeightLayout layout;
+  if (tensors.count("layers.0.self_attn.in_proj_weight"))
+    layout = WeightLayout::TorchEncoder;
+  else if (tensors.count("layers.0.attention.query.weight"))
+    layout = WeightLayout::Article;
+  else if (tensors.count("attention.query.weight"))
+    layout = WeightLayout::ArticleSingleLayer;
+  else
+    throw Error(
+        "model.safetensors: no attention weights found (expected \"layers.0.attention.query.weight\", "
+        "\"layers.0.self_attn.in_proj_weight\" or \"attention.query.weight\")");
+  if (layout == WeightLayout::ArticleSingleLayer && c.num_layers != 1)
+    throw Error("model.safetensors: single-layer TextClassifier weights (\"attention.*\") but num_layers is " +
+                std::to_string(c.num_layers));
+  return layout;
+}
+
+}  // namespace
+
+ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors, WeightLayout layout,
+                                 const std::string& prefix, std::set<std::string>* used, const std::string& where) {
+  ModelWeights w = empty_weights(c);
+  for (const WeightEntry& e : weight_entries(c)) {
+    const LayoutName n = layout_name(layout, e, c);
+    const std::string name = (n.head ? "" : prefix) + n.name;
+    auto it = tensors.find(name);
+    if (it == tensors.end() && name.size() > 17 && name.find("LayerNorm.") != std::string::npos) {
+      // TF-era BERT checkpoints call LayerNorm's parameters gamma and beta
+      const std::string old = name.substr(0, name.rfind('.')) + (name.back() == 't' ? ".gamma" : ".beta");
+      it = tensors.find(old);
+    }
+    if (it == tensors.end())
+      throw Error(where + ": missing tensor \"" + name + "\" (expected shape " + shape_str(n.stored_shape) + ")");
+    if (used) used->insert(it->first);
+    const Tensor& t = it->second;
+    if (t.shape != n.stored_shape)
+      throw Error(where + ": tensor \"" + it->first + "\" has shape " + shape_str(t.shape) + ", expected " +
+                  shape_str(n.stored_shape));
+    Tensor& dst = e.in(w);
+    if (n.transposed) {  // [in, out] (Conv1D), our rows [row0, row0 + rows) are its columns
+      dst = Tensor(e.shape);
+      const int64_t R = e.shape[0], C = e.shape[1], ld = t.shape[1];
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t k = 0; k < C; ++k)
+          dst.data[static_cast<size_t>(r * C + k)] = t.data[static_cast<size_t>(k * ld + n.row0 + r)];
+    } else if (n.rows < 0) {
+      dst = t;
+    } else {  // rows [row0, row0 + rows) of a fused tensor
+      dst = Tensor(e.shape);
+      const int64_t cols = Tensor::numel_of(e.shape) / n.rows;
+      std::copy(t.data.begin() + n.row0 * cols, t.data.begin() + (n.row0 + n.rows) * cols, dst.data.begin());
+    }
+  }
+  w.version = next_weights_version();
+  return w;
+}
+
+ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
+  const WeightLayout layout = detect_layout(c, tensors);
+  if (layout_out) *layout_out = layout;
+  return weights_from_layout(c, tensors, layout, "", nullptr, "model.safetensors");
+}
+
+TensorMap weights_to_tensors(const ModelConfig& c, const ModelWeights& w) {
+  TensorMap m;
+  for (const WeightEntry& e : weight_entries(c)) m[e.name()] = e.in(w);
+  return m;
+}
+
+Model load_attnlab_folder(const std::string& dir) {
+  Model m;
+  m.source = dir;
+  m.config = load_config((fs::path(dir) / "config.json").string());
+  const std::string st = (fs::path(dir) / "model.safetensors").string();
+  try {
+    m.weights = weights_from_tensors(m.config, load_safetensors(st));
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    throw Error(msg.rfind(st, 0) == 0 ? msg : fs::path(dir).string() + "/" + msg);
+  }
+  const std::string vpath = (fs::path(dir) / "vocab.txt").string();
+  m.vocab = load_vocab(vpath);
+  if (m.vocab.size() > m.config.vocab_size)
+    throw Error(vpath + ": has " + std::to_string(m.vocab.size()) + " tokens but config.json says vocab_size " +
+                std::to_string(m.config.vocab_size));
+  if (m.config.num_classes > 0 && m.config.labels.empty())
+    for (int k = 0; k < m.config.num_classes; ++k) m.config.labels.push_back("class_" + std::to_string(k));
+  return m;
+}
+
+void write_attnlab_folder(const Model& model, const std::string& dir) {
+  const fs::path d(dir);
+  write_file_atomic((d / "model.safetensors").string(),
+                    serialize_safetensors(weights_to_tensors(model.config, model.weights)));
+  if (const char* pause = std::getenv("ATTNLAB_TEST_SAVE_PAUSE_MS"))  // tests kill a save here
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+  write_file_atomic((d / "vocab.txt").string(), vocab_to_text(model.vocab));
+  write_file_atomic((d / "config.json").string(), config_to_json(model.config));
+}
+
+ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);  // one stream for every Normal tensor, in table order
+  ModelWeights w = empty_weights(c);
+  int64_t fan_in = 1;  // a bias follows its weight in the table and shares its fan-in
+  for (const WeightEntry& e : weight_entries(c)) {
+    Tensor& t = e.in(w);
+    t = Tensor(e.shape, e.spec->init == Init::Ones ? 1.0f : 0.0f);
+    if (e.spec->init == Init::Normal) {
+      for (float& v : t.data) v = normal(rng);
+    } else if (e.spec->init == Init::FanInUniform) {
+      // nn.Linear: weight and bias both U(-1/sqrt(in), 1/sqrt(in)) with in = the weight's second axis
+      if (e.shape.size() == 2) fan_in = e.shape[1];
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+      std::uniform_real_distribution<float> u(-bound, bound);
+      for (float& v : t.data) v = u(rng);
+    }
+  }
+  w.version = next_weights_version();
+  return w;
+}
+
+Vocab default_vocab(const ModelConfig& c) {
+  std::vector<std::string> tokens = {kPadToken, kUnkToken, kClsToken};
+  if (c.tokenizer == TokenizerKind::Char) {
+    tokens.push_back(" ");
+    for (char ch = '!'; ch <= '~' && static_cast<int>(tokens.size()) < c.vocab_size; ++ch) {
+      if (c.lowercase && ch >= 'A' && ch <= 'Z') continue;
+      tokens.emplace_back(1, ch);
+    }
+  } else {
+    for (int k = 0; static_cast<int>(tokens.size()) < c.vocab_size; ++k) tokens.push_back("w" + std::to_string(k));
+  }
+  if (static_cast<int>(tokens.size()) > c.vocab_size) tokens.resize(static_cast<size_t>(std::max(0, c.vocab_size)));
+  return Vocab(std::move(tokens));
+}
+
+}  // namespace attnlab

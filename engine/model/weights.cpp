@@ -1,0 +1,375 @@
+// The weight table and what is derived from it: entries for a config, names in each PyTorch
+// layout, the parameter list and the parameter count.
+#include "engine/model/weights.h"
+
+#include <atomic>
+
+namespace attnlab {
+
+uint64_t next_weights_version() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t E(const ModelConfig& c) {
+  return c.embed_size;
+}
+bool has_ff(const ModelConfig& c) {
+  return c.ff_dim > 0;
+}
+int64_t KV(const ModelConfig& c) {  // key/value width: kv_heads * head_dim
+  return static_cast<int64_t>(c.kv_heads()) * (c.num_heads > 0 ? c.embed_size / c.num_heads : 0);
+}
+bool layer_norm_bias(const ModelConfig& c) {  // RMSNorm has a gain only
+  return c.norm_kind == NormKind::LayerNorm;
+}
+
+// The table. Model-level rows before the layer rows come first, the layer rows are repeated for
+// every layer, and the model-level rows after them come last: that order is the parameter
+// order (random initialisation draws in it, so it also fixes what a seed produces).
+const WeightSpec kTable[] = {
+    {"embedding.weight", &ModelWeights::embedding, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return Shape{c.vocab_size, E(c)};
+     }},
+    {"pos_embedding.weight", &ModelWeights::pos_embedding, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return c.positional == Positional::Learned ? Shape{c.max_len, E(c)} : Shape{};
+     }},
+    {"rel_pos.embedding.weight", &ModelWeights::rel_pos, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return c.positional == Positional::Relative ? Shape{2LL * c.max_len - 1, E(c)} : Shape{};
+     }},
+    {"token_type_embedding.weight", &ModelWeights::type_embedding, nullptr, Init::Normal,
+     [](const ModelConfig& c) {
+       return c.type_vocab_size > 0 ? Shape{c.type_vocab_size, E(c)} : Shape{};
+     }},
+    {"embedding_norm.weight", &ModelWeights::emb_ln_g, nullptr, Init::Ones,
+     [](const ModelConfig& c) { return c.embedding_norm ? Shape{E(c)} : Shape{}; }},
+    {"embedding_norm.bias", &ModelWeights::emb_ln_b, nullptr, Init::Zeros,
+     [](const ModelConfig& c) { return c.embedding_norm ? Shape{E(c)} : Shape{}; }},
+    // ---- per layer (the articles' MultiHeadAttention and FeedForward)
+    {"attention.query.weight", nullptr, &LayerWeights::wq, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{E(c), E(c)};
+     }},
+    {"attention.query.bias", nullptr, &LayerWeights::bq, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{E(c)} : Shape{}; }},
+    {"attention.key.weight", nullptr, &LayerWeights::wk, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{KV(c), E(c)};
+     }},
+    {"attention.key.bias", nullptr, &LayerWeights::bk, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
+    {"attention.value.weight", nullptr, &LayerWeights::wv, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{KV(c), E(c)};
+     }},
+    {"attention.value.bias", nullptr, &LayerWeights::bv, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
+    {"attention.fc_out.weight", nullptr, &LayerWeights::wo, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return Shape{E(c), E(c)};
+     }},
+    {"attention.fc_out.bias", nullptr, &LayerWeights::bo, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.out_bias ? Shape{E(c)} : Shape{}; }},
+    {"attention.layer_norm.weight", nullptr, &LayerWeights::ln1_g, Init::Ones,
+     [](const ModelConfig& c) { return Shape{E(c)}; }},
+    {"attention.layer_norm.bias", nullptr, &LayerWeights::ln1_b, Init::Zeros,
+     [](const ModelConfig& c) { return layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
+    {"ffn.fc1.weight", nullptr, &LayerWeights::w1, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return has_ff(c) ? Shape{c.ff_dim, E(c)} : Shape{};
+     }},
+    {"ffn.fc1.bias", nullptr, &LayerWeights::b1, Init::FanInUniform,
+     [](const ModelConfig& c) { return has_ff(c) && c.ff_bias ? Shape{c.ff_dim} : Shape{}; }},
+    {"ffn.up.weight", nullptr, &LayerWeights::w3, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return has_ff(c) && c.gated_ff ? Shape{c.ff_dim, E(c)} : Shape{};
+     }},
+    {"ffn.fc2.weight", nullptr, &LayerWeights::w2, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return has_ff(c) ? Shape{E(c), c.ff_dim} : Shape{};
+     }},
+    {"ffn.fc2.bias", nullptr, &LayerWeights::b2, Init::FanInUniform,
+     [](const ModelConfig& c) { return has_ff(c) && c.ff_bias ? Shape{E(c)} : Shape{}; }},
+    {"ffn.layer_norm.weight", nullptr, &LayerWeights::ln2_g, Init::Ones,
+     [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
+    {"ffn.layer_norm.bias", nullptr, &LayerWeights::ln2_b, Init::Zeros,
+     [](const ModelConfig& c) { return has_ff(c) && layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
+    // ---- after the layers: the final LayerNorm, the pooler, the classifier (TextClassifier.fc)
+    {"final_norm.weight", &ModelWeights::final_ln_g, nullptr, Init::Ones,
+     [](const ModelConfig& c) { return c.final_norm ? Shape{E(c)} : Shape{}; }},
+    {"final_norm.bias", &ModelWeights::final_ln_b, nullptr, Init::Zeros,
+     [](const ModelConfig& c) { return c.final_norm && layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
+    {"pooler.dense.weight", &ModelWeights::pooler_w, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.pooler ? Shape{E(c), E(c)} : Shape{};
+     }},
+    {"pooler.dense.bias", &ModelWeights::pooler_b, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.pooler ? Shape{E(c)} : Shape{}; }},
+    {"fc.weight", &ModelWeights::fc_w, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.num_classes > 0 ? Shape{c.num_classes, E(c)} : Shape{};
+     }},
+    {"fc.bias", &ModelWeights::fc_b, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.num_classes > 0 ? Shape{c.num_classes} : Shape{}; }},
+    {"lm_head.weight", &ModelWeights::lm_head, nullptr, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.lm_head && !c.tied_lm_head ? Shape{c.vocab_size, E(c)} : Shape{};
+     }},
+};
+
+// Visits every row in parameter order: model rows before the layers, layer rows for each of
+// `layers` layers, model rows after. f(spec, layer) with layer -1 for model rows.
+template <class F>
+void walk(int layers, F f) {
+  const size_t n = sizeof kTable / sizeof kTable[0];
+  size_t first_layer_row = n, end_layer_rows = n;
+  for (size_t i = 0; i < n; ++i)
+    if (kTable[i].layer_member) {
+      if (first_layer_row == n) first_layer_row = i;
+      end_layer_rows = i + 1;
+    }
+  for (size_t i = 0; i < first_layer_row; ++i) f(kTable[i], -1);
+  for (int l = 0; l < layers; ++l)
+    for (size_t i = first_layer_row; i < end_layer_rows; ++i) f(kTable[i], l);
+  for (size_t i = end_layer_rows; i < n; ++i) f(kTable[i], -1);
+}
+
+}  // namespace
+
+std::string WeightEntry::name() const {
+  return layer < 0 ? std::string(spec->name) : "layers." + std::to_string(layer) + "." + spec->name;
+}
+
+Tensor& WeightEntry::in(ModelWeights& w) const {
+  if (layer < 0) return w.*(spec->model_member);
+  return w.layers.at(static_cast<size_t>(layer)).*(spec->layer_member);
+}
+const Tensor& WeightEntry::in(const ModelWeights& w) const {
+  return in(const_cast<ModelWeights&>(w));
+}
+
+std::vector<WeightEntry> weight_entries(const ModelConfig& c) {
+  std::vector<WeightEntry> out;
+  walk(c.num_layers, [&](const WeightSpec& s, int layer) {
+    Shape shape = s.shape(c);
+    if (!shape.empty()) out.push_back(WeightEntry{&s, layer, std::move(shape)});
+  });
+  return out;
+}
+
+namespace {
+
+// Hugging Face names, without the base model's prefix ("bert.", "distilbert."): modeling_bert.py
+// and modeling_distilbert.py. The classifier head's tensors (head = true) sit outside the prefix.
+LayoutName hf_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
+  const bool bert = layout == WeightLayout::HfBert;
+  static const struct {
+    const char* ours;
+    const char* bert;
+    const char* distilbert;  // nullptr: DistilBERT has no such tensor
+    bool head;
+  } kNames[] = {
+      {"embedding.weight", "embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight", false},
+      {"pos_embedding.weight", "embeddings.position_embeddings.weight", "embeddings.position_embeddings.weight", false},
+      {"token_type_embedding.weight", "embeddings.token_type_embeddings.weight", nullptr, false},
+      {"embedding_norm.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.weight", false},
+      {"embedding_norm.bias", "embeddings.LayerNorm.bias", "embeddings.LayerNorm.bias", false},
+      {"attention.query.weight", "attention.self.query.weight", "attention.q_lin.weight", false},
+      {"attention.query.bias", "attention.self.query.bias", "attention.q_lin.bias", false},
+      {"attention.key.weight", "attention.self.key.weight", "attention.k_lin.weight", false},
+      {"attention.key.bias", "attention.self.key.bias", "attention.k_lin.bias", false},
+      {"attention.value.weight", "attention.self.value.weight", "attention.v_lin.weight", false},
+      {"attention.value.bias", "attention.self.value.bias", "attention.v_lin.bias", false},
+      {"attention.fc_out.weight", "attention.output.dense.weight", "attention.out_lin.weight", false},
+      {"attention.fc_out.bias", "attention.output.dense.bias", "attention.out_lin.bias", false},
+      {"attention.layer_norm.weight", "attention.output.LayerNorm.weight", "sa_layer_norm.weight", false},
+      {"attention.layer_norm.bias", "attention.output.LayerNorm.bias", "sa_layer_norm.bias", false},
+      {"ffn.fc1.weight", "intermediate.dense.weight", "ffn.lin1.weight", false},
+      {"ffn.fc1.bias", "intermediate.dense.bias", "ffn.lin1.bias", false},
+      {"ffn.fc2.weight", "output.dense.weight", "ffn.lin2.weight", false},
+      {"ffn.fc2.bias", "output.dense.bias", "ffn.lin2.bias", false},
+      {"ffn.layer_norm.weight", "output.LayerNorm.weight", "output_layer_norm.weight", false},
+      {"ffn.layer_norm.bias", "output.LayerNorm.bias", "output_layer_norm.bias", false},
+      {"pooler.dense.weight", "pooler.dense.weight", "pre_classifier.weight", false},
+      {"pooler.dense.bias", "pooler.dense.bias", "pre_classifier.bias", false},
+      {"fc.weight", "classifier.weight", "classifier.weight", true},
+      {"fc.bias", "classifier.bias", "classifier.bias", true},
+  };
+  const std::string own = e.spec->name;
+  for (const auto& k : kNames) {
+    if (own != k.ours) continue;
+    const char* name = bert ? k.bert : k.distilbert;
+    if (!name) break;
+    n.name = name;
+    n.head = k.head || (!bert && own.rfind("pooler.", 0) == 0);  // DistilBERT's pre_classifier is a head tensor
+    if (e.layer >= 0) n.name = (bert ? "encoder.layer." : "transformer.layer.") + std::to_string(e.layer) + "." + n.name;
+    return n;
+  }
+  throw Error(std::string("internal: no Hugging Face ") + (bert ? "BERT" : "DistilBERT") + " name for " + own);
+}
+
+// Hugging Face decoder names, without the base model's prefix ("transformer.", "model."):
+// modeling_gpt2.py and modeling_llama.py (Mistral and Qwen2 use Llama's names). GPT-2's Conv1D
+// stores weights as [in, out], the transpose of nn.Linear, and c_attn holds q, k, v side by side
+// along out. The LM head (lm_head.weight) sits outside the prefix.
+LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
+  const bool gpt2 = layout == WeightLayout::HfGpt2;
+  static const struct {
+    const char* ours;
+    const char* gpt2;   // nullptr: GPT-2 has no such tensor
+    const char* llama;  // nullptr: Llama has no such tensor
+    int third;          // GPT-2's c_attn: q, k, v = 0, 1, 2; -1 otherwise
+    bool conv1d;        // GPT-2: stored transposed
+  } kNames[] = {
+      {"embedding.weight", "wte.weight", "embed_tokens.weight", -1, false},
+      {"pos_embedding.weight", "wpe.weight", nullptr, -1, false},
+      {"attention.query.weight", "attn.c_attn.weight", "self_attn.q_proj.weight", 0, true},
+      {"attention.query.bias", "attn.c_attn.bias", "self_attn.q_proj.bias", 0, false},
+      {"attention.key.weight", "attn.c_attn.weight", "self_attn.k_proj.weight", 1, true},
+      {"attention.key.bias", "attn.c_attn.bias", "self_attn.k_proj.bias", 1, false},
+      {"attention.value.weight", "attn.c_attn.weight", "self_attn.v_proj.weight", 2, true},
+      {"attention.value.bias", "attn.c_attn.bias", "self_attn.v_proj.bias", 2, false},
+      {"attention.fc_out.weight", "attn.c_proj.weight", "self_attn.o_proj.weight", -1, true},
+      {"attention.fc_out.bias", "attn.c_proj.bias", "self_attn.o_proj.bias", -1, false},
+      {"attention.layer_norm.weight", "ln_1.weight", "input_layernorm.weight", -1, false},
+      {"attention.layer_norm.bias", "ln_1.bias", nullptr, -1, false},
+      {"ffn.fc1.weight", "mlp.c_fc.weight", "mlp.gate_proj.weight", -1, true},
+      {"ffn.fc1.bias", "mlp.c_fc.bias", "mlp.gate_proj.bias", -1, false},
+      {"ffn.up.weight", nullptr, "mlp.up_proj.weight", -1, false},
+      {"ffn.fc2.weight", "mlp.c_proj.weight", "mlp.down_proj.weight", -1, true},
+      {"ffn.fc2.bias", "mlp.c_proj.bias", "mlp.down_proj.bias", -1, false},
+      {"ffn.layer_norm.weight", "ln_2.weight", "post_attention_layernorm.weight", -1, false},
+      {"ffn.layer_norm.bias", "ln_2.bias", nullptr, -1, false},
+      {"final_norm.weight", "ln_f.weight", "norm.weight", -1, false},
+      {"final_norm.bias", "ln_f.bias", nullptr, -1, false},
+      {"lm_head.weight", "lm_head.weight", "lm_head.weight", -1, false},
+  };
+  const std::string own = e.spec->name;
+  for (const auto& k : kNames) {
+    if (own != k.ours) continue;
+    const char* name = gpt2 ? k.gpt2 : k.llama;
+    if (!name) break;
+    n.name = name;
+    n.head = own == "lm_head.weight";
+    if (e.layer >= 0) n.name = (gpt2 ? "h." : "layers.") + std::to_string(e.layer) + "." + n.name;
+    if (!gpt2) return n;
+    if (k.conv1d) {
+      n.transposed = true;
+      n.stored_shape = {e.shape[1], e.shape[0]};
+    }
+    if (k.third >= 0) {  // rows (of the transposed weight) or elements of the fused q, k, v
+      n.rows = e.shape[0];
+      n.row0 = k.third * n.rows;
+      n.stored_shape[n.transposed ? 1 : 0] = 3 * n.rows;
+    }
+    return n;
+  }
+  throw Error(std::string("internal: no Hugging Face ") + (gpt2 ? "GPT-2" : "Llama") + " name for " + own);
+}
+
+}  // namespace
+
+LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelConfig& c) {
+  LayoutName n;
+  n.stored_shape = e.shape;
+  n.name = e.name();
+  if (layout == WeightLayout::TorchEncoder && e.layer < 0) {  // nn.TransformerEncoder(..., norm=LayerNorm)
+    if (e.spec->model_member == &ModelWeights::final_ln_g) n.name = "norm.weight";
+    if (e.spec->model_member == &ModelWeights::final_ln_b) n.name = "norm.bias";
+  }
+  if (layout == WeightLayout::HfBert || layout == WeightLayout::HfDistilBert) return hf_name(layout, e, n);
+  if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama) return hf_decoder_name(layout, e, n);
+  if (layout == WeightLayout::Article || e.layer < 0) return n;
+  const std::string own = e.spec->name;
+  if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."
+    n.name = own;
+    return n;
+  }
+  // nn.TransformerEncoder(Layer): self_attn.in_proj_{weight,bias} hold q, k, v stacked.
+  const std::string p = "layers." + std::to_string(e.layer) + ".";
+  static const struct {
+    const char* ours;
+    const char* torch;
+    int third;  // q, k, v: 0, 1, 2 of the stacked in_proj; -1 otherwise
+  } kTorch[] = {
+      {"attention.query.weight", "self_attn.in_proj_weight", 0},
+      {"attention.key.weight", "self_attn.in_proj_weight", 1},
+      {"attention.value.weight", "self_attn.in_proj_weight", 2},
+      {"attention.query.bias", "self_attn.in_proj_bias", 0},
+      {"attention.key.bias", "self_attn.in_proj_bias", 1},
+      {"attention.value.bias", "self_attn.in_proj_bias", 2},
+      {"attention.fc_out.weight", "self_attn.out_proj.weight", -1},
+      {"attention.fc_out.bias", "self_attn.out_proj.bias", -1},
+      {"attention.layer_norm.weight", "norm1.weight", -1},
+      {"attention.layer_norm.bias", "norm1.bias", -1},
+      {"ffn.fc1.weight", "linear1.weight", -1},
+      {"ffn.fc1.bias", "linear1.bias", -1},
+      {"ffn.fc2.weight", "linear2.weight", -1},
+      {"ffn.fc2.bias", "linear2.bias", -1},
+      {"ffn.layer_norm.weight", "norm2.weight", -1},
+      {"ffn.layer_norm.bias", "norm2.bias", -1},
+  };
+  for (const auto& t : kTorch)
+    if (own == t.ours) {
+      n.name = p + t.torch;
+      if (t.third >= 0) {
+        n.rows = e.shape[0];
+        n.row0 = t.third * n.rows;
+        n.stored_shape[0] = 3 * n.rows;
+      }
+      return n;
+    }
+  throw Error("internal: no nn.TransformerEncoder name for " + own + " (config E=" + std::to_string(c.embed_size) +
+              ")");
+}
+
+std::vector<Tensor*> parameters(ModelWeights& w) {
+  std::vector<Tensor*> out;
+  walk(static_cast<int>(w.layers.size()), [&](const WeightSpec& s, int layer) {
+    Tensor& t = layer < 0 ? w.*(s.model_member) : w.layers[static_cast<size_t>(layer)].*(s.layer_member);
+    if (!t.empty()) out.push_back(&t);
+  });
+  return out;
+}
+
+std::vector<const Tensor*> parameters(const ModelWeights& w) {
+  auto p = parameters(const_cast<ModelWeights&>(w));
+  return {p.begin(), p.end()};
+}
+
+ModelWeights zeros_like(const ModelWeights& w) {
+  ModelWeights z;
+  z.layers.resize(w.layers.size());
+  walk(static_cast<int>(w.layers.size()), [&](const WeightSpec& s, int layer) {
+    const Tensor& from = layer < 0 ? w.*(s.model_member) : w.layers[static_cast<size_t>(layer)].*(s.layer_member);
+    Tensor& to = layer < 0 ? z.*(s.model_member) : z.layers[static_cast<size_t>(layer)].*(s.layer_member);
+    if (!from.empty()) to = Tensor(from.shape);
+  });
+  return z;
+}
+
+ModelWeights empty_weights(const ModelConfig& c) {
+  ModelWeights w;
+  w.layers.resize(static_cast<size_t>(std::max(0, c.num_layers)));
+  return w;
+}
+
+long long ModelConfig::parameter_count() const {
+  // One layer's rows times num_layers (a config being validated may claim absurd sizes).
+  long long n = 0;
+  walk(1, [&](const WeightSpec& s, int layer) {
+    const Shape shape = s.shape(*this);
+    const long long size = shape.empty() ? 0 : Tensor::numel_of(shape);
+    n += layer < 0 ? size : size * num_layers;
+  });
+  return n;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,109 @@
+// The weight table: every parameter of the model declared once, with its role, its shape from
+// the config and when it exists (llm.c's fill_in_parameter_sizes, llama.cpp's tensor tables).
+// Loading each naming scheme, saving, random initialisation, the optimiser's parameter list,
+// the OpenCL upload and the parameter count all walk this table; a new parameter is one row.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/config.h"
+#include "engine/core/tensor.h"
+
+namespace attnlab {
+
+// nn.Linear convention: weight is [out, in], y = x W^T + b.
+struct LayerWeights {
+  Tensor wq, bq, wk, bk, wv, bv;  // [E, E], [E]
+  Tensor wo, bo;                  // output projection (fc_out / out_proj)
+  Tensor ln1_g, ln1_b;            // the attention sub-layer's LayerNorm
+  Tensor w1, b1, w2, b2;          // feed-forward [F, E], [F], [E, F], [E]; empty when ff_dim == 0
+  Tensor w3;                      // gated feed-forward's up projection [F, E] (w1 is the gate)
+  Tensor ln2_g, ln2_b;            // the feed-forward sub-layer's LayerNorm
+};
+
+struct ModelWeights {
+  Tensor embedding;           // [vocab, E]
+  Tensor pos_embedding;       // learned: [max_len, E]
+  Tensor rel_pos;             // relative: [2 * max_len - 1, E], split per head along E
+  Tensor type_embedding;      // token types: [type_vocab_size, E]
+  Tensor emb_ln_g, emb_ln_b;  // embedding LayerNorm [E]
+  std::vector<LayerWeights> layers;
+  Tensor final_ln_g, final_ln_b;  // LayerNorm after the last layer [E]
+  Tensor pooler_w, pooler_b;      // pooler dense [E, E], [E] (then tanh)
+  Tensor fc_w, fc_b;              // classifier [classes, E], [classes]
+  Tensor lm_head;                 // language-model head [vocab, E] (empty when tied to the embedding)
+  // Identifies these values: a fresh number whenever weights are made, loaded or updated, so a
+  // device cache keyed on it is never stale (copies share it: they hold the same values).
+  // 0 = unknown (never cached).
+  uint64_t version = 0;
+};
+
+// A new, process-wide unique weights version.
+uint64_t next_weights_version();
+
+// How a parameter is initialised by random_weights (PyTorch's defaults).
+enum class Init {
+  Normal,        // nn.Embedding: N(0, 1)
+  FanInUniform,  // nn.Linear weight and bias: U(-1/sqrt(in), 1/sqrt(in))
+  Ones,          // LayerNorm gain
+  Zeros,         // LayerNorm bias
+};
+
+// One row of the table, per model-level tensor or per layer tensor.
+struct WeightSpec {
+  const char* name;  // the articles' name (what save_model writes), after "layers.{i}." for layer tensors
+  Tensor ModelWeights::*model_member;  // model-level tensors
+  Tensor LayerWeights::*layer_member;  // per-layer tensors
+  Init init;
+  // Shape for a config, or {} when the tensor does not exist for it.
+  std::vector<int64_t> (*shape)(const ModelConfig&);
+};
+
+// A concrete parameter of one model: its row and its layer (-1 for model-level tensors).
+struct WeightEntry {
+  const WeightSpec* spec;
+  int layer;
+  std::vector<int64_t> shape;
+  std::string name() const;  // full articles' name, e.g. "layers.0.attention.query.weight"
+  Tensor& in(ModelWeights& w) const;
+  const Tensor& in(const ModelWeights& w) const;
+};
+
+// Every parameter that exists for a config, in the fixed order used for allocation, random
+// initialisation and the optimiser: embeddings, then each layer's tensors, then the classifier.
+std::vector<WeightEntry> weight_entries(const ModelConfig& config);
+
+// Which PyTorch module layout a set of tensor names follows.
+enum class WeightLayout {
+  Article,             // the seed articles' modules (what attnlab writes for its own models)
+  ArticleSingleLayer,  // the articles' one-layer TextClassifier (no "layers.0.")
+  TorchEncoder,        // nn.TransformerEncoder(Layer)
+  HfBert,              // Hugging Face BertModel (+ BertForSequenceClassification's classifier)
+  HfDistilBert,        // Hugging Face DistilBertModel (+ pre_classifier and classifier)
+  HfGpt2,              // Hugging Face GPT2Model / GPT2LMHeadModel (Conv1D weights, fused c_attn)
+  HfLlama,             // Hugging Face LlamaModel / LlamaForCausalLM (and Mistral, Qwen2: same names)
+};
+
+// A tensor's name in a layout, and the rows of it that hold this parameter (a fused tensor such
+// as nn.MultiheadAttention's in_proj holds q, k and v stacked along its first axis).
+struct LayoutName {
+  std::string name;
+  int64_t row0 = 0;                   // first row of the parameter in the named tensor
+  int64_t rows = -1;                  // -1: the whole tensor
+  std::vector<int64_t> stored_shape;  // shape of the named tensor
+  bool head = false;  // Hugging Face: a task head's tensor, outside the base model's prefix ("bert.")
+  bool transposed = false;  // stored as [in, out] (GPT-2's Conv1D); row0/rows then count its columns
+};
+LayoutName layout_name(WeightLayout layout, const WeightEntry& entry, const ModelConfig& config);
+
+// Every tensor of w, in weight_entries order (empty ones skipped).
+std::vector<Tensor*> parameters(ModelWeights& w);
+std::vector<const Tensor*> parameters(const ModelWeights& w);
+// Same structure, all zeros.
+ModelWeights zeros_like(const ModelWeights& w);
+// Empty weights of the config's structure (layers allocated, tensors empty).
+ModelWeights empty_weights(const ModelConfig& config);
+
+}  // namespace attnlab

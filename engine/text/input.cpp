@@ -1,0 +1,103 @@
+// Input preparation (see input.h): tokenizing, the max_len policy, padding, labels.
+#include "engine/text/input.h"
+
+namespace attnlab {
+
+namespace {
+
+void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
+  const int max_len = m.config.max_len;
+  if (static_cast<int>(in.ids.size()) > max_len && o.overflow != Overflow::Keep) {
+    const std::string msg = "the " + o.what + " has " + std::to_string(in.ids.size()) +
+                            " tokens, more than the model's max_len " + std::to_string(max_len);
+    if (o.overflow == Overflow::Error) throw Error(msg);
+    in.notices.push_back(msg + "; it was cut to " + std::to_string(max_len) + " tokens");
+    in.tokens.resize(static_cast<size_t>(max_len));
+    in.ids.resize(static_cast<size_t>(max_len));
+    in.unknown.resize(static_cast<size_t>(max_len));
+    in.special.resize(static_cast<size_t>(max_len));
+    in.token_types.resize(static_cast<size_t>(max_len));
+    in.words.resize(static_cast<size_t>(max_len));
+  }
+  const int n = std::min(o.pad_to, max_len);
+  if (n > static_cast<int>(in.ids.size()) && !in.ids.empty()) {
+    const int pad = m.vocab.pad_id();
+    if (pad < 0) throw Error("cannot pad: the vocabulary has no [PAD] token");
+    in.tokens.resize(static_cast<size_t>(n), kPadToken);
+    in.ids.resize(static_cast<size_t>(n), pad);
+    in.unknown.resize(static_cast<size_t>(n), 0);
+    in.special.resize(static_cast<size_t>(n), 1);
+    in.token_types.resize(static_cast<size_t>(n), in.token_types.empty() ? 0 : in.token_types.back());
+    in.words.resize(static_cast<size_t>(n), -1);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A Hugging Face tokenizer's encoding: pieces as the vocabulary spells them ("##ing"; byte-level
+// tokens as readable text, HfTokenizer::readable), except an unknown word, which keeps its text
+// (marked unknown) so the views say what was not understood.
+PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOptions& o) {
+  const Encoding e = m.tokenizer->encode(text, o.pair ? &*o.pair : nullptr);
+  const std::vector<std::string> labels = m.tokenizer->readable(e);
+  PreparedInput in;
+  size_t content = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    in.tokens.push_back(e.unknown[i] && !e.word_text[i].empty() ? e.word_text[i] : labels[i]);
+    in.ids.push_back(e.ids[i]);
+    in.unknown.push_back(e.unknown[i]);
+    in.special.push_back(e.special[i]);
+    in.token_types.push_back(e.type_ids[i]);
+    in.words.push_back(e.special[i] ? -1 : e.word[i]);
+    if (!e.special[i] || e.word[i] >= 0) ++content;  // typed special tokens count as input
+  }
+  if (content == 0) return PreparedInput{};  // nothing typed: no input at all, not "[CLS] [SEP]"
+  apply_policy(m, in, o);
+  return in;
+}
+
+}  // namespace
+
+PreparedInput prepare_text(const Model& m, const std::string& text, const InputOptions& o) {
+  if (o.pair && m.config.causal)
+    throw Error("a language model reads one text; a pair (sentence B) is for BERT-style encoders");
+  if (m.tokenizer) return prepare_hf(m, text, o);
+  if (o.pair)
+    throw Error("this model's tokenizer takes one text; a pair (sentence B) needs a tokenizer with a pair template, "
+                "as Hugging Face BERT models have");
+  const Tokenized t = tokenize(text, m.config, m.vocab);
+  PreparedInput in;
+  in.tokens = t.tokens;
+  in.ids = t.ids;
+  in.unknown.assign(t.unknown.begin(), t.unknown.end());
+  in.special.assign(t.ids.size(), 0);
+  in.token_types.assign(t.ids.size(), 0);
+  in.words.resize(t.ids.size());
+  for (size_t i = 0; i < in.words.size(); ++i) in.words[i] = static_cast<int>(i) - (m.config.add_cls ? 1 : 0);
+  if (m.config.add_cls && !in.ids.empty()) in.special[0] = 1;
+  if (in.ids.size() == (m.config.add_cls ? 1u : 0u)) {  // nothing typed: no input at all
+    PreparedInput none;
+    none.notices = in.notices;
+    return none;
+  }
+  apply_policy(m, in, o);
+  return in;
+}
+
+PreparedInput prepare_ids(const Model& m, const std::vector<int>& ids, const InputOptions& o) {
+  const Tokenized t = from_ids(ids, m.config, m.vocab);
+  PreparedInput in;
+  in.tokens = t.tokens;
+  in.ids = t.ids;
+  in.unknown.assign(t.ids.size(), 0);
+  in.special.assign(t.ids.size(), 0);
+  in.token_types.assign(t.ids.size(), 0);
+  in.words.resize(t.ids.size());
+  for (size_t i = 0; i < in.words.size(); ++i) in.words[i] = static_cast<int>(i);
+  apply_policy(m, in, o);
+  return in;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,256 @@
+// Training loop.
+#include "engine/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "engine/model/hf_model.h"
+#include "engine/train/train_model.h"
+
+namespace attnlab {
+
+EvalResult evaluate(const Model& model, Ops& ops, const EncodedData& data, int batch) {
+  EvalResult r;
+  const int C = model.config.num_classes;
+  r.confusion.assign(static_cast<size_t>(C), std::vector<int>(static_cast<size_t>(C), 0));
+  double loss = 0;
+  int correct = 0;
+  for (size_t start = 0; start < data.size(); start += static_cast<size_t>(batch)) {
+    const size_t end = std::min(data.size(), start + static_cast<size_t>(batch));
+    std::vector<std::vector<int>> seqs(data.seqs.begin() + static_cast<std::ptrdiff_t>(start),
+                                       data.seqs.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<int> labels(data.labels.begin() + static_cast<std::ptrdiff_t>(start),
+                            data.labels.begin() + static_cast<std::ptrdiff_t>(end));
+    const StepOutput s = train_step(model, ops, make_batch(model, seqs, labels), {}, nullptr);
+    loss += s.loss * static_cast<double>(end - start);
+    correct += s.correct;
+    for (size_t i = 0; i < labels.size(); ++i)
+      ++r.confusion[static_cast<size_t>(labels[i])][static_cast<size_t>(s.predicted[i])];
+  }
+  r.count = data.size();
+  if (r.count) {
+    r.loss = loss / static_cast<double>(r.count);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.count);
+  }
+  for (int k = 0; k < C; ++k) {
+    int total = 0;
+    for (int p = 0; p < C; ++p) total += r.confusion[static_cast<size_t>(k)][static_cast<size_t>(p)];
+    r.class_accuracy.push_back(
+        total ? static_cast<double>(r.confusion[static_cast<size_t>(k)][static_cast<size_t>(k)]) / total : NAN);
+  }
+  return r;
+}
+
+void RunControl::stop() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    cancel = true;
+  }
+  cv_.notify_all();
+}
+
+void RunControl::set_paused(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
+bool RunControl::wait_while_paused() {
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [this] { return !paused_ || cancel.load(); });
+  return !cancel.load();
+}
+
+void RunControl::reset() {
+  std::lock_guard<std::mutex> lock(m_);
+  cancel = false;
+  paused_ = false;
+}
+
+namespace {
+
+// The classes of the training rows (sorted); Error when there is only one.
+std::vector<std::string> classifier_labels(const std::vector<Example>& train_rows) {
+  Dataset train_set;
+  train_set.rows = train_rows;
+  std::vector<std::string> labels = train_set.label_set();
+  if (labels.size() < 2)
+    throw Error("only one class (\"" + (labels.empty() ? std::string() : labels[0]) +
+                "\") in the training rows; a classifier needs two or more");
+  return labels;
+}
+
+}  // namespace
+
+TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::vector<Example>& val_rows,
+                             ModelConfig c, uint64_t seed, int vocab_cap, int min_count) {
+  const std::vector<std::string> labels = classifier_labels(train_rows);
+  TrainingSetup s;
+  s.model.vocab = build_vocab(train_rows, c.tokenizer, c.lowercase, vocab_cap, min_count);
+  c.vocab_size = s.model.vocab.size();
+  c.num_classes = static_cast<int>(labels.size());
+  c.labels = labels;
+  c.validate();
+  s.model.config = c;
+  s.model.weights = random_weights(c, seed);
+  s.train = encode_examples(s.model, train_rows);
+  s.val = encode_examples(s.model, val_rows);
+  return s;
+}
+
+std::vector<bool> encoder_mask(const ModelConfig& c) {
+  std::vector<bool> mask;
+  for (const WeightEntry& e : weight_entries(c)) {
+    const auto mm = e.spec->model_member;
+    mask.push_back(!(mm == &ModelWeights::pooler_w || mm == &ModelWeights::pooler_b || mm == &ModelWeights::fc_w ||
+                     mm == &ModelWeights::fc_b));
+  }
+  return mask;
+}
+
+TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& train_rows,
+                              const std::vector<Example>& val_rows, uint64_t seed) {
+  if (base.config.causal)
+    throw Error(base.source + ": fine-tuning trains encoders (attnlab's own models, BERT, DistilBERT); " +
+                (base.is_hf() ? base.hf.architecture : std::string("this model")) +
+                " is a causal language model, which attnlab opens for viewing only");
+  const std::vector<std::string> labels = classifier_labels(train_rows);
+  TrainingSetup s;
+  s.model = base;
+  ModelConfig& c = s.model.config;
+  const bool had_pooler = c.pooler;
+  c.num_classes = static_cast<int>(labels.size());
+  c.labels = labels;
+  if (base.is_hf()) {
+    c.pooling = Pooling::Cls;  // BertForSequenceClassification / DistilBert...: the [CLS] position
+    c.pooler = true;           // BERT's pooler (kept when the base has one), DistilBERT's pre_classifier
+    s.model.hf.architecture = hf_class_name(base.hf.model_type, true);  // *ForSequenceClassification
+  }
+  c.validate();
+  ModelWeights w = empty_weights(c);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (const WeightEntry& e : weight_entries(c)) {
+    const auto mm = e.spec->model_member;
+    const bool pooler = mm == &ModelWeights::pooler_w || mm == &ModelWeights::pooler_b;
+    const bool fc = mm == &ModelWeights::fc_w || mm == &ModelWeights::fc_b;
+    Tensor& t = e.in(w);
+    if (fc || (pooler && !had_pooler)) {  // new: normal(0, 0.02) weights, zero biases
+      t = Tensor(e.shape);
+      if (e.shape.size() == 2)
+        for (float& v : t.data) v = normal(rng);
+    } else {
+      t = e.in(base.weights);
+    }
+  }
+  w.version = next_weights_version();
+  s.model.weights = std::move(w);
+  s.train = encode_examples(s.model, train_rows);
+  s.val = encode_examples(s.model, val_rows);
+  return s;
+}
+
+TrainResult train_model(Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& cfg,
+                        const TrainCallbacks& cb) {
+  if (train.size() == 0) throw Error("no training examples");
+  if (cfg.batch <= 0 || cfg.epochs <= 0) throw Error("epochs and batch size must be positive");
+  auto ops = make_ops(cfg.backend);
+  TrainResult result;
+  const int steps_per_epoch =
+      static_cast<int>((train.size() + static_cast<size_t>(cfg.batch) - 1) / static_cast<size_t>(cfg.batch));
+  OptimizerConfig oc = cfg.optimizer;
+  oc.total_steps = steps_per_epoch * cfg.epochs;
+  Adam adam(model.weights, oc);
+  if (cfg.freeze_encoder) adam.set_frozen(encoder_mask(model.config));
+  ModelWeights grads = zeros_like(model.weights);
+  ModelWeights best = model.weights;
+  double best_acc = -1, best_loss = INFINITY;
+  std::mt19937_64 rng(cfg.seed);
+  std::vector<size_t> order(train.size());
+  int step = 0;
+
+  for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    size_t seen = 0;
+    for (int b = 0; b < steps_per_epoch; ++b) {
+      if (cb.control && !cb.control->wait_while_paused()) {
+        result.cancelled = true;
+        result.message = "training stopped by the user after " + std::to_string(step) + " steps";
+        break;
+      }
+      const size_t start = static_cast<size_t>(b) * static_cast<size_t>(cfg.batch);
+      const size_t end = std::min(train.size(), start + static_cast<size_t>(cfg.batch));
+      std::vector<std::vector<int>> seqs;
+      std::vector<int> labels;
+      for (size_t k = start; k < end; ++k) {
+        seqs.push_back(train.seqs[order[k]]);
+        labels.push_back(train.labels[order[k]]);
+      }
+      for (Tensor* g : parameters(grads)) std::fill(g->data.begin(), g->data.end(), 0.0f);
+      StepOptions so;
+      so.dropout = cfg.dropout;
+      so.dropout_seed = cfg.seed * 1000003ULL + static_cast<uint64_t>(step);
+      so.head_only = cfg.freeze_encoder;
+      so.checkpoint = cfg.checkpoint;
+      const StepOutput s = train_step(model, *ops, make_batch(model, seqs, labels), so, &grads);
+      const double gn = grad_norm(grads);
+      if (!std::isfinite(s.loss) || !std::isfinite(gn)) {
+        // The update is not applied: the weights are still the last good ones.
+        result.diverged = true;
+        result.message = "training diverged at step " + std::to_string(step + 1) + " (loss " + std::to_string(s.loss) +
+                         "); stopped and kept the last good weights. Try a lower learning rate (now " +
+                         std::to_string(cfg.optimizer.lr) + ") or stronger gradient clipping.";
+        break;
+      }
+      adam.step(model.weights, grads);
+      ++step;
+      loss_sum += s.loss * static_cast<double>(end - start);
+      seen += end - start;
+      if (cb.on_step) {
+        TrainProgress p;
+        p.epoch = epoch, p.epochs = cfg.epochs, p.step = step, p.total_steps = oc.total_steps, p.loss = s.loss;
+        p.samples_per_s = static_cast<double>(seen) /
+                          std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        p.lr = adam.current_lr();
+        cb.on_step(p);
+      }
+    }
+    if (seen == 0) break;
+    EpochReport rep;
+    rep.epoch = epoch;
+    rep.train_loss = loss_sum / static_cast<double>(seen);
+    rep.samples_per_s = static_cast<double>(seen) /
+                        std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (val.size() > 0) {
+      const EvalResult ev = evaluate(model, *ops, val);
+      rep.val_loss = ev.loss;
+      rep.val_acc = ev.accuracy;
+    } else {
+      rep.val_loss = NAN;
+      rep.val_acc = NAN;
+    }
+    result.epochs.push_back(rep);
+    if (cb.on_epoch) cb.on_epoch(rep);
+    // Best = highest validation accuracy, ties broken by lower validation loss (training loss
+    // when there is no validation data).
+    const double acc = std::isnan(rep.val_acc) ? 0.0 : rep.val_acc;
+    const double loss = std::isnan(rep.val_loss) ? rep.train_loss : rep.val_loss;
+    if (acc > best_acc || (acc == best_acc && loss < best_loss)) {
+      best_acc = acc;
+      best_loss = loss;
+      best = model.weights;
+      result.best_epoch = epoch;
+    }
+    if (result.cancelled || result.diverged) break;
+  }
+  if (cfg.keep_best && result.best_epoch > 0) model.weights = best;
+  return result;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,430 @@
+// Decoder models without Python: the cpu backend against the reference on grouped-query,
+// rotary, gated, RMSNorm layers at awkward lengths; the model's own causal mask and sliding
+// window; next tokens and the logit lens against their definitions; the regex rewrite and
+// byte-level BPE worked out by hand; readable labels; what decoders refuse (cross mode,
+// training). (Exactness against transformers and tokenizers is tests/crosscheck/hf_decoders.py.)
+#include <cmath>
+#include <filesystem>
+
+#include "engine/analysis/methods.h"
+#include "engine/compute/forward.h"
+#include "engine/text/input.h"
+#include "engine/compute/lm.h"
+#include "engine/compute/plan.h"
+#include "engine/text/regex.h"
+#include "engine/train/trainer.h"
+#include "tests/engine/hf_test_model.h"
+#include "tests/engine/pass_bound.h"
+#include "tests/engine/test_util.h"
+#include "tests/engine/tolerance.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("attnlab-test-dec-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, window) at T = 1, 7, 63", "[decoders]") {
+  const std::string dir = scratch("llama");
+  for (const int window : {0, 5}) {
+    const Model m = tiny_decoder(dir, false, window);
+    REQUIRE(m.config.kv_heads() == 2);
+    REQUIRE(m.config.num_heads == 4);
+    for (const int T : {1, 7, 63}) {
+      ForwardRequest req;
+      req.ids = random_ids(T, m.config.vocab_size, static_cast<uint64_t>(T));
+      auto ref = make_backend("reference");
+      auto cpu = make_backend("cpu");
+      const ForwardResult a = run_forward(m, *ref, req), b = run_forward(m, *cpu, req);
+      const PassBound tol = pass_bound(m, req, a);  // float32 passes of the same values (tests/engine/pass_bound.h)
+      for (int l = 0; l < m.config.num_layers; ++l)
+        CHECK(max_abs_diff(a.attention[l], b.attention[l]) <= tol.probs[static_cast<size_t>(l)]);
+      CHECK(max_abs_diff(a.hidden, b.hidden) <= tol.hidden);
+      // the model's own mask: causal, and at most `window` keys back
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          const bool visible = j <= i && (window == 0 || i - j <= window);
+          CHECK(b.mask.is_blocked(0, i, j) == !visible);
+          if (!visible) CHECK(b.attention[0].data[static_cast<size_t>(i * T + j)] == 0.0f);
+        }
+      REQUIRE(b.next_tokens.size() == 10);
+      CHECK(b.next_tokens[0].second >= b.next_tokens[9].second);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("GPT-2: Conv1D weights read transposed, causal, tied head", "[decoders]") {
+  const std::string dir = scratch("gpt2");
+  const Model m = tiny_decoder(dir, true);
+  CHECK(m.hf.architecture == "GPT2LMHeadModel");
+  CHECK(m.config.tied_lm_head);
+  CHECK(m.config.causal);
+  ForwardRequest req;
+  req.ids = {5, 100, 200, 258};
+  auto cpu = make_backend("cpu");
+  const ForwardResult r = run_forward(m, *cpu, req);
+  CHECK(r.attention[0].data[1] == 0.0f);  // query 0 never sees key 1
+  // the top next token is the arg-max of hidden[last] . embedding rows (the tied head)
+  const int E = m.config.embed_size, T = 4;
+  int best = -1;
+  double best_v = -1e30;
+  for (int v = 0; v < m.config.vocab_size; ++v) {
+    double s = 0;
+    for (int e = 0; e < E; ++e) s += r.hidden.at(T - 1, e) * m.weights.embedding.at(v, e);
+    if (s > best_v) best_v = s, best = v;
+  }
+  CHECK(r.next_tokens[0].first == best);
+  // cross mode is for encoders
+  req.cross_ids = {1, 2};
+  CHECK_THROWS_WITH(run_forward(m, *cpu, req), Catch::Contains("causal language model"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("logit lens: the last layer is the model's prediction; rows are probabilities", "[decoders]") {
+  const std::string dir = scratch("lens");
+  const Model m = tiny_decoder(dir);
+  const std::vector<int> ids = random_ids(9, m.config.vocab_size, 4);
+  auto cpu = make_backend("cpu");
+  const LogitLens lens = logit_lens(m, *cpu, ids);
+  REQUIRE(lens.layers == 2);
+  REQUIRE(lens.T == 9);
+  ForwardRequest req;
+  req.ids = ids;
+  const ForwardResult r = run_forward(m, *cpu, req);
+  // The same backend on the same ids: the same hidden states. The two LM-head products (9 rows at
+  // once, 1 row) may sum in other orders: each logit within sum_bound(E, sum_e |h_e W_ve|); the
+  // probability 1 / sum_v e^{l_v - l_max} (summed in double) then moves by at most p (e^{2 dl} - 1),
+  // and both round it to float once.
+  const int E = m.config.embed_size, V = m.config.vocab_size;
+  const Tensor& Wlm = m.config.tied_lm_head ? m.weights.embedding : m.weights.lm_head;
+  for (int t = 0; t < 9; ++t) {
+    const auto top = top_next_tokens(m, r.hidden, t, 1);
+    double dl = 0;
+    for (int v = 0; v < V; ++v) {
+      double a = 0;
+      for (int e = 0; e < E; ++e) a += std::fabs(static_cast<double>(r.hidden.at(t, e)) * Wlm.at(v, e));
+      dl = std::max(dl, sum_bound(E, a));
+    }
+    CHECK(lens.top_id[static_cast<size_t>(9 + t)] == top[0].first);
+    CHECK(std::fabs(lens.top_prob[static_cast<size_t>(9 + t)] - top[0].second) <=
+          top[0].second * (std::expm1(2 * dl) + 2 * kU32));
+    CHECK(lens.top_prob[static_cast<size_t>(t)] > 0.0f);
+    CHECK(lens.top_prob[static_cast<size_t>(t)] <= 1.0f);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("RMSNorm, RoPE and Mul: the cpu ops equal the reference on shapes 1, odd and long", "[decoders][ops]") {
+  // The cpu ops run the reference's row kernels (ops.h) with the rows split over threads: any
+  // split gives the same bits, so the check is equality, on shapes below and above the size
+  // where the cpu ops start using threads (2^15 elements).
+  auto ref = make_reference_ops();
+  auto cpu = make_ops("cpu");
+  for (const auto& [N, E] : {std::pair{1, 1}, std::pair{7, 5}, std::pair{33, 64}, std::pair{1500, 48}}) {
+    CAPTURE(N, E);
+    const Tensor x = random_tensor({N, E}, 11), g = random_tensor({E}, 12), dy = random_tensor({N, E}, 13);
+    Tensor y1, y2;
+    ref->rms_norm(x, g, 1e-6f, y1);
+    cpu->rms_norm(x, g, 1e-6f, y2);
+    CHECK(max_abs_diff(y1, y2) == 0.0);
+    for (const bool with_dg : {true, false}) {
+      Tensor dx1, dx2, dg1 = with_dg ? Tensor({E}) : Tensor(), dg2 = dg1;
+      ref->rms_norm_backward(x, g, 1e-6f, dy, dx1, dg1);
+      cpu->rms_norm_backward(x, g, 1e-6f, dy, dx2, dg2);
+      CHECK(max_abs_diff(dx1, dx2) == 0.0);
+      if (with_dg) CHECK(max_abs_diff(dg1, dg2) == 0.0);
+    }
+    Tensor a1 = x, a2 = x;
+    ref->mul(a1, dy);
+    cpu->mul(a2, dy);
+    CHECK(max_abs_diff(a1, a2) == 0.0);
+    if (E % 2 == 0 && E >= 4) {  // two heads of D = E / 2 (D even), positions n % T with T = 9
+      const int D = E / 2, T = 9;
+      Tensor c, s;
+      rope_tables(T, D, 10000.0f, c, s);
+      Tensor r1 = x, r2 = x;
+      ref->rope(r1, c, s, D, T, false);
+      cpu->rope(r2, c, s, D, T, false);
+      CHECK(max_abs_diff(r1, r2) == 0.0);
+      // the inverse undoes it: per pair (a, b) of norm <= sqrt(2) max|x|, each rotation rounds two
+      // products and a sum per output (<= 3 u of the pair's norm) and its cos, sin tables are
+      // rounded (cos^2 + sin^2 = 1 within 2 u): 2 x 4 u sqrt(2) max|x| < 12 u max|x|; 16 u to spare
+      cpu->rope(r2, c, s, D, T, true);
+      CHECK(max_abs_diff(r2, x) <= 16 * kU32 * max_abs(x));
+    }
+  }
+}
+
+TEST_CASE("rotary tables: angle 0 at position 0, the rotation keeps lengths", "[decoders]") {
+  Tensor c, s;
+  rope_tables(5, 8, 10000.0f, c, s);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(c.at(0, i) == 1.0f);
+    CHECK(s.at(0, i) == 0.0f);
+  }
+  // inv_freq_0 = 1 and angle 1 exactly: cos(1) rounded to float once, u relative (2 u leaves room
+  // for the double cos's own last bit)
+  CHECK(c.at(1, 0) == Approx(std::cos(1.0)).epsilon(2 * kU32));
+  // inv_freq_1 = 1 / 10000^(2/8) = 1 / 10: float pow (1 ulp = 2 u), 1 / (u) and 3 * (u) give the
+  // angle 0.3 within 4 u relative, which moves sin by (0.3 cos 0.3 / sin 0.3) 4 u < 4 u relative;
+  // then one rounding: 5 u; 8 u allows a float pow of 2 ulp
+  CHECK(s.at(3, 1) == Approx(std::sin(3.0 / 10.0)).epsilon(8 * kU32));
+  // c and s each rounded once, c * c, s * s and their sum once each: (1 + u)^4 - 1 <= gamma_4
+  for (int t = 0; t < 5; ++t)
+    for (int i = 0; i < 4; ++i)
+      CHECK(c.at(t, i) * c.at(t, i) + s.at(t, i) * s.at(t, i) == Approx(1.0).epsilon(gamma32(4)));
+}
+
+TEST_CASE("regex: Oniguruma's \\s is White_Space; GPT-2's pattern splits as tokenizers does", "[decoders][regex]") {
+  CHECK(Regex::to_pcre2(R"(\s+)").find("\\x{3000}") != std::string::npos);
+  CHECK(Regex::to_pcre2(R"([^\s\p{L}])").rfind("[^\\x{9}", 0) == 0);
+  const Regex ws(R"(\s)");
+  CHECK(ws.find_all("a\u180eb").empty());  // MONGOLIAN VOWEL SEPARATOR is not White_Space
+  CHECK(ws.find_all("a\u3000b").size() == 1);
+  const Regex gpt2(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)");
+  const std::string text = "Hello world's  123!";
+  std::vector<std::string> parts;
+  for (const auto& [b, e] : gpt2.find_all(text)) parts.push_back(text.substr(b, e - b));
+  CHECK(parts == std::vector<std::string>{"Hello", " world", "'s", " ", " 123", "!"});
+  CHECK_THROWS_WITH(Regex("(unclosed"), Catch::Contains("does not compile"));
+}
+
+TEST_CASE("byte-level BPE: merges by rank, BOS from the template, readable labels", "[decoders][tokenizer]") {
+  const auto tok = HfTokenizer::from_tokenizer_json(byte_level_tokenizer_json(true));
+  const Encoding e = tok->encode("the the w\xc3\xa9");
+  // "the" -> t, he (no "Ġ" before the first word); " the" -> Ġthe; " w" -> Ġw; "é" -> two bytes
+  CHECK(e.ids == std::vector<int>{260, 't', 256, 258, 259, 0xC3, 0xA9});
+  CHECK(e.special[0] == 1);
+  const std::vector<std::string> labels = tok->readable(e);
+  CHECK(labels == std::vector<std::string>{"<|endoftext|>", "t", "he", "\u2423the", "\u2423w", "\u00e9", "\u2026"});
+  CHECK(tok->describe() == "byte-level BPE, 261 tokens");
+  // embedding rows past the tokenizer (padded vocabularies) are named by number, never looked up
+  CHECK(tok->readable_token(4675) == "#4675");
+  CHECK(tok->readable_token(0xC3) == "<C3>");         // half a character: its byte
+  const Encoding s = tok->encode("a<|endoftext|>b");  // a typed special token stays whole
+  CHECK(s.ids == std::vector<int>{260, 'a', 260, 'b'});
+}
+
+TEST_CASE("decoders refuse training with a clear message", "[decoders][errors]") {
+  const std::string dir = scratch("train");
+  const Model m = tiny_decoder(dir);
+  std::vector<Example> rows = {{"good", "pos"}, {"bad", "neg"}};
+  CHECK_THROWS_WITH(fine_tune_setup(m, rows, rows, 1), Catch::Contains("causal language model"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head importance of the next token",
+          "[decoders][analysis]") {
+  const std::string dir = scratch("analysis");
+  const Model m = tiny_decoder(dir);
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.ids = random_ids(7, m.config.vocab_size, 8);
+  const ForwardResult r = run_forward(m, *cpu, req);
+  const Tensor vn = value_norm_attention(m, *cpu, req);
+  REQUIRE(vn.shape == std::vector<int64_t>{2, 4, 7, 7});
+  // a_ij ||f^h(x_j)||: for a fixed head and key, the ratio to a_ij is the same for every query
+  // that sees the key; heads 0 and 1 share a key/value head but not their slice of W_O
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h)
+      for (int j = 0; j < 7; ++j) {
+        double ratio = -1;
+        for (int i = j; i < 7; ++i) {
+          const double a = r.attention[l].data[(static_cast<size_t>(h) * 7 + i) * 7 + j];
+          const double v = vn.data[((static_cast<size_t>(l) * 4 + h) * 7 + i) * 7 + j];
+          // v = float(a ||f||) rounds once (the same a: the same backend on the same ids), so v / a
+          // is ||f|| within u, two such ratios within 2 u; the guard keeps a (and v) far above
+          // FLT_MIN, where the relative rounding would not hold
+          if (a < 1e-6) continue;
+          if (ratio < 0) ratio = v / a;
+          CHECK(v / a == Approx(ratio).epsilon(gamma32(2)));
+        }
+        CHECK(vn.data[((static_cast<size_t>(l) * 4 + h) * 7 + 0) * 7 + 6] == 0.0f);  // causal: blocked stays 0
+      }
+  // A backend that keeps no values (OpenCL) takes the other path: recomputed from layer inputs.
+  struct NoValues final : Backend {
+    std::unique_ptr<Backend> inner = make_cpu_backend();
+    std::string name() const override { return "cpu without values"; }
+    EncodeOutput encode(const Model& model, const std::vector<int>& ids, const AttnMask& mask,
+                        const EncodeOptions& options) override {
+      EncodeOutput o = inner->encode(model, ids, mask, options);
+      CHECK(o.values.size() == (options.keep_values ? 2u : 0u));
+      o.values.clear();
+      return o;
+    }
+    Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb,
+                           const AttnMask& mask) override {
+      return inner->cross_attention(model, layer, xa, xb, mask);
+    }
+  } no_values;
+  const Tensor recomputed = value_norm_attention(m, no_values, req);
+  REQUIRE(recomputed.shape == vn.shape);
+  // Only the values differ: recomputed by another call (another summation order) from the same
+  // layer inputs x, whose rows RMSNorm leaves of norm <= sqrt(E) max|g|, so a value entry (E terms)
+  // is at most v_abs = ||x||_2 max_o ||W_v,o||_2 (Cauchy-Schwarz) and two evaluations differ by
+  // sum_bound(E, v_abs). f_j = W_O,h v_j,h then moves by at most ||W_O,h||_F sqrt(D) of that, plus
+  // the E entries' own D-term roundings (sum_bound(D, ||v_j,h||_2 ||W_O,h||_F) each), and ||f_j||
+  // by as much; the probabilities a (<= 1) are the same; each side rounds a ||f|| once.
+  double value_tol = 0;
+  {
+    const int E = m.config.embed_size, D = m.config.head_dim();
+    for (const LayerWeights& L : m.weights.layers) {
+      double wv = 0, wo = 0;
+      for (int64_t o = 0; o < L.wv.dim(0); ++o) {
+        double n2 = 0;
+        for (int e = 0; e < E; ++e) n2 += std::pow(L.wv.at(o, e), 2);
+        wv = std::max(wv, std::sqrt(n2));
+      }
+      for (int h = 0; h < m.config.num_heads; ++h) {
+        double f2 = 0;
+        for (int e = 0; e < E; ++e)
+          for (int d = 0; d < D; ++d) f2 += std::pow(L.wo.at(e, h * D + d), 2);
+        wo = std::max(wo, std::sqrt(f2));
+      }
+      const double x_norm = std::sqrt(static_cast<double>(E)) * max_abs(L.ln1_g);
+      const double v_abs = x_norm * wv + max_abs(L.bv), sqrt_d = std::sqrt(static_cast<double>(D));
+      const double f_move =
+          wo * sqrt_d * sum_bound(E, v_abs) + std::sqrt(static_cast<double>(E)) * sum_bound(D, sqrt_d * v_abs * wo);
+      value_tol = std::max(value_tol, f_move);
+    }
+    value_tol += 2 * kU32 * max_abs(vn);
+  }
+  for (size_t k = 0; k < vn.data.size(); ++k) CHECK(std::fabs(recomputed.data[k] - vn.data[k]) <= value_tol);
+  const Tensor roll = attention_rollout(m, *cpu, req);
+  // Row sums of a product of L = 2 row-stochastic maps: each map's rows sum to 1 within 2 u (its
+  // entries rounded once), each T-term product adds gamma_T of its non-negative terms: L gamma_{T+2}.
+  for (int i = 0; i < 7; ++i) {
+    double s = 0;
+    for (int j = 0; j < 7; ++j) s += roll.at(i, j);
+    CHECK(s == Approx(1.0).epsilon(2 * gamma32(7 + 2)));
+    for (int j = i + 1; j < 7; ++j) CHECK(roll.at(i, j) == 0.0f);  // nothing from the future
+  }
+  const Tensor imp = head_importance(m, *cpu, req, -1);
+  REQUIRE(imp.shape == std::vector<int64_t>{2, 4});
+  double any = 0;
+  for (float v : imp.data) any += std::fabs(v);
+  CHECK(any > 0.0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("grouped-query attention backward: cpu matches the reference at T = 1, 7, 33", "[decoders][train]") {
+  auto ref = make_reference_ops();
+  auto cpu = make_ops("cpu");
+  for (const int KV : {1, 2})
+    for (const int T : {1, 7, 33}) {
+      CAPTURE(KV, T);
+      AttnArgs a;
+      a.B = 2, a.T = T, a.H = 4, a.D = 3, a.KV = KV;
+      const Tensor Q = random_tensor({2 * T, 12}, 1), K = random_tensor({2 * T, KV * 3}, 2),
+                   V = random_tensor({2 * T, KV * 3}, 3), dctx = random_tensor({2 * T, 12}, 4);
+      Tensor P, ctx;
+      ref->attention(a, Q, K, V, P, ctx);
+      Tensor q1, k1, v1, q2, k2, v2;
+      ref->attention_backward(a, Q, K, V, P, dctx, q1, k1, v1, nullptr);
+      cpu->attention_backward(a, Q, K, V, P, dctx, q2, k2, v2, nullptr);
+      REQUIRE(k2.shape == K.shape);
+      const AttnGradBound tol = attention_backward_bound(a, Q, K, V, P, P, dctx);  // tests/engine/test_util.h
+      CHECK(max_abs_diff(q1, q2) <= tol.dq);
+      CHECK(max_abs_diff(k1, k2) <= tol.dk);
+      CHECK(max_abs_diff(v1, v2) <= tol.dv);
+    }
+}
+
+TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite differences of a logit",
+          "[decoders][fd]") {
+  for (const int kind : {0, 1, 2}) {  // Llama (GQA), Mistral (window 3), GPT-2
+    CAPTURE(kind);
+    const std::string dir = scratch("fd" + std::to_string(kind));
+    Model m = tiny_decoder(dir, kind == 2, kind == 1 ? 3 : 0);
+    ForwardRequest req;
+    req.ids = random_ids(6, m.config.vocab_size, 3);
+    const int target = 17;
+    ModelWeights grads = zeros_like(m.weights);
+    const PredictionGradients g = prediction_gradients(m, req, target, &grads);
+    REQUIRE(g.target == target);
+    REQUIRE(g.dprobs.size() == 2);
+    auto y = [&] { return prediction_gradients(m, req, target).y; };
+    // y's float32 error: the last hidden row's (pass_bound, any float32 pass) through the LM-head
+    // row (||W_t||_1 of it) plus that E-term product's own rounding. The steps below move the
+    // model's scales by O(h), which this leaves out.
+    double f_err = 0;
+    {
+      auto cpu = make_backend("cpu");
+      const ForwardResult base = run_forward(m, *cpu, req);
+      const double hidden_err = pass_bound(m, req, base).hidden;
+      const Tensor& Wlm = m.config.tied_lm_head ? m.weights.embedding : m.weights.lm_head;
+      const int E = m.config.embed_size, last = static_cast<int>(req.ids.size()) - 1;
+      double w1 = 0, terms = 0;
+      for (int e = 0; e < E; ++e) {
+        w1 += std::fabs(Wlm.at(target, e));
+        terms += std::fabs(static_cast<double>(base.hidden.at(last, e)) * Wlm.at(target, e));
+      }
+      f_err = w1 * hidden_err + sum_bound_best(E, terms);
+    }
+    const auto params = parameters(m.weights);
+    const auto gparams = parameters(grads);
+    REQUIRE(params.size() == gparams.size());
+    std::mt19937 pick(2);
+    int checked = 0;
+    for (size_t p = 0; p < params.size(); ++p) {
+      const size_t n = params[p]->data.size();
+      for (int r = 0; r < 3 && n > 0; ++r) {
+        const size_t k = pick() % n;
+        Tensor& x = *params[p];
+        const float h = 1e-2f, keep = x.data[k];
+        auto at = [&](float d) {
+          x.data[k] = keep + d;
+          const double v = y();
+          x.data[k] = keep;
+          return v;
+        };
+        const double up = at(h), down = at(-h), up2 = at(2 * h), down2 = at(-2 * h);
+        const double fd = (up - down) / (2.0 * h), an = gparams[p]->data[k];
+        // y is smooth (SiLU, tanh-GELU, RMSNorm, RoPE, softmax): f''' measured (tolerance.h)
+        const double bound = measured_central_diff_bound(h, keep, f_err, up, down, up2, down2);
+        INFO("parameter " << p << " entry " << k << ": finite difference " << fd << ", backward " << an << ", bound "
+                          << bound);
+        CHECK(std::fabs(fd - an) <= bound);
+        ++checked;
+      }
+    }
+    CHECK(checked > 30);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("grad-attention: the identity plus non-negative relevance; causal models look only back",
+          "[decoders][analysis]") {
+  const std::string dir = scratch("grad");
+  const Model m = tiny_decoder(dir);
+  ForwardRequest req;
+  req.ids = random_ids(8, m.config.vocab_size, 5);
+  int used = -1;
+  const Tensor R = grad_attention(m, req, -1, &used);
+  auto cpu = make_backend("cpu");
+  CHECK(used == run_forward(m, *cpu, req).next_tokens.at(0).first);  // default: the top next token
+  double off = 0;
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      CHECK(R.at(i, j) >= (i == j ? 1.0f : 0.0f));
+      if (j > i) CHECK(R.at(i, j) == 0.0f);
+      if (j != i) off += R.at(i, j);
+    }
+  CHECK(off > 0.0);
+  // ablating every head of both layers leaves no attention to weight: R = I
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h) req.ablate.push_back({l, h});
+  const Tensor I = grad_attention(m, req, used);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) CHECK(I.at(i, j) == (i == j ? 1.0f : 0.0f));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,249 @@
+// The opencl backend (PoCL on this machine) against the reference: every kernel on its own, and
+// the whole forward pass on every case the CLI accepts. The device computes in float32 with its
+// own exp/erf/rsqrt (OpenCL's accuracy table: kOpenClPass) and CLBlast's summation order, the
+// reference in double: bounds from tests/engine/pass_bound.h and tolerance.h. Plus the fallback paths.
+#include <cmath>
+#include <cstdlib>
+
+#include "engine/compute/opencl/cl_runtime.h"
+#include "engine/compute/ops.h"
+#include "engine/train/optimizer.h"
+#include "tests/engine/pass_bound.h"
+#include "tests/engine/test_util.h"
+#include "tests/engine/tolerance.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+
+namespace {
+
+std::shared_ptr<cl::Runtime> runtime() {
+  static std::shared_ptr<cl::Runtime> rt = cl::Runtime::get(cl::resolve_device("opencl"));
+  return rt;
+}
+
+Tensor download(cl::Runtime& rt, const cl::Buffer& b, std::vector<int64_t> shape) {
+  Tensor t(std::move(shape));
+  rt.download(b, t.ptr(), t.data.size() * 4);
+  return t;
+}
+
+void compare_with_reference(const Model& m, const ForwardRequest& req) {
+  auto ref = make_backend("reference");
+  auto ocl = make_backend("opencl");
+  const ForwardResult a = run_forward(m, *ref, req);
+  const ForwardResult b = run_forward(m, *ocl, req);
+  REQUIRE(ocl->notice().empty());  // really ran on OpenCL
+  REQUIRE(ocl->name() == "opencl");
+  const PassBound tol = pass_bound(m, req, a, kOpenClPass);
+  for (int l = 0; l < m.config.num_layers; ++l)
+    CHECK(max_abs_diff(a.probs(l), b.probs(l)) <= tol.probs[static_cast<size_t>(l)]);
+  CHECK(max_abs_diff(a.hidden, b.hidden) <= tol.hidden);
+  REQUIRE(a.logits.size() == b.logits.size());
+  for (size_t k = 0; k < a.logits.size(); ++k) CHECK(std::fabs(a.logits[k] - b.logits[k]) <= tol.logits);
+}
+
+}  // namespace
+
+TEST_CASE("an OpenCL device is present (CI installs PoCL)", "[opencl]") {
+  const auto devs = cl::list_devices();
+  REQUIRE_FALSE(devs.empty());
+  CHECK_FALSE(devs[0].name.empty());
+  CHECK(cl::resolve_device("opencl:0") == 0);
+  CHECK_THROWS_WITH(cl::resolve_device("opencl:99"), Catch::Contains("no device 99"));
+  CHECK_THROWS_WITH(cl::resolve_device("opencl:x"), Catch::Contains("expected opencl or opencl:N"));
+}
+
+TEST_CASE("each kernel matches the reference ops", "[opencl][kernels]") {
+  auto rt = runtime();
+  std::lock_guard<std::mutex> lock(rt->mutex());
+  auto ref = make_reference_ops();
+  for (const int E : {1, 7, 64, 300}) {
+    CAPTURE(E);
+    const int rows = 5;
+    // layer_norm
+    Tensor x = random_tensor({rows, E}, 1), g = random_tensor({E}, 2), b = random_tensor({E}, 3);
+    cl::Buffer bx, bg, bb;
+    rt->upload(bx, x.ptr(), x.data.size() * 4), rt->upload(bg, g.ptr(), E * 4), rt->upload(bb, b.ptr(), E * 4);
+    rt->layer_norm(bx, bg, bb, rows, E, 1e-5f);
+    Tensor want, xhat, rstd;
+    ref->layer_norm(x, g, b, 1e-5f, want, xhat, rstd);
+    CHECK(max_abs_diff(download(*rt, bx, {rows, E}), want) <= layer_norm_bound(x, g, rstd, want, kOpenClPass));
+    // bias, residual, relu, gelu
+    rt->upload(bx, x.ptr(), x.data.size() * 4);
+    rt->add_bias(bx, bb, rows, E);
+    Tensor z = download(*rt, bx, {rows, E});
+    // x + b rounds once, on the device and here alike (IEEE addition is correctly rounded in
+    // OpenCL too): the same float; 2 u of the sum allows one rounding each way
+    for (int r = 0; r < rows; ++r)
+      for (int e = 0; e < E; ++e) {
+        const float want_z = x.at(r, e) + b.data[e];
+        CHECK(std::fabs(z.at(r, e) - want_z) <= 2 * kU32 * std::fabs(want_z));
+      }
+    cl::Buffer by;
+    rt->upload(by, x.ptr(), x.data.size() * 4);
+    rt->add_inplace(bx, by, rows * E);
+    z = download(*rt, bx, {rows, E});
+    // (x + b) + x on the device rounds twice, 2 x + b here once (2 x is exact): at most
+    // u |x + b| + u |2 x + b| for the device, u |2 x + b| here
+    for (int r = 0; r < rows; ++r)
+      for (int e = 0; e < E; ++e) {
+        const float want_z = 2 * x.at(r, e) + b.data[e];
+        CHECK(std::fabs(z.at(r, e) - want_z) <= kU32 * (std::fabs(x.at(r, e) + b.data[e]) + 2 * std::fabs(want_z)));
+      }
+    for (const Activation act : {Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {
+      rt->upload(bx, x.ptr(), x.data.size() * 4);
+      rt->activation(bx, rows * E, act);
+      ref->activation(x, act, want);
+      CHECK(max_abs_diff(download(*rt, bx, {rows, E}), want) <= activation_bound(act, x, kOpenClPass));
+    }
+  }
+  // masked softmax: shared and per-head planes, blocked, additive, a fully blocked row; odd S
+  for (const int S : {1, 5, 77, 1000}) {
+    CAPTURE(S);
+    const int H = 3, T = 4;
+    Tensor P = random_tensor({H, T, S}, 5, 3.0f);
+    AttnMask mask;
+    mask.planes = H, mask.T = T, mask.S = S;
+    mask.blocked.assign(static_cast<size_t>(H) * T * S, 0);
+    mask.additive.assign(mask.blocked.size(), 0.0f);
+    std::mt19937 rng(static_cast<unsigned>(S));
+    for (size_t k = 0; k < mask.blocked.size(); ++k) {
+      mask.blocked[k] = rng() % 3 == 0;
+      mask.additive[k] = static_cast<float>(rng() % 5) * 0.5f - 1.0f;
+    }
+    for (int j = 0; j < S; ++j) mask.blocked[mask.index(1, 2, j)] = 1;  // head 1, query 2: all blocked
+    cl::Buffer bP, bm, ba;
+    rt->upload(bP, P.ptr(), P.data.size() * 4);
+    rt->upload(bm, mask.blocked.data(), mask.blocked.size());
+    rt->upload(ba, mask.additive.data(), mask.additive.size() * 4);
+    rt->masked_softmax(bP, H, T, S, 0.5f, &bm, &ba, H);
+    const Tensor out = download(*rt, bP, {H, T, S});
+    for (const float v : out.data) REQUIRE(std::isfinite(v));
+    // The reference attention op computes the same softmax when its scores q_i . k_j / sqrt(D)
+    // are the kernel's 0.5 * P: D = 4 (scale 1/2), one query row per (head, i) with q = e_0 and
+    // keys k_j = P[h, i, j] e_0, i.e. one sequence per (head, query) with the mask row as its own.
+    Tensor want_all({H, T, S});
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i) {
+        AttnMask row;
+        row.T = 1, row.S = S;
+        row.blocked.assign(mask.blocked.begin() + mask.index(h, i, 0), mask.blocked.begin() + mask.index(h, i, 0) + S);
+        row.additive.assign(mask.additive.begin() + mask.index(h, i, 0),
+                            mask.additive.begin() + mask.index(h, i, 0) + S);
+        AttnArgs a;
+        a.T = 1, a.S = S, a.H = 1, a.D = 4, a.mask = &row;
+        Tensor q({1, 4}), k({S, 4}), p;
+        q.data[0] = 1.0f;
+        for (int j = 0; j < S; ++j) k.at(j, 0) = P.data[(static_cast<size_t>(h) * T + i) * S + j];
+        ref->attention(a, q, k, nullptr, &p, nullptr);
+        std::copy(p.data.begin(), p.data.end(), want_all.data.begin() + (static_cast<size_t>(h) * T + i) * S);
+      }
+    // The kernel's scores 0.5 P are exact (a power of 2); adding the additive term and shifting by
+    // the row's maximum round by u of |s + a| and of |s + a - max| <= 2 max|s + a|; exp's error
+    // (3 ulp in OpenCL) and the division's (2.5 ulp) act like score errors of fn_err u: then
+    // softmax_bound over S, relative to p, times the largest p.
+    double top_s = 0;
+    for (size_t k = 0; k < P.data.size(); ++k)
+      if (!mask.blocked[k]) top_s = std::max(top_s, std::fabs(0.5 * P.data[k] + mask.additive[k]));
+    const double score_err = 3 * kU32 * top_s + kOpenClPass.fn_err * kU32;
+    CHECK(max_abs_diff(out, want_all) <= max_abs(want_all) * softmax_bound(S, score_err));
+    for (int j = 0; j < S; ++j) CHECK(out.data[(static_cast<size_t>(1) * T + 2) * S + j] == 0.0f);  // fully blocked
+    for (size_t k = 0; k < mask.blocked.size(); ++k)
+      if (mask.blocked[k]) CHECK(out.data[k] == 0.0f);
+  }
+}
+
+TEST_CASE("the opencl forward pass matches the reference on every case", "[opencl][forward]") {
+  for_each_config({{1, 16, 1, 1, 8}, {7, 18, 2, 2, 9}, {13, 32, 8, 2, 31}, {9, 32, 16, 1, 0}},
+                  [](const ShapeCase& s, ModelConfig c) {
+                    c.pooling = c.positional == Positional::Learned ? Pooling::MaskedMean : Pooling::Mean;
+                    const Model m = random_model(c, static_cast<uint64_t>(s.T * 7 + s.H));
+                    ForwardRequest req;
+                    req.ids = random_ids(s.T, c.vocab_size);
+                    compare_with_reference(m, req);
+                  });
+}
+
+TEST_CASE("opencl: every mask kind and combination, cross-attention, T = 1000", "[opencl][masks]") {
+  const ModelConfig c = small_config(16, 4, 2, 16, 1024);
+  const Model m = random_model(c, 5);
+  const int T = 11;
+  const std::vector<int> ids = pad_ids(m, random_ids(T - 3, c.vocab_size), T);
+  for (const MaskSpec& s : all_mask_combinations(T, c.num_heads)) {
+    CAPTURE(s.describe());
+    ForwardRequest req;
+    req.ids = ids;
+    req.mask = s;
+    compare_with_reference(m, req);
+  }
+  ForwardRequest cross;
+  cross.ids = random_ids(5, c.vocab_size, 1);
+  cross.cross_ids = random_ids(7, c.vocab_size, 2);
+  compare_with_reference(m, cross);
+  cross.mask.causal = true;
+  compare_with_reference(m, cross);
+  ForwardRequest big;
+  big.ids = random_ids(1000, c.vocab_size);
+  big.mask.window = 33;
+  compare_with_reference(m, big);
+}
+
+TEST_CASE("opencl falls back to cpu and says why", "[opencl][fallback]") {
+  const ModelConfig c = small_config(16, 2, 1, 8, 16);
+  const Model m = random_model(c, 1);
+  ForwardRequest req;
+  req.ids = random_ids(6, c.vocab_size);
+  auto missing = make_backend("opencl:42");
+  const ForwardResult r = run_forward(m, *missing, req);
+  CHECK(missing->name() == "cpu");
+  REQUIRE_FALSE(r.warnings.empty());
+  CHECK_THAT(r.warnings.back(), Catch::Contains("no device 42") && Catch::Contains("using the cpu backend"));
+  auto cpu = make_backend("cpu");
+  CHECK(max_abs_diff(run_forward(m, *cpu, req).attention[0], r.attention[0]) == 0.0);
+}
+
+TEST_CASE("opencl runs on the cpu backend, and says so, what its kernels do not cover", "[opencl][fallback]") {
+  // attnlab's own folders can ask for SiLU and rotary positions (config.json's names); the device
+  // has no kernel for either: those passes run on cpu, equal to it, with the reason in a warning
+  for (const auto& [act, pos] :
+       {std::pair{Activation::Silu, Positional::Sinusoidal}, std::pair{Activation::Gelu, Positional::Rotary}}) {
+    ModelConfig c = small_config(16, 2, 2, 24, 16);
+    c.activation = act, c.positional = pos;
+    CAPTURE(to_string(act), to_string(pos));
+    const Model m = random_model(c, 2);
+    ForwardRequest req;
+    req.ids = random_ids(6, c.vocab_size);
+    auto ocl = make_backend("opencl");
+    auto cpu = make_backend("cpu");
+    const ForwardResult r = run_forward(m, *ocl, req), want = run_forward(m, *cpu, req);
+    for (int l = 0; l < c.num_layers; ++l) CHECK(max_abs_diff(r.attention[l], want.attention[l]) == 0.0);
+    CHECK(max_abs_diff(r.hidden, want.hidden) == 0.0);
+    REQUIRE_FALSE(r.warnings.empty());
+    CHECK_THAT(r.warnings.back(), Catch::Contains("ran on the cpu backend"));
+  }
+}
+
+TEST_CASE("opencl re-uploads weights when their version changes, and only then", "[opencl][weights]") {
+  Model m = random_model(small_config(16, 2, 2, 24, 20), 4);
+  auto ocl = make_backend("opencl");
+  ForwardRequest req;
+  req.ids = random_ids(9, m.config.vocab_size, 2);
+  const ForwardResult first = run_forward(m, *ocl, req);
+  // An optimiser step changes every weight in place (same buffers, same sizes): the device
+  // copy must follow, as the Train tab's live heads need.
+  Adam adam(m.weights, OptimizerConfig{});
+  ModelWeights g = zeros_like(m.weights);
+  for (Tensor* t : parameters(g)) std::fill(t->data.begin(), t->data.end(), 0.5f);
+  adam.step(m.weights, g);
+  auto ref = make_backend("reference");
+  const ForwardResult moved = run_forward(m, *ocl, req), want = run_forward(m, *ref, req);
+  const double tol = pass_bound(m, req, want, kOpenClPass).hidden;
+  CHECK(max_abs_diff(moved.hidden, want.hidden) <= tol);
+  // and it moved by more than any rounding could (a stale device copy would give 0)
+  CHECK(max_abs_diff(moved.hidden, first.hidden) > tol);
+  // The same version is served from the device cache: a change made without a new version
+  // (which no engine code does) is not seen, which shows the cache is really used.
+  m.weights.layers[0].wq.data[0] += 10.0f;
+  CHECK(max_abs_diff(run_forward(m, *ocl, req).hidden, moved.hidden) == 0.0);
+}

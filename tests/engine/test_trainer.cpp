@@ -1,0 +1,279 @@
+// Datasets (TSV/CSV parsing, header detection, bad rows), splits, vocabulary, Adam/AdamW and the
+// learning-rate schedule, and the trainer (learns, deterministic, cancellable, stops on NaN).
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "engine/train/tasks.h"
+#include "engine/train/train_model.h"
+#include "engine/train/trainer.h"
+#include "tests/engine/test_util.h"
+#include "tests/engine/tolerance.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+
+TEST_CASE("TSV and CSV: header detection, quoted fields, column choice", "[dataset]") {
+  Dataset d = parse_dataset("text\tlabel\nhello world\tpos\nbad day\tneg\n", "x.tsv");
+  CHECK(d.has_header);
+  REQUIRE(d.rows.size() == 2);
+  CHECK(d.rows[1].text == "bad day");
+  CHECK(d.rows[1].label == "neg");
+  CHECK(d.rows[1].line == 3);
+  CHECK(d.label_set() == std::vector<std::string>{"neg", "pos"});
+
+  d = parse_dataset("id,label,sentence\n1,pos,\"hi, there\"\n2,neg,\"a \"\"quoted\"\"\nline\"\n", "x.csv");
+  REQUIRE(d.rows.size() == 2);
+  CHECK(d.text_column == 2);
+  CHECK(d.label_column == 1);
+  CHECK(d.rows[0].text == "hi, there");
+  CHECK(d.rows[1].text == "a \"quoted\"\nline");
+
+  d = parse_dataset("Anna\tfemale\nBob\tmale\n", "names.tsv");  // no header: text first, label last
+  CHECK_FALSE(d.has_header);
+  CHECK(d.rows.size() == 2);
+  CHECK(d.rows[0].label == "female");
+
+  DatasetOptions o;
+  o.text_column = "2";
+  o.label_column = "1";
+  d = parse_dataset("pos\tgood film\nneg\tbad film\n", "x.tsv", o);
+  CHECK(d.rows[0].text == "good film");
+  CHECK(d.rows[0].label == "pos");
+}
+
+TEST_CASE("bad dataset rows are errors naming the line, or listed when not strict", "[dataset][errors]") {
+  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\n\tneg\n", "d.tsv"),
+                    Catch::Contains("d.tsv:3: the text is empty"));
+  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\nbad\xff\tneg\n", "d.tsv"),
+                    Catch::Contains("d.tsv:3: invalid UTF-8"));
+  CHECK_THROWS_WITH(parse_dataset("text\tlabel\nok\tpos\tx\n", "d.tsv"), Catch::Contains("expected 2 fields, found 3"));
+  CHECK_THROWS_WITH(parse_dataset("text,label\n\"open,pos\n", "d.csv"), Catch::Contains("never closed"));
+  CHECK_THROWS_WITH(parse_dataset("just one column\n", "d.tsv"), Catch::Contains("at least two columns"));
+  CHECK_THROWS_WITH(parse_dataset("", "d.tsv"), Catch::Contains("no rows"));
+  DatasetOptions o;
+  o.label_column = "gender";
+  CHECK_THROWS_WITH(parse_dataset("text\tlabel\na\tb\n", "d.tsv", o), Catch::Contains("no column named \"gender\""));
+  o = {};
+  o.strict = false;
+  const Dataset d = parse_dataset("text\tlabel\nok\tpos\n\tneg\nfine\t\nalso ok\tneg\n", "d.tsv", o);
+  CHECK(d.rows.size() == 2);
+  REQUIRE(d.issues.size() == 2);
+  CHECK(d.issues[0].line == 3);
+  CHECK(d.issues[1].message == "the label is empty");
+  CHECK_THROWS_WITH(load_dataset("/nonexistent/data.tsv"), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("split, vocabulary and encoding", "[dataset]") {
+  const auto rows = make_negation_task(100, 3);
+  std::vector<Example> tr, va, tr2, va2;
+  split_dataset(rows, 0.2, 7, tr, va);
+  split_dataset(rows, 0.2, 7, tr2, va2);
+  CHECK(tr.size() == 80);
+  CHECK(va.size() == 20);
+  CHECK(va[0].text == va2[0].text);  // deterministic by seed
+  const Vocab v = build_vocab(rows, TokenizerKind::Word, true, 10, 1);
+  CHECK(v.size() == 10);
+  CHECK(v.token(0) == "[PAD]");
+  CHECK(v.id("not") > 0);  // frequent words first
+  ModelConfig c = small_config();
+  c.vocab_size = v.size();
+  c.tokenizer = TokenizerKind::Word;
+  c.max_len = 4;
+  c.num_classes = 2;
+  c.labels = {"negative", "positive"};
+  Model m;
+  m.config = c;
+  m.vocab = v;
+  const EncodedData e = encode_examples(m, rows);
+  CHECK(e.size() == 100);
+  CHECK(e.truncated > 0);
+  for (const auto& s : e.seqs) CHECK(s.size() <= 4);
+  std::vector<Example> unseen = {{"the film was good", "neutral", 7}};
+  CHECK_THROWS_WITH(encode_examples(m, unseen), Catch::Contains("line 7: label \"neutral\" was not seen in training"));
+}
+
+TEST_CASE("generated tasks are deterministic and balanced", "[dataset][tasks]") {
+  const auto a = make_task("negation", 400, 5), b = make_task("negation", 400, 5);
+  CHECK(a[17].text == b[17].text);
+  int pos = 0;
+  for (const auto& r : a) pos += r.label == "positive";
+  CHECK(pos > 150);
+  CHECK(pos < 250);
+  for (const auto& r : make_task("first_last", 200, 1)) CHECK((r.text.front() == r.text.back()) == (r.label == "same"));
+  CHECK_THROWS_WITH(make_task("sudoku", 10, 1), Catch::Contains("unknown task"));
+}
+
+TEST_CASE("Adam matches the update written out by hand; AdamW decays; clipping; schedule", "[optimizer]") {
+  ModelConfig c = small_config(8, 2, 1, 0, 4);
+  Model m = random_model(c, 1);
+  ModelWeights g = zeros_like(m.weights);
+  g.fc_b.data[0] = 0.5f;
+  OptimizerConfig oc;
+  oc.lr = 0.1f;
+  oc.clip_norm = 0;
+  Adam adam(m.weights, oc);
+  const float before = m.weights.fc_b.data[0];
+  adam.step(m.weights, g);
+  // t = 1: m = 0.1 * 0.5, v = 0.001 * 0.25; mhat = 0.5, vhat = 0.25 -> step = lr * 0.5 / (0.5 + eps).
+  // In float, 1 - 0.9f and 1 - 0.999f are exact and cancel against the bias corrections, so mhat
+  // and vhat are exact; the step (0.1) rounds to float once (u 0.1), the update once (u |w|), and
+  // 0.1f itself is 1.5e-9 (0.025 u) from 0.1: within 2 u (0.1 + |w|).
+  const double want_b = before - 0.1 * 0.5 / (0.5 + 1e-8);
+  CHECK(std::fabs(m.weights.fc_b.data[0] - want_b) <= 2 * kU32 * (0.1 + std::fabs(want_b)));
+  CHECK(m.weights.fc_b.data[1] == m.weights.fc_b.data[1]);
+
+  OptimizerConfig wd = oc;
+  wd.weight_decay = 0.5f;
+  Adam adamw(m.weights, wd);
+  const float w0 = m.weights.fc_w.data[3];
+  adamw.step(m.weights, zeros_like(m.weights));
+  // matrix: decayed. w0 - (lr wd) w0 in float: lr wd = 0.05f (1.5e-8 relative from 0.05), its
+  // product with w0 and the difference round once each: (0.05 + 0.95 + 0.01) u |w0| <= 2 u |want|
+  CHECK(m.weights.fc_w.data[3] == Approx(w0 * (1 - 0.1 * 0.5)).epsilon(2 * kU32));
+
+  OptimizerConfig cl = oc;
+  cl.clip_norm = 1.0f;
+  Adam clipped(m.weights, cl);
+  ModelWeights big = zeros_like(m.weights);
+  big.fc_b.data[0] = 30.0f, big.fc_b.data[1] = 40.0f;
+  CHECK(clipped.step(m.weights, big) == Approx(50.0));  // sqrt(30^2 + 40^2) in double: exact
+
+  OptimizerConfig sch = oc;
+  sch.warmup_steps = 10, sch.total_steps = 110, sch.cosine = true;
+  Adam s(m.weights, sch);
+  ModelWeights z = zeros_like(m.weights);
+  s.step(m.weights, z);
+  CHECK(s.current_lr() == Approx(0.01f));  // 0.1f * 1 / 10 rounded to float once: Approx's default suffices
+  for (int k = 0; k < 59; ++k) s.step(m.weights, z);
+  // half-way through the cosine (t = 60 of 10 + 100): 0.1f * 0.5 * (1 + cos(pi / 2)), 0.05f up to
+  // cos's 6e-17 and one rounding; a step off by one would be 3% away
+  CHECK(s.current_lr() == Approx(0.05f).epsilon(2 * kU32));
+}
+
+namespace {
+
+struct TaskSetup {
+  Model model;
+  EncodedData train, val;
+};
+
+// The negation task: the label flips when "not" precedes the sentiment word, so bag-of-words
+// cannot solve it and the model must attend across positions.
+TaskSetup negation_setup(int n) {
+  TaskSetup s;
+  std::vector<Example> tr, va;
+  split_dataset(make_negation_task(n, 2), 0.2, 1, tr, va);
+  ModelConfig c;
+  c.embed_size = 32, c.num_heads = 4, c.num_layers = 1, c.ff_dim = 32, c.max_len = 16;
+  c.tokenizer = TokenizerKind::Word, c.positional = Positional::Learned, c.pooling = Pooling::MaskedMean;
+  s.model.vocab = build_vocab(tr, c.tokenizer, true, 0, 1);
+  c.vocab_size = s.model.vocab.size();
+  c.num_classes = 2;
+  c.labels = {"negative", "positive"};
+  s.model.config = c;
+  s.model.weights = random_weights(c, 3);
+  s.train = encode_examples(s.model, tr);
+  s.val = encode_examples(s.model, va);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the trainer learns a task that needs attention, deterministically", "[trainer]") {
+  TaskSetup a = negation_setup(1500), b = negation_setup(1500);
+  TrainConfig tc;
+  tc.epochs = 12;
+  tc.optimizer.lr = 3e-3f;
+  tc.seed = 4;
+  std::vector<EpochReport> seen;
+  int steps = 0;
+  TrainCallbacks cb;
+  cb.on_epoch = [&](const EpochReport& r) { seen.push_back(r); };
+  cb.on_step = [&](const TrainProgress& p) {
+    ++steps;
+    CHECK(p.total_steps == 12 * 38);
+    CHECK(std::isfinite(p.loss));
+  };
+  const TrainResult r = train_model(a.model, a.train, a.val, tc, cb);
+  CHECK(steps == 12 * 38);
+  REQUIRE(seen.size() == 12);
+  CHECK(seen.back().train_loss < seen.front().train_loss);
+  auto ops = make_ops("cpu");
+  const EvalResult ev = evaluate(a.model, *ops, a.val);
+  INFO("validation accuracy " << ev.accuracy);
+  CHECK(ev.accuracy > 0.9);
+  CHECK(ev.confusion.size() == 2);
+  // same seed, same thread count: the same weights bit for bit
+  train_model(b.model, b.train, b.val, tc);
+  CHECK(max_abs_diff(a.model.weights.layers[0].wq, b.model.weights.layers[0].wq) == 0.0);
+  CHECK(r.best_epoch >= 1);
+}
+
+TEST_CASE("cancellation is honoured before the next batch", "[trainer]") {
+  TaskSetup s = negation_setup(400);
+  RunControl control;
+  int steps = 0;
+  TrainCallbacks cb;
+  cb.control = &control;
+  cb.on_step = [&](const TrainProgress&) {
+    if (++steps == 3) control.stop();
+  };
+  TrainConfig tc;
+  tc.epochs = 50;
+  const TrainResult r = train_model(s.model, s.train, s.val, tc, cb);
+  CHECK(r.cancelled);
+  CHECK(steps == 3);
+  CHECK_THAT(r.message, Catch::Contains("stopped by the user"));
+}
+
+TEST_CASE("a paused run blocks before its next batch until resumed, and a stop ends a pause", "[trainer]") {
+  TaskSetup s = negation_setup(400);
+  RunControl control;
+  std::atomic<int> steps{0};
+  TrainCallbacks cb;
+  cb.control = &control;
+  cb.on_step = [&](const TrainProgress&) {
+    if (++steps == 2) control.set_paused(true);
+  };
+  TrainConfig tc;
+  tc.epochs = 50;
+  TrainResult r;
+  std::thread run([&] { r = train_model(s.model, s.train, s.val, tc, cb); });
+  // Paused after step 2: no step happens however long we wait (bounded: 0.3 s).
+  for (int i = 0; i < 30 && steps < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(steps == 2);
+  CHECK(control.paused());
+  // Resumed: steps continue. Then stop while paused again: the run ends without another step.
+  control.set_paused(false);
+  for (int i = 0; i < 500 && steps < 5; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(steps >= 5);
+  control.set_paused(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int at_pause = steps;
+  control.stop();
+  run.join();
+  CHECK(r.cancelled);
+  CHECK(steps <= at_pause + 1);  // at most the batch that was running when pause was pressed
+}
+
+TEST_CASE("a diverging run stops and keeps the last good weights", "[trainer]") {
+  TaskSetup s = negation_setup(200);
+  // Poison one embedding row: every batch containing that token gives a NaN loss.
+  s.model.weights.embedding.at(s.model.vocab.id("the"), 0) = NAN;
+  const ModelWeights before = s.model.weights;
+  TrainConfig tc;
+  tc.epochs = 2;
+  tc.keep_best = false;
+  const TrainResult r = train_model(s.model, s.train, s.val, tc);
+  CHECK(r.diverged);
+  CHECK_THAT(r.message, Catch::Contains("lower learning rate"));
+  CHECK_THAT(r.message, Catch::Contains("step 1 "));
+  // The non-finite step's update was not applied: the other weights are untouched and finite.
+  int nan_count = 0;
+  for (float v : s.model.weights.layers[0].wq.data) nan_count += std::isnan(v);
+  CHECK(nan_count == 0);
+  CHECK(max_abs_diff(s.model.weights.layers[0].wq, before.layers[0].wq) == 0.0);
+}

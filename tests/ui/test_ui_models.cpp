@@ -1,0 +1,318 @@
+// Explore on other model families and the ways in: a Hugging Face BERT folder, a causal language
+// model (locked causal mask, next tokens, the logit lens), the mask editor beside the other
+// masks, the tour, and Help.
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QImage>
+#include <QDialog>
+#include <QLabel>
+#include <QMenuBar>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QTabWidget>
+#include <QStatusBar>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <qcustomplot.h>
+#include <QThread>
+#include <QTimer>
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "engine/analysis/methods.h"
+#include "engine/compute/forward.h"
+#include "engine/text/input.h"
+#include "engine/compute/lm.h"
+#include "engine/formats/npy.h"
+#include "engine/compute/ops.h"
+#include "engine/train/trainer.h"
+#include "ui/colormaps.h"
+#include "ui/explore/page_table.h"
+#include "ui/explore_view.h"
+#include "ui/tour.h"
+#include "ui/train_view.h"
+#include "ui/forward_runner.h"
+#include "ui/heatmap_view.h"
+#include "ui/methods_view.h"
+#include "ui/line_view.h"
+#include "ui/main_window.h"
+#include "ui/mask_editor.h"
+#include "ui/token_model.h"
+#include "tests/engine/hf_test_model.h"
+#include "tests/engine/tolerance.h"
+#include "tests/ui/ui_test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+
+TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[SEP], merged pieces, summary",
+          "[ui][hf]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-bert").toStdString();
+  save_model(test::tiny_bert((tmp.path() + "/src").toStdString()), dir);  // in Hugging Face names
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  auto* pair = e->findChild<QLineEdit*>("pairText");
+  REQUIRE(pair);
+  CHECK(pair->isVisible());
+  std::vector<int> types;
+  e->controller()->setRequestHook([&](ForwardRequest& r) { types = r.token_types; });
+  e->setText("the movie");
+  e->setPairText("was good");
+  e->flush();
+  CHECK(types == std::vector<int>{0, 0, 0, 0, 1, 1, 1});
+  REQUIRE(e->result());
+  CHECK(e->result()->tokens.size() == 7);
+  CHECK(e->headView(0)->data().cols == 7);
+  // hide the special tokens: 4 rows and columns, labelled with the words; merge pieces
+  e->setPairText("");
+  e->setText("unbelievably playing movie");
+  e->setTokenView(true, true);
+  e->flush();
+  REQUIRE(e->result());
+  CHECK(e->result()->tokens == std::vector<std::string>{"unbelievably", "playing", "movie"});
+  CHECK(e->headView(0)->data().rows == 3);
+  bool said = false;  // the view says what it did
+  for (QLabel* l : e->findChildren<QLabel*>())
+    said = said || (l->text().contains("Word pieces merged") && l->text().contains("rows sum to less than 1"));
+  CHECK(said);
+  e->setTokenView(false, false);
+  e->flush();
+  CHECK(e->result()->tokens.size() == 8);  // [CLS] un ##believ ##ably play ##ing movie [SEP]
+  // an attnlab model: no sentence B box
+  w.useModel(test_model(), "test");
+  CHECK_FALSE(pair->isVisible());
+}
+
+TEST_CASE("Beyond attention draws its maps through the hide [CLS]/[SEP] and merge-pieces view", "[ui][hf][analysis]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-bert").toStdString();
+  save_model(test::tiny_bert((tmp.path() + "/src").toStdString()), dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("unbelievably playing movie");  // [CLS] un ##believ ##ably play ##ing movie [SEP]
+  e->flush();
+  REQUIRE(e->showPage("methods"));
+  MethodsView* m = e->methodsView();
+  m->setMethod(MethodsView::Rollout);
+  m->wait();
+  QApplication::processEvents();
+  REQUIRE(m->view()->data().rows == 8);
+  std::vector<float> full(64);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) full[static_cast<size_t>(i * 8 + j)] = m->view()->data().value(i, j);
+  e->setTokenView(true, true);
+  e->flush();
+  m->wait();
+  QApplication::processEvents();
+  const HeatmapData& d = m->view()->data();
+  REQUIRE(d.rows == 3);
+  REQUIRE(d.cols == 3);
+  CHECK(d.row_labels == QStringList{"unbelievably", "playing", "movie"});
+  // keys summed over a word's pieces, queries averaged, [CLS] and [SEP] left out. The view regroups
+  // the rollout in double and rounds the mean once (u of want, exact here); the rollout itself is
+  // the same function on the same inputs, but for its L = 2 T-term products (T = 8, entries <= 1)
+  // if they sum in another order: sum_bound(8, 1) each, for each of the b's pieces summed.
+  const std::vector<std::vector<int>> words = {{1, 2, 3}, {4, 5}, {6}};
+  const double reorder = 2 * sum_bound(8, 1.0);
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      double want = 0;
+      for (int i : words[static_cast<size_t>(a)])
+        for (int j : words[static_cast<size_t>(b)]) want += full[static_cast<size_t>(i * 8 + j)];
+      want /= static_cast<double>(words[static_cast<size_t>(a)].size());
+      const double tol = 2 * kU32 * want + static_cast<double>(words[static_cast<size_t>(b)].size()) * reorder;
+      CHECK(std::fabs(d.value(a, b) - want) <= tol);
+    }
+  CHECK(m->statusText().contains("3 of 8 positions"));
+  CHECK(m->statusText().contains("pieces merged"));
+  // a selected piece (##believ) selects its word's row of the shown (merged) attention
+  m->setSelection({2});
+  m->setMethod(MethodsView::SelectedQueries);
+  const Tensor& P = e->result()->attention[0];  // [H, 3, 3] as shown
+  const HeatmapData& sd = m->view()->data();
+  REQUIRE(sd.rows == static_cast<int>(P.dim(0)));
+  REQUIRE(sd.cols == 3);
+  // a copy of the shown row (a sum of one row): exact; 2 ulps allowed
+  for (int h = 0; h < sd.rows; ++h)
+    for (int j = 0; j < 3; ++j)
+      CHECK(sd.value(h, j) == Approx(P.data[(static_cast<size_t>(h) * 3 + 0) * 3 + j]).epsilon(2 * kU32));
+  m->setSelection({0});  // [CLS] alone: hidden
+  CHECK(m->view()->data().rows == 0);
+  CHECK(m->statusText().contains("hidden"));
+  m->setMethod(MethodsView::Rollout);
+  e->setTokenView(false, false);
+  e->flush();
+  m->wait();
+  QApplication::processEvents();
+  CHECK(m->view()->data().rows == 8);
+}
+
+TEST_CASE("a causal language model: its causal mask locked on, no cross mode, next tokens, the logit lens",
+          "[ui][decoders]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-llama").toStdString();
+  const Model lm = test::tiny_decoder(dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  QCheckBox* causal = nullptr;
+  QCheckBox* cross = nullptr;
+  for (QCheckBox* c : e->findChildren<QCheckBox*>()) {
+    if (c->text() == "causal") causal = c;
+    if (c->text().startsWith("Cross-attention")) cross = c;
+  }
+  REQUIRE(causal);
+  REQUIRE(cross);
+  CHECK(causal->isChecked());
+  CHECK_FALSE(causal->isEnabled());
+  CHECK_FALSE(cross->isEnabled());
+  CHECK_FALSE(e->findChild<QLineEdit*>("pairText")->isVisible());
+  e->setText("the the w");
+  e->flush();
+  REQUIRE(e->result());
+  const int T = static_cast<int>(e->result()->ids.size());  // <|endoftext|> t he Ġthe Ġw
+  CHECK(T == 5);
+  CHECK(e->result()->mask.is_blocked(0, 0, 1));
+  CHECK(e->predictionText().contains("Next token after"));
+  // the listed tokens are the model's top 10 at the last position, best first
+  const auto top = top_next_tokens(lm, e->result()->hidden, T - 1, 10);
+  CHECK(
+      e->predictionText().contains(QString::fromStdString(lm.tokenizer->readable_token(top[0].first)).toHtmlEscaped()));
+  e->setNextTokenPosition(1);
+  CHECK(e->predictionText().contains("(position 1)"));
+  bool masks_note = false;  // its own causal mask is no experiment
+  for (QLabel* l : e->findChildren<QLabel*>()) masks_note = masks_note || l->text().contains("are experiments");
+  CHECK_FALSE(masks_note);
+  REQUIRE(e->showPage("lens"));
+  e->waitForLens();
+  QTableWidget* lens = e->lensTable();
+  REQUIRE(lens->rowCount() == 2);
+  REQUIRE(lens->columnCount() == T);
+  const LogitLens want = logit_lens(lm, *make_backend("cpu"), e->result()->ids);
+  for (int p = 0; p < T; ++p)  // the top row is the last layer
+    CHECK(lens->item(0, p)->text() ==
+          QString::fromStdString(lm.tokenizer->readable_token(want.top_id[static_cast<size_t>(T + p)])));
+  {  // the lens exports as the CLI writes it: [2, layers, T], ids then probabilities; or a CSV
+    QTemporaryDir dir;
+    e->exportTable("lens", dir.filePath("lens.npy"));
+    const Tensor saved = load_npy(dir.filePath("lens.npy").toStdString()).tensor;
+    REQUIRE(saved.shape == std::vector<int64_t>{2, 2, T});
+    for (int k = 0; k < 2 * T; ++k) {
+      CHECK(saved.data[static_cast<size_t>(k)] == static_cast<float>(want.top_id[static_cast<size_t>(k)]));
+      CHECK(saved.data[static_cast<size_t>(2 * T + k)] == want.top_prob[static_cast<size_t>(k)]);
+    }
+    e->exportTable("lens", dir.filePath("lens.csv"));
+    QFile csv(dir.filePath("lens.csv"));
+    REQUIRE(csv.open(QIODevice::ReadOnly));
+    CHECK(csv.readAll().count('\n') == 1 + 2 * T);
+    CHECK_THROWS_WITH(e->exportTable("lens", dir.filePath("lens.png")), Catch::Contains("expected .csv or .npy"));
+  }
+  // an encoder again: causal is a choice, cross mode back, no lens
+  w.useModel(test_model(), "test");
+  CHECK(causal->isEnabled());
+  CHECK(cross->isEnabled());
+  CHECK_FALSE(e->lensTable()->parentWidget()->isEnabled());
+}
+
+TEST_CASE("the mask editor shows what the other masks block, beside the painted cells", "[ui][masks]") {
+  OpenWindow o("abcde", QStringList{"causal"});
+  ExploreView* e = o.e;
+  REQUIRE(e->showPage("mask"));
+  const auto& others = e->maskEditor()->others();
+  REQUIRE(others.size() == 25u);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) CHECK(others[static_cast<size_t>(i * 5 + j)] == (j > i ? 1 : 0));
+  CHECK(e->maskEditor()->isEmpty());  // shown, not painted: the custom mask stays empty
+  e->setMaskArgs({});
+  e->flush();
+  for (uint8_t v : e->maskEditor()->others()) CHECK(v == 0);
+}
+
+TEST_CASE("the tour: every step opens its state, and Help > Tour walks through them", "[ui][tour]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  const auto& steps = tour_steps();
+  REQUIRE(steps.size() >= 9);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    INFO("step " << i + 1 << ": " << steps[i].title.toStdString());
+    REQUIRE(show_tour_step(w, static_cast<int>(i), ATTNLAB_RESOURCE_DIR "/models"));
+    // the relative-positions step opens the shipped relative model; the next one the default again
+    CHECK((w.modelDir().endsWith("/relative") == (steps[i].model == "relative")));
+    if (!steps[i].model.isEmpty()) CHECK(e->model()->config.positional == Positional::Relative);
+    e->flush();
+    const TourStep& s = steps[i];
+    if (s.page == "train") {
+      CHECK(w.tabs()->currentWidget() == w.train());
+      continue;
+    }
+    CHECK(w.tabs()->currentWidget() == e);
+    CHECK(e->text() == s.input);
+    CHECK(e->maskArgs() == s.masks);
+    CHECK(e->layer() == s.layer);
+    REQUIRE(e->result());
+    CHECK(static_cast<int>(e->result()->ids.size()) >= s.pad_to);
+    CHECK(e->result()->is_cross() == !s.cross.isEmpty());
+    QTabWidget* pages = e->tabs();
+    const QString shown = pages->tabText(pages->currentIndex()).toLower();
+    REQUIRE(find_explore_page(s.page));
+    CHECK(shown == QString(find_explore_page(s.page)->title).toLower());
+  }
+  CHECK_FALSE(show_tour_step(w, static_cast<int>(steps.size())));
+  {  // the tour is written for the shipped default model: it knows every word of every step
+    const Model def = load_model(ATTNLAB_RESOURCE_DIR "/models/default");
+    for (const TourStep& s : steps)
+      for (const QString& text : {s.input, s.cross}) {
+        INFO(text.toStdString());
+        const PreparedInput in = prepare_text(def, text.toStdString());
+        CHECK(std::count(in.unknown.begin(), in.unknown.end(), 1) == 0);
+      }
+  }
+  // Help > Tour: a list of the steps; choosing one opens it
+  w.showTour();
+  auto* list = w.findChild<QListWidget*>("tourSteps");
+  REQUIRE(list);
+  CHECK(list->count() == static_cast<int>(steps.size()));
+  list->setCurrentRow(3);  // the causal mask
+  e->flush();
+  CHECK(e->maskArgs() == QStringList{"causal"});
+  // the step's text says which article is which, by title
+  bool named = false;
+  for (QLabel* l : w.findChild<QDialog*>("tourDialog")->findChildren<QLabel*>())
+    named = named || (l->text().contains("The causal mask") && l->text().contains("Article 000") &&
+                      l->text().contains(QString::fromUtf8("\u63a9\u7801")));  // 掩码, "mask", in 003's title
+  CHECK(named);
+}
+
+TEST_CASE("Help: About names the version, Qt, Eigen, the backends and the model; shortcuts are listed", "[ui][help]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  const QString about = w.aboutText();
+  CHECK(about.contains(ATTNLAB_VERSION));
+  CHECK(about.contains(qVersion()));
+  CHECK(about.contains(QString::fromStdString("Eigen " + eigen_version())));
+  CHECK(about.contains("cpu:"));
+  CHECK(about.contains("4 heads"));  // the open model's summary
+  CHECK(w.shortcutsText().contains("Ctrl+E"));
+  bool help = false;
+  for (QAction* a : w.menuBar()->actions()) help = help || a->text() == "&Help";
+  CHECK(help);
+}

@@ -1,0 +1,152 @@
+// The Explore tab as a composer of pages (ui/explore/): the page table, pages that redraw from the
+// shared state, hidden pages that wait until shown, and the one background-job mechanism.
+#include <QApplication>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QThread>
+#include <atomic>
+#include <catch2/catch.hpp>
+
+#include "tests/ui/ui_test_util.h"
+#include "ui/background_job.h"
+#include "ui/explore/page_table.h"
+#include "ui/explore/patterns_page.h"
+#include "ui/heatmap_view.h"
+#include "ui/mask_editor.h"
+
+using namespace attnlab;
+using attnlab::test::OpenWindow;
+
+TEST_CASE("Explore's tabs are the page table's rows, found by name and alias", "[ui][pages]") {
+  OpenWindow o("abcd");
+  ExploreView* e = o.e;
+  QTabWidget* tabs = e->tabs();
+  const auto& rows = explore_pages();
+  REQUIRE(tabs->count() == static_cast<int>(rows.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ExplorePageRow& row = rows[i];
+    INFO(row.name);
+    CHECK(tabs->tabText(static_cast<int>(i)) == row.title);
+    CHECK(e->page(row.name) == tabs->widget(static_cast<int>(i)));
+    const bool has = !row.available || row.available(e->model()->config);
+    CHECK(tabs->isTabVisible(static_cast<int>(i)) == has);
+    CHECK(e->showPage(row.name) == has);
+    if (has) CHECK(tabs->currentWidget() == e->page(row.name));
+    for (const QString& alias : QString(row.aliases).split(',', Qt::SkipEmptyParts)) {
+      CHECK(find_explore_page(alias) == &row);
+      CHECK(e->showPage(alias) == has);
+    }
+  }
+  CHECK(find_explore_page("logit-lens") == find_explore_page("lens"));
+  CHECK(find_explore_page("beyond") == find_explore_page("methods"));
+  CHECK(find_explore_page("no such page") == nullptr);
+  CHECK_FALSE(e->showPage("no such page"));
+  CHECK_FALSE(e->showPage("lens"));  // the test model is a classifier: no LM head
+  CHECK(static_cast<QWidget*>(e->maskEditor()) == e->page("mask"));
+  CHECK(e->page("beyond") == e->page("methods"));
+}
+
+TEST_CASE("A hidden page waits until it is shown; the shown pages follow every result", "[ui][pages]") {
+  OpenWindow o("abcd");
+  ExploreView* e = o.e;
+  REQUIRE(e->showPage("heads"));
+  e->setText("abcdefg");
+  e->flush();
+  // the Heads grid (eager) has the new input; All layers (hidden) was not drawn
+  CHECK(e->headView(0)->data().rows == 7);
+  const auto thumbs = e->page("layers")->findChildren<HeatmapView*>();
+  REQUIRE(thumbs.size() == static_cast<qsizetype>(e->model()->config.num_layers * e->model()->config.num_heads));
+  for (HeatmapView* t : thumbs) CHECK(t->data().empty());
+  REQUIRE(e->showPage("layers"));
+  for (HeatmapView* t : thumbs) CHECK(t->data().rows == 7);
+  // the Head page opens on the head asked for, of the current layer, and follows the layer
+  e->setLayer(1);
+  e->state()->openHead(2);
+  CHECK(e->tabs()->currentWidget() == e->page("head"));
+  HeatmapView* big = e->page("head")->findChild<HeatmapView*>();
+  REQUIRE(big);
+  CHECK(big->data().title.startsWith("layer 1, head 2"));
+  e->setLayer(0);
+  CHECK(big->data().title.startsWith("layer 0, head 2"));
+  // ablation reaches every page through the state: the grid's title and the enlarged head's
+  e->setAblated(0, 2, true);
+  e->flush();
+  CHECK(big->data().title.endsWith("(ablated)"));
+  CHECK(e->headView(2)->data().title.endsWith("(ablated)"));
+}
+
+TEST_CASE("BackgroundJob: a new start supersedes without waiting, and only the newest result arrives",
+          "[ui][pages][jobs]") {
+  QObject owner;
+  std::atomic<bool> first_started{false}, release{false}, first_done{false}, first_saw_cancel{false};
+  std::vector<int> delivered;
+  {
+    BackgroundJob job(&owner);
+    job.start<int>(
+        [&](const std::atomic<bool>* cancel, const BackgroundJob::Post&) {
+          first_started = true;
+          for (int i = 0; i < 1000 && !release; ++i) QThread::msleep(5);  // at most 5 s
+          first_saw_cancel = cancel->load();
+          first_done = true;
+          return 1;
+        },
+        [&](std::shared_ptr<const int> r, const QString&) { delivered.push_back(*r); });
+    while (!first_started) QThread::msleep(1);
+    job.start<int>([](const std::atomic<bool>*, const BackgroundJob::Post&) { return 2; },
+                   [&](std::shared_ptr<const int> r, const QString&) { delivered.push_back(*r); });
+    // start() returned while the first job still ran: the GUI thread did not wait for it
+    CHECK_FALSE(first_done);
+    job.wait();  // the newest
+    CHECK(delivered == std::vector<int>{2});
+    release = true;
+    job.shutdown();  // waits for the superseded one too
+    QCoreApplication::processEvents();
+    CHECK(first_done);
+    CHECK(first_saw_cancel);                  // the engine would have stopped at its next check
+    CHECK(delivered == std::vector<int>{2});  // the superseded result was dropped
+    // an error is a message, not a crash
+    QString error;
+    job.start<int>([](const std::atomic<bool>*, const BackgroundJob::Post&) -> int { throw Error("bad input"); },
+                   [&](std::shared_ptr<const int> r, const QString& e) {
+                     CHECK_FALSE(r);
+                     error = e;
+                   });
+    job.wait();
+    CHECK(error == "bad input");
+  }
+}
+
+TEST_CASE("Patterns page: every head's pattern and share, a click opens the head", "[ui][pages]") {
+  OpenWindow o("ab, ab. cd");
+  ExploreView* e = o.e;
+  const ModelConfig& c = e->model()->config;
+  auto* page = static_cast<PatternsPage*>(e->page("head-patterns"));
+  QTableWidget* t = page->table();
+  CHECK(t->rowCount() == 0);  // hidden: not drawn yet
+  REQUIRE(e->showPage("patterns"));
+  REQUIRE(t->rowCount() == c.num_layers);
+  REQUIRE(t->columnCount() == c.num_heads);
+  const auto& patterns = e->state()->outcome().patterns;
+  for (int l = 0; l < c.num_layers; ++l)
+    for (int h = 0; h < c.num_heads; ++h) {
+      const HeadPattern& p = patterns[static_cast<size_t>(l)][static_cast<size_t>(h)];
+      const QString badge = e->state()->badge(l, h);
+      CHECK(badge.isEmpty() == p.label.empty());
+      const QString text = t->item(l, h)->text();
+      CHECK(text.startsWith(badge.isEmpty() ? QString("mixed") : badge));
+      // the share printed is the one the label names (here: the previous token's, itself's, ...)
+      if (p.label == "prev") CHECK(text.endsWith(QString::number(p.prev, 'f', 2)));
+      if (p.label == "self") CHECK(text.endsWith(QString::number(p.self, 'f', 2)));
+      if (p.label == "first") CHECK(text.endsWith(QString::number(p.first, 'f', 2)));
+    }
+  emit t->cellClicked(c.num_layers - 1, c.num_heads - 1);
+  CHECK(e->layer() == c.num_layers - 1);
+  CHECK(e->enlargedHead() == c.num_heads - 1);
+  CHECK(e->tabs()->currentWidget() == e->page("head"));
+  // a new input redraws it when shown again
+  e->setText("abcdefgh");
+  e->flush();
+  REQUIRE(e->showPage("patterns"));
+  CHECK(t->rowCount() == c.num_layers);
+  CHECK(t->item(0, 0)->toolTip().contains("layer 0, head 0"));
+}
