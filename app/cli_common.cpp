@@ -1,6 +1,13 @@
 // Helpers shared by attnlab-cli's subcommands: model selection (folder, default, random init),
 // config flags, input ids and mask flags.
 #include "app/cli_common.h"
+#include "engine/formats/npy.h"
+
+#include <cstdlib>
+
+#include <cmath>
+
+#include <sstream>
 
 #include <filesystem>
 #include <iostream>
@@ -105,6 +112,46 @@ PreparedInput input_from_flags(const Args& a, const Model& m, const std::string&
 MaskSpec mask_from_flags(const Args& a) {
   MaskSpec spec;
   for (const auto& m : a.all("--mask")) add_mask_arg(spec, m);
+  return spec;
+}
+
+HookSpec hooks_from_flags(const Args& a) {
+  HookSpec spec;
+  for (const std::string& list : a.all("--cache")) {
+    std::stringstream ss(list);
+    for (std::string name; std::getline(ss, name, ',');)
+      if (!name.empty()) spec.cache.push_back(name);
+  }
+  for (const char* flag : {"--patch", "--add"}) {
+    const bool add = std::string(flag) == "--add";
+    for (const std::string& arg : a.all(flag)) {
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw Error(std::string(flag) + ": expected NAME=FILE.npy" + (add ? "[*ALPHA]" : "") + "[:POSITIONS], got \"" +
+                    arg + "\"");
+      HookEdit e;
+      e.kind = add ? HookEdit::Kind::Add : HookEdit::Kind::Replace;
+      e.name = arg.substr(0, eq);
+      std::string file = arg.substr(eq + 1);
+      // ":1,4" at the end: positions (a path may hold ':' elsewhere)
+      if (const size_t colon = file.rfind(':'); colon != std::string::npos && colon + 1 < file.size() &&
+                                                file.find_first_not_of("0123456789,", colon + 1) == std::string::npos) {
+        e.positions = parse_int_list(file.substr(colon + 1), flag);
+        file = file.substr(0, colon);
+      }
+      if (add)
+        if (const size_t star = file.rfind('*'); star != std::string::npos) {
+          char* end = nullptr;
+          const std::string alpha = file.substr(star + 1);
+          e.alpha = std::strtof(alpha.c_str(), &end);
+          if (alpha.empty() || *end || !std::isfinite(e.alpha))
+            throw Error(std::string(flag) + ": \"" + alpha + "\" after '*' is not a number");
+          file = file.substr(0, star);
+        }
+      e.value = load_npy(file).tensor;
+      spec.edits.push_back(std::move(e));
+    }
+  }
   return spec;
 }
 

@@ -7,6 +7,7 @@
 
 #include "app/cli_args.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/hooks.h"
 #include "engine/text/input.h"
 
 namespace attnlab::cli {
@@ -31,6 +32,9 @@ MaskSpec mask_from_flags(const Args& a);
 // What the app marks orange, said in words: "--text: 1 of 5 tokens not in the vocabulary, read as
 // [UNK]: "hello"" (input_from_flags prints it as a warning), or empty.
 std::string unknown_note(const PreparedInput& in, const std::string& flag);
+// --cache NAME[,NAME|GLOB]..., --patch NAME=FILE.npy[:POSITIONS], --add NAME=FILE.npy[*ALPHA][:POSITIONS]
+// (each repeatable): the named activations a pass keeps, replaces or adds to (engine/compute/hooks.h).
+HookSpec hooks_from_flags(const Args& a);
 ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
                                   std::pair<PreparedInput, PreparedInput>* prepared = nullptr);
 

@@ -16,6 +16,8 @@
 #include "app/cli_common.h"
 #include "app/default_model.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/hooks.h"
+#include "engine/compute/plan.h"
 #include "engine/analysis/method_table.h"
 #include "engine/analysis/methods.h"
 #include "engine/compute/lm.h"
@@ -53,6 +55,9 @@ usage:
                       [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--ablate L:H[,L:H]...] (those heads' probabilities times 0 before they weight the values)
                       [--mask-out M.npy] [--json] [--save-model DIR]
+                      [--cache NAME[,NAME|GLOB]... --cache-out F.npz]  named activations (TransformerLens's
+                      names: blocks.3.attn.hook_z, blocks.*.hook_resid_post; --list-hooks prints them)
+                      [--patch NAME=F.npy[:POSITIONS]]... [--add NAME=F.npy[*ALPHA][:POSITIONS]]...
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
   attnlab-cli bench --sgemm [--seq 512]    this machine's SGEMM rate (Eigen, oneDNN)
@@ -135,16 +140,31 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv,
-               with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out",
-                                   "--out", "--mask-out", "--save-model", "--ablate"}),
-               {"--json", "--random-init"});
+  const Args a(
+      argv,
+      with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
+                          "--mask-out", "--save-model", "--ablate", "--cache", "--cache-out", "--patch", "--add"}),
+      {"--json", "--random-init", "--list-hooks"});
   const Model model = resolve_model(a, argv0);
+  if (a.has("--list-hooks")) {  // every named activation of this model's pass, in pass order
+    for (const std::string& name : hook_names(model.config)) std::cout << name << "\n";
+    return 0;
+  }
   std::pair<PreparedInput, PreparedInput> inputs;
   ForwardRequest req = request_from_flags(a, model, "forward", &inputs);
   if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
+  const HookSpec hooks = hooks_from_flags(a);
+  if (!hooks.cache.empty() && !a.has("--cache-out")) throw Error("--cache needs --cache-out FILE.npz");
+  if (a.has("--cache-out") && hooks.cache.empty()) throw Error("--cache-out needs --cache NAME[,NAME|GLOB]...");
+  req.hooks = &hooks;
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);
+  if (a.has("--cache-out")) {
+    if (r.cache.empty())
+      throw Error("--cache: no activation of this model's pass matches " + a.all("--cache").front() +
+                  " (--list-hooks names them)");
+    save_npz(a.get("--cache-out"), r.cache);
+  }
 
   if (a.has("--attn-out")) save_npy(a.get("--attn-out"), r.stacked_probs());
   if (a.has("--out")) save_npy(a.get("--out"), r.hidden);
@@ -189,6 +209,11 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       if (const std::string note = unknown_note(*in, flag); !note.empty()) warnings.push_back(note);
     j["warnings"] = warnings;
     j["millis"] = r.millis;
+    if (!r.cache.empty()) {
+      json cached = json::object();
+      for (const auto& [name, t] : r.cache) cached[name] = t.shape;
+      j["cache"] = cached;  // name: shape, as written to --cache-out
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << "model " << model.source << ", backend " << backend->name() << ", " << r.ids.size()

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ struct Cancelled : std::exception {
 
 // What a pass keeps besides its output and how it is driven: one set of fields for a whole
 // forward pass (ForwardRequest) and for one encoding by a backend (EncodeOptions).
+struct HookSpec;
+
 struct PassOptions {
   // Which layers' [heads, T, S] probabilities to return; the others are left empty.
   std::vector<bool> keep_attention;           // empty = keep every layer
@@ -32,6 +35,9 @@ struct PassOptions {
   bool keep_values = false;                   // return each layer's attention values [T, KV * D] (may be ignored)
   const std::atomic<bool>* cancel = nullptr;  // when set, the pass throws Cancelled before its next layer
   std::function<void(int layer)> on_layer;    // called as each layer starts (progress, tests)
+  // Named activations to keep, replace or add to (engine/compute/hooks.h); the cpu and reference
+  // backends run them.
+  const HookSpec* hooks = nullptr;
 };
 
 struct EncodeOptions : PassOptions {
@@ -47,6 +53,7 @@ struct EncodeOutput {
   std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
   std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
   std::vector<Tensor> values;        // per layer: [T, KV * D] when asked for (empty where a backend does not keep them)
+  std::map<std::string, Tensor> cache;  // the named activations kept (PassOptions::hooks)
 };
 
 class Backend {

@@ -2,6 +2,8 @@
 // warnings. Backends only run the layers.
 #include "engine/compute/forward.h"
 
+#include "engine/compute/hooks.h"
+
 #include "engine/compute/lm.h"
 #include "engine/compute/plan.h"
 
@@ -215,6 +217,8 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.ablate = ablation_flags(c, req.ablate);
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention);
+  if (req.hooks && !req.hooks->empty() && !req.cross_ids.empty())
+    throw Error("named activations (--cache, --patch, --add) are for self-attention passes; cross mode has none");
   if (c.causal && !req.cross_ids.empty())
     throw Error(
         "cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
@@ -226,6 +230,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.attention = std::move(out.attention);
     r.layer_inputs = std::move(out.layer_inputs);
     r.values = std::move(out.values);
+    r.cache = std::move(out.cache);
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {
     check_ids(model, req.cross_ids, "the cross sequence");

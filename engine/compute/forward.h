@@ -44,6 +44,7 @@ struct ForwardResult {
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
   std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them
   std::vector<Tensor> values;           // per layer [T, KV * D] when asked for and the backend keeps them
+  std::map<std::string, Tensor> cache;  // named activations kept (PassOptions::hooks, engine/compute/hooks.h)
   AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
   std::vector<std::string> warnings;
   double millis = 0;  // wall time of the forward pass

@@ -2,6 +2,10 @@
 // encode and cross-attention (see plan.h).
 #include "engine/compute/plan.h"
 
+#include <optional>
+
+#include "engine/compute/hooks.h"
+
 #include <cmath>
 #include <iterator>
 
@@ -35,9 +39,15 @@ class PlanBuilder {
   int rms_norm(int x, Tensor LW::*g) { return add(OpKind::RmsNorm, {x, -1, -1}, g); }
   int rope(int x) { return add(OpKind::Rope, {x, -1, -1}); }
   int mul(int a, int b) { return add(OpKind::Mul, {a, b, -1}); }
+  int hook(int v, const char* name) {  // names value v (TransformerLens's name within the block)
+    plan_.hooks.resize(static_cast<size_t>(plan_.values), nullptr);
+    plan_.hooks[static_cast<size_t>(v)] = name;
+    return v;
+  }
 
   LayerPlan finish(int output) {
     plan_.output = output;
+    plan_.hooks.resize(static_cast<size_t>(plan_.values), nullptr);
     plan_.last_use.assign(static_cast<size_t>(plan_.values), -1);
     for (size_t i = 0; i < plan_.steps.size(); ++i)
       for (int in : plan_.steps[i].in)
@@ -63,26 +73,32 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   const bool pre = c.norm == NormPlacement::Pre;
   const bool rms = c.norm_kind == NormKind::RmsNorm;
   auto norm = [&](int v, Tensor LW::*g, Tensor LW::*b) { return rms ? p.rms_norm(v, g) : p.layer_norm(v, g, b); };
-  const int x = 0;
-  // ---- attention sub-layer (MultiHeadAttention: query/key/value, heads, fc_out)
-  const int a_in = pre ? norm(x, &LW::ln1_g, &LW::ln1_b) : x;
-  int q = p.linear(a_in, &LW::wq, &LW::bq);  // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
-  int k = p.linear(a_in, &LW::wk, &LW::bk);  // (N, KV * D): grouped-query models have fewer key heads
-  const int v = p.linear(a_in, &LW::wv, &LW::bv);
-  if (c.positional == Positional::Rotary) q = p.rope(q), k = p.rope(k);
-  const int ctx = p.attention(q, k, v);
-  const int o = p.dropout(p.linear(ctx, &LW::wo, &LW::bo));
-  const int s1 = p.residual(o, x);
-  const int x1 = pre ? s1 : norm(s1, &LW::ln1_g, &LW::ln1_b);
+  const int x = p.hook(0, "hook_resid_pre");
+  // ---- attention sub-layer (MultiHeadAttention: query/key/value, heads, fc_out); the values'
+  // names are TransformerLens's (engine/compute/hooks.h)
+  const int a_in = pre ? p.hook(norm(x, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized") : x;
+  // (N, E) = (N, H * D): head h is columns [h*D, (h+1)*D)
+  int q = p.hook(p.linear(a_in, &LW::wq, &LW::bq), "attn.hook_q");
+  // (N, KV * D): grouped-query models have fewer key heads
+  int k = p.hook(p.linear(a_in, &LW::wk, &LW::bk), "attn.hook_k");
+  const int v = p.hook(p.linear(a_in, &LW::wv, &LW::bv), "attn.hook_v");
+  if (c.positional == Positional::Rotary)
+    q = p.hook(p.rope(q), "attn.hook_rot_q"), k = p.hook(p.rope(k), "attn.hook_rot_k");
+  const int ctx = p.hook(p.attention(q, k, v), "attn.hook_z");
+  const int o = p.dropout(p.hook(p.linear(ctx, &LW::wo, &LW::bo), "hook_attn_out"));
+  const int s1 = p.hook(p.residual(o, x), "hook_resid_mid");
+  // post-norm (TransformerLens's BertBlock): LN1 of resid_mid is the MLP's input
+  const int x1 = pre ? s1 : p.hook(norm(s1, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized");
   if (c.ff_dim == 0) return p.finish(x1);  // the article's TextClassifier: attention only
   // ---- feed-forward sub-layer: fc2(act(fc1(.))), or gated: fc2(act(fc1(.)) * up(.))
-  const int f_in = pre ? norm(x1, &LW::ln2_g, &LW::ln2_b) : x1;
-  const int h = p.linear(f_in, &LW::w1, &LW::b1);  // (N, F)
+  const int f_in = pre ? p.hook(norm(x1, &LW::ln2_g, &LW::ln2_b), "ln2.hook_normalized") : x1;
+  const int h = p.hook(p.linear(f_in, &LW::w1, &LW::b1), "mlp.hook_pre");  // (N, F)
   int a = p.activation(h);
-  if (c.gated_ff) a = p.mul(a, p.linear(f_in, &LW::w3, nullptr));
-  const int f = p.dropout(p.linear(a, &LW::w2, &LW::b2));
-  const int s2 = p.residual(f, x1);
-  return p.finish(pre ? s2 : norm(s2, &LW::ln2_g, &LW::ln2_b));
+  if (c.gated_ff) a = p.mul(a, p.hook(p.linear(f_in, &LW::w3, nullptr), "mlp.hook_pre_linear"));
+  p.hook(a, "mlp.hook_post");
+  const int f = p.dropout(p.hook(p.linear(a, &LW::w2, &LW::b2), "hook_mlp_out"));
+  const int s2 = p.hook(p.residual(f, x1), "hook_resid_post");
+  return p.finish(pre ? s2 : p.hook(norm(s2, &LW::ln2_g, &LW::ln2_b), "hook_normalized_resid_post"));
 }
 
 // Each step kind's name, in OpKind's order (checked below).
@@ -308,6 +324,20 @@ void head_backward(const Model& model, Ops& ops, const HeadState& st, const Tens
 
 namespace {
 
+// A named value of the plan just computed: its edits applied and, when asked for, a copy kept
+// (hooks.h), shaped [T, heads, d_head] for the per-head values as TransformerLens shapes them.
+void visit_hook(const LayerPlan& plan, const AttnArgs& a, const LayerRun& run, int value, Tensor& t) {
+  const char* hook = plan.hooks[static_cast<size_t>(value)];
+  if (!hook) return;
+  const std::string name = "blocks." + std::to_string(run.layer) + "." + hook;
+  if (!run.hooks->wanted(name)) return run.hooks->met.insert(name), void();
+  const std::string h = hook;
+  std::vector<int64_t> shape = t.shape;
+  if (h == "attn.hook_q" || h == "attn.hook_rot_q" || h == "attn.hook_z") shape = {t.dim(0), a.H, a.D};
+  if (h == "attn.hook_k" || h == "attn.hook_v" || h == "attn.hook_rot_k") shape = {t.dim(0), a.kv_heads(), a.D};
+  run.hooks->visit(name, t, shape);
+}
+
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
 void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
                LayerState& st, const LayerRun& run, const std::vector<int>& which) {
@@ -393,6 +423,7 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         break;
       }
     }
+    if (run.hooks) visit_hook(plan, attn_in, run, s.out, out);
   }
 }
 
@@ -441,6 +472,7 @@ void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeigh
                    Tensor& x, LayerState& st, const LayerRun& run) {
   size_state(plan, st);
   std::swap(st.v[0], x);  // value 0: the layer input (kept for the backward)
+  if (run.hooks) visit_hook(plan, attn, run, 0, st.v[0]);
   run_steps(c, plan, L, ops, attn, st, run, all_steps(plan));
   std::swap(x, st.v[static_cast<size_t>(plan.output)]);
 }
@@ -550,22 +582,43 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   AttnArgs attn = attention_args(c, model.weights, 1, T, T);
   attn.mask = &mask;
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
+  std::optional<HookRun> hooks;
+  if (options.hooks && !options.hooks->empty()) hooks.emplace(*options.hooks);
+  std::vector<Tensor> patterns(static_cast<size_t>(c.num_layers));  // attn.hook_pattern kept for hooks only
   for (int l = 0; l < c.num_layers; ++l) {
     check_cancel(options);
     if (options.on_layer) options.on_layer(l);
     if (options.keep_layer_inputs) out.layer_inputs.push_back(x);
     LayerRun run;
+    run.layer = l;
+    run.hooks = hooks ? &*hooks : nullptr;
+    const std::string pattern = "blocks." + std::to_string(l) + ".attn.hook_pattern";
+    const bool keep_pattern = hooks && hooks->kept(pattern);
     // Layers the caller does not keep never hold a [H, T, T] buffer.
     if (options.keep_attention.empty() || options.keep_attention[static_cast<size_t>(l)])
       run.probs = &out.attention[static_cast<size_t>(l)];
+    else if (keep_pattern)
+      run.probs = &patterns[static_cast<size_t>(l)];
     if (!options.ablate.empty() && !options.ablate[static_cast<size_t>(l)].empty())
       run.ablate = &options.ablate[static_cast<size_t>(l)];
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
+    if (hooks) {
+      hooks->met.insert(pattern);
+      if (keep_pattern) hooks->cache[pattern] = *run.probs;
+    }
     if (options.keep_values)
       out.values.push_back(state.v[static_cast<size_t>(plan.steps[static_cast<size_t>(plan.attention_step)].in[2])]);
   }
   final_forward(model, ops, x, norm);
+  if (hooks && c.final_norm) hooks->visit("ln_final.hook_normalized", x, x.shape);
+  if (hooks) {
+    for (const HookEdit& e : options.hooks->edits)
+      if (e.name.find(".attn.hook_pattern") != std::string::npos)
+        throw Error(e.name + ": the attention pattern can be kept, not replaced or added to (yet)");
+    hooks->check_all_met();
+    out.cache = std::move(hooks->cache);
+  }
   out.hidden = std::move(x);
   return out;
 }
@@ -604,6 +657,21 @@ Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tens
   ops.attention(attn, q, k, nullptr, &probs, nullptr);
   probs.shape.erase(probs.shape.begin());  // (1, H, T, S) -> (H, T, S)
   return probs;
+}
+
+std::vector<std::string> hook_names(const ModelConfig& c) {
+  const LayerPlan plan = make_layer_plan(c);
+  std::vector<std::string> names;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    names.push_back(b + plan.hooks[0]);
+    for (const Step& s : plan.steps) {
+      if (s.op == OpKind::Attention) names.push_back(b + "attn.hook_pattern");
+      if (plan.hooks[static_cast<size_t>(s.out)]) names.push_back(b + plan.hooks[static_cast<size_t>(s.out)]);
+    }
+  }
+  if (c.final_norm) names.push_back("ln_final.hook_normalized");
+  return names;
 }
 
 }  // namespace attnlab

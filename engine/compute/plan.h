@@ -43,6 +43,8 @@ struct LayerPlan {
   int output = 0;             // the value that is the layer output
   int attention_step = -1;    // the step whose probabilities are the layer's attention
   std::vector<int> last_use;  // per value: the last step that reads it (-1: none)
+  // per value: its hook name within the block ("attn.hook_z", engine/compute/hooks.h), or null
+  std::vector<const char*> hooks;
   // "x1 = LayerNorm(x0 + ...)": one line per step, for messages and documentation.
   std::string describe() const;
 };
@@ -80,8 +82,12 @@ struct LayerState {
   const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
 };
 
+class HookRun;
+
 struct LayerRun {
   bool for_backward = false;                     // keep in the state what layer_backward needs
+  HookRun* hooks = nullptr;                      // named values kept, replaced or added to (hooks.h)
+  int layer = 0;                                 // for the hook names (blocks.{layer}.)
   Dropout* dropout = nullptr;                    // training only
   Tensor* probs = nullptr;                       // receives the (B, H, T, S) probabilities when not null
   const std::vector<uint8_t>* ablate = nullptr;  // [H]: 1 = the head's context is zeroed (head mask)
@@ -154,6 +160,9 @@ Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tens
 // The values the attention of layer `layer` weights, (T, KV * D), computed from that layer's
 // input x (pre-norm models normalise it first, as the layer does).
 Tensor attention_values(const Model& model, Ops& ops, int layer, const Tensor& x);
+
+// Every hook name (engine/compute/hooks.h) a pass of this model reaches, in the order it reaches them.
+std::vector<std::string> hook_names(const ModelConfig& c);
 
 // Steps (indices, in plan order) that value `target` depends on.
 std::vector<int> steps_for(const LayerPlan& plan, int target);

@@ -1,6 +1,8 @@
 // .npy parsing: magic, version, header dict ('descr', 'fortran_order', 'shape'), raw data.
 #include "engine/formats/npy.h"
 
+#include <array>
+
 #include <cstring>
 
 #include "engine/core/io_util.h"
@@ -193,6 +195,75 @@ void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, c
 
 void save_npy(const std::string& path, const Tensor& t) {
   write_file_atomic(path, serialize_npy(t));
+}
+
+namespace {
+
+// CRC-32 (IEEE 802.3, reflected, as zip stores it), table-driven.
+uint32_t crc32(const std::string& data) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t n = 0; n < 256; ++n) {
+      uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : data) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+void put16(std::string& out, uint32_t v) {
+  out += static_cast<char>(v & 0xFF);
+  out += static_cast<char>((v >> 8) & 0xFF);
+}
+void put32(std::string& out, uint32_t v) {
+  put16(out, v & 0xFFFF);
+  put16(out, v >> 16);
+}
+
+}  // namespace
+
+// PKWARE's APPNOTE 4.3: per member a local header and the data; then the central directory
+// (one entry per member) and its end record. Method 0 (stored), no data descriptors, times 0.
+std::string serialize_npz(const std::map<std::string, Tensor>& arrays) {
+  if (arrays.size() > 0xFFFF) throw Error("an .npz (a plain zip archive) holds at most 65535 arrays");
+  std::string out, central;
+  for (const auto& [key, tensor] : arrays) {
+    const std::string name = key + ".npy", data = serialize_npy(tensor);
+    if (out.size() + data.size() + name.size() + 30 > 0xFFFFFFF0ull || data.size() > 0xFFFFFFF0ull)
+      throw Error("the .npz would be larger than 4 GiB, which a plain zip archive cannot hold: keep fewer activations");
+    const uint32_t crc = crc32(data), size = static_cast<uint32_t>(data.size()),
+                   offset = static_cast<uint32_t>(out.size());
+    put32(out, 0x04034b50);  // local file header
+    put16(out, 20), put16(out, 0), put16(out, 0), put16(out, 0),
+        put16(out, 0x21);  // version, flags, stored, time, date
+    put32(out, crc), put32(out, size), put32(out, size);
+    put16(out, static_cast<uint32_t>(name.size())), put16(out, 0);
+    out += name;
+    out += data;
+    put32(central, 0x02014b50);  // central directory entry
+    put16(central, 20), put16(central, 20), put16(central, 0), put16(central, 0), put16(central, 0),
+        put16(central, 0x21);
+    put32(central, crc), put32(central, size), put32(central, size);
+    put16(central, static_cast<uint32_t>(name.size())), put16(central, 0), put16(central, 0);  // name, extra, comment
+    put16(central, 0), put16(central, 0), put32(central, 0);                                   // disk, attributes
+    put32(central, offset);
+    central += name;
+  }
+  const uint32_t dir_offset = static_cast<uint32_t>(out.size()), dir_size = static_cast<uint32_t>(central.size());
+  out += central;
+  put32(out, 0x06054b50);  // end of central directory
+  put16(out, 0), put16(out, 0);
+  put16(out, static_cast<uint32_t>(arrays.size())), put16(out, static_cast<uint32_t>(arrays.size()));
+  put32(out, dir_size), put32(out, dir_offset), put16(out, 0);
+  return out;
+}
+
+void save_npz(const std::string& path, const std::map<std::string, Tensor>& arrays) {
+  write_file_atomic(path, serialize_npz(arrays));
 }
 
 }  // namespace attnlab

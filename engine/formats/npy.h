@@ -3,6 +3,7 @@
 // whether the file held floats (a custom mask's meaning depends on that).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "engine/core/tensor.h"
@@ -23,5 +24,9 @@ void save_npy(const std::string& path, const Tensor& t);
 // A bool array ('|b1'): how masks are saved, so that loading one back blocks rather than adds.
 std::string serialize_npy_bool(const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
 void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
+// An .npz as numpy.savez writes it: a zip archive of stored (uncompressed) NAME.npy members,
+// float32, in the map's order. Error above the plain zip format's 4 GiB.
+std::string serialize_npz(const std::map<std::string, Tensor>& arrays);
+void save_npz(const std::string& path, const std::map<std::string, Tensor>& arrays);
 
 }  // namespace attnlab

@@ -373,6 +373,120 @@ def expect_error(name, folder, needle):
         print(f"bad folder {name}: {p.stderr.strip()}")
 
 
+def hook_activations(model, ids):
+    """TransformerLens's named activations of one forward of a transformers GPT-2 or Llama-family
+    model, taken with PyTorch forward hooks on transformers' own modules (what a notebook writes
+    today): {name: array}, shapes without the batch axis, per-head values as [T, heads, d_head]."""
+    c = model.config
+    base = model.transformer if hasattr(model, "transformer") else getattr(model, "model", model)
+    gpt2 = hasattr(base, "h")
+    E, H = c.hidden_size, c.num_attention_heads
+    D = E // H
+    KV = getattr(c, "num_key_value_heads", None) or H
+    T = len(ids)
+    acts, handles = {}, []
+
+    def keep(name, shape=None):
+        def put(x):
+            x = x[0] if isinstance(x, tuple) else x
+            x = x[0].detach().double()
+            acts[name] = (x.reshape(shape) if shape else x).numpy()
+        return put
+
+    def out_hook(module, name, shape=None):
+        f = keep(name, shape)
+        handles.append(module.register_forward_hook(lambda m, i, o: f(o)))
+
+    def in_hook(module, name, shape=None):
+        f = keep(name, shape)
+        handles.append(module.register_forward_pre_hook(lambda m, i: f(i)))
+
+    blocks = base.h if gpt2 else base.layers
+    for l, blk in enumerate(blocks):
+        b = f"blocks.{l}."
+        in_hook(blk, b + "hook_resid_pre")
+        out_hook(blk, b + "hook_resid_post")
+        if gpt2:
+            out_hook(blk.ln_1, b + "ln1.hook_normalized")
+            def split(m, i, o, b=b):  # c_attn: q, k, v side by side
+                q, k, v = o[0].detach().double().split(E, dim=-1)
+                for n, t in (("q", q), ("k", k), ("v", v)):
+                    acts[b + "attn.hook_" + n] = t.reshape(T, H, D).numpy()
+            handles.append(blk.attn.c_attn.register_forward_hook(split))
+            in_hook(blk.attn.c_proj, b + "attn.hook_z", (T, H, D))
+            out_hook(blk.attn.c_proj, b + "hook_attn_out")
+            in_hook(blk.ln_2, b + "hook_resid_mid")
+            out_hook(blk.ln_2, b + "ln2.hook_normalized")
+            out_hook(blk.mlp.c_fc, b + "mlp.hook_pre")
+            in_hook(blk.mlp.c_proj, b + "mlp.hook_post")
+            out_hook(blk.mlp, b + "hook_mlp_out")
+        else:
+            at = blk.self_attn
+            out_hook(blk.input_layernorm, b + "ln1.hook_normalized")
+            out_hook(at.q_proj, b + "attn.hook_q", (T, H, D))
+            out_hook(at.k_proj, b + "attn.hook_k", (T, KV, D))
+            out_hook(at.v_proj, b + "attn.hook_v", (T, KV, D))
+            def rotated(m, i, o, b=b, at=at):  # transformers' own rotation of the hooked q and k
+                cos, sin = o
+                q = torch.tensor(acts[b + "attn.hook_q"]).to(cos.dtype).transpose(0, 1)[None]
+                k = torch.tensor(acts[b + "attn.hook_k"]).to(cos.dtype).transpose(0, 1)[None]
+                rq, rk = transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+                acts[b + "attn.hook_rot_q"] = rq[0].transpose(0, 1).double().numpy()
+                acts[b + "attn.hook_rot_k"] = rk[0].transpose(0, 1).double().numpy()
+            handles.append(at.rotary_emb.register_forward_hook(rotated))
+            in_hook(at.o_proj, b + "attn.hook_z", (T, H, D))
+            out_hook(at.o_proj, b + "hook_attn_out")
+            in_hook(blk.post_attention_layernorm, b + "hook_resid_mid")
+            out_hook(blk.post_attention_layernorm, b + "ln2.hook_normalized")
+            out_hook(blk.mlp.gate_proj, b + "mlp.hook_pre")
+            out_hook(blk.mlp.up_proj, b + "mlp.hook_pre_linear")
+            in_hook(blk.mlp.down_proj, b + "mlp.hook_post")
+            out_hook(blk.mlp, b + "hook_mlp_out")
+    out_hook(base.ln_f if gpt2 else base.norm, "ln_final.hook_normalized")
+    try:
+        out = model(input_ids=torch.tensor([ids]), output_attentions=True)
+    finally:
+        for h in handles:
+            h.remove()
+    for l, a in enumerate(out.attentions):
+        acts[f"blocks.{l}.attn.hook_pattern"] = a[0].detach().double().numpy()
+    return acts
+
+
+def check_hooks(name, folder, model, T, vocab):
+    """attnlab-cli forward --cache '*' against hook_activations: every named activation, within
+    the float32 bound of the computation that leads to it (its magnitude, the layers, the longest
+    reduction); and the names are the same set, so a hook point added on one side only fails."""
+    model.eval()
+    ids = [int(x) for x in np.random.default_rng(5).integers(0, vocab, T)]
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cache.npz")
+        j = json.loads(run(["forward", "--model", folder, "--ids", ",".join(map(str, ids)), "--cache", "*",
+                            "--cache-out", out, "--json"]).stdout)
+        z = np.load(out)
+        got = {k: z[k] for k in z.files}
+    listed = run(["forward", "--model", folder, "--list-hooks"]).stdout.split()
+    r32, r = reference_pair(model, lambda m: hook_activations(m, ids))
+    if set(got) != set(r) or set(listed) != set(r) or sorted(j["cache"]) != sorted(got):
+        fail(f"{name}: named activations differ: attnlab only {sorted(set(got) - set(r))}, transformers only "
+             f"{sorted(set(r) - set(got))}, --list-hooks {len(listed)}, --json {len(j['cache'])}")
+        return
+    worst = WorstShare("a")
+    _, _, layers, K = decoder_floors(model, T, r["ln_final.hook_normalized"])
+    for k, want in r.items():
+        if got[k].shape != want.shape:
+            fail(f"{name}: {k} has shape {got[k].shape}, transformers' {want.shape}")
+            continue
+        before = worst.worst["a"][0]
+        worst.note("a", got[k], want, r32[k], stack_floor(layers, K, float(np.abs(want).max())))
+        if worst.worst["a"][0] > before:
+            worst_name = k
+    print(f"{name}: {len(r)} named activations (hooks) vs transformers' modules: worst {worst_name} "
+          f"{worst.summary({'a': 'max |diff|'})}")
+    for msg in worst.failed({"a": worst_name}):
+        fail(f"{name}: {msg}")
+
+
 def main():
     root = tempfile.mkdtemp(prefix="attnlab-decoders-")
     try:
@@ -388,6 +502,7 @@ def main():
         save(m, g, toks["gpt2"])
         compare_decoder("GPT2LMHeadModel (tied)", g, m, [1, 7, 100], V["gpt2"])
         check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
+        check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -405,6 +520,7 @@ def main():
         save(m, ll, toks["llama3"])
         compare_decoder("LlamaForCausalLM (GQA 8/2)", ll, m, [1, 13, 200], V["llama3"])
         check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
+        check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))

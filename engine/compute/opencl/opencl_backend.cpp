@@ -11,6 +11,7 @@
 #include <iterator>
 #include <cstring>
 
+#include "engine/compute/hooks.h"
 #include "engine/compute/backend.h"
 #include "engine/compute/plan.h"
 #include "engine/compute/opencl/cl_runtime.h"
@@ -83,6 +84,7 @@ class OpenClBackend final : public Backend {
                       const EncodeOptions& o) override {
     if (!fallback_ && !device_runs(m.config)) return host("this model's decoder layers")->encode(m, ids, mask, o);
     if (!fallback_ && !o.ablate.empty()) return host("head ablation")->encode(m, ids, mask, o);
+    if (!fallback_ && o.hooks && !o.hooks->empty()) return host("named activations (hooks)")->encode(m, ids, mask, o);
     model_notice_.clear();
     if (!fallback_) {
       try {

@@ -1,0 +1,78 @@
+// Hook points (see hooks.h).
+#include "engine/compute/hooks.h"
+
+#include <algorithm>
+
+namespace attnlab {
+
+bool glob_match(const std::string& pattern, const std::string& s) {
+  // iterative matcher with one backtrack point for the last '*'
+  size_t p = 0, i = 0, star = std::string::npos, mark = 0;
+  while (i < s.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = i;
+    } else if (p < pattern.size() && pattern[p] == s[i]) {
+      ++p, ++i;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      i = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+bool HookRun::kept(const std::string& name) const {
+  return std::any_of(spec_.cache.begin(), spec_.cache.end(), [&](const std::string& g) { return glob_match(g, name); });
+}
+
+bool HookRun::wanted(const std::string& name) const {
+  return kept(name) ||
+         std::any_of(spec_.edits.begin(), spec_.edits.end(), [&](const HookEdit& e) { return e.name == name; });
+}
+
+void HookRun::visit(const std::string& name, Tensor& value, const std::vector<int64_t>& shape) {
+  met.insert(name);
+  const int64_t rows = value.dim(0), width = rows > 0 ? static_cast<int64_t>(value.data.size()) / rows : 0;
+  for (const HookEdit& e : spec_.edits) {
+    if (e.name != name) continue;
+    std::vector<int> pos = e.positions;
+    if (pos.empty())
+      for (int t = 0; t < rows; ++t) pos.push_back(t);
+    for (int t : pos)
+      if (t < 0 || t >= rows)
+        throw Error(name + ": no position " + std::to_string(t) + " (the input has " + std::to_string(rows) + ")");
+    const int64_t n = static_cast<int64_t>(e.value.data.size());
+    const bool one_row = e.kind == HookEdit::Kind::Add && n == width;
+    if (!one_row && n != static_cast<int64_t>(pos.size()) * width)
+      throw Error(name + ": the " + (e.kind == HookEdit::Kind::Add ? "added" : "patched") + " value has " +
+                  std::to_string(n) + " numbers; " + std::to_string(pos.size()) + " position(s) of width " +
+                  std::to_string(width) + " need " + std::to_string(static_cast<int64_t>(pos.size()) * width) +
+                  (e.kind == HookEdit::Kind::Add ? " (or one row of " + std::to_string(width) + ")" : std::string()));
+    for (size_t r = 0; r < pos.size(); ++r) {
+      float* dst = value.ptr() + static_cast<int64_t>(pos[r]) * width;
+      const float* src = e.value.ptr() + (one_row ? 0 : static_cast<int64_t>(r) * width);
+      if (e.kind == HookEdit::Kind::Replace)
+        std::copy_n(src, width, dst);
+      else
+        for (int64_t j = 0; j < width; ++j) dst[j] += e.alpha * src[j];
+    }
+  }
+  if (kept(name)) {
+    Tensor copy = value;
+    copy.shape = shape;
+    cache[name] = std::move(copy);
+  }
+}
+
+void HookRun::check_all_met() const {
+  for (const HookEdit& e : spec_.edits)
+    if (!met.count(e.name))
+      throw Error("no activation \"" + e.name +
+                  "\" in this model's pass (attnlab-cli forward --list-hooks names them)");
+}
+
+}  // namespace attnlab

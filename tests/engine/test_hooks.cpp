@@ -1,0 +1,196 @@
+// Named activations (engine/compute/hooks.h): the names a pass reaches, what it keeps, and
+// interventions that must change nothing (a value replaced by itself, zero added), change exactly
+// what they should (a causal model's earlier positions untouched), or carry one input into
+// another (the whole residual stream patched). Values against transformers' own modules:
+// tests/crosscheck/hf_decoders.py (check_hooks).
+#include <filesystem>
+
+#include "engine/compute/forward.h"
+#include "engine/compute/hooks.h"
+#include "engine/compute/plan.h"
+#include "engine/formats/npy.h"
+#include "tests/engine/hf_test_model.h"
+#include "tests/engine/test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("attnlab-test-hooks-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+ForwardResult pass(const Model& m, const std::vector<int>& ids, const HookSpec* hooks, const char* backend = "cpu") {
+  ForwardRequest req;
+  req.ids = ids;
+  req.hooks = hooks;
+  auto b = make_backend(backend);
+  return run_forward(m, *b, req);
+}
+
+bool same(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && a.data == b.data;
+}
+
+}  // namespace
+
+TEST_CASE("glob_match: '*' is any run of characters", "[hooks]") {
+  CHECK(glob_match("*", ""));
+  CHECK(glob_match("blocks.*.hook_z", "blocks.11.hook_z"));
+  CHECK_FALSE(glob_match("blocks.*.hook_z", "blocks.1.attn.hook_q"));
+  CHECK(glob_match("*hook_resid_*", "blocks.0.hook_resid_pre"));
+  CHECK(glob_match("a*b*c", "aXbYbc"));
+  CHECK_FALSE(glob_match("a*b*c", "aXbYbd"));
+  CHECK_FALSE(glob_match("blocks.1.*", "blocks.10.hook_z"));  // "1." then anything: layer 10 is not layer 1
+}
+
+TEST_CASE("hooks: every name of a decoder's pass is kept, with TransformerLens's shapes and relations", "[hooks]") {
+  const std::string dir = scratch("llama");
+  const Model m = tiny_decoder(dir);  // GQA 4/2, rotary, SwiGLU, RMSNorm, final norm
+  const ModelConfig& c = m.config;
+  const int T = 7, H = c.num_heads, KV = c.kv_heads(), D = c.embed_size / c.num_heads;
+  const std::vector<int> ids = random_ids(T, c.vocab_size, 2);
+  HookSpec all;
+  all.cache = {"*"};
+  const ForwardResult plain = pass(m, ids, nullptr), r = pass(m, ids, &all);
+  CHECK(same(plain.hidden, r.hidden));  // keeping changes nothing
+  const std::vector<std::string> names = hook_names(c);
+  REQUIRE(names.size() == r.cache.size());
+  for (const std::string& n : names) CHECK(r.cache.count(n) == 1);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    auto at = [&](const std::string& n) -> const Tensor& { return r.cache.at(b + n); };
+    CHECK(at("attn.hook_q").shape == std::vector<int64_t>{T, H, D});
+    CHECK(at("attn.hook_k").shape == std::vector<int64_t>{T, KV, D});
+    CHECK(at("attn.hook_rot_k").shape == std::vector<int64_t>{T, KV, D});
+    CHECK(at("attn.hook_z").shape == std::vector<int64_t>{T, H, D});
+    CHECK(at("attn.hook_pattern").shape == std::vector<int64_t>{H, T, T});
+    CHECK(at("mlp.hook_post").shape == std::vector<int64_t>{T, c.ff_dim});
+    CHECK(same(at("attn.hook_pattern"), r.attention[static_cast<size_t>(l)]));
+    // resid_mid = resid_pre + attn_out and resid_post = resid_mid + mlp_out, as the pass adds them
+    Tensor mid = at("hook_attn_out"), post = at("hook_mlp_out");
+    for (size_t k = 0; k < mid.data.size(); ++k) mid.data[k] += at("hook_resid_pre").data[k];
+    for (size_t k = 0; k < post.data.size(); ++k) post.data[k] += at("hook_resid_mid").data[k];
+    CHECK(same(mid, at("hook_resid_mid")));
+    CHECK(same(post, at("hook_resid_post")));
+    if (l + 1 < c.num_layers)
+      CHECK(same(at("hook_resid_post"), r.cache.at("blocks." + std::to_string(l + 1) + ".hook_resid_pre")));
+  }
+  CHECK(same(r.cache.at("ln_final.hook_normalized"), r.hidden));
+  // the reference backend names the same values
+  const ForwardResult ref = pass(m, ids, &all, "reference");
+  CHECK(ref.cache.size() == r.cache.size());
+  // a glob keeps only what it matches
+  HookSpec some;
+  some.cache = {"blocks.1.attn.*"};
+  const ForwardResult s = pass(m, ids, &some);
+  for (const auto& [n, t] : s.cache) CHECK(n.rfind("blocks.1.attn.", 0) == 0);
+  CHECK(s.cache.size() == 7);  // q, k, v, rot_q, rot_k, pattern, z
+  fs::remove_all(dir);
+}
+
+TEST_CASE("hooks: interventions change what they should and nothing else", "[hooks]") {
+  const std::string dir = scratch("interv");
+  const Model m = tiny_decoder(dir);
+  const ModelConfig& c = m.config;
+  const int T = 9, E = c.embed_size;
+  const std::vector<int> a = random_ids(T, c.vocab_size, 4), bids = random_ids(T, c.vocab_size, 5);
+  HookSpec all;
+  all.cache = {"*"};
+  const ForwardResult ra = pass(m, a, &all), rb = pass(m, bids, &all);
+
+  SECTION("a value replaced by itself, or zero added, changes nothing") {
+    for (const char* name : {"blocks.0.hook_resid_pre", "blocks.1.attn.hook_z", "blocks.0.mlp.hook_pre_linear",
+                             "blocks.1.hook_resid_post", "ln_final.hook_normalized"}) {
+      INFO(name);
+      HookSpec self;
+      self.edits.push_back({HookEdit::Kind::Replace, name, ra.cache.at(name), {}, 1.0f});
+      CHECK(same(pass(m, a, &self).hidden, ra.hidden));
+      HookSpec zero;
+      const Tensor& v = ra.cache.at(name);
+      const Tensor row({1, static_cast<int64_t>(v.data.size()) / v.dim(0)});  // one row of zeros, at every position
+      zero.edits.push_back({HookEdit::Kind::Add, name, row, {}, 5.0f});
+      CHECK(same(pass(m, a, &zero).hidden, ra.hidden));
+    }
+  }
+  SECTION("patching the whole residual stream at layer 0 carries the other input through") {
+    HookSpec patch;
+    patch.edits.push_back(
+        {HookEdit::Kind::Replace, "blocks.0.hook_resid_pre", rb.cache.at("blocks.0.hook_resid_pre"), {}, 1.0f});
+    CHECK(same(pass(m, a, &patch).hidden, rb.hidden));
+  }
+  SECTION("a steering vector at one position of a causal model leaves the earlier positions alone") {
+    const int at = 5;
+    HookSpec steer;
+    steer.edits.push_back({HookEdit::Kind::Add, "blocks.0.hook_resid_mid", random_tensor({1, E}, 9), {at}, 3.0f});
+    const ForwardResult r = pass(m, a, &steer);
+    for (int t = 0; t < T; ++t) {
+      double d = 0;
+      for (int j = 0; j < E; ++j)
+        d = std::max(d, std::fabs(static_cast<double>(r.hidden.at(t, j) - ra.hidden.at(t, j))));
+      INFO("position " << t);
+      if (t < at)
+        CHECK(d == 0.0);
+      else
+        CHECK(d > 1e-3);  // a random vector of size ~3 sqrt(E) moves every later row
+    }
+  }
+  SECTION("edits that do not fit are errors that name them") {
+    HookSpec bad_name;
+    bad_name.edits.push_back({HookEdit::Kind::Replace, "blocks.0.hook_nope", Tensor({T, E}), {}, 1.0f});
+    CHECK_THROWS_WITH(pass(m, a, &bad_name), Catch::Contains("no activation \"blocks.0.hook_nope\""));
+    HookSpec bad_size;
+    bad_size.edits.push_back({HookEdit::Kind::Replace, "blocks.0.hook_resid_pre", Tensor({T - 1, E}), {}, 1.0f});
+    CHECK_THROWS_WITH(pass(m, a, &bad_size), Catch::Contains("need " + std::to_string(T * E)));
+    HookSpec bad_pos;
+    bad_pos.edits.push_back({HookEdit::Kind::Replace, "blocks.0.hook_resid_pre", Tensor({1, E}), {T}, 1.0f});
+    CHECK_THROWS_WITH(pass(m, a, &bad_pos), Catch::Contains("no position " + std::to_string(T)));
+    HookSpec pattern;
+    pattern.edits.push_back(
+        {HookEdit::Kind::Replace, "blocks.0.attn.hook_pattern", ra.cache.at("blocks.0.attn.hook_pattern"), {}, 1.0f});
+    CHECK_THROWS_WITH(pass(m, a, &pattern), Catch::Contains("can be kept, not replaced"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("hooks: a post-norm encoder's names follow TransformerLens's BertBlock", "[hooks]") {
+  const Model m = random_model(small_config(16, 2, 2, 24, 32));
+  REQUIRE(m.config.norm == NormPlacement::Post);
+  const std::vector<std::string> names = hook_names(m.config);
+  const std::vector<std::string> want = {"blocks.0.hook_resid_pre",      "blocks.0.attn.hook_q",
+                                         "blocks.0.attn.hook_k",         "blocks.0.attn.hook_v",
+                                         "blocks.0.attn.hook_pattern",   "blocks.0.attn.hook_z",
+                                         "blocks.0.hook_attn_out",       "blocks.0.hook_resid_mid",
+                                         "blocks.0.ln1.hook_normalized", "blocks.0.mlp.hook_pre",
+                                         "blocks.0.mlp.hook_post",       "blocks.0.hook_mlp_out",
+                                         "blocks.0.hook_resid_post",     "blocks.0.hook_normalized_resid_post"};
+  REQUIRE(names.size() >= want.size());
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + static_cast<long>(want.size())) == want);
+  HookSpec all;
+  all.cache = {"*"};
+  const ForwardResult r = pass(m, random_ids(6, m.config.vocab_size), &all);
+  // the layer's output is LN2(resid_post): the next layer's resid_pre
+  CHECK(same(r.cache.at("blocks.0.hook_normalized_resid_post"), r.cache.at("blocks.1.hook_resid_pre")));
+}
+
+TEST_CASE("npz: numpy's zip of stored .npy members", "[hooks][formats]") {
+  std::map<std::string, Tensor> arrays;
+  arrays["blocks.0.hook_z"] = random_tensor({3, 2, 4}, 1);
+  arrays["x"] = random_tensor({5}, 2);
+  const std::string z = serialize_npz(arrays);
+  // local header magic, the member names, the end record's count
+  CHECK(z.substr(0, 4) == std::string("PK\x03\x04", 4));
+  CHECK(z.find("blocks.0.hook_z.npy") != std::string::npos);
+  CHECK(z.find("x.npy") != std::string::npos);
+  const size_t end = z.rfind(std::string("PK\x05\x06", 4));
+  REQUIRE(end != std::string::npos);
+  CHECK(static_cast<unsigned char>(z[end + 8]) == 2);
+  // each member is the .npy of its array, stored as is (the first after its 30 + 19 byte header)
+  const std::string npy = serialize_npy(arrays["blocks.0.hook_z"]);
+  CHECK(z.substr(30 + 19, npy.size()) == npy);
+  CHECK(parse_npy(z.substr(30 + 19, npy.size())).tensor.data == arrays["blocks.0.hook_z"].data);
+}
