@@ -20,6 +20,7 @@
 #include "engine/compute/plan.h"
 #include "engine/analysis/method_table.h"
 #include "engine/analysis/methods.h"
+#include "engine/analysis/patching.h"
 #include "engine/compute/lm.h"
 #include "engine/compute/measured.h"
 #include "engine/text/input.h"
@@ -73,6 +74,11 @@ usage:
                       [--init DIR [--freeze-encoder]]   fine-tune DIR's encoder (e.g. a Hugging Face BERT)
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
+  attnlab-cli patch   [--model DIR] --clean "..." --corrupted "..." (--clean-ids / --corrupted-ids)
+                      --answer TOK --wrong TOK (or --answer-id N --wrong-id N; classifiers: class names)
+                      [--what resid_pre|attn_out|mlp_out|z] [--mask ...] [--out F.npy] [--json]
+                      activation patching: the share of the clean logit difference each patched
+                      activation restores in the corrupted run ([layers, T], or [layers, heads] for z)
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
   attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
@@ -414,6 +420,89 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
 
 // What the model's tokenizer makes of text, stage by stage (the Hugging Face cross-check drives
 // this over every code point with --lines).
+// --answer / --wrong: a class name (classifiers) or text that is one token (language models);
+// --answer-id / --wrong-id: the index or id itself.
+int answer_from_flags(const Args& a, const Model& model, const std::string& which) {
+  const ModelConfig& c = model.config;
+  if (a.has("--" + which + "-id")) return a.get_int("--" + which + "-id", -1);
+  if (!a.has("--" + which)) throw Error("patch needs --" + which + " TOKEN (or --" + which + "-id N)");
+  const std::string text = a.get("--" + which);
+  if (c.num_classes > 0) {
+    for (int k = 0; k < c.num_classes; ++k)
+      if (model.label(k) == text) return k;
+    std::string names;
+    for (int k = 0; k < c.num_classes; ++k) names += (k ? ", " : "") + model.label(k);
+    throw Error("--" + which + ": no class \"" + text + "\" (the classes are " + names + ")");
+  }
+  InputOptions o;
+  o.what = "--" + which;
+  const PreparedInput in = prepare_text(model, text, o);
+  std::vector<int> ids;
+  std::string pieces;
+  for (size_t t = 0; t < in.ids.size(); ++t)
+    if (!in.special[t]) ids.push_back(in.ids[t]), pieces += (pieces.empty() ? "" : " | ") + in.tokens[t];
+  if (ids.size() != 1)
+    throw Error("--" + which + " \"" + text + "\" is " + std::to_string(ids.size()) + " tokens (" + pieces +
+                "), not one: pass one token (a leading space matters to byte-level tokenizers) or --" + which + "-id");
+  return ids[0];
+}
+
+int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv,
+               with(kModelValued, {"--clean", "--clean-ids", "--corrupted", "--corrupted-ids", "--answer", "--wrong",
+                                   "--answer-id", "--wrong-id", "--what", "--out"}),
+               {"--json", "--random-init"});
+  const Model model = resolve_model(a, argv0);
+  const PreparedInput clean = input_from_flags(a, model, "--clean", "--clean-ids", 0);
+  const PreparedInput corrupted = input_from_flags(a, model, "--corrupted", "--corrupted-ids", 0);
+  if (clean.ids.empty() || corrupted.ids.empty())
+    throw Error("patch needs --clean \"...\" and --corrupted \"...\" (or --clean-ids / --corrupted-ids)");
+  const int answer = answer_from_flags(a, model, "answer"), wrong = answer_from_flags(a, model, "wrong");
+  const PatchTarget what = parse_patch_target(a.get("--what", "resid_pre"));
+  ForwardRequest rc, rk;
+  rc.ids = clean.ids, rc.tokens = clean.tokens, rc.token_types = clean.token_types;
+  rk.ids = corrupted.ids, rk.tokens = corrupted.tokens, rk.token_types = corrupted.token_types;
+  rc.mask = rk.mask = mask_from_flags(a);
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const PatchResult p = activation_patching(model, *backend, rc, rk, answer, wrong, what);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (a.has("--out")) save_npy(a.get("--out"), p.values);
+  const int L = static_cast<int>(p.values.dim(0)), C = static_cast<int>(p.values.dim(1));
+  const bool heads = what == PatchTarget::Z;
+  if (a.has("--json")) {
+    json j;
+    j["what"] = a.get("--what", "resid_pre");
+    j["shape"] = p.values.shape;
+    j["clean_logit_diff"] = p.clean;
+    j["corrupted_logit_diff"] = p.corrupted;
+    j["answer"] = answer, j["wrong"] = wrong;
+    j["clean_tokens"] = clean.tokens, j["corrupted_tokens"] = corrupted.tokens;
+    j["values"] = std::vector<float>(p.values.data.begin(), p.values.data.end());
+    j["millis"] = ms;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "logit difference: clean " << p.clean << ", corrupted " << p.corrupted << "; restored share when "
+            << (heads ? "one head's z" : "one position's " + a.get("--what", "resid_pre"))
+            << " is patched in (1 = all):\n"
+            << pad("", 9);
+  for (int j = 0; j < C; ++j)
+    std::cout << " " << pad(heads ? "head " + std::to_string(j) : clean.tokens[static_cast<size_t>(j)], 8);
+  std::cout << "\n";
+  for (int l = 0; l < L; ++l) {
+    std::cout << pad("layer " + std::to_string(l), 9);
+    for (int j = 0; j < C; ++j) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%8.3f", p.values.at(l, j));
+      std::cout << " " << v;
+    }
+    std::cout << "\n";
+  }
+  std::cout << L * C << " patched runs in " << ms << " ms\n";
+  return 0;
+}
+
 int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--text", "--pair", "--lines", "--stage"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
@@ -509,6 +598,7 @@ int main(int argc, char** argv) {
       {"forward", cmd_forward},
       {"tokenize", cmd_tokenize},
       {"analyze", cmd_analyze},
+      {"patch", cmd_patch},
       {"train", [](const std::vector<std::string>& a, const std::string&) { return cmd_train(a); }},
       {"eval", cmd_eval},
       {"predict", cmd_predict},

@@ -38,6 +38,11 @@ struct PassOptions {
   // Named activations to keep, replace or add to (engine/compute/hooks.h); the cpu and reference
   // backends run them.
   const HookSpec* hooks = nullptr;
+  // Resumes a pass: `start` [T, E] is layer `first_layer`'s input (a cached hook_resid_pre), so
+  // the embedding and the layers before it are not run again (activation patching at layer l
+  // recomputes layers >= l only). Null: from the embedding.
+  const Tensor* start = nullptr;
+  int first_layer = 0;
 };
 
 struct EncodeOptions : PassOptions {

@@ -36,9 +36,19 @@ bool HookRun::wanted(const std::string& name) const {
 
 void HookRun::visit(const std::string& name, Tensor& value, const std::vector<int64_t>& shape) {
   met.insert(name);
-  const int64_t rows = value.dim(0), width = rows > 0 ? static_cast<int64_t>(value.data.size()) / rows : 0;
+  const int64_t rows = value.dim(0), full = rows > 0 ? static_cast<int64_t>(value.data.size()) / rows : 0;
   for (const HookEdit& e : spec_.edits) {
     if (e.name != name) continue;
+    // one head's columns of a per-head value, or the whole row
+    int64_t first = 0, width = full;
+    if (e.head >= 0) {
+      if (shape.size() != 3 || e.head >= shape[1])
+        throw Error(
+            name + ": no head " + std::to_string(e.head) +
+            (shape.size() == 3 ? " (it has " + std::to_string(shape[1]) + ")" : " (it is not a per-head value)"));
+      width = shape[2];
+      first = e.head * width;
+    }
     std::vector<int> pos = e.positions;
     if (pos.empty())
       for (int t = 0; t < rows; ++t) pos.push_back(t);
@@ -53,7 +63,7 @@ void HookRun::visit(const std::string& name, Tensor& value, const std::vector<in
                   std::to_string(width) + " need " + std::to_string(static_cast<int64_t>(pos.size()) * width) +
                   (e.kind == HookEdit::Kind::Add ? " (or one row of " + std::to_string(width) + ")" : std::string()));
     for (size_t r = 0; r < pos.size(); ++r) {
-      float* dst = value.ptr() + static_cast<int64_t>(pos[r]) * width;
+      float* dst = value.ptr() + static_cast<int64_t>(pos[r]) * full + first;
       const float* src = e.value.ptr() + (one_row ? 0 : static_cast<int64_t>(r) * width);
       if (e.kind == HookEdit::Kind::Replace)
         std::copy_n(src, width, dst);

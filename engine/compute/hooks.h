@@ -41,6 +41,7 @@ struct HookEdit {
                                // listed, or (Add) 1 row added at every position listed
   std::vector<int> positions;  // empty: every position
   float alpha = 1.0f;          // Add: value * alpha
+  int head = -1;               // per-head values ([T, heads, d_head]): only this head's d_head columns
 };
 
 struct HookSpec {

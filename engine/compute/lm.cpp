@@ -41,6 +41,11 @@ Tensor logits_at(const Model& model, const Tensor& hidden, int position) {
 
 }  // namespace
 
+std::vector<float> next_token_logits(const Model& model, const Tensor& hidden, int position) {
+  const Tensor logits = logits_at(model, hidden, position);
+  return std::vector<float>(logits.data.begin(), logits.data.end());
+}
+
 double next_token_probability(const Model& model, const Tensor& hidden, int position, int id) {
   const Tensor logits = logits_at(model, hidden, position);
   const float* l = logits.ptr();

@@ -16,6 +16,8 @@ namespace attnlab {
 std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Tensor& hidden, int position, int k);
 
 // softmax(lm_head(hidden[position]))[id], in double: one token's probability.
+// The LM head's logits over the vocabulary at one position of hidden [T, E].
+std::vector<float> next_token_logits(const Model& model, const Tensor& hidden, int position);
 double next_token_probability(const Model& model, const Tensor& hidden, int position, int id);
 
 struct LogitLens {

@@ -578,14 +578,22 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   out.attention.resize(static_cast<size_t>(c.num_layers));
   const LayerPlan plan = make_layer_plan(c);
   NormState norm;
-  Tensor x = embed_forward(model, ops, ids, options.token_types, T, norm);  // (T, E)
+  const int first = options.start ? options.first_layer : 0;
+  if (first < 0 || first >= c.num_layers)
+    throw Error("a pass cannot start at layer " + std::to_string(first) + " (the model has " +
+                std::to_string(c.num_layers) + ")");
+  if (options.start && (options.start->dim(0) != T || options.start->dim(1) != c.embed_size))
+    throw Error("a resumed pass needs layer " + std::to_string(first) + "'s input as [" + std::to_string(T) + ", " +
+                std::to_string(c.embed_size) + "]");
+  // (T, E): the embedding, or the given input of layer `first`
+  Tensor x = options.start ? *options.start : embed_forward(model, ops, ids, options.token_types, T, norm);
   AttnArgs attn = attention_args(c, model.weights, 1, T, T);
   attn.mask = &mask;
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
   std::optional<HookRun> hooks;
   if (options.hooks && !options.hooks->empty()) hooks.emplace(*options.hooks);
   std::vector<Tensor> patterns(static_cast<size_t>(c.num_layers));  // attn.hook_pattern kept for hooks only
-  for (int l = 0; l < c.num_layers; ++l) {
+  for (int l = first; l < c.num_layers; ++l) {
     check_cancel(options);
     if (options.on_layer) options.on_layer(l);
     if (options.keep_layer_inputs) out.layer_inputs.push_back(x);

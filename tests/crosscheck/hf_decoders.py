@@ -487,6 +487,94 @@ def check_hooks(name, folder, model, T, vocab):
         fail(f"{name}: {msg}")
 
 
+def torch_patching(model, clean, corrupted, answer, wrong, what):
+    """Activation patching written as a user writes it today: PyTorch forward hooks on
+    transformers' modules put each clean activation into the corrupted run (TransformerLens's
+    get_act_patch_resid_pre / attn_out / mlp_out / z semantics), normalised as attnlab reports it."""
+    base = model.transformer if hasattr(model, "transformer") else model.model
+    gpt2 = hasattr(base, "h")
+    blocks = base.h if gpt2 else base.layers
+    dtype = next(model.parameters()).dtype
+    acts = hook_activations(model, clean)
+    E, H = model.config.hidden_size, model.config.num_attention_heads
+    D = E // H
+    T = len(clean)
+
+    def metric(ids, register=None):
+        handle = register() if register else None
+        try:
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        finally:
+            if handle:
+                handle.remove()
+        return float(logits[answer] - logits[wrong])
+
+    m_clean, m_corr = metric(clean), metric(corrupted)
+    L = len(blocks)
+    cols = H if what == "z" else T
+    out = np.zeros((L, cols))
+    for l, blk in enumerate(blocks):
+        proj = blk.attn.c_proj if gpt2 else blk.self_attn.o_proj
+        value = torch.tensor(acts[f"blocks.{l}." + {"resid_pre": "hook_resid_pre", "attn_out": "hook_attn_out",
+                                                     "mlp_out": "hook_mlp_out", "z": "attn.hook_z"}[what]]).to(dtype)
+        for j in range(cols):
+            def register(j=j, blk=blk, proj=proj, value=value):
+                if what == "resid_pre":
+                    def pre(m, i):
+                        x = i[0].clone()
+                        x[0, j] = value[j]
+                        return (x,) + tuple(i[1:])
+                    return blk.register_forward_pre_hook(pre)
+                if what == "z":
+                    def pre_z(m, i):
+                        x = i[0].clone()
+                        x[0, :, j * D:(j + 1) * D] = value[:, j, :]
+                        return (x,) + tuple(i[1:])
+                    return proj.register_forward_pre_hook(pre_z)
+                module = proj if what == "attn_out" else blk.mlp
+                def post(m, i, o):
+                    o = o.clone()
+                    o[0, j] = value[j]
+                    return o
+                return module.register_forward_hook(post)
+            out[l, j] = (metric(corrupted, register) - m_corr) / (m_clean - m_corr)
+    return {"values": out, "span": abs(m_clean - m_corr)}
+
+
+def check_patching(name, folder, model, T, vocab):
+    """attnlab-cli patch against torch_patching, every entry of every kind, within the float32
+    bound of a logit difference divided by the clean-corrupted span."""
+    model.eval()
+    rng = np.random.default_rng(8)
+    clean = [int(x) for x in rng.integers(0, vocab, T)]
+    corrupted = list(clean)
+    corrupted[T // 2] = (clean[T // 2] + 7) % vocab  # one token changed, as in the IOI-style setups
+    answer, wrong = 3, 11
+    worst = WorstShare("a")
+    layers = model.config.num_hidden_layers
+    K = max(model.config.hidden_size, T, getattr(model.config, "intermediate_size", None) or 4 * model.config.hidden_size)
+    for what in ("resid_pre", "attn_out", "mlp_out", "z"):
+        j = json.loads(run(["patch", "--model", folder, "--clean-ids", ",".join(map(str, clean)), "--corrupted-ids",
+                            ",".join(map(str, corrupted)), "--answer-id", str(answer), "--wrong-id", str(wrong),
+                            "--what", what, "--json"]).stdout)
+        got = np.array(j["values"]).reshape(j["shape"])
+        r32, r = reference_pair(model, lambda m: torch_patching(m, clean, corrupted, answer, wrong, what))
+        if got.shape != r["values"].shape:
+            fail(f"{name}: patch --what {what} shape {got.shape} vs {r['values'].shape}")
+            continue
+        # a logit difference: one more reduction of hidden-size terms past the layers, of logit
+        # magnitude, over the span it is divided by
+        floor = 2 * stack_floor(layers + 1, K, max(abs(j["clean_logit_diff"]), abs(j["corrupted_logit_diff"]), 1.0))
+        worst.note("a", got, r["values"], r32["values"], floor / r["span"])
+        if what == "resid_pre":  # the one changed position at layer 0 restores everything
+            if abs(got[0, T // 2] - 1) > 1e-6:
+                fail(f"{name}: resid_pre at layer 0, the changed position, restored {got[0, T // 2]}, not 1")
+    print(f"{name}: activation patching (resid_pre, attn_out, mlp_out, z) vs PyTorch hooks on transformers: "
+          f"{worst.summary({'a': 'max |diff|'})}")
+    for msg in worst.failed({"a": "patching"}):
+        fail(f"{name}: {msg}")
+
+
 def main():
     root = tempfile.mkdtemp(prefix="attnlab-decoders-")
     try:
@@ -503,6 +591,7 @@ def main():
         compare_decoder("GPT2LMHeadModel (tied)", g, m, [1, 7, 100], V["gpt2"])
         check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
+        check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -521,6 +610,7 @@ def main():
         compare_decoder("LlamaForCausalLM (GQA 8/2)", ll, m, [1, 13, 200], V["llama3"])
         check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
+        check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))

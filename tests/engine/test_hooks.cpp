@@ -5,6 +5,7 @@
 // tests/crosscheck/hf_decoders.py (check_hooks).
 #include <filesystem>
 
+#include "engine/analysis/patching.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
@@ -193,4 +194,69 @@ TEST_CASE("npz: numpy's zip of stored .npy members", "[hooks][formats]") {
   const std::string npy = serialize_npy(arrays["blocks.0.hook_z"]);
   CHECK(z.substr(30 + 19, npy.size()) == npy);
   CHECK(parse_npy(z.substr(30 + 19, npy.size())).tensor.data == arrays["blocks.0.hook_z"].data);
+}
+
+TEST_CASE("activation patching: resumed runs equal full ones; the changed token restores exactly 1",
+          "[hooks][patching]") {
+  const std::string dir = scratch("patch");
+  const Model m = tiny_decoder(dir);
+  const ModelConfig& c = m.config;
+  const int T = 6, changed = 3, answer = 5, wrong = 9;
+  ForwardRequest clean, corrupted;
+  clean.ids = random_ids(T, c.vocab_size, 11);
+  corrupted.ids = clean.ids;
+  corrupted.ids[changed] = (clean.ids[changed] + 1) % c.vocab_size;
+  auto backend = make_backend("cpu");
+  for (const PatchTarget what : {PatchTarget::ResidPre, PatchTarget::AttnOut, PatchTarget::MlpOut, PatchTarget::Z}) {
+    const PatchResult p = activation_patching(m, *backend, clean, corrupted, answer, wrong, what);
+    const bool heads = what == PatchTarget::Z;
+    REQUIRE(p.values.shape == std::vector<int64_t>{c.num_layers, heads ? c.num_heads : T});
+    // every entry again as a full pass (embedding and all layers) with the same edit: the same number
+    HookSpec keep;
+    keep.cache = {"*"};
+    ForwardRequest rc = clean;
+    rc.hooks = &keep;
+    const ForwardResult cr = run_forward(m, *backend, rc);
+    const char* hook = what == PatchTarget::ResidPre  ? "hook_resid_pre"
+                       : what == PatchTarget::AttnOut ? "hook_attn_out"
+                       : what == PatchTarget::MlpOut  ? "hook_mlp_out"
+                                                      : "attn.hook_z";
+    for (int l = 0; l < c.num_layers; ++l)
+      for (int j = 0; j < p.values.dim(1); ++j) {
+        const Tensor& v = cr.cache.at("blocks." + std::to_string(l) + "." + hook);
+        const int64_t width = static_cast<int64_t>(v.data.size()) / T;
+        HookEdit e;
+        e.name = "blocks." + std::to_string(l) + "." + hook;
+        if (heads) {
+          const int64_t D = v.dim(2);
+          e.head = j;
+          e.value = Tensor({T, D});
+          for (int t = 0; t < T; ++t) std::copy_n(v.ptr() + t * width + j * D, D, e.value.ptr() + t * D);
+        } else {
+          e.positions = {j};
+          e.value = Tensor({1, width});
+          std::copy_n(v.ptr() + j * width, width, e.value.ptr());
+        }
+        HookSpec spec;
+        spec.edits = {e};
+        ForwardRequest r = corrupted;
+        r.hooks = &spec;
+        const double full = logit_difference(m, run_forward(m, *backend, r), answer, wrong);
+        INFO("layer " << l << ", column " << j);
+        CHECK(p.values.at(l, j) == static_cast<float>((full - p.corrupted) / (p.clean - p.corrupted)));
+      }
+    if (what == PatchTarget::ResidPre) {
+      CHECK(p.values.at(0, changed) == 1.0f);                              // the corrupted input becomes the clean one
+      for (int t = 0; t < changed; ++t) CHECK(p.values.at(0, t) == 0.0f);  // a causal model: earlier rows are equal
+    }
+  }
+  // what it refuses, saying why
+  ForwardRequest shorter = corrupted;
+  shorter.ids.pop_back();
+  CHECK_THROWS_WITH(activation_patching(m, *backend, clean, shorter, answer, wrong, PatchTarget::ResidPre),
+                    Catch::Contains("the clean one has 6, the corrupted one 5"));
+  CHECK_THROWS_WITH(activation_patching(m, *backend, clean, clean, answer, wrong, PatchTarget::ResidPre),
+                    Catch::Contains("nothing for a patch to restore"));
+  CHECK_THROWS_WITH(parse_patch_target("pattern"), Catch::Contains("expected resid_pre, attn_out, mlp_out or z"));
+  fs::remove_all(dir);
 }

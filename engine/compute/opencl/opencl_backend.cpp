@@ -85,6 +85,7 @@ class OpenClBackend final : public Backend {
     if (!fallback_ && !device_runs(m.config)) return host("this model's decoder layers")->encode(m, ids, mask, o);
     if (!fallback_ && !o.ablate.empty()) return host("head ablation")->encode(m, ids, mask, o);
     if (!fallback_ && o.hooks && !o.hooks->empty()) return host("named activations (hooks)")->encode(m, ids, mask, o);
+    if (!fallback_ && o.start) return host("a resumed pass")->encode(m, ids, mask, o);
     model_notice_.clear();
     if (!fallback_) {
       try {

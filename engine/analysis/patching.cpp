@@ -1,0 +1,105 @@
+// Activation patching (see patching.h).
+#include "engine/analysis/patching.h"
+
+#include <cmath>
+
+#include "engine/compute/hooks.h"
+#include "engine/compute/lm.h"
+
+namespace attnlab {
+
+PatchTarget parse_patch_target(const std::string& name) {
+  if (name == "resid_pre") return PatchTarget::ResidPre;
+  if (name == "attn_out") return PatchTarget::AttnOut;
+  if (name == "mlp_out") return PatchTarget::MlpOut;
+  if (name == "z") return PatchTarget::Z;
+  throw Error("--what: expected resid_pre, attn_out, mlp_out or z, got \"" + name + "\"");
+}
+
+double logit_difference(const Model& model, const ForwardResult& r, int answer, int wrong) {
+  const ModelConfig& c = model.config;
+  std::vector<float> logits;
+  if (c.num_classes > 0)
+    logits = r.logits;
+  else if (c.lm_head)
+    logits = next_token_logits(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1);
+  else
+    throw Error("activation patching reads a prediction: this model has neither a classifier nor an LM head");
+  const int n = static_cast<int>(logits.size());
+  for (int id : {answer, wrong})
+    if (id < 0 || id >= n)
+      throw Error((c.num_classes > 0 ? "no class " : "no token id ") + std::to_string(id) + " (the model has " +
+                  std::to_string(n) + ")");
+  return static_cast<double>(logits[static_cast<size_t>(answer)]) - logits[static_cast<size_t>(wrong)];
+}
+
+PatchResult activation_patching(const Model& model, Backend& backend, const ForwardRequest& clean,
+                                const ForwardRequest& corrupted, int answer, int wrong, PatchTarget what,
+                                const std::function<void(int, int)>& progress, const std::atomic<bool>* cancel) {
+  const ModelConfig& c = model.config;
+  const int T = static_cast<int>(clean.ids.size()), L = c.num_layers, H = c.num_heads;
+  if (static_cast<int>(corrupted.ids.size()) != T)
+    throw Error("clean and corrupted inputs must have the same number of tokens: the clean one has " +
+                std::to_string(T) + ", the corrupted one " + std::to_string(corrupted.ids.size()));
+  if (what == PatchTarget::MlpOut && c.ff_dim == 0) throw Error("--what mlp_out: this model has no MLP");
+  const char* hook = what == PatchTarget::ResidPre  ? "hook_resid_pre"
+                     : what == PatchTarget::AttnOut ? "hook_attn_out"
+                     : what == PatchTarget::MlpOut  ? "hook_mlp_out"
+                                                    : "attn.hook_z";
+  auto name_at = [&](int l) { return "blocks." + std::to_string(l) + "." + hook; };
+  // the clean run keeps what is patched in; the corrupted run keeps every layer's input, where
+  // each patched run resumes
+  HookSpec keep_clean, keep_corrupted;
+  keep_clean.cache = {std::string("blocks.*.") + hook};
+  keep_corrupted.cache = {"blocks.*.hook_resid_pre"};
+  ForwardRequest rc = clean, rk = corrupted;
+  rc.hooks = &keep_clean, rk.hooks = &keep_corrupted;
+  rc.keep_attention = rk.keep_attention = std::vector<bool>(static_cast<size_t>(L), false);
+  const ForwardResult clean_run = run_forward(model, backend, rc), corrupted_run = run_forward(model, backend, rk);
+  PatchResult out;
+  out.clean = logit_difference(model, clean_run, answer, wrong);
+  out.corrupted = logit_difference(model, corrupted_run, answer, wrong);
+  const double span = out.clean - out.corrupted;
+  // below this the two runs agree to float32 rounding of the logits: nothing to restore
+  const double tiny = 1e-5 * std::max({1.0, std::fabs(out.clean), std::fabs(out.corrupted)});
+  if (std::fabs(span) < tiny)
+    throw Error("the clean and corrupted inputs give the same logit difference (" + std::to_string(out.clean) +
+                "): there is nothing for a patch to restore");
+
+  const int cols = what == PatchTarget::Z ? H : T;
+  out.values = Tensor({L, cols});
+  int done = 0;
+  for (int l = 0; l < L; ++l) {
+    const Tensor& clean_value = clean_run.cache.at(name_at(l));
+    const int64_t width = static_cast<int64_t>(clean_value.data.size()) / T;
+    for (int j = 0; j < cols; ++j) {
+      if (cancel && cancel->load()) throw Cancelled();
+      HookEdit e;
+      e.name = name_at(l);
+      if (what == PatchTarget::Z) {  // head j at every position: its d_head columns of each row
+        const int64_t D = clean_value.dim(2);
+        e.head = j;
+        e.value = Tensor({T, D});
+        for (int t = 0; t < T; ++t)
+          std::copy_n(clean_value.ptr() + t * width + j * D, D, e.value.ptr() + static_cast<int64_t>(t) * D);
+      } else {  // position j
+        e.positions = {j};
+        e.value = Tensor({1, width});
+        std::copy_n(clean_value.ptr() + static_cast<int64_t>(j) * width, width, e.value.ptr());
+      }
+      HookSpec spec;
+      spec.edits.push_back(std::move(e));
+      ForwardRequest r = corrupted;
+      r.hooks = &spec;
+      r.start = &corrupted_run.cache.at("blocks." + std::to_string(l) + ".hook_resid_pre");
+      r.first_layer = l;
+      r.keep_attention = std::vector<bool>(static_cast<size_t>(L), false);
+      const double m = logit_difference(model, run_forward(model, backend, r), answer, wrong);
+      out.values.at(l, j) = static_cast<float>((m - out.corrupted) / span);
+      if (progress) progress(++done, L * cols);
+    }
+  }
+  return out;
+}
+
+}  // namespace attnlab
