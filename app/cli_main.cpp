@@ -18,6 +18,7 @@
 #include "engine/compute/forward.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
+#include "engine/analysis/detectors.h"
 #include "engine/analysis/method_table.h"
 #include "engine/analysis/methods.h"
 #include "engine/analysis/patching.h"
@@ -91,6 +92,10 @@ usage:
                       head-importance [L, H] (p_target minus p_target with the head ablated, Michel et al. 2019),
                       head-patterns (--json; Clark et al. 2019), logit-lens [2, L, T] (language models:
                       top-1 next-token ids, then probabilities, per layer and position)
+  attnlab-cli analyze [--model DIR] --method induction|previous-token|duplicate-token [--seq 50] [--seed 0]
+                      [--out F.npy] [--json]   head detectors [L, H] on random tokens repeated twice
+                      (Olsson et al. 2022): attention to the token after the first occurrence, to the
+                      previous token, to the earlier occurrence
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
@@ -248,7 +253,8 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
 
 // Analysis methods (engine/analysis/methods.h) and the logit lens, one input, headless.
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target"}),
+  const Args a(argv,
+               with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target", "--seq"}),
                {"--json", "--random-init"});
   if (!a.has("--method")) throw Error("analyze needs --method (" + method_names() + ")");
   // the table's names and aliases (the app's "relevance" is grad-attention, and so on)
@@ -265,6 +271,35 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   if (a.has("--target") && target < 0)
     throw Error("--target: a class index (classifiers) or a token id (language models), 0 or more");
   const Model model = resolve_model(a, argv0);
+  if (row->id == MethodId::Induction || row->id == MethodId::PreviousToken || row->id == MethodId::DuplicateToken) {
+    // head detectors read their own input: a random sequence repeated twice (detectors.h)
+    if (a.has("--text") || a.has("--ids"))
+      throw Error("--method " + method + " reads its own input (a random sequence repeated twice: --seq N --seed S)");
+    const HeadDetector kind = row->id == MethodId::Induction       ? HeadDetector::Induction
+                              : row->id == MethodId::PreviousToken ? HeadDetector::PreviousToken
+                                                                   : HeadDetector::DuplicateToken;
+    const int seq = a.get_int("--seq", 50);
+    const int seed = a.get_int("--seed", 0);
+    auto backend = make_backend(a.get("--backend", "cpu"));
+    const Tensor scores = detect_heads(model, *backend, kind, seq, static_cast<uint64_t>(seed));
+    if (a.has("--out")) save_npy(a.get("--out"), scores);
+    const int L = static_cast<int>(scores.dim(0)), H = static_cast<int>(scores.dim(1));
+    if (a.has("--json")) {
+      json j;
+      j["method"] = method, j["seq"] = seq, j["seed"] = seed, j["shape"] = scores.shape;
+      j["ids"] = repeated_random_tokens(model, seq, static_cast<uint64_t>(seed));  // the input it read
+      j["scores"] = std::vector<float>(scores.data.begin(), scores.data.end());
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << method << " scores (" << row->value << ", 0 to 1) on " << seq << " random tokens repeated twice (seed "
+              << seed << "): rows = layers, columns = heads\n";
+    for (int l = 0; l < L; ++l) {
+      for (int h = 0; h < H; ++h) std::printf(" %6.3f", scores.at(l, h));
+      std::printf("\n");
+    }
+    return 0;
+  }
   const ForwardRequest req = request_from_flags(a, model, "analyze");
   const std::vector<std::string>& labels = req.tokens;
   auto backend = make_backend(a.get("--backend", "cpu"));

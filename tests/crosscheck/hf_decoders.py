@@ -575,6 +575,35 @@ def check_patching(name, folder, model, T, vocab):
         fail(f"{name}: {msg}")
 
 
+def check_detectors(name, folder, model, seq):
+    """analyze --method induction / previous-token / duplicate-token against the same definitions
+    (detectors.h) applied to transformers' own attention on the sequence attnlab read."""
+    model.eval()
+    worst = WorstShare("a")
+    for method, score in (("induction", lambda P, S: np.mean([P[:, i, i - S + 1] for i in range(S, 2 * S)], 0)),
+                          ("previous-token", lambda P, S: np.mean([P[:, i, i - 1] for i in range(1, 2 * S)], 0)),
+                          ("duplicate-token", lambda P, S: np.mean([P[:, i, i - S] for i in range(S, 2 * S)], 0))):
+        j = json.loads(run(["analyze", "--model", folder, "--method", method, "--seq", str(seq), "--seed", "3",
+                            "--json"]).stdout)
+        ids = j["ids"]
+        if len(ids) != 2 * seq or ids[:seq] != ids[seq:]:
+            fail(f"{name}: {method} did not read a sequence repeated twice")
+            continue
+        got = np.array(j["scores"]).reshape(j["shape"])
+
+        def call(m):
+            out = m(input_ids=torch.tensor([ids]), output_attentions=True)
+            return np.stack([score(a[0].double().numpy(), seq) for a in out.attentions])
+
+        r32, r = reference_pair(model, call)
+        p_floor, _, _, _ = decoder_floors(model, 2 * seq, np.zeros(1))
+        worst.note("a", got, r, r32, p_floor)
+    print(f"{name}: head detectors (induction, previous-token, duplicate-token) vs transformers' attention: "
+          f"{worst.summary({'a': 'max |diff|'})}")
+    for msg in worst.failed({"a": "head detectors"}):
+        fail(f"{name}: {msg}")
+
+
 def main():
     root = tempfile.mkdtemp(prefix="attnlab-decoders-")
     try:
@@ -592,6 +621,7 @@ def main():
         check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
+        check_detectors("GPT2LMHeadModel (tied)", g, m, 20)
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -611,6 +641,7 @@ def main():
         check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
+        check_detectors("LlamaForCausalLM (GQA 8/2)", ll, m, 30)
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))

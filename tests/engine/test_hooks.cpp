@@ -5,6 +5,7 @@
 // tests/crosscheck/hf_decoders.py (check_hooks).
 #include <filesystem>
 
+#include "engine/analysis/detectors.h"
 #include "engine/analysis/patching.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/hooks.h"
@@ -259,4 +260,35 @@ TEST_CASE("activation patching: resumed runs equal full ones; the changed token 
                     Catch::Contains("nothing for a patch to restore"));
   CHECK_THROWS_WITH(parse_patch_target("pattern"), Catch::Contains("expected resid_pre, attn_out, mlp_out or z"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("head detectors: each score reads its diagonal of a hand-made pattern", "[detectors]") {
+  const int S = 5, T = 2 * S, H = 4;
+  ForwardResult r;
+  r.ids.assign(T, 7);
+  Tensor P({H, T, T});
+  auto put = [&](int h, int i, int j) { P.ptr()[(static_cast<size_t>(h) * T + i) * T + j] = 1.0f; };
+  for (int i = 0; i < T; ++i) {
+    put(0, i, i >= S ? i - S + 1 : 0);  // induction: the token after the first occurrence
+    put(1, i, i >= 1 ? i - 1 : 0);      // previous token
+    put(2, i, i >= S ? i - S : 0);      // the earlier occurrence
+    put(3, i, i);                       // itself
+  }
+  r.attention = {P};
+  const Tensor ind = head_detector_scores(r, HeadDetector::Induction, S),
+               prev = head_detector_scores(r, HeadDetector::PreviousToken, S),
+               dup = head_detector_scores(r, HeadDetector::DuplicateToken, S);
+  CHECK(ind.at(0, 0) == 1.0f);
+  CHECK(prev.at(0, 1) == 1.0f);
+  CHECK(dup.at(0, 2) == 1.0f);
+  CHECK(ind.at(0, 3) == 0.0f);
+  CHECK(prev.at(0, 3) == 0.0f);
+  CHECK(dup.at(0, 3) == 0.0f);
+  CHECK(ind.at(0, 2) == 0.0f);                    // the earlier occurrence is not the token after it
+  CHECK(prev.at(0, 0) == Approx(1.0 / (T - 1)));  // head 0 meets the previous token once: row 1 looks at 0
+  const Model m = random_model(small_config(16, 2, 2, 24, 32));
+  const std::vector<int> ids = repeated_random_tokens(m, 9, 4);
+  REQUIRE(ids.size() == 18);
+  CHECK(std::equal(ids.begin(), ids.begin() + 9, ids.begin() + 9));
+  CHECK_THROWS_WITH(repeated_random_tokens(m, 20, 0), Catch::Contains("longer than the model's 32 positions"));
 }

@@ -52,7 +52,8 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
   CHECK(find_method("attention-rollout", true).page_index == 0);
   CHECK(find_method("grad-attention", true).page_index == 1);
   CHECK(method_names() ==
-        "rollout, grad-attention, value-norm, mean-heads, mean-layers, head-importance, head-patterns, logit-lens");
+        "rollout, grad-attention, value-norm, mean-heads, mean-layers, head-importance, "
+        "head-patterns, logit-lens, induction, previous-token, duplicate-token");
   CHECK(method_names(true) ==
         "rollout, grad-attention, value-norm, mean-heads, mean-layers, selected-queries, selected-keys, compare");
   CHECK_THROWS_WITH(find_method("nope"),
