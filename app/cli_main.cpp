@@ -455,31 +455,11 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
 
 // What the model's tokenizer makes of text, stage by stage (the Hugging Face cross-check drives
 // this over every code point with --lines).
-// --answer / --wrong: a class name (classifiers) or text that is one token (language models);
-// --answer-id / --wrong-id: the index or id itself.
+// --answer / --wrong (resolve_answer: a class name or one token), or --answer-id / --wrong-id.
 int answer_from_flags(const Args& a, const Model& model, const std::string& which) {
-  const ModelConfig& c = model.config;
   if (a.has("--" + which + "-id")) return a.get_int("--" + which + "-id", -1);
   if (!a.has("--" + which)) throw Error("patch needs --" + which + " TOKEN (or --" + which + "-id N)");
-  const std::string text = a.get("--" + which);
-  if (c.num_classes > 0) {
-    for (int k = 0; k < c.num_classes; ++k)
-      if (model.label(k) == text) return k;
-    std::string names;
-    for (int k = 0; k < c.num_classes; ++k) names += (k ? ", " : "") + model.label(k);
-    throw Error("--" + which + ": no class \"" + text + "\" (the classes are " + names + ")");
-  }
-  InputOptions o;
-  o.what = "--" + which;
-  const PreparedInput in = prepare_text(model, text, o);
-  std::vector<int> ids;
-  std::string pieces;
-  for (size_t t = 0; t < in.ids.size(); ++t)
-    if (!in.special[t]) ids.push_back(in.ids[t]), pieces += (pieces.empty() ? "" : " | ") + in.tokens[t];
-  if (ids.size() != 1)
-    throw Error("--" + which + " \"" + text + "\" is " + std::to_string(ids.size()) + " tokens (" + pieces +
-                "), not one: pass one token (a leading space matters to byte-level tokenizers) or --" + which + "-id");
-  return ids[0];
+  return resolve_answer(model, a.get("--" + which), "--" + which);
 }
 
 int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {

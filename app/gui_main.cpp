@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "app/default_model.h"
+#include "ui/explore/circuits_page.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
@@ -33,6 +34,10 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"layer", "Layer to show.", "L"});
   p.addOption({"mask", "Mask: causal, padding, window:W, strided:S, global:0,7 (repeatable).", "MASK"});
   p.addOption({"tab", "Open on a tab: " + attnlab::explore_page_names().join(", ") + " in Explore, or train.", "NAME"});
+  p.addOption({"corrupted", "With --tab circuits: patch the --text run's activations into this one.", "TEXT"});
+  p.addOption({"answer", "With --tab circuits: the answer (a class or one token).", "TOKEN"});
+  p.addOption({"wrong", "With --tab circuits: the answer it is measured against.", "TOKEN"});
+  p.addOption({"patch", "With --tab circuits: resid_pre, attn_out, mlp_out or z.", "WHAT"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
   p.addOption({"heads", "What the Heads and Head tabs draw: attention (default) or value-weighted.", "WHAT"});
@@ -169,6 +174,14 @@ int main(int argc, char** argv) {
     e->showPage(tab);
   }
   if (tab == "importance") e->computeImportance();
+  if (tab == "circuits" && p.isSet("corrupted")) {  // activation patching, computed for the screenshot
+    auto* page = static_cast<attnlab::CircuitsPage*>(e->page("circuits"));
+    page->setPrompts(e->text(), p.value("corrupted"));
+    if (p.isSet("answer") || p.isSet("wrong")) page->setAnswers(p.value("answer"), p.value("wrong"));
+    if (p.isSet("patch")) page->setTarget(p.value("patch"));
+    page->compute();
+    page->wait();
+  }
   if (p.isSet("select")) {
     std::vector<int> positions;
     for (const QString& t : p.value("select").split(',', Qt::SkipEmptyParts)) {

@@ -5,6 +5,7 @@
 
 #include "engine/compute/hooks.h"
 #include "engine/compute/lm.h"
+#include "engine/text/input.h"
 
 namespace attnlab {
 
@@ -14,6 +15,29 @@ PatchTarget parse_patch_target(const std::string& name) {
   if (name == "mlp_out") return PatchTarget::MlpOut;
   if (name == "z") return PatchTarget::Z;
   throw Error("--what: expected resid_pre, attn_out, mlp_out or z, got \"" + name + "\"");
+}
+
+int resolve_answer(const Model& model, const std::string& text, const std::string& what) {
+  const ModelConfig& c = model.config;
+  if (c.num_classes > 0) {
+    std::string names;
+    for (int k = 0; k < c.num_classes; ++k) {
+      if (model.label(k) == text) return k;
+      names += (k ? ", " : "") + model.label(k);
+    }
+    throw Error(what + ": no class \"" + text + "\" (the classes are " + names + ")");
+  }
+  InputOptions o;
+  o.what = what;
+  const PreparedInput in = prepare_text(model, text, o);
+  std::vector<int> ids;
+  std::string pieces;
+  for (size_t t = 0; t < in.ids.size(); ++t)
+    if (!in.special[t]) ids.push_back(in.ids[t]), pieces += (pieces.empty() ? "" : " | ") + in.tokens[t];
+  if (ids.size() != 1)
+    throw Error(what + " \"" + text + "\" is " + std::to_string(ids.size()) + " tokens (" + pieces +
+                "), not one: give one token (a leading space matters to byte-level tokenizers) or its id");
+  return ids[0];
 }
 
 double logit_difference(const Model& model, const ForwardResult& r, int answer, int wrong) {

@@ -26,6 +26,11 @@ struct PatchResult {
   double clean = 0, corrupted = 0;  // the metric of the two runs
 };
 
+// An answer as the metric reads it: a class name (classifiers) or text that is exactly one token
+// (language models; a leading space matters to byte-level tokenizers). Error otherwise, naming
+// the classes or showing how the text tokenizes; `what` names the field in messages ("--answer").
+int resolve_answer(const Model& model, const std::string& text, const std::string& what);
+
 // The logit difference the patching reads: logits at the last position (LM head) or the
 // classifier's, answer minus wrong.
 double logit_difference(const Model& model, const ForwardResult& r, int answer, int wrong);

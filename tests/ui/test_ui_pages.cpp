@@ -3,12 +3,14 @@
 #include <QApplication>
 #include <QTabWidget>
 #include <QTableWidget>
+#include "engine/analysis/patching.h"
 #include <QThread>
 #include <atomic>
 #include <catch2/catch.hpp>
 
 #include "tests/ui/ui_test_util.h"
 #include "ui/background_job.h"
+#include "ui/explore/circuits_page.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore/patterns_page.h"
 #include "ui/heatmap_view.h"
@@ -149,4 +151,41 @@ TEST_CASE("Patterns page: every head's pattern and share, a click opens the head
   REQUIRE(e->showPage("patterns"));
   CHECK(t->rowCount() == c.num_layers);
   CHECK(t->item(0, 0)->toolTip().contains("layer 0, head 0"));
+}
+
+TEST_CASE("Circuits page: patching in the background, the changed token restores 1, mistakes said on the page",
+          "[ui][pages][patching]") {
+  OpenWindow o("abcd");
+  ExploreView* e = o.e;
+  auto* page = static_cast<CircuitsPage*>(e->page("circuits"));
+  REQUIRE(e->showPage("patching"));
+  CHECK(page->cleanText() == "abcd");  // the explored text, to edit
+  CHECK(page->isEnabled());            // the test model is a classifier
+  page->setPrompts("abcd", "abxd");
+  page->setAnswers("yes", "no");
+  page->setTarget("resid_pre");
+  page->compute();
+  CHECK(page->running());
+  page->wait();
+  REQUIRE(page->result());
+  const HeatmapData& d = page->map()->data();
+  REQUIRE(d.rows == e->model()->config.num_layers);
+  REQUIRE(d.cols == 4);
+  CHECK(d.value(0, 2) == 1.0f);  // the changed character at layer 0: the corrupted input becomes the clean one
+  CHECK(d.col_labels.size() == 4);
+  CHECK(d.diverging);
+  CHECK(page->status().contains("clean"));
+  page->setTarget("z");
+  page->compute();
+  page->wait();
+  CHECK(page->map()->data().cols == e->model()->config.num_heads);
+  // mistakes: said on the page, nothing computed
+  page->setPrompts("abcd", "abc");
+  page->compute();
+  page->wait();
+  CHECK(page->status().contains("same number of tokens"));
+  page->setPrompts("abcd", "abxd");
+  page->setAnswers("maybe", "no");
+  page->compute();
+  CHECK(page->status().contains("no class \"maybe\""));
 }

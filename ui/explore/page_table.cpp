@@ -5,6 +5,7 @@
 
 #include "engine/core/config.h"
 #include "ui/explore/analysis_pages.h"
+#include "ui/explore/circuits_page.h"
 #include "ui/explore/heads_page.h"
 #include "ui/explore/input_bar.h"
 #include "ui/explore/patterns_page.h"
@@ -98,6 +99,16 @@ const std::vector<ExplorePageRow>& explore_pages() {
        [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
       {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
        "", [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
+      {"circuits", "patching", "Circuits",
+       "Activation patching: which layers, positions and heads carry the answer (Meng et al. 2022)", nullptr, "",
+       [](ExploreView& v) -> QWidget* {
+         auto* page = new CircuitsPage(v.state());
+         // first shown: the clean prompt is the text being explored, the corrupted one a copy to edit
+         QObject::connect(v.state(), &ExploreState::pageShown, page, [page, &v](const QString& name) {
+           if (name == "circuits" && page->cleanText().isEmpty()) page->setPrompts(v.text(), v.text());
+         });
+         return page;
+       }},
       {"methods", "beyond,beyond-attention", "Beyond attention",
        "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)", nullptr, "",
        make_methods},
