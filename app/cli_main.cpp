@@ -18,6 +18,7 @@
 #include "engine/compute/forward.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
+#include "engine/analysis/attribution.h"
 #include "engine/analysis/detectors.h"
 #include "engine/analysis/method_table.h"
 #include "engine/analysis/methods.h"
@@ -96,6 +97,11 @@ usage:
                       [--out F.npy] [--json]   head detectors [L, H] on random tokens repeated twice
                       (Olsson et al. 2022): attention to the token after the first occurrence, to the
                       previous token, to the earlier occurrence
+  attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) --method logit-attribution --answer TOK
+                      [--wrong TOK] [--out F.npy] [--json]   direct logit attribution [L, H + 1] (pre-norm
+                      language models): each head's z_h W_O^h and each MLP's output through the final norm
+                      (its scale frozen) dotted with W_U[answer] - W_U[wrong]; --json adds the embedding,
+                      the biases, their total and the model's logit difference
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
   attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
@@ -252,9 +258,17 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
 }
 
 // Analysis methods (engine/analysis/methods.h) and the logit lens, one input, headless.
+// --answer / --wrong (resolve_answer: a class name or one token), or --answer-id / --wrong-id.
+int answer_from_flags(const Args& a, const Model& model, const std::string& which) {
+  if (a.has("--" + which + "-id")) return a.get_int("--" + which + "-id", -1);
+  if (!a.has("--" + which)) throw Error("this needs --" + which + " TOKEN (or --" + which + "-id N)");
+  return resolve_answer(model, a.get("--" + which), "--" + which);
+}
+
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
-               with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target", "--seq"}),
+               with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target", "--seq",
+                                   "--answer", "--wrong", "--answer-id", "--wrong-id"}),
                {"--json", "--random-init"});
   if (!a.has("--method")) throw Error("analyze needs --method (" + method_names() + ")");
   // the table's names and aliases (the app's "relevance" is grad-attention, and so on)
@@ -360,6 +374,27 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
         rows.emplace_back(r.ptr() + static_cast<size_t>(i) * T, r.ptr() + static_cast<size_t>(i + 1) * T);
       j[method == "rollout" ? "rollout" : method == "grad-attention" ? "relevance" : "mean"] = rows;
     }
+  } else if (row->id == MethodId::LogitAttribution) {
+    const int answer = answer_from_flags(a, model, "answer");
+    const int wrong = a.has("--wrong") || a.has("--wrong-id") ? answer_from_flags(a, model, "wrong") : -1;
+    const LogitAttribution d = direct_logit_attribution(model, *backend, req, answer, wrong);
+    save(d.parts);
+    j["shape"] = d.parts.shape;
+    j["parts"] = std::vector<float>(d.parts.data.begin(), d.parts.data.end());
+    j["embedding"] = d.embedding, j["biases"] = d.biases, j["total"] = d.total, j["logit_diff"] = d.logit_diff;
+    j["answer"] = answer, j["wrong"] = wrong;
+    if (!a.has("--json")) {
+      const int L = static_cast<int>(d.parts.dim(0)), H = static_cast<int>(d.parts.dim(1)) - 1;
+      std::cout << "direct contribution to logit[" << model.readable_token(answer) << "]"
+                << (wrong >= 0 ? " - logit[" + model.readable_token(wrong) + "]" : std::string())
+                << " at the last position: rows = layers, columns = heads, then the MLP\n";
+      for (int l = 0; l < L; ++l) {
+        for (int h = 0; h <= H; ++h) std::printf(" %+9.4f", d.parts.at(l, h));
+        std::printf("\n");
+      }
+      std::printf("embedding %+.4f, biases %+.4f: total %+.4f (the model's logit difference %+.4f)\n", d.embedding,
+                  d.biases, d.total, d.logit_diff);
+    }
   } else if (method == "head-importance") {
     const Tensor imp = head_importance(model, *backend, req, target);
     save(imp);
@@ -455,13 +490,6 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
 
 // What the model's tokenizer makes of text, stage by stage (the Hugging Face cross-check drives
 // this over every code point with --lines).
-// --answer / --wrong (resolve_answer: a class name or one token), or --answer-id / --wrong-id.
-int answer_from_flags(const Args& a, const Model& model, const std::string& which) {
-  if (a.has("--" + which + "-id")) return a.get_int("--" + which + "-id", -1);
-  if (!a.has("--" + which)) throw Error("patch needs --" + which + " TOKEN (or --" + which + "-id N)");
-  return resolve_answer(model, a.get("--" + which), "--" + which);
-}
-
 int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
                with(kModelValued, {"--clean", "--clean-ids", "--corrupted", "--corrupted-ids", "--answer", "--wrong",

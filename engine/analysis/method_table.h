@@ -23,6 +23,7 @@ enum class MethodId {
   Induction,
   PreviousToken,
   DuplicateToken,
+  LogitAttribution,
   SelectedQueries,
   SelectedKeys,
   Compare,

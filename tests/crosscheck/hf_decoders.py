@@ -604,6 +604,61 @@ def check_detectors(name, folder, model, seq):
         fail(f"{name}: {msg}")
 
 
+def torch_dla(model, ids, answer, wrong):
+    """Direct logit attribution from transformers' modules: z by forward hooks (hook_activations),
+    W_O, the final norm and W_U from the modules' own weights; [layers, heads + 1] and the
+    model's logit difference."""
+    base = model.transformer if hasattr(model, "transformer") else model.model
+    gpt2 = hasattr(base, "h")
+    blocks = base.h if gpt2 else base.layers
+    acts = hook_activations(model, ids)
+    E, H = model.config.hidden_size, model.config.num_attention_heads
+    D, L = E // H, len(blocks)
+    w = lambda t: t.detach().double().numpy()  # noqa: E731
+    W_U = w(model.get_output_embeddings().weight)
+    u = W_U[answer] - W_U[wrong]
+    x = acts[f"blocks.{L - 1}.hook_resid_post"][-1]
+    norm = base.ln_f if gpt2 else base.norm
+    g = w(norm.weight)
+    if gpt2:
+        scale = np.sqrt(x.var() + norm.eps)
+        f = lambda p: float(np.sum((p - p.mean()) / scale * g * u))  # noqa: E731
+    else:
+        scale = np.sqrt(np.mean(x * x) + norm.variance_epsilon)
+        f = lambda p: float(np.sum(p / scale * g * u))  # noqa: E731
+    out = np.zeros((L, H + 1))
+    for l, blk in enumerate(blocks):
+        z = acts[f"blocks.{l}.attn.hook_z"][-1]  # [H, D]
+        WO = w(blk.attn.c_proj.weight) if gpt2 else w(blk.self_attn.o_proj.weight).T  # [in = H*D, out = E]
+        for h in range(H):
+            out[l, h] = f(z[h] @ WO[h * D:(h + 1) * D])
+        out[l, H] = f(acts[f"blocks.{l}.hook_mlp_out"][-1])
+    logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    return {"parts": out, "diff": float(logits[answer] - logits[wrong])}
+
+
+def check_dla(name, folder, model, T, vocab):
+    """analyze --method logit-attribution against torch_dla entry by entry, and the parts summing
+    (with the embedding and biases) to the model's own logit difference."""
+    model.eval()
+    ids = [int(x) for x in np.random.default_rng(9).integers(0, vocab, T)]
+    answer, wrong = 5, 12
+    j = json.loads(run(["analyze", "--model", folder, "--ids", ",".join(map(str, ids)), "--method",
+                        "logit-attribution", "--answer-id", str(answer), "--wrong-id", str(wrong), "--json"]).stdout)
+    got = np.array(j["parts"]).reshape(j["shape"])
+    r32, r = reference_pair(model, lambda m: torch_dla(m, ids, answer, wrong))
+    layers = model.config.num_hidden_layers
+    K = max(model.config.hidden_size, T, getattr(model.config, "intermediate_size", None) or 4 * model.config.hidden_size)
+    floor = stack_floor(layers + 1, K, max(np.abs(r["parts"]).max(), abs(r["diff"]), 1e-3))
+    worst = WorstShare("a", "t")
+    worst.note("a", got, r["parts"], r32["parts"], floor)
+    worst.note("t", [j["total"], j["logit_diff"]], [r["diff"], r["diff"]], [r32["diff"], r32["diff"]], 2 * floor)
+    print(f"{name}: direct logit attribution vs transformers' modules: "
+          f"{worst.summary({'a': 'parts', 't': 'total and logit difference'})}")
+    for msg in worst.failed({"a": "parts", "t": "total"}):
+        fail(f"{name}: logit attribution {msg}")
+
+
 def main():
     root = tempfile.mkdtemp(prefix="attnlab-decoders-")
     try:
@@ -622,6 +677,7 @@ def main():
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
         check_detectors("GPT2LMHeadModel (tied)", g, m, 20)
+        check_dla("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -642,6 +698,7 @@ def main():
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
         check_detectors("LlamaForCausalLM (GQA 8/2)", ll, m, 30)
+        check_dla("LlamaForCausalLM (GQA 8/2)", ll, m, 7, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))

@@ -5,6 +5,7 @@
 // tests/crosscheck/hf_decoders.py (check_hooks).
 #include <filesystem>
 
+#include "engine/analysis/attribution.h"
 #include "engine/analysis/detectors.h"
 #include "engine/analysis/patching.h"
 #include "engine/compute/forward.h"
@@ -13,6 +14,7 @@
 #include "engine/formats/npy.h"
 #include "tests/engine/hf_test_model.h"
 #include "tests/engine/test_util.h"
+#include "tests/engine/tolerance.h"
 
 using namespace attnlab;
 using namespace attnlab::test;
@@ -291,4 +293,33 @@ TEST_CASE("head detectors: each score reads its diagonal of a hand-made pattern"
   REQUIRE(ids.size() == 18);
   CHECK(std::equal(ids.begin(), ids.begin() + 9, ids.begin() + 9));
   CHECK_THROWS_WITH(repeated_random_tokens(m, 20, 0), Catch::Contains("longer than the model's 32 positions"));
+}
+
+TEST_CASE("logit attribution: the parts sum to the model's own logit difference", "[hooks][attribution]") {
+  const std::string dir = scratch("dla");
+  const Model m = tiny_decoder(dir);  // pre-norm, RMSNorm, GQA, gated MLP, an LM head
+  const ModelConfig& c = m.config;
+  ForwardRequest req;
+  req.ids = random_ids(9, c.vocab_size, 21);
+  auto backend = make_backend("cpu");
+  for (const int wrong : {11, -1}) {
+    const LogitAttribution d = direct_logit_attribution(m, *backend, req, 4, wrong);
+    REQUIRE(d.parts.shape == std::vector<int64_t>{c.num_layers, c.num_heads + 1});
+    double magnitude = std::fabs(d.embedding) + std::fabs(d.biases);
+    for (float v : d.parts.data) magnitude += std::fabs(v);
+    // The total is summed in double from the pass's float32 activations; the logit difference
+    // comes from the float32 final norm and LM head over E terms: both sides of the same sums,
+    // so they differ by float32 rounding of sums of E terms of that magnitude (twice: norm, head).
+    INFO("wrong " << wrong << ": total " << d.total << ", logit difference " << d.logit_diff);
+    CHECK(std::fabs(d.total - d.logit_diff) <= 2 * sum_bound(c.embed_size, magnitude) + 1e-6 * magnitude);
+    bool nonzero = false;
+    for (float v : d.parts.data) nonzero = nonzero || v != 0.0f;
+    CHECK(nonzero);
+  }
+  // post-norm models have no residual stream to split
+  const Model post = random_model(small_config(16, 2, 2, 24, 32));
+  ForwardRequest r2;
+  r2.ids = random_ids(5, post.config.vocab_size);
+  CHECK_THROWS_WITH(direct_logit_attribution(post, *backend, r2, 1, 2), Catch::Contains("LM head"));
+  fs::remove_all(dir);
 }

@@ -53,7 +53,7 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
   CHECK(find_method("grad-attention", true).page_index == 1);
   CHECK(method_names() ==
         "rollout, grad-attention, value-norm, mean-heads, mean-layers, head-importance, "
-        "head-patterns, logit-lens, induction, previous-token, duplicate-token");
+        "head-patterns, logit-lens, induction, previous-token, duplicate-token, logit-attribution");
   CHECK(method_names(true) ==
         "rollout, grad-attention, value-norm, mean-heads, mean-layers, selected-queries, selected-keys, compare");
   CHECK_THROWS_WITH(find_method("nope"),

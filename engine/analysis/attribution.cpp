@@ -1,0 +1,103 @@
+// Direct logit attribution (see attribution.h).
+#include "engine/analysis/attribution.h"
+
+#include <cmath>
+
+#include "engine/compute/hooks.h"
+#include "engine/compute/lm.h"
+
+namespace attnlab {
+
+LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, const ForwardRequest& request,
+                                          int answer, int wrong) {
+  const ModelConfig& c = model.config;
+  if (!c.lm_head) throw Error("logit attribution reads a language model's LM head; this model has none");
+  if (c.norm != NormPlacement::Pre)
+    throw Error(
+        "logit attribution splits the residual stream of a pre-norm model; this one normalises after each "
+        "residual (post-norm), so its output is not a sum of parts");
+  const int L = c.num_layers, H = c.num_heads, E = c.embed_size, D = E / H, V = c.vocab_size;
+  for (int id : {answer, wrong})
+    if (id >= V || (id < 0 && id != wrong)) throw Error("no token id " + std::to_string(id) + " in the vocabulary");
+  const std::string last_post = "blocks." + std::to_string(L - 1) + ".hook_resid_post";
+  HookSpec keep;
+  keep.cache = {"blocks.*.attn.hook_z", "blocks.*.hook_mlp_out", "blocks.0.hook_resid_pre", last_post};
+  ForwardRequest req = request;
+  req.hooks = &keep;
+  req.keep_attention = std::vector<bool>(static_cast<size_t>(L), false);
+  const ForwardResult r = run_forward(model, backend, req);
+  const int T = static_cast<int>(r.ids.size()), t = T - 1;
+
+  // u = W_U[answer] - W_U[wrong]
+  const Tensor& W = c.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
+  std::vector<double> u(static_cast<size_t>(E));
+  for (int j = 0; j < E; ++j)
+    u[static_cast<size_t>(j)] = W.at(answer, j) - (wrong >= 0 ? static_cast<double>(W.at(wrong, j)) : 0.0);
+  // the final norm, frozen from the run: part p contributes sum_j n(p)_j g_j u_j
+  const float* x = r.cache.at(last_post).ptr() + static_cast<size_t>(t) * E;
+  double mean = 0, var = 0, ms = 0;
+  for (int j = 0; j < E; ++j) mean += x[j], ms += static_cast<double>(x[j]) * x[j];
+  mean /= E, ms /= E;
+  for (int j = 0; j < E; ++j) var += (x[j] - mean) * (x[j] - mean);
+  var /= E;
+  const bool norm = c.final_norm, rms = c.norm_kind == NormKind::RmsNorm;
+  const double scale = !norm ? 1.0 : rms ? std::sqrt(ms + c.layer_norm_eps) : std::sqrt(var + c.layer_norm_eps);
+  auto part = [&](const std::vector<double>& p) {
+    double centre = 0;
+    if (norm && !rms) {
+      for (double v : p) centre += v;
+      centre /= E;
+    }
+    double s = 0;
+    for (int j = 0; j < E; ++j)
+      s += (p[static_cast<size_t>(j)] - centre) / scale *
+           (norm ? model.weights.final_ln_g.data[static_cast<size_t>(j)] : 1.0) * u[static_cast<size_t>(j)];
+    return s;
+  };
+  auto row = [&](const Tensor& t2, int width, int offset) {
+    std::vector<double> p(static_cast<size_t>(width));
+    for (int j = 0; j < width; ++j)
+      p[static_cast<size_t>(j)] = t2.ptr()[static_cast<size_t>(t) * t2.data.size() / T + offset + j];
+    return p;
+  };
+
+  LogitAttribution out;
+  out.parts = Tensor({L, H + 1});
+  out.embedding = part(row(r.cache.at("blocks.0.hook_resid_pre"), E, 0));
+  if (norm && !rms)
+    for (int j = 0; j < E; ++j)
+      out.biases += model.weights.final_ln_b.data[static_cast<size_t>(j)] * u[static_cast<size_t>(j)];
+  double total = out.embedding + out.biases;
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& lw = model.weights.layers[static_cast<size_t>(l)];
+    const Tensor& z = r.cache.at("blocks." + std::to_string(l) + ".attn.hook_z");  // [T, H, D]
+    for (int h = 0; h < H; ++h) {
+      std::vector<double> p(static_cast<size_t>(E), 0.0);  // z_h W_O^h: the output projection's columns of head h
+      const float* zh = z.ptr() + (static_cast<size_t>(t) * H + h) * D;
+      for (int i = 0; i < E; ++i) {
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += static_cast<double>(lw.wo.at(i, h * D + d)) * zh[d];
+        p[static_cast<size_t>(i)] = s;
+      }
+      out.parts.at(l, h) = static_cast<float>(part(p));
+      total += out.parts.at(l, h);
+    }
+    if (!lw.bo.empty()) {
+      std::vector<double> b(lw.bo.data.begin(), lw.bo.data.end());
+      const double v = part(b);
+      out.biases += v, total += v;
+    }
+    if (c.ff_dim > 0) {
+      out.parts.at(l, H) =
+          static_cast<float>(part(row(r.cache.at("blocks." + std::to_string(l) + ".hook_mlp_out"), E, 0)));
+      total += out.parts.at(l, H);
+    }
+  }
+  out.total = total;
+  const std::vector<float> logits = next_token_logits(model, r.hidden, t);
+  out.logit_diff = static_cast<double>(logits[static_cast<size_t>(answer)]) -
+                   (wrong >= 0 ? static_cast<double>(logits[static_cast<size_t>(wrong)]) : 0.0);
+  return out;
+}
+
+}  // namespace attnlab
