@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include <fstream>
 #include <sstream>
 
 #include <filesystem>
@@ -148,6 +149,10 @@ HookSpec hooks_from_flags(const Args& a) {
             throw Error(std::string(flag) + ": \"" + alpha + "\" after '*' is not a number");
           file = file.substr(0, star);
         }
+      if (const size_t colon = file.rfind(':');
+          colon != std::string::npos && !std::ifstream(file).good() && std::ifstream(file.substr(0, colon)).good())
+        throw Error(std::string(flag) + ": \"" + file.substr(colon + 1) +
+                    "\" after ':' is not a list of positions (numbers separated by commas, e.g. :1,4)");
       e.value = load_npy(file).tensor;
       spec.edits.push_back(std::move(e));
     }

@@ -226,6 +226,16 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       if (const std::string note = unknown_note(*in, flag); !note.empty()) warnings.push_back(note);
     j["warnings"] = warnings;
     j["millis"] = r.millis;
+    if (!hooks.edits.empty()) {  // what was changed, so a run says it was
+      json edits = json::array();
+      for (const HookEdit& e : hooks.edits)
+        edits.push_back({{"name", e.name},
+                         {"kind", e.kind == HookEdit::Kind::Add ? "add" : "patch"},
+                         {"positions", e.positions},
+                         {"alpha", e.alpha}});
+      j["edits"] = edits;
+    }
+    if (!req.ablate.empty()) j["ablated"] = a.get("--ablate");
     if (!r.cache.empty()) {
       json cached = json::object();
       for (const auto& [name, t] : r.cache) cached[name] = t.shape;
@@ -239,6 +249,12 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
                                      (r.cross_ids.size() == 1 ? " token" : " tokens")
                                : "")
               << ", mask " << model_mask(model.config, req.mask).describe() << ", " << r.millis << " ms\n";
+    for (const HookEdit& e : hooks.edits)
+      std::cout << (e.kind == HookEdit::Kind::Add ? "added to " : "patched ") << e.name
+                << (e.positions.empty() ? std::string(" at every position")
+                                        : " at " + std::to_string(e.positions.size()) + " position(s)")
+                << "\n";
+    if (a.has("--ablate")) std::cout << "ablated heads " << a.get("--ablate") << "\n";
     std::cout << "tokens:";
     for (const auto& t : r.tokens) std::cout << " " << t;
     std::cout << "\n";
@@ -306,8 +322,8 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
       std::cout << j.dump(2) << "\n";
       return 0;
     }
-    std::cout << method << " scores (" << row->value << ", 0 to 1) on " << seq << " random tokens repeated twice (seed "
-              << seed << "): rows = layers, columns = heads\n";
+    std::cout << row->value << "s (0 to 1) on " << seq << " random tokens repeated twice (seed " << seed
+              << "): rows = layers, columns = heads\n";
     for (int l = 0; l < L; ++l) {
       for (int h = 0; h < H; ++h) std::printf(" %6.3f", scores.at(l, h));
       std::printf("\n");

@@ -174,6 +174,16 @@ int main(int argc, char** argv) {
     e->showPage(tab);
   }
   if (tab == "importance") e->computeImportance();
+  for (const char* opt : {"corrupted", "answer", "wrong", "patch"})
+    if (p.isSet(opt) && tab != "circuits") {
+      std::fprintf(stderr, "attnlab: --%s is for --tab circuits\n", opt);
+      return 2;
+    }
+  if (p.isSet("patch") && !QStringList{"resid_pre", "attn_out", "mlp_out", "z"}.contains(p.value("patch"))) {
+    std::fprintf(stderr, "attnlab: --patch: expected resid_pre, attn_out, mlp_out or z, got \"%s\"\n",
+                 qPrintable(p.value("patch")));
+    return 2;
+  }
   if (tab == "circuits" && p.isSet("corrupted")) {  // activation patching, computed for the screenshot
     auto* page = static_cast<attnlab::CircuitsPage*>(e->page("circuits"));
     page->setPrompts(e->text(), p.value("corrupted"));

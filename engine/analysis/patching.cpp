@@ -65,6 +65,9 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
   if (static_cast<int>(corrupted.ids.size()) != T)
     throw Error("clean and corrupted inputs must have the same number of tokens: the clean one has " +
                 std::to_string(T) + ", the corrupted one " + std::to_string(corrupted.ids.size()));
+  if (answer == wrong)
+    throw Error("the answer and the one it is measured against are the same (" + std::to_string(answer) +
+                "): their logit difference is always 0");
   if (what == PatchTarget::MlpOut && c.ff_dim == 0) throw Error("--what mlp_out: this model has no MLP");
   const char* hook = what == PatchTarget::ResidPre  ? "hook_resid_pre"
                      : what == PatchTarget::AttnOut ? "hook_attn_out"

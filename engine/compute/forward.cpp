@@ -275,7 +275,10 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   }
   for (float v : r.hidden.data)
     if (!std::isfinite(v)) {
-      r.warnings.push_back("hidden states contain NaN or inf (the weights may be broken)");
+      const bool edited = req.hooks && !req.hooks->edits.empty();
+      r.warnings.push_back(edited ? "hidden states contain NaN or inf: an edit (--patch / --add) made them overflow"
+                                  : "hidden states contain NaN or inf (the weights may be broken)");
+      r.predicted = -1;  // no prediction from numbers that are not numbers
       break;
     }
   r.millis = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

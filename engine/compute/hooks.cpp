@@ -57,14 +57,18 @@ void HookRun::visit(const std::string& name, Tensor& value, const std::vector<in
         throw Error(name + ": no position " + std::to_string(t) + " (the input has " + std::to_string(rows) + ")");
     const int64_t n = static_cast<int64_t>(e.value.data.size());
     const bool one_row = e.kind == HookEdit::Kind::Add && n == width;
-    if (!one_row && n != static_cast<int64_t>(pos.size()) * width)
+    // a whole cached activation (every position) with positions listed: the listed rows of it
+    const bool all_rows = !e.positions.empty() && n == rows * width && static_cast<int64_t>(pos.size()) != rows;
+    if (!one_row && !all_rows && n != static_cast<int64_t>(pos.size()) * width)
       throw Error(name + ": the " + (e.kind == HookEdit::Kind::Add ? "added" : "patched") + " value has " +
                   std::to_string(n) + " numbers; " + std::to_string(pos.size()) + " position(s) of width " +
                   std::to_string(width) + " need " + std::to_string(static_cast<int64_t>(pos.size()) * width) +
+                  " (or the whole activation, " + std::to_string(rows * width) + ", whose listed rows are taken)" +
                   (e.kind == HookEdit::Kind::Add ? " (or one row of " + std::to_string(width) + ")" : std::string()));
     for (size_t r = 0; r < pos.size(); ++r) {
       float* dst = value.ptr() + static_cast<int64_t>(pos[r]) * full + first;
-      const float* src = e.value.ptr() + (one_row ? 0 : static_cast<int64_t>(r) * width);
+      const int64_t from = one_row ? 0 : all_rows ? pos[r] : static_cast<int64_t>(r);
+      const float* src = e.value.ptr() + from * width;
       if (e.kind == HookEdit::Kind::Replace)
         std::copy_n(src, width, dst);
       else

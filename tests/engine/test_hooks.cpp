@@ -143,6 +143,17 @@ TEST_CASE("hooks: interventions change what they should and nothing else", "[hoo
         CHECK(d > 1e-3);  // a random vector of size ~3 sqrt(E) moves every later row
     }
   }
+  SECTION("a whole cached activation with positions listed gives those rows") {
+    HookSpec whole, rows;
+    const Tensor& bv = rb.cache.at("blocks.1.hook_resid_pre");
+    whole.edits.push_back({HookEdit::Kind::Replace, "blocks.1.hook_resid_pre", bv, {2, 6}, 1.0f});
+    Tensor two({2, E});
+    std::copy_n(bv.ptr() + 2 * E, E, two.ptr());
+    std::copy_n(bv.ptr() + 6 * E, E, two.ptr() + E);
+    rows.edits.push_back({HookEdit::Kind::Replace, "blocks.1.hook_resid_pre", two, {2, 6}, 1.0f});
+    CHECK(same(pass(m, a, &whole).hidden, pass(m, a, &rows).hidden));
+    CHECK_FALSE(same(pass(m, a, &rows).hidden, ra.hidden));
+  }
   SECTION("edits that do not fit are errors that name them") {
     HookSpec bad_name;
     bad_name.edits.push_back({HookEdit::Kind::Replace, "blocks.0.hook_nope", Tensor({T, E}), {}, 1.0f});
@@ -261,6 +272,8 @@ TEST_CASE("activation patching: resumed runs equal full ones; the changed token 
   CHECK_THROWS_WITH(activation_patching(m, *backend, clean, clean, answer, wrong, PatchTarget::ResidPre),
                     Catch::Contains("nothing for a patch to restore"));
   CHECK_THROWS_WITH(parse_patch_target("pattern"), Catch::Contains("expected resid_pre, attn_out, mlp_out or z"));
+  CHECK_THROWS_WITH(activation_patching(m, *backend, clean, corrupted, answer, answer, PatchTarget::ResidPre),
+                    Catch::Contains("are the same"));
   fs::remove_all(dir);
 }
 

@@ -141,9 +141,11 @@ void CircuitsPage::compute() {
     answer = resolve_answer(*model, answer_->text().toStdString(), "answer");
     wrong = resolve_answer(*model, wrong_->text().toStdString(), "against");
   } catch (const Error& e) {
+    status_->setStyleSheet("color: #a00;");
     status_->setText(QString::fromStdString(e.what()));
     return;
   }
+  status_->setStyleSheet("");
   clean.ids = a.ids, clean.token_types = a.token_types, clean.tokens = a.tokens;
   corrupted.ids = b.ids, corrupted.token_types = b.token_types, corrupted.tokens = b.tokens;
   const PatchTarget what = parse_patch_target(what_->currentText().toStdString());
@@ -154,9 +156,18 @@ void CircuitsPage::compute() {
   progress_->setVisible(true);
   stop_->setVisible(true);
   status_->setText(QString("Patching: %1 runs...").arg(total));
-  QStringList cols;
-  for (int j = 0; j < (heads ? model->config.num_heads : static_cast<int>(a.tokens.size())); ++j)
-    cols << (heads ? QString("head %1").arg(j) : QString::fromStdString(a.tokens[static_cast<size_t>(j)]));
+  QStringList cols;  // positions: the clean token, and "clean→corrupted" where the two differ
+  for (int j = 0; j < (heads ? model->config.num_heads : static_cast<int>(a.tokens.size())); ++j) {
+    if (heads) {
+      cols << QString("head %1").arg(j);
+      continue;
+    }
+    const size_t k = static_cast<size_t>(j);
+    QString label = QString::fromStdString(a.tokens[k]);
+    if (k < b.tokens.size() && a.ids[k] != b.ids[k])
+      label += QString::fromUtf8("\u2192") + QString::fromStdString(b.tokens[k]);
+    cols << label;
+  }
   job_.start<PatchResult>(
       [model, clean, corrupted, answer, wrong, what, this](const std::atomic<bool>* cancel,
                                                            const BackgroundJob::Post& post) {
@@ -171,6 +182,7 @@ void CircuitsPage::compute() {
         stop_->setVisible(false);
         if (state_->model() != model) return;
         if (!r) {
+          status_->setStyleSheet("color: #a00;");
           status_->setText(error);
           return;
         }

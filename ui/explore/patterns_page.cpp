@@ -79,7 +79,10 @@ void PatternsPage::refresh() {
           new QTableWidgetItem(QString("%1 %2").arg(badge.isEmpty() ? QString("mixed") : badge).arg(share, 0, 'f', 2));
       const QColor bg = QColor::fromRgb(cm.color(share, QCPRange(0, 1)));
       item->setBackground(bg);
-      item->setForeground(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
+      // black on light cells, white on dark ones, by relative luminance (ITU-R BT.709), not HSL lightness:
+      // yellow and light green are light
+      const double lum = 0.2126 * bg.redF() + 0.7152 * bg.greenF() + 0.0722 * bg.blueF();
+      item->setForeground(lum > 0.45 ? Qt::black : Qt::white);
       item->setToolTip(QString("layer %1, head %2: mean attention to the previous token %3, next %4, itself %5, the "
                                "first token %6, separators %7, punctuation %8; its most attended key (%9) %10; "
                                "entropy %11 nats. Click to open the head.")
