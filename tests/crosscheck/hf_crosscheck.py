@@ -22,7 +22,6 @@ import copy
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unicodedata
@@ -31,7 +30,7 @@ import numpy as np
 import torch
 
 import transformers
-from pyutil import WorstShare, oracle_bound, stack_floor
+from pyutil import CliChecks, WorstShare, oracle_bound, stack_floor
 from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel,
                           BertTokenizerFast, DistilBertConfig, DistilBertForSequenceClassification,
@@ -41,19 +40,11 @@ torch.set_num_threads(2)
 torch.manual_seed(0)
 CLI = sys.argv[1]
 MINILM = sys.argv[2] if len(sys.argv) > 2 else ""
-failures = []
 
 
-def fail(msg):
-    failures.append(msg)
-    print("FAIL:", msg[:2000])
 
-
-def run(args, check=True):
-    p = subprocess.run([CLI] + args, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"attnlab-cli {' '.join(args[:3])} failed: {p.stderr}")
-    return p
+checks = CliChecks(CLI)
+fail, run, failures = checks.fail, checks.run, checks.failures
 
 
 # ------------------------------------------------------------------ tokenizers

@@ -23,7 +23,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -31,7 +30,7 @@ import numpy as np
 import torch
 
 import transformers
-from pyutil import U32, WorstShare, oracle_bound, stack_floor
+from pyutil import CliChecks, U32, WorstShare, oracle_bound, stack_floor
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (GPT2Config, GPT2LMHeadModel, GPT2Model, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM,
                           LlamaModel, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
@@ -40,7 +39,7 @@ from transformers import (GPT2Config, GPT2LMHeadModel, GPT2Model, GPT2TokenizerF
 torch.set_num_threads(2)
 torch.manual_seed(0)
 CLI, REPO = sys.argv[1], sys.argv[2]
-failures = []
+
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                   r"\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -48,16 +47,8 @@ QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| 
                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
-def fail(msg):
-    failures.append(msg)
-    print("FAIL:", msg[:2000])
-
-
-def run(args, check=True):
-    p = subprocess.run([CLI] + args, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"attnlab-cli {' '.join(args[:3])} failed: {p.stderr}")
-    return p
+checks = CliChecks(CLI)
+fail, run, failures = checks.fail, checks.run, checks.failures
 
 
 # ------------------------------------------------------------------ tokenizers

@@ -104,3 +104,23 @@ class WorstShare:
     def failed(self, names):
         return [f"{names[k]} differ by {e:.3e}, {share:.2f}x the bound" for k, (share, e) in self.worst.items()
                 if share > 1]
+
+
+class CliChecks:
+    """What the transformers cross-checks share: run attnlab-cli (a failing command raises with
+    its stderr) and collect failures (printed as they come)."""
+
+    def __init__(self, cli):
+        self.cli = cli
+        self.failures = []
+
+    def fail(self, msg):
+        self.failures.append(msg)
+        print("FAIL:", msg[:2000])
+
+    def run(self, args, check=True):
+        import subprocess
+        p = subprocess.run([self.cli] + args, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"attnlab-cli {' '.join(args[:3])} failed: {p.stderr}")
+        return p

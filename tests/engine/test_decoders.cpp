@@ -25,9 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("attnlab-test-dec-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
+  return scratch_dir("dec", name);
 }
 
 }  // namespace

@@ -23,9 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("attnlab-test-hooks-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
+  return scratch_dir("hooks", name);
 }
 
 ForwardResult pass(const Model& m, const std::vector<int>& ids, const HookSpec* hooks, const char* backend = "cpu") {

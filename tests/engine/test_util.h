@@ -1,7 +1,10 @@
 // Helpers shared by the engine tests: small random models, random ids, tensor comparison.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <random>
 #include <string>
@@ -12,6 +15,14 @@
 #include "tests/engine/tolerance.h"
 
 namespace attnlab::test {
+
+// An empty scratch folder of this process under the system's temporary directory.
+inline std::string scratch_dir(const std::string& kind, const std::string& name) {
+  const std::filesystem::path p =
+      std::filesystem::temp_directory_path() / ("attnlab-test-" + kind + "-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  return p.string();
+}
 
 inline ModelConfig small_config(int E = 16, int H = 2, int layers = 2, int ff = 24, int max_len = 64) {
   ModelConfig c;

@@ -36,6 +36,7 @@
 #include "ui/colormaps.h"
 #include "ui/explore_view.h"
 #include "ui/tour.h"
+#include "ui/train_view.h"
 #include "ui/forward_runner.h"
 #include "ui/heatmap_view.h"
 #include "ui/line_view.h"
@@ -242,152 +243,6 @@ TEST_CASE("the token model passes QAbstractItemModelTester and drives global tok
   CHECK(m.globalPositions() == std::vector<int>{1});
   m.setTokens({"a"}, {3}, {false});  // position 1 no longer exists
   CHECK(m.globalPositions().empty());
-}
-
-// ---------------------------------------------------------------- the Train tab
-
-#include <QElapsedTimer>
-#include <QPushButton>
-
-#include "engine/core/io_util.h"
-#include "engine/train/tasks.h"
-#include "ui/curve_view.h"
-#include "ui/dataset_model.h"
-#include "ui/train_view.h"
-
-namespace {
-QString write_tsv(const QTemporaryDir& dir, const QString& name, const std::string& text) {
-  const QString path = dir.filePath(name);
-  write_file_atomic(path.toStdString(), text);
-  return path;
-}
-}  // namespace
-
-TEST_CASE("training a tiny dataset adds curve points; the saved model opens in Explore", "[ui][train]") {
-  QTemporaryDir dir;
-  MainWindow w;
-  TrainView* t = w.train();
-  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(300, 3)))));
-  t->applyPreset("tiny (fast)");
-  t->setEpochs(3);
-  REQUIRE(t->startTraining());
-  CHECK(t->isTraining());
-  t->waitForFinish();
-  CHECK_FALSE(t->isTraining());
-  CHECK(t->lossCurve()->pointCount(0) > 10);      // one point per step
-  CHECK(t->accuracyCurve()->pointCount(0) == 3);  // one per epoch
-  CHECK(t->snapshotCount() >= 2);                 // the probe's heads over time
-  REQUIRE(t->trainedModel());
-  const QString out = dir.filePath("model");
-  REQUIRE(t->saveModel(out));
-  REQUIRE(w.openModel(out));
-  w.explore()->setText("the film was good");
-  w.explore()->flush();
-  REQUIRE(w.explore()->result());
-  CHECK(w.explore()->model()->config.labels == std::vector<std::string>{"negative", "positive"});
-  CHECK(w.explore()->headCount() == 4);
-}
-
-TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {
-  QTemporaryDir dir;
-  MainWindow w;
-  TrainView* t = w.train();
-  auto* precision = t->findChild<QComboBox*>("trainPrecision");
-  REQUIRE(precision);
-  if (!bf16_available()) {
-    CHECK_FALSE(precision->isEnabled());
-    return;
-  }
-  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 5)))));
-  t->applyPreset("tiny (fast)");
-  t->setEpochs(8);
-  precision->setCurrentIndex(1);  // "bf16", or "bf16 (slower here)" where this CPU measured it slower
-  REQUIRE(precision->currentText().startsWith("bf16"));
-  // the item says so exactly when the engine does
-  CHECK((precision->currentText() == "bf16") == bf16_notice().empty());
-  REQUIRE(t->startTraining());
-  t->waitForFinish();
-  REQUIRE(t->trainedModel());
-  CHECK(t->accuracyCurve()->pointCount(0) == 8);
-  // the model learned the task: it reads the negation as the fp32 model does
-  auto backend = make_backend("cpu");
-  const Model& m = *t->trainedModel();
-  int right = 0;
-  for (const auto& [text, label] :
-       std::vector<std::pair<std::string, std::string>>{{"the film was good", "positive"},
-                                                        {"the film was not good", "negative"},
-                                                        {"the food was bad", "negative"},
-                                                        {"the food was not bad", "positive"}}) {
-    ForwardRequest req;
-    req.ids = prepare_text(m, text).ids;
-    right += m.label(run_forward(m, *backend, req).predicted) == label;
-  }
-  CHECK(right >= 3);
-}
-
-TEST_CASE("Stop ends training within a second", "[ui][train]") {
-  QTemporaryDir dir;
-  MainWindow w;
-  TrainView* t = w.train();
-  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 4)))));
-  // The guarantee is "before the next batch"; a small model keeps one batch far below a second
-  // even in the sanitizer build, so the bound tests the mechanism, not the machine's speed.
-  t->applyPreset("tiny (fast)");
-  t->setEpochs(200);
-  REQUIRE(t->startTraining());
-  QElapsedTimer warm;
-  warm.start();
-  while (t->lossCurve()->pointCount(0) < 2 && warm.elapsed() < 20000)
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-  QElapsedTimer timer;
-  timer.start();
-  t->stopTraining();
-  t->waitForFinish();
-  INFO("stopped after " << timer.elapsed() << " ms");
-  CHECK(timer.elapsed() < 1000);
-  CHECK_FALSE(t->isTraining());
-  CHECK(t->trainButton()->isEnabled());
-  CHECK(t->message().contains("stopped by the user"));
-}
-
-TEST_CASE("a malformed TSV shows its errors and does not start training", "[ui][train][errors]") {
-  QTemporaryDir dir;
-  MainWindow w;
-  TrainView* t = w.train();
-  const QString bad =
-      write_tsv(dir, "bad.tsv", "text\tlabel\nthe film was good\tpositive\n\tnegative\nok\tpositive\textra\n");
-  CHECK_FALSE(t->loadDataset(bad));
-  CHECK(t->message().contains("2 row(s) have problems"));
-  CHECK_FALSE(t->startTraining());
-  CHECK_FALSE(t->isTraining());
-  CHECK_FALSE(t->loadDataset(dir.filePath("missing.tsv")));
-  CHECK(t->message().contains("cannot open"));
-  CHECK_FALSE(t->startTraining());
-}
-
-TEST_CASE("closing the window during training stops it cleanly", "[ui][train]") {
-  QTemporaryDir dir;
-  auto* w = new MainWindow;
-  TrainView* t = w->train();
-  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(2000, 5)))));
-  t->setEpochs(100);
-  REQUIRE(t->startTraining());
-  QElapsedTimer timer;
-  timer.start();
-  w->close();  // closeEvent stops the trainer and waits for it
-  delete w;
-  CHECK(timer.elapsed() < 2000);
-}
-
-TEST_CASE("the dataset preview model passes QAbstractItemModelTester", "[ui][models]") {
-  DatasetTableModel m;
-  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
-  m.setRows(make_negation_task(5, 1));
-  CHECK(m.rowCount() == 5);
-  CHECK(m.columnCount() == 3);
-  CHECK(m.data(m.index(0, 2), Qt::DisplayRole).toString() == QString::fromStdString(make_negation_task(5, 1)[0].label));
-  m.setRows({});
-  CHECK(m.rowCount() == 0);
 }
 
 TEST_CASE("closing the window during a long forward pass is clean", "[ui][errors]") {
@@ -768,36 +623,6 @@ TEST_CASE("the window fits a 1280x720 screen on every tab", "[ui][layout]") {
   }
 }
 
-TEST_CASE("the Train tab after a run: no time left shown, labelled confusion matrix, another dataset clears the run",
-          "[ui][train][stale]") {
-  QTemporaryDir dir;
-  MainWindow w;
-  TrainView* t = w.train();
-  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(300, 3)))));
-  t->applyPreset("tiny (fast)");
-  t->setEpochs(1);
-  REQUIRE(t->startTraining());
-  t->waitForFinish();
-  CHECK_FALSE(t->progressText().contains("left"));  // the estimate is for running runs only
-  CHECK(t->progressText().startsWith("finished"));
-  QTableWidget* cm = t->confusionTable();
-  REQUIRE(cm->rowCount() == 2);
-  CHECK(cm->verticalHeaderItem(0)->text() == "actual negative");
-  CHECK(cm->horizontalHeaderItem(1)->text() == "predicted positive");
-  REQUIRE(t->snapshotCount() >= 1);
-  // Another dataset: nothing of the run stays (heads, timeline, matrix, curves, progress).
-  REQUIRE(t->loadDataset(write_tsv(dir, "fl.tsv", examples_to_tsv(make_first_last_task(200, 2)))));
-  CHECK(t->datasetChoiceText() == "fl.tsv");  // the dropdown names the file that is loaded
-  CHECK(t->snapshotCount() == 0);
-  CHECK(cm->rowCount() == 0);
-  CHECK(t->lossCurve()->pointCount(0) == 0);
-  CHECK(t->progressText().isEmpty());
-  CHECK_FALSE(t->trainedModel());
-  // An error after a success is shown in red.
-  CHECK_FALSE(t->loadDataset(dir.filePath("missing.tsv")));
-  CHECK(t->messageLabel()->styleSheet().contains("#a00"));
-}
-
 TEST_CASE("token labels never overlap and every head of the grid shows the same ones (12, 60, 2048 tokens)",
           "[ui][heatmap][labels]") {
   MainWindow w;
@@ -946,36 +771,6 @@ TEST_CASE("the Head tab: a head selector and square cells", "[ui][head]") {
   // not stretched: the square fit sizes the axis rect to whole pixels (ceil of cell x count) where
   // the room allows, so a cell's width and height differ by less than one pixel
   CHECK(cw == Approx(ch).epsilon(0).margin(1.0));
-}
-
-TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder stays as it was", "[ui][train][hf]") {
-  QTemporaryDir dir;
-  const std::string base_dir = dir.filePath("tiny-bert").toStdString();
-  save_model(test::tiny_bert(dir.filePath("src").toStdString()), base_dir);
-  MainWindow w;
-  REQUIRE(w.openModel(QString::fromStdString(base_dir)));
-  const std::shared_ptr<const Model> base = std::make_shared<const Model>(load_model(base_dir));
-  TrainView* t = w.train();
-  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(200, 3)))));
-  t->setFineTune(true, true);
-  t->setEpochs(1);
-  REQUIRE(t->startTraining());
-  t->waitForFinish();
-  REQUIRE(t->trainedModel());
-  const Model& m = *t->trainedModel();
-  CHECK(m.hf.architecture == "BertForSequenceClassification");
-  CHECK(m.config.labels == std::vector<std::string>{"negative", "positive"});
-  const auto mask = encoder_mask(m.config);
-  const auto after = parameters(m.weights), before = parameters(base->weights);
-  REQUIRE(after.size() == mask.size());
-  size_t k_base = 0;
-  for (size_t k = 0; k < after.size(); ++k)
-    if (mask[k]) CHECK(after[k]->data == before[k_base++]->data);  // the base's encoder tensors come first, in order
-  // saved as a Hugging Face folder that opens again
-  const QString out = dir.filePath("tuned");
-  REQUIRE(t->saveModel(out));
-  REQUIRE(w.openModel(out));
-  CHECK(w.explore()->model()->hf.architecture == "BertForSequenceClassification");
 }
 
 TEST_CASE("mask editor at 2,048 tokens: the whole mask in view, zoom for single cells", "[ui][mask][zoom]") {
