@@ -78,9 +78,11 @@ usage:
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
   attnlab-cli patch   [--model DIR] --clean "..." --corrupted "..." (--clean-ids / --corrupted-ids)
                       --answer TOK --wrong TOK (or --answer-id N --wrong-id N; classifiers: class names)
-                      [--what resid_pre|attn_out|mlp_out|z] [--mask ...] [--out F.npy] [--json]
+                      [--what resid_pre|attn_out|mlp_out|z] [--method exact|attribution]
+                      [--mask ...] [--out F.npy] [--json]
                       activation patching: the share of the clean logit difference each patched
-                      activation restores in the corrupted run ([layers, T], or [layers, heads] for z)
+                      activation restores in the corrupted run ([layers, T], or [layers, heads] for z);
+                      attribution: its first-order estimate from one backward pass (Nanda 2023)
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
   attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
@@ -509,7 +511,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
 int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
                with(kModelValued, {"--clean", "--clean-ids", "--corrupted", "--corrupted-ids", "--answer", "--wrong",
-                                   "--answer-id", "--wrong-id", "--what", "--out"}),
+                                   "--answer-id", "--wrong-id", "--what", "--method", "--out"}),
                {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   const PreparedInput clean = input_from_flags(a, model, "--clean", "--clean-ids", 0);
@@ -518,13 +520,19 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
     throw Error("patch needs --clean \"...\" and --corrupted \"...\" (or --clean-ids / --corrupted-ids)");
   const int answer = answer_from_flags(a, model, "answer"), wrong = answer_from_flags(a, model, "wrong");
   const PatchTarget what = parse_patch_target(a.get("--what", "resid_pre"));
+  const std::string method = a.get("--method", "exact");
+  if (method != "exact" && method != "attribution")
+    throw Error("--method: expected exact (activation patching) or attribution (attribution patching), got \"" +
+                method + "\"");
+  const bool exact = method == "exact";
   ForwardRequest rc, rk;
   rc.ids = clean.ids, rc.tokens = clean.tokens, rc.token_types = clean.token_types;
   rk.ids = corrupted.ids, rk.tokens = corrupted.tokens, rk.token_types = corrupted.token_types;
   rc.mask = rk.mask = mask_from_flags(a);
   auto backend = make_backend(a.get("--backend", "cpu"));
   const auto t0 = std::chrono::steady_clock::now();
-  const PatchResult p = activation_patching(model, *backend, rc, rk, answer, wrong, what);
+  const PatchResult p = exact ? activation_patching(model, *backend, rc, rk, answer, wrong, what)
+                              : attribution_patching(model, *backend, rc, rk, answer, wrong, what);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (a.has("--out")) save_npy(a.get("--out"), p.values);
   const int L = static_cast<int>(p.values.dim(0)), C = static_cast<int>(p.values.dim(1));
@@ -532,6 +540,7 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
   if (a.has("--json")) {
     json j;
     j["what"] = a.get("--what", "resid_pre");
+    j["method"] = method;
     j["shape"] = p.values.shape;
     j["clean_logit_diff"] = p.clean;
     j["corrupted_logit_diff"] = p.corrupted;
@@ -543,8 +552,8 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
     return 0;
   }
   std::cout << "logit difference: clean " << p.clean << ", corrupted " << p.corrupted << "; restored share when "
-            << (heads ? "one head's z" : "one position's " + a.get("--what", "resid_pre"))
-            << " is patched in (1 = all):\n"
+            << (heads ? "one head's z" : "one position's " + a.get("--what", "resid_pre")) << " is patched in (1 = all)"
+            << (exact ? "" : ", estimated to first order (attribution patching)") << ":\n"
             << pad("", 9);
   for (int j = 0; j < C; ++j)
     std::cout << " " << pad(heads ? "head " + std::to_string(j) : clean.tokens[static_cast<size_t>(j)], 8);
@@ -558,7 +567,10 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
     }
     std::cout << "\n";
   }
-  std::cout << L * C << " patched runs in " << ms << " ms\n";
+  if (exact)
+    std::cout << L * C << " patched runs in " << ms << " ms\n";
+  else
+    std::cout << "one clean forward, one corrupted forward and backward in " << ms << " ms\n";
   return 0;
 }
 

@@ -4,7 +4,9 @@
 #include <cctype>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "engine/compute/hooks.h"
 #include "engine/compute/lm.h"
 #include "engine/compute/plan.h"
 
@@ -93,7 +95,7 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
     const Tensor v = r.values.size() == static_cast<size_t>(L)
                          ? r.values[static_cast<size_t>(l)]
                          : attention_values(model, *ops, l, r.layer_inputs[static_cast<size_t>(l)]);  // (T, KV*D)
-    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;  // [E, E]
+    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;                               // [E, E]
     const int group = H / KV;
     for (int h = 0; h < H; ++h) {
       const int g = h / group;
@@ -120,16 +122,36 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
 
 PredictionGradients prediction_gradients(const Model& model, const ForwardRequest& request, int target,
                                          ModelWeights* grads) {
+  GradientOptions o;
+  o.target = target, o.grads = grads;
+  return prediction_gradients(model, request, o);
+}
+
+PredictionGradients prediction_gradients(const Model& model, const ForwardRequest& request,
+                                         const GradientOptions& options) {
   require_self(request, "grad-attention");
   const ModelConfig& c = model.config;
   const ModelWeights& W = model.weights;
   if (c.num_classes == 0 && !c.lm_head)
-    throw Error("relevance (grad-attention) explains a prediction: it needs a classifier, or a language model's next token; this model has neither");
+    throw Error(
+        "relevance (grad-attention) explains a prediction: it needs a classifier, or a language model's next token; "
+        "this model has neither");
   const AttnMask mask = self_attention_mask(model, request);
   const std::vector<std::vector<uint8_t>> ablate = ablation_flags(c, request.ablate);
   const int T = static_cast<int>(request.ids.size()), L = c.num_layers, E = c.embed_size;
+  const int n_out = c.num_classes > 0 ? c.num_classes : c.vocab_size;
+  if (options.wrong >= 0 && (options.target < 0 || options.target == options.wrong))
+    throw Error("a logit difference needs two different logits (answer " + std::to_string(options.target) + ", wrong " +
+                std::to_string(options.wrong) + ")");
+  if (options.wrong >= n_out)
+    throw Error((c.num_classes > 0 ? "no class " : "no token id ") + std::to_string(options.wrong) +
+                " (the model has " + std::to_string(n_out) + ")");
   auto ops = make_cpu_ops();
   ops->set_weights_version(W.version);
+  HookSpec keep;
+  keep.cache = options.hooks;
+  std::optional<HookRun> hooks;
+  if (!keep.cache.empty()) hooks.emplace(keep);
 
   // ---- forward, every layer keeping what its backward needs
   NormState embed_norm, final_norm;
@@ -142,61 +164,89 @@ PredictionGradients prediction_gradients(const Model& model, const ForwardReques
     if (request.cancel && request.cancel->load()) throw Cancelled();
     LayerRun run;
     run.for_backward = true;
+    run.layer = l;
+    if (hooks) run.hooks = &*hooks;
     if (!ablate.empty() && !ablate[static_cast<size_t>(l)].empty()) run.ablate = &ablate[static_cast<size_t>(l)];
     layer_forward(c, plan, W.layers[static_cast<size_t>(l)], *ops, attn, x, states[static_cast<size_t>(l)], run);
   }
   final_forward(model, *ops, x, final_norm);
 
-  // ---- y and d y / d (final hidden states)
+  // ---- y and d y / d (final hidden states): y = sum_k coef_k logit[id_k]
   ModelWeights none;
   none.layers.resize(static_cast<size_t>(L));
-  ModelWeights& G = grads ? *grads : none;
+  ModelWeights& G = options.grads ? *options.grads : none;
   PredictionGradients out;
   Tensor dx({T, E});
+  auto pick = [&](const auto& logits) {
+    int t = options.target;
+    if (t < 0) t = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (t >= n_out)
+      throw Error(c.num_classes > 0
+                      ? "--target: no class " + std::to_string(t) + " (the model has " + std::to_string(n_out) + ")"
+                      : "--target: no token id " + std::to_string(t) + " in the vocabulary");
+    out.target = t;
+    std::vector<std::pair<int, float>> terms = {{t, 1.0f}};
+    if (options.wrong >= 0) terms.push_back({options.wrong, -1.0f});
+    out.y = 0;
+    for (const auto& [id, coef] : terms) out.y += coef * static_cast<double>(logits[static_cast<size_t>(id)]);
+    return terms;
+  };
   if (c.num_classes > 0) {
     HeadState head;
     const Tensor logits = head_forward(model, *ops, x, pad_flags(model, request.ids), 1, T, head);
-    int t = target;
-    if (t < 0) t = static_cast<int>(std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
-    if (t >= c.num_classes)
-      throw Error("--target: no class " + std::to_string(t) + " (the model has " + std::to_string(c.num_classes) + ")");
-    out.target = t, out.y = logits.data[static_cast<size_t>(t)];
     Tensor dlogits({1, c.num_classes});
-    dlogits.data[static_cast<size_t>(t)] = 1.0f;
+    for (const auto& [id, coef] : pick(logits.data)) dlogits.data[static_cast<size_t>(id)] += coef;
     head_backward(model, *ops, head, dlogits, 1, T, dx, G);
   } else {
     Tensor last({1, E});
     std::copy_n(x.ptr() + static_cast<int64_t>(T - 1) * E, E, last.ptr());
     const Tensor logits = lm_logits(model, *ops, last);
-    int t = target;
-    if (t < 0) t = static_cast<int>(std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
-    if (t >= c.vocab_size) throw Error("--target: no token id " + std::to_string(t) + " in the vocabulary");
-    out.target = t, out.y = logits.data[static_cast<size_t>(t)];
-    // y = h_{T-1} . W_lm[t]: d y / d h_{T-1} = W_lm[t], d y / d W_lm[t] = h_{T-1}
+    // y = sum_k coef_k h_{T-1} . W_lm[id_k]: d y / d h_{T-1} = sum_k coef_k W_lm[id_k], and
+    // d y / d W_lm[id_k] = coef_k h_{T-1}
     const Tensor& Wlm = c.tied_lm_head ? W.embedding : W.lm_head;
     Tensor& Glm = c.tied_lm_head ? G.embedding : G.lm_head;
-    std::copy_n(Wlm.ptr() + static_cast<int64_t>(t) * E, E, dx.ptr() + static_cast<int64_t>(T - 1) * E);
-    if (!Glm.empty())
-      for (int e = 0; e < E; ++e) Glm.at(t, e) += last.data[static_cast<size_t>(e)];
+    for (const auto& [id, coef] : pick(logits.data))
+      for (int e = 0; e < E; ++e) {
+        dx.at(T - 1, e) += coef * Wlm.at(id, e);
+        if (!Glm.empty()) Glm.at(id, e) += coef * last.data[static_cast<size_t>(e)];
+      }
   }
 
-  // ---- backward through the layers, keeping d y / d A_l
+  // ---- backward through the layers, keeping d y / d A_l (and the named activations' gradients)
   final_backward(model, *ops, final_norm, dx, G);
   out.probs.resize(static_cast<size_t>(L));
   out.dprobs.resize(static_cast<size_t>(L));
+  std::vector<Tensor> dvalues;
   for (int l = L - 1; l >= 0; --l) {
     if (request.cancel && request.cancel->load()) throw Cancelled();
     LayerState& st = states[static_cast<size_t>(l)];
     Tensor& dP = out.dprobs[static_cast<size_t>(l)];
     layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], *ops, attn, st, 1.0f,
-                   dx, G.rel_pos.empty() ? nullptr : &G.rel_pos, &dP);
+                   dx, G.rel_pos.empty() ? nullptr : &G.rel_pos, &dP, hooks ? &dvalues : nullptr);
     if (dP.empty()) dP = Tensor({1, c.num_heads, T, T});  // nothing downstream reads this layer's attention
     dP.shape.erase(dP.shape.begin());                     // (1, H, T, T) -> (H, T, T)
     out.probs[static_cast<size_t>(l)] = std::move(st.P);
     out.probs[static_cast<size_t>(l)].shape.erase(out.probs[static_cast<size_t>(l)].shape.begin());
+    for (size_t v = 0; hooks && v < dvalues.size(); ++v) {
+      if (!plan.hooks[v]) continue;
+      const std::string name = "blocks." + std::to_string(l) + "." + plan.hooks[v];
+      const auto kept = hooks->cache.find(name);
+      if (kept == hooks->cache.end()) continue;
+      Tensor g = dvalues[v].empty() ? Tensor(kept->second.shape) : std::move(dvalues[v]);
+      g.shape = kept->second.shape;  // the same elements, shaped as the activation is
+      out.gradients[name] = std::move(g);
+    }
     st = LayerState();  // free the layer's values as the backward passes it
   }
-  if (grads) embed_backward(model, *ops, request.ids, request.token_types, T, std::move(dx), embed_norm, *grads);
+  if (hooks) {
+    for (auto& [name, value] : hooks->cache)
+      if (out.gradients.count(name)) out.activations[name] = std::move(value);
+    if (out.activations.empty())
+      throw Error("no activation with a gradient matches " + keep.cache.front() +
+                  " (gradients are kept for the layers' named values: blocks.{l}.hook_resid_pre, attn.hook_z, ...)");
+  }
+  if (options.grads)
+    embed_backward(model, *ops, request.ids, request.token_types, T, std::move(dx), embed_norm, *options.grads);
   return out;
 }
 
@@ -277,8 +327,8 @@ Tensor head_importance(const Model& model, Backend& backend, const ForwardReques
   int t = target;
   if (c.num_classes > 0) {
     if (t < 0) t = full.predicted;
-    if (t >= c.num_classes) throw Error("--target: no class " + std::to_string(t) + " (the model has " +
-                                        std::to_string(c.num_classes) + ")");
+    if (t >= c.num_classes)
+      throw Error("--target: no class " + std::to_string(t) + " (the model has " + std::to_string(c.num_classes) + ")");
   } else {
     if (t < 0) t = full.next_tokens.at(0).first;
     if (t >= c.vocab_size) throw Error("--target: no token id " + std::to_string(t) + " in the vocabulary");
@@ -352,8 +402,8 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
         p.focus = static_cast<int>(std::max_element(column.begin(), column.end()) - column.begin());
         p.focus_share = column[static_cast<size_t>(p.focus)] / rows;
       }
-      const std::pair<const char*, double> cands[] = {{"prev", p.prev}, {"next", p.next}, {"self", p.self},
-                                                     {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
+      const std::pair<const char*, double> cands[] = {{"prev", p.prev},   {"next", p.next}, {"self", p.self},
+                                                      {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
       double best = 0.5;
       for (const auto& [name, v] : cands)
         if (v > best) best = v, p.label = name;

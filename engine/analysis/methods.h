@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,10 +34,21 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
 // empty tensors for what is not wanted), d y / d weights is accumulated into it.
 struct PredictionGradients {
   int target = -1;
-  double y = 0;                 // the logit explained
-  std::vector<Tensor> probs;    // per layer [H, T, T]: A_l
-  std::vector<Tensor> dprobs;   // per layer [H, T, T]: d y / d A_l
+  double y = 0;                // the logit explained (or the logit difference, options.wrong)
+  std::vector<Tensor> probs;   // per layer [H, T, T]: A_l
+  std::vector<Tensor> dprobs;  // per layer [H, T, T]: d y / d A_l
+  // options.hooks: each named activation of the pass (hooks.h's names and shapes) and d y / d it,
+  // the same shape (zeros where y does not depend on it)
+  std::map<std::string, Tensor> activations, gradients;
 };
+struct GradientOptions {
+  int target = -1;                 // as above
+  int wrong = -1;                  // >= 0: y = logit[target] - logit[wrong], activation patching's metric
+  std::vector<std::string> hooks;  // names ('*' globs) of the activations whose gradients are kept
+  ModelWeights* grads = nullptr;   // as above
+};
+PredictionGradients prediction_gradients(const Model& model, const ForwardRequest& request,
+                                         const GradientOptions& options);
 PredictionGradients prediction_gradients(const Model& model, const ForwardRequest& request, int target,
                                          ModelWeights* grads = nullptr);
 
@@ -64,8 +76,7 @@ Tensor mean_over_layers(const Tensor& lhts);
 // models: the next-token probability of token t after the last position (default: the top one).
 // -> [L, H]. progress(done, total) is called after each head; cancel stops it (Cancelled).
 Tensor head_importance(const Model& model, Backend& backend, const ForwardRequest& request, int target,
-                       const std::function<void(int, int)>& progress = {},
-                       const std::atomic<bool>* cancel = nullptr);
+                       const std::function<void(int, int)>& progress = {}, const std::atomic<bool>* cancel = nullptr);
 
 // Head patterns (Clark et al. 2019, "What does BERT look at?"): per head, the mean over queries
 // of the attention to the previous token, the next token, itself, the first token, separator

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "engine/analysis/methods.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/lm.h"
 #include "engine/text/input.h"
@@ -57,22 +58,45 @@ double logit_difference(const Model& model, const ForwardResult& r, int answer, 
   return static_cast<double>(logits[static_cast<size_t>(answer)]) - logits[static_cast<size_t>(wrong)];
 }
 
-PatchResult activation_patching(const Model& model, Backend& backend, const ForwardRequest& clean,
-                                const ForwardRequest& corrupted, int answer, int wrong, PatchTarget what,
-                                const std::function<void(int, int)>& progress, const std::atomic<bool>* cancel) {
+namespace {
+
+// What both kinds of patching check first; returns the hook name patched within each block.
+const char* check_pair(const Model& model, const ForwardRequest& clean, const ForwardRequest& corrupted, int answer,
+                       int wrong, PatchTarget what) {
   const ModelConfig& c = model.config;
-  const int T = static_cast<int>(clean.ids.size()), L = c.num_layers, H = c.num_heads;
-  if (static_cast<int>(corrupted.ids.size()) != T)
+  const size_t T = clean.ids.size();
+  if (corrupted.ids.size() != T)
     throw Error("clean and corrupted inputs must have the same number of tokens: the clean one has " +
                 std::to_string(T) + ", the corrupted one " + std::to_string(corrupted.ids.size()));
   if (answer == wrong)
     throw Error("the answer and the one it is measured against are the same (" + std::to_string(answer) +
                 "): their logit difference is always 0");
   if (what == PatchTarget::MlpOut && c.ff_dim == 0) throw Error("--what mlp_out: this model has no MLP");
-  const char* hook = what == PatchTarget::ResidPre  ? "hook_resid_pre"
-                     : what == PatchTarget::AttnOut ? "hook_attn_out"
-                     : what == PatchTarget::MlpOut  ? "hook_mlp_out"
-                                                    : "attn.hook_z";
+  return what == PatchTarget::ResidPre  ? "hook_resid_pre"
+         : what == PatchTarget::AttnOut ? "hook_attn_out"
+         : what == PatchTarget::MlpOut  ? "hook_mlp_out"
+                                        : "attn.hook_z";
+}
+
+// m(clean) - m(corrupted), refused when the two runs agree to float32 rounding of the logits:
+// there is nothing to restore.
+double checked_span(const PatchResult& p) {
+  const double span = p.clean - p.corrupted;
+  const double tiny = 1e-5 * std::max({1.0, std::fabs(p.clean), std::fabs(p.corrupted)});
+  if (std::fabs(span) < tiny)
+    throw Error("the clean and corrupted inputs give the same logit difference (" + std::to_string(p.clean) +
+                "): there is nothing for a patch to restore");
+  return span;
+}
+
+}  // namespace
+
+PatchResult activation_patching(const Model& model, Backend& backend, const ForwardRequest& clean,
+                                const ForwardRequest& corrupted, int answer, int wrong, PatchTarget what,
+                                const std::function<void(int, int)>& progress, const std::atomic<bool>* cancel) {
+  const ModelConfig& c = model.config;
+  const int T = static_cast<int>(clean.ids.size()), L = c.num_layers, H = c.num_heads;
+  const char* hook = check_pair(model, clean, corrupted, answer, wrong, what);
   auto name_at = [&](int l) { return "blocks." + std::to_string(l) + "." + hook; };
   // the clean run keeps what is patched in; the corrupted run keeps every layer's input, where
   // each patched run resumes
@@ -86,12 +110,7 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
   PatchResult out;
   out.clean = logit_difference(model, clean_run, answer, wrong);
   out.corrupted = logit_difference(model, corrupted_run, answer, wrong);
-  const double span = out.clean - out.corrupted;
-  // below this the two runs agree to float32 rounding of the logits: nothing to restore
-  const double tiny = 1e-5 * std::max({1.0, std::fabs(out.clean), std::fabs(out.corrupted)});
-  if (std::fabs(span) < tiny)
-    throw Error("the clean and corrupted inputs give the same logit difference (" + std::to_string(out.clean) +
-                "): there is nothing for a patch to restore");
+  const double span = checked_span(out);
 
   const int cols = what == PatchTarget::Z ? H : T;
   out.values = Tensor({L, cols});
@@ -125,6 +144,45 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
       out.values.at(l, j) = static_cast<float>((m - out.corrupted) / span);
       if (progress) progress(++done, L * cols);
     }
+  }
+  return out;
+}
+
+PatchResult attribution_patching(const Model& model, Backend& backend, const ForwardRequest& clean,
+                                 const ForwardRequest& corrupted, int answer, int wrong, PatchTarget what) {
+  const ModelConfig& c = model.config;
+  const int T = static_cast<int>(clean.ids.size()), L = c.num_layers, H = c.num_heads;
+  const std::string keep = std::string("blocks.*.") + check_pair(model, clean, corrupted, answer, wrong, what);
+  // the clean run: its activations (any backend)
+  HookSpec keep_clean;
+  keep_clean.cache = {keep};
+  ForwardRequest rc = clean;
+  rc.hooks = &keep_clean;
+  rc.keep_attention = std::vector<bool>(static_cast<size_t>(L), false);
+  const ForwardResult clean_run = run_forward(model, backend, rc);
+  // the corrupted run, forward and backward: its activations and d m / d them
+  GradientOptions o;
+  o.target = answer, o.wrong = wrong, o.hooks = {keep};
+  const PredictionGradients g = prediction_gradients(model, corrupted, o);
+  PatchResult out;
+  out.clean = logit_difference(model, clean_run, answer, wrong);
+  out.corrupted = g.y;
+  const double span = checked_span(out);
+  const int cols = what == PatchTarget::Z ? H : T;
+  out.values = Tensor({L, cols});
+  for (const auto& [name, grad] : g.gradients) {
+    const int l = std::stoi(name.substr(7));  // "blocks.{l}."
+    const Tensor &a_clean = clean_run.cache.at(name), &a_corr = g.activations.at(name);
+    const int64_t width = static_cast<int64_t>(grad.data.size()) / T;
+    const int64_t D = what == PatchTarget::Z ? grad.dim(2) : width;  // the columns one entry sums
+    std::vector<double> acc(static_cast<size_t>(cols), 0.0);
+    for (int t = 0; t < T; ++t)
+      for (int64_t e = 0; e < width; ++e) {
+        const int64_t k = t * width + e;
+        const double term = (static_cast<double>(a_clean.data[k]) - a_corr.data[k]) * grad.data[k];
+        acc[static_cast<size_t>(what == PatchTarget::Z ? e / D : t)] += term;
+      }
+    for (int j = 0; j < cols; ++j) out.values.at(l, j) = static_cast<float>(acc[static_cast<size_t>(j)] / span);
   }
   return out;
 }

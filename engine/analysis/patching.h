@@ -43,4 +43,15 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
                                 const std::function<void(int, int)>& progress = {},
                                 const std::atomic<bool>* cancel = nullptr);
 
+// Attribution patching (Nanda 2023, "Attribution Patching: Activation Patching At Industrial
+// Scale"; Syed et al. 2023): activation patching's first-order estimate,
+//   (a_clean - a_corrupted) . d m / d a   at the corrupted run,
+// summed over what one patched run would replace (one position's row, or one head's d_head
+// columns at every position), normalised as above. One clean forward, one corrupted forward and
+// one backward (fp32, host ops) instead of layers x columns patched runs. Exact where m is linear
+// in the activation; a nonlinearity between it and the logits (LayerNorm, softmax, GELU) makes
+// it an estimate, worst for large patches (early residual positions).
+PatchResult attribution_patching(const Model& model, Backend& backend, const ForwardRequest& clean,
+                                 const ForwardRequest& corrupted, int answer, int wrong, PatchTarget what);
+
 }  // namespace attnlab

@@ -478,9 +478,10 @@ void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeigh
 }
 
 void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
-                    const AttnArgs& attn_in, LayerState& st, float drop_scale, Tensor& dx, Tensor* drel,
-                    Tensor* dprobs) {
+                    const AttnArgs& attn_in, LayerState& st, float drop_scale, Tensor& dx, Tensor* drel, Tensor* dprobs,
+                    std::vector<Tensor>* dhooks) {
   std::vector<Tensor> d(static_cast<size_t>(plan.values));  // d loss / d value
+  if (dhooks) dhooks->assign(static_cast<size_t>(plan.values), Tensor());
   d[static_cast<size_t>(plan.output)] = std::move(dx);
   auto accumulate = [&](int value, Tensor&& g) {
     Tensor& acc = d[static_cast<size_t>(value)];
@@ -496,6 +497,8 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
     const Step& s = plan.steps[static_cast<size_t>(i)];
     Tensor dout = std::move(d[static_cast<size_t>(s.out)]);
     if (dout.empty()) continue;  // nothing downstream depends on this value
+    // every step that reads the value has been walked: its gradient is complete
+    if (dhooks && plan.hooks[static_cast<size_t>(s.out)]) (*dhooks)[static_cast<size_t>(s.out)] = dout;
     const Tensor& in0 = st.v[static_cast<size_t>(s.in[0])];
     const std::vector<uint8_t>& keep = st.keep[static_cast<size_t>(i)];
     Tensor g;
@@ -567,6 +570,7 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
       }
     }
   }
+  if (dhooks) (*dhooks)[0] = d[0];
   dx = std::move(d[0]);
 }
 

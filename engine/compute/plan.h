@@ -143,9 +143,11 @@ void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeigh
 // accumulated into G (and drel, the relative table's, when the model has one); a weight whose
 // gradient tensor in G is empty gets none (analysis asks only for input gradients). dprobs, when
 // not null, receives d loss / d P, the gradient at the attention probabilities (B, H, T, S).
+// dhooks, when not null, receives by value number d loss / d value for every value with a hook
+// name (plan.hooks; empty where nothing downstream reads it): attribution patching's gradients.
 void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, LayerWeights& G, Ops& ops,
                     const AttnArgs& attn, LayerState& state, float drop_scale, Tensor& dx, Tensor* drel,
-                    Tensor* dprobs = nullptr);
+                    Tensor* dprobs = nullptr, std::vector<Tensor>* dhooks = nullptr);
 
 // Inference on one sequence: the embedding, the layer stack, the final norm, keeping what
 // options ask for. Throws Cancelled when options.cancel is set (checked before every layer).

@@ -566,6 +566,88 @@ def check_patching(name, folder, model, T, vocab):
         fail(f"{name}: {msg}")
 
 
+def torch_attribution(model, clean, corrupted, answer, wrong, what):
+    """Attribution patching written with PyTorch autograd on transformers' modules (Nanda 2023;
+    Syed et al. 2023): (a_clean - a_corrupted) . d m / d a at the corrupted run, summed over one
+    position (or one head's columns at every position), over m(clean) - m(corrupted)."""
+    base = model.transformer if hasattr(model, "transformer") else model.model
+    gpt2 = hasattr(base, "h")
+    blocks = base.h if gpt2 else base.layers
+    dtype = next(model.parameters()).dtype
+    key = {"resid_pre": "hook_resid_pre", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out",
+           "z": "attn.hook_z"}[what]
+    acts = hook_activations(model, clean)
+    E, H = model.config.hidden_size, model.config.num_attention_heads
+    D, T = E // H, len(clean)
+    with torch.no_grad():
+        lc = model(input_ids=torch.tensor([clean])).logits[0, -1]
+    m_clean = float(lc[answer] - lc[wrong])
+    kept, handles = {}, []
+
+    def keep(l, t):
+        t.retain_grad()
+        kept[l] = t
+
+    for l, blk in enumerate(blocks):
+        proj = blk.attn.c_proj if gpt2 else blk.self_attn.o_proj
+        if what == "resid_pre":
+            handles.append(blk.register_forward_pre_hook(lambda m, i, l=l: keep(l, i[0])))
+        elif what == "z":
+            handles.append(proj.register_forward_pre_hook(lambda m, i, l=l: keep(l, i[0])))
+        else:
+            module = proj if what == "attn_out" else blk.mlp
+            handles.append(module.register_forward_hook(lambda m, i, o, l=l: keep(l, o)))
+    try:
+        with torch.enable_grad():
+            logits = model(input_ids=torch.tensor([corrupted])).logits[0, -1]
+            metric = logits[answer] - logits[wrong]
+            metric.backward()
+    finally:
+        for h in handles:
+            h.remove()
+        model.zero_grad(set_to_none=True)
+    m_corr = float(metric)
+    cols = H if what == "z" else T
+    out = np.zeros((len(blocks), cols))
+    for l in range(len(blocks)):
+        a = kept[l][0].detach().double().numpy()
+        g = kept[l].grad[0].double().numpy()
+        delta = acts[f"blocks.{l}.{key}"].reshape(T, -1) - a
+        prod = delta * g
+        out[l] = prod.reshape(T, H, D).sum(axis=(0, 2)) if what == "z" else prod.sum(axis=1)
+    return {"values": out / (m_clean - m_corr), "span": abs(m_clean - m_corr)}
+
+
+def check_attribution(name, folder, model, T, vocab):
+    """attnlab-cli patch --method attribution against torch_attribution, every entry of every
+    kind, within the float32 bound of a logit difference's gradient over the span."""
+    model.eval()
+    rng = np.random.default_rng(9)
+    clean = [int(x) for x in rng.integers(0, vocab, T)]
+    corrupted = list(clean)
+    corrupted[T // 2] = (clean[T // 2] + 5) % vocab
+    answer, wrong = 4, 10
+    worst = WorstShare("a")
+    layers = model.config.num_hidden_layers
+    K = max(model.config.hidden_size, T, getattr(model.config, "intermediate_size", None) or 4 * model.config.hidden_size)
+    for what in ("resid_pre", "attn_out", "mlp_out", "z"):
+        j = json.loads(run(["patch", "--model", folder, "--clean-ids", ",".join(map(str, clean)), "--corrupted-ids",
+                            ",".join(map(str, corrupted)), "--answer-id", str(answer), "--wrong-id", str(wrong),
+                            "--what", what, "--method", "attribution", "--json"]).stdout)
+        got = np.array(j["values"]).reshape(j["shape"])
+        r32, r = reference_pair(model, lambda m: torch_attribution(m, clean, corrupted, answer, wrong, what))
+        if got.shape != r["values"].shape:
+            fail(f"{name}: patch --method attribution --what {what} shape {got.shape} vs {r['values'].shape}")
+            continue
+        # a forward and a backward through the layers, then a sum of T * width products, of logit magnitude
+        floor = 4 * stack_floor(2 * layers + 2, K, max(abs(j["clean_logit_diff"]), abs(j["corrupted_logit_diff"]), 1.0))
+        worst.note("a", got, r["values"], r32["values"], floor / r["span"])
+    print(f"{name}: attribution patching (resid_pre, attn_out, mlp_out, z) vs PyTorch autograd on transformers: "
+          f"{worst.summary({'a': 'max |diff|'})}")
+    for msg in worst.failed({"a": "attribution patching"}):
+        fail(f"{name}: {msg}")
+
+
 def check_detectors(name, folder, model, seq):
     """analyze --method induction / previous-token / duplicate-token against the same definitions
     (detectors.h) applied to transformers' own attention on the sequence attnlab read."""
@@ -667,6 +749,7 @@ def main():
         check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
+        check_attribution("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"])
         check_detectors("GPT2LMHeadModel (tied)", g, m, 20)
         check_dla("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
@@ -688,6 +771,7 @@ def main():
         check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
+        check_attribution("LlamaForCausalLM (GQA 8/2)", ll, m, 6, V["llama3"])
         check_detectors("LlamaForCausalLM (GQA 8/2)", ll, m, 30)
         check_dla("LlamaForCausalLM (GQA 8/2)", ll, m, 7, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")

@@ -3,16 +3,20 @@
 // what they should (a causal model's earlier positions untouched), or carry one input into
 // another (the whole residual stream patched). Values against transformers' own modules:
 // tests/crosscheck/hf_decoders.py (check_hooks).
+#include <cmath>
 #include <filesystem>
+#include <random>
 
 #include "engine/analysis/attribution.h"
 #include "engine/analysis/detectors.h"
+#include "engine/analysis/methods.h"
 #include "engine/analysis/patching.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
 #include "engine/formats/npy.h"
 #include "tests/engine/hf_test_model.h"
+#include "tests/engine/pass_bound.h"
 #include "tests/engine/test_util.h"
 #include "tests/engine/tolerance.h"
 
@@ -333,4 +337,106 @@ TEST_CASE("logit attribution: the parts sum to the model's own logit difference"
   r2.ids = random_ids(5, post.config.vocab_size);
   CHECK_THROWS_WITH(direct_logit_attribution(post, *backend, r2, 1, 2), Catch::Contains("LM head"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("attribution patching: activation gradients match finite differences; equal rows give 0",
+          "[hooks][patching][fd]") {
+  for (const bool gpt2 : {false, true}) {  // Llama (GQA, RMSNorm, RoPE, SwiGLU) and GPT-2
+    CAPTURE(gpt2);
+    const std::string dir = scratch(gpt2 ? "attr-gpt2" : "attr-llama");
+    const Model m = tiny_decoder(dir, gpt2);
+    const ModelConfig& c = m.config;
+    const int T = 6, changed = 2, answer = 5, wrong = 9, E = c.embed_size;
+    ForwardRequest clean, corrupted;
+    clean.ids = random_ids(T, c.vocab_size, 13);
+    corrupted.ids = clean.ids;
+    corrupted.ids[changed] = (clean.ids[changed] + 3) % c.vocab_size;
+    GradientOptions o;
+    o.target = answer, o.wrong = wrong;
+    o.hooks = {"blocks.*.hook_resid_pre", "blocks.*.attn.hook_z", "blocks.*.hook_mlp_out", "blocks.*.hook_attn_out"};
+    const PredictionGradients g = prediction_gradients(m, corrupted, o);
+    REQUIRE(g.gradients.size() == 4 * static_cast<size_t>(c.num_layers));
+    REQUIRE(g.gradients.at("blocks.1.attn.hook_z").shape == std::vector<int64_t>{T, c.num_heads, E / c.num_heads});
+    auto backend = make_backend("cpu");
+    // y = the logit difference with `delta` added to one entry of a named activation
+    auto y = [&](const std::string& name, int t, int64_t e, int64_t width, float delta) {
+      HookEdit add;
+      add.kind = HookEdit::Kind::Add;
+      add.name = name;
+      add.positions = {t};
+      add.value = Tensor({1, width});
+      add.value.data[static_cast<size_t>(e)] = delta;
+      HookSpec spec;
+      spec.edits = {add};
+      ForwardRequest r = corrupted;
+      r.hooks = &spec;
+      return logit_difference(m, run_forward(m, *backend, r), answer, wrong);
+    };
+    // y's float32 error: the last hidden row's (pass_bound) through the two LM-head rows, plus
+    // those E-term products' own rounding
+    double f_err = 0;
+    {
+      const ForwardResult base = run_forward(m, *backend, corrupted);
+      const double hidden_err = pass_bound(m, corrupted, base).hidden;
+      const Tensor& Wlm = c.tied_lm_head ? m.weights.embedding : m.weights.lm_head;
+      for (const int id : {answer, wrong}) {
+        double w1 = 0, terms = 0;
+        for (int e = 0; e < E; ++e) {
+          w1 += std::fabs(Wlm.at(id, e));
+          terms += std::fabs(static_cast<double>(base.hidden.at(T - 1, e)) * Wlm.at(id, e));
+        }
+        f_err += w1 * hidden_err + sum_bound_best(E, terms);
+      }
+    }
+    std::mt19937 pick(4);
+    int checked = 0;
+    for (const auto& [name, grad] : g.gradients) {
+      const Tensor& a = g.activations.at(name);
+      REQUIRE(a.shape == grad.shape);
+      const int64_t width = static_cast<int64_t>(grad.data.size()) / T;
+      // the entry with the largest gradient (where a wrong backward shows most), then a random one
+      const size_t largest =
+          static_cast<size_t>(std::max_element(grad.data.begin(), grad.data.end(),
+                                               [](float u, float v) { return std::fabs(u) < std::fabs(v); }) -
+                              grad.data.begin());
+      for (int r = 0; r < 2; ++r) {
+        const size_t at = r == 0 ? largest : pick() % grad.data.size();
+        const int t = static_cast<int>(static_cast<int64_t>(at) / width);
+        const int64_t e = static_cast<int64_t>(at) % width;
+        const float h = 5e-2f, x = a.data[at];
+        const double up = y(name, t, e, width, h), down = y(name, t, e, width, -h);
+        const double up2 = y(name, t, e, width, 2 * h), down2 = y(name, t, e, width, -2 * h);
+        const double fd = (up - down) / (2.0 * h), an = grad.data[at];
+        // the activation is smooth downstream (softmax, norms, GELU/SiLU): the third derivative measured
+        const double bound = measured_central_diff_bound(h, x, f_err, up, down, up2, down2);
+        INFO(name << " [" << t << ", " << e << "]: finite difference " << fd << ", backward " << an << ", bound "
+                  << bound);
+        CHECK(std::fabs(fd - an) <= bound);
+        if (r == 0) CHECK(bound < 0.5 * std::fabs(an));  // the check can tell the largest gradient from none
+        ++checked;
+      }
+    }
+    CHECK(checked == 8 * c.num_layers);
+    // y is the logit difference the forward gives (the same float32 pass on the host ops)
+    const double m_corr = logit_difference(m, run_forward(m, *backend, corrupted), answer, wrong);
+    CHECK(std::fabs(g.y - m_corr) <= f_err);
+
+    for (const PatchTarget what : {PatchTarget::ResidPre, PatchTarget::Z}) {
+      const PatchResult p = attribution_patching(m, *backend, clean, corrupted, answer, wrong, what);
+      const bool heads = what == PatchTarget::Z;
+      REQUIRE(p.values.shape == std::vector<int64_t>{c.num_layers, heads ? c.num_heads : T});
+      CHECK(p.corrupted == g.y);
+      if (heads) continue;
+      // layer 0's input is the embedding of each token alone: only the changed row differs,
+      // and a causal model's earlier rows are the same at every layer
+      for (int t = 0; t < T; ++t) CHECK((p.values.at(0, t) == 0.0f) == (t != changed));
+      for (int l = 0; l < c.num_layers; ++l)
+        for (int t = 0; t < changed; ++t) CHECK(p.values.at(l, t) == 0.0f);
+    }
+    ForwardRequest shorter = corrupted;
+    shorter.ids.pop_back();
+    CHECK_THROWS_WITH(attribution_patching(m, *backend, clean, shorter, answer, wrong, PatchTarget::ResidPre),
+                      Catch::Contains("the clean one has 6, the corrupted one 5"));
+    fs::remove_all(dir);
+  }
 }
