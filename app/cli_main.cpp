@@ -40,6 +40,7 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_make_data(const std::vector<std::string>& argv);
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0);  // cli_bench.cpp
 int cmd_devices(const std::vector<std::string>& argv);
+int cmd_sae(const std::vector<std::string>& argv, const std::string& argv0);  // cli_sae.cpp
 #ifdef ATTNLAB_WITH_EXPORT
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0);
 #endif
@@ -83,6 +84,12 @@ usage:
                       activation patching: the share of the clean logit difference each patched
                       activation restores in the corrupted run ([layers, T], or [layers, heads] for z);
                       attribution: its first-order estimate from one backward pass (Nanda 2023)
+  attnlab-cli sae     [--model DIR] --sae DIR (--text "..." | --ids ...) [--top K] [--out F.npy]
+                      [--clamp FEATURE=VALUE[:POSITIONS]]... [--json]
+                      a sparse autoencoder in SAELens's format (cfg.json, sae_weights.safetensors) at its
+                      hook: per token the strongest features, how many are active, the reconstruction
+                      error; --out the features [T, d_sae]; --clamp sets features and runs the pass again
+                      (the reconstruction error added back), showing the prediction before and after
   attnlab-cli tokenize [--model DIR] (--text "..." [--pair "..."] | --lines FILE)
                       [--stage normalize|pre-tokenize|ids] [--json]   what the model's tokenizer makes of text
   attnlab-cli analyze [--model DIR] (--text "..." | --ids ...) [--pair B] [--mask ...]... --method M
@@ -670,6 +677,7 @@ int main(int argc, char** argv) {
       {"tokenize", cmd_tokenize},
       {"analyze", cmd_analyze},
       {"patch", cmd_patch},
+      {"sae", cmd_sae},
       {"train", [](const std::vector<std::string>& a, const std::string&) { return cmd_train(a); }},
       {"eval", cmd_eval},
       {"predict", cmd_predict},

@@ -39,6 +39,15 @@ void HookRun::visit(const std::string& name, Tensor& value, const std::vector<in
   const int64_t rows = value.dim(0), full = rows > 0 ? static_cast<int64_t>(value.data.size()) / rows : 0;
   for (const HookEdit& e : spec_.edits) {
     if (e.name != name) continue;
+    if (e.kind == HookEdit::Kind::Apply) {
+      const std::vector<int64_t> kept_shape = value.shape;
+      value.shape = {rows, full};
+      e.apply(value);
+      if (static_cast<int64_t>(value.data.size()) != rows * full)
+        throw Error(name + ": an applied function changed the activation's size");
+      value.shape = kept_shape;
+      continue;
+    }
     // one head's columns of a per-head value, or the whole row
     int64_t first = 0, width = full;
     if (e.head >= 0) {

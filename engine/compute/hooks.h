@@ -23,6 +23,7 @@
 // (the layer's output). Shapes have no batch axis.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -34,7 +35,7 @@ namespace attnlab {
 
 // An intervention on one named activation: replace its rows, or add to them (a steering vector).
 struct HookEdit {
-  enum class Kind { Replace, Add };
+  enum class Kind { Replace, Add, Apply };
   Kind kind = Kind::Replace;
   std::string name;            // exactly as above
   Tensor value;                // rows x width (any shape with that many elements): T rows, one per position
@@ -42,6 +43,9 @@ struct HookEdit {
   std::vector<int> positions;  // empty: every position
   float alpha = 1.0f;          // Add: value * alpha
   int head = -1;               // per-head values ([T, heads, d_head]): only this head's d_head columns
+  // Apply: a function of the activation as the pass reaches it ([T, width], every position;
+  // value, positions, alpha and head unused), e.g. a sparse autoencoder's clamped features
+  std::function<void(Tensor&)> apply = nullptr;
 };
 
 struct HookSpec {

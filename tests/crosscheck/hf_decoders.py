@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 import transformers
-from pyutil import CliChecks, U32, WorstShare, oracle_bound, stack_floor
+from pyutil import CliChecks, U32, WorstShare, oracle_bound, save_safetensors, stack_floor
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (GPT2Config, GPT2LMHeadModel, GPT2Model, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM,
                           LlamaModel, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
@@ -648,6 +648,136 @@ def check_attribution(name, folder, model, T, vocab):
         fail(f"{name}: {msg}")
 
 
+def write_sae(folder, arch, hook, d_in, d_sae, norm, seed, k=None, rescale=False):
+    """A random sparse autoencoder saved as SAELens 6 saves one (cfg.json with metadata.hook_name,
+    sae_weights.safetensors); returns its weights as float64 tensors."""
+    g = torch.Generator().manual_seed(seed)
+    w = {"W_enc": torch.randn(d_in, d_sae, generator=g, dtype=torch.float64) / d_in ** 0.5,
+         "b_enc": torch.randn(d_sae, generator=g, dtype=torch.float64) * 0.1,
+         "W_dec": torch.randn(d_sae, d_in, generator=g, dtype=torch.float64) / d_sae ** 0.5,
+         "b_dec": torch.randn(d_in, generator=g, dtype=torch.float64) * 0.1}
+    if arch == "jumprelu":
+        w["threshold"] = torch.rand(d_sae, generator=g, dtype=torch.float64) * 0.3
+    w = {n: t.float().double() for n, t in w.items()}  # what the float32 file holds
+    cfg = {"architecture": arch, "d_in": d_in, "d_sae": d_sae, "dtype": "float32", "device": "cpu",
+           "apply_b_dec_to_input": True, "normalize_activations": norm,
+           "reshape_activations": "hook_z" if hook.endswith("hook_z") else "none",
+           "metadata": {"hook_name": hook, "sae_lens_version": "6.5.0", "model_name": "random"}}
+    if arch == "topk":
+        cfg["k"], cfg["rescale_acts_by_decoder_norm"] = k, rescale
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "cfg.json"), "w") as f:
+        json.dump(cfg, f)
+    save_safetensors(os.path.join(folder, "sae_weights.safetensors"), w)
+    return cfg, w
+
+
+def torch_sae(cfg, w, x):
+    """SAELens's encode and decode (saes/sae.py, standard_sae.py, jumprelu_sae.py, topk_sae.py)
+    written out in PyTorch on rows x [T, d_in]: (features, reconstruction function of features)."""
+    norm = cfg["normalize_activations"]
+    if norm == "constant_norm_rescale":
+        coeff = cfg["d_in"] ** 0.5 / x.norm(dim=-1, keepdim=True)
+        n_in, n_out = (lambda v: v * coeff), (lambda v: v / coeff)
+    elif norm == "layer_norm":
+        mu = x.mean(dim=-1, keepdim=True)
+        std = (x - mu).std(dim=-1, keepdim=True)
+        n_in, n_out = (lambda v: (v - mu) / (std + 1e-5)), (lambda v: v * std + mu)
+    else:
+        n_in = n_out = lambda v: v
+    sae_in = n_in(x) - w["b_dec"] * cfg["apply_b_dec_to_input"]
+    pre = sae_in @ w["W_enc"] + w["b_enc"]
+    dec_norm = w["W_dec"].norm(dim=-1)
+    rescale = cfg.get("rescale_acts_by_decoder_norm", False)
+    if cfg["architecture"] == "topk":
+        if rescale:
+            pre = pre * dec_norm
+        vals, idx = torch.topk(pre, k=cfg["k"], dim=-1)
+        f = torch.zeros_like(pre).scatter_(-1, idx, vals.relu())
+    elif cfg["architecture"] == "jumprelu":
+        f = pre.relu() * (pre > w["threshold"]).to(pre.dtype)
+    else:
+        f = pre.relu()
+
+    def decode(feats):
+        if rescale:
+            feats = feats / dec_norm
+        return n_out(feats @ w["W_dec"] + w["b_dec"])
+    return f, decode
+
+
+def check_sae(name, folder, model, T, vocab, root):
+    """attnlab-cli sae against torch_sae on transformers' own activations: the features of three
+    random SAEs (standard on resid_pre, jumprelu with layer_norm on hook_z, topk with
+    constant_norm_rescale and decoder-norm rescaling on mlp_out), and the logits with a feature
+    clamped (the reconstruction error added back, SAELens's use_error_term) put in with a forward
+    hook; clamping a feature to its own value changes no logit."""
+    model.eval()
+    gpt2 = hasattr(model, "transformer")
+    E = model.config.hidden_size
+    ids = [int(x) for x in np.random.default_rng(12).integers(0, vocab, T)]
+    worst = WorstShare("f", "l")
+    layers = model.config.num_hidden_layers
+    K = max(E, T, getattr(model.config, "intermediate_size", None) or 4 * E)
+    cases = [("standard", "blocks.1.hook_resid_pre", "none", None, False),
+             ("jumprelu", "blocks.0.attn.hook_z", "layer_norm", None, False),
+             ("topk", "blocks.0.hook_mlp_out", "constant_norm_rescale", 7, True)]
+    for n, (arch, hook, norm, k, rescale) in enumerate(cases):
+        d_sae = 48
+        sdir = os.path.join(root, f"sae-{arch}")
+        cfg, w = write_sae(sdir, arch, hook, E, d_sae, norm, 30 + n, k, rescale)
+        l = int(hook.split(".")[1])
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "f.npy")
+            base_run = json.loads(run(["sae", "--model", folder, "--sae", sdir, "--ids", ",".join(map(str, ids)),
+                                       "--out", out, "--json"]).stdout)
+            got_f = np.load(out)
+        # the most active feature at the last position, clamped to 3x its value (or 2.0) there
+        feat = int(np.argmax(got_f[T - 1]))
+        value = float(3 * got_f[T - 1, feat]) or 2.0
+        own = float(got_f[T - 2, feat])
+        clamped = json.loads(run(["sae", "--model", folder, "--sae", sdir, "--ids", ",".join(map(str, ids)),
+                                  "--clamp", f"{feat}={value}:{T - 1}", "--json"]).stdout)
+        same = json.loads(run(["sae", "--model", folder, "--sae", sdir, "--ids", ",".join(map(str, ids)),
+                               "--clamp", f"{feat}={own!r}:{T - 2}", "--json"]).stdout)
+        if same["clamped_logits"] != base_run["logits"]:
+            fail(f"{name}: {arch} SAE: clamping feature {feat} to its own value changed the logits")
+
+        def reference(m):  # m: the float32 model or its float64 copy (hooks go on m's own modules)
+            dt = next(m.parameters()).dtype
+            mb = m.transformer if gpt2 else m.model
+            blk = (mb.h if gpt2 else mb.layers)[l]
+            proj = blk.attn.c_proj if gpt2 else blk.self_attn.o_proj
+            acts = hook_activations(m, ids)
+            x = torch.tensor(acts[hook]).reshape(T, -1).to(dt)  # the SAE in the model's precision
+            f, decode = torch_sae(cfg, {n: t.to(dt) for n, t in w.items()}, x)
+            g = f.clone()
+            g[T - 1, feat] = value
+            delta = (decode(g) - decode(f)).to(dt)  # x^(clamped) + (x - x^) = x + delta
+
+            def add(t):
+                return t + delta.reshape(t.shape[1:])[None]
+            if hook.endswith("hook_resid_pre"):
+                h = blk.register_forward_pre_hook(lambda mod, i: (add(i[0]),) + tuple(i[1:]))
+            elif hook.endswith("hook_z"):
+                h = proj.register_forward_pre_hook(lambda mod, i: (add(i[0]),) + tuple(i[1:]))
+            else:
+                h = blk.mlp.register_forward_hook(lambda mod, i, o: add(o))
+            try:
+                logits = m(input_ids=torch.tensor([ids])).logits[0, -1].double().numpy()
+            finally:
+                h.remove()
+            return {"f": f.double().numpy(), "l": logits}
+        r32, r = reference_pair(model, reference)
+        worst.note("f", got_f, r["f"], r32["f"], stack_floor(layers + 1, K, float(np.abs(r["f"]).max())))
+        got_l = np.array(clamped["clamped_logits"], dtype=np.float64)
+        worst.note("l", got_l, r["l"], r32["l"], stack_floor(layers + 2, K, float(np.abs(r["l"]).max())))
+    print(f"{name}: SAE features (standard, jumprelu + layer_norm on hook_z, topk + constant_norm_rescale) and "
+          f"clamped logits vs PyTorch: {worst.summary({'f': 'features', 'l': 'clamped logits'})}")
+    for msg in worst.failed({"f": "SAE features", "l": "clamped logits"}):
+        fail(f"{name}: {msg}")
+
+
 def check_detectors(name, folder, model, seq):
     """analyze --method induction / previous-token / duplicate-token against the same definitions
     (detectors.h) applied to transformers' own attention on the sequence attnlab read."""
@@ -750,6 +880,7 @@ def main():
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
         check_attribution("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"])
+        check_sae("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"], root)
         check_detectors("GPT2LMHeadModel (tied)", g, m, 20)
         check_dla("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
@@ -772,6 +903,7 @@ def main():
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
         check_attribution("LlamaForCausalLM (GQA 8/2)", ll, m, 6, V["llama3"])
+        check_sae("LlamaForCausalLM (GQA 8/2)", ll, m, 9, V["llama3"], root)
         check_detectors("LlamaForCausalLM (GQA 8/2)", ll, m, 30)
         check_dla("LlamaForCausalLM (GQA 8/2)", ll, m, 7, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")
