@@ -7,6 +7,7 @@
 
 #include <QFile>
 #include <QFileInfo>
+#include <QFileDialog>
 #include <QSaveFile>
 #include <QSvgGenerator>
 #include <QTextStream>
@@ -197,8 +198,10 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     if (pooled.row_factor > 1 || pooled.col_factor > 1) {
       x->setTicker(pooled_ticker(kt, dc, pooled.col_factor));
       y->setTicker(pooled_ticker(qt, dr, pooled.row_factor));
-      if (pooled.col_factor > 1) x->setLabel(QString("%1 (max of %2 per cell)").arg(spec.col_axis).arg(pooled.col_factor));
-      if (pooled.row_factor > 1) y->setLabel(QString("%1 (max of %2 per cell)").arg(spec.row_axis).arg(pooled.row_factor));
+      if (pooled.col_factor > 1)
+        x->setLabel(QString("%1 (max of %2 per cell)").arg(spec.col_axis).arg(pooled.col_factor));
+      if (pooled.row_factor > 1)
+        y->setLabel(QString("%1 (max of %2 per cell)").arg(spec.row_axis).arg(pooled.row_factor));
     }
     x->setRange(-0.5, dc - 0.5);
     y->setRange(-0.5, dr - 0.5);
@@ -254,6 +257,30 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     QFile::remove(tmp);
     throw Error("could not move the export into place at " + path.toStdString());
   }
+}
+
+QString pick_export_file(QWidget* parent, const QString& suggested) {
+  return QFileDialog::getSaveFileName(parent, "Export", suggested,
+                                      "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV (*.csv);;NumPy array (*.npy)");
+}
+
+void export_matrix(const std::vector<float>& values, const QStringList& rows, const QStringList& cols,
+                   const ExportSpec& spec, const QString& path) {
+  const int R = static_cast<int>(rows.size()), C = static_cast<int>(cols.size());
+  if (R == 0 || C == 0 || values.size() != static_cast<size_t>(R) * C)
+    throw Error("nothing to export: the map has not been computed");
+  // one panel of a cross result: the rows as queries, the columns as keys
+  ForwardResult r;
+  Tensor one({1, R, C});
+  std::copy(values.begin(), values.end(), one.data.begin());
+  r.cross_attention.push_back(std::move(one));
+  for (const QString& l : rows) r.tokens.push_back(l.toStdString());
+  for (const QString& l : cols) r.cross_tokens.push_back(l.toStdString());
+  r.ids.assign(static_cast<size_t>(R), 0);
+  r.cross_ids.assign(static_cast<size_t>(C), 0);
+  ExportSpec s = spec;
+  s.layer = 0, s.head = 0;
+  export_attention(r, s, path);
 }
 
 }  // namespace attnlab

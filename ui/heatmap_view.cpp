@@ -376,6 +376,16 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
     emit clicked();
     return true;
   }
+  if (obj == plot_ && ev->type() == QEvent::MouseButtonPress) press_ = static_cast<QMouseEvent*>(ev)->position();
+  if (obj == plot_ && ev->type() == QEvent::MouseButtonRelease && !compact_ && data_.rows > 0) {
+    auto* me = static_cast<QMouseEvent*>(ev);
+    if ((me->position() - press_).manhattanLength() < 4) {  // not a pan
+      const int bj = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(me->position().x())));
+      const int bi = static_cast<int>(std::lround(plot_->yAxis->pixelToCoord(me->position().y())));
+      const int i = bi * row_factor_, j = bj * col_factor_;
+      if (i >= 0 && j >= 0 && i < data_.rows && j < data_.cols) emit cellClicked(i, j);
+    }
+  }
   if (obj == plot_ && ev->type() == QEvent::MouseMove && !compact_ && data_.rows > 0) {
     auto* me = static_cast<QMouseEvent*>(ev);
     const double x = plot_->xAxis->pixelToCoord(me->position().x());
@@ -386,10 +396,14 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
       const bool blocked = data_.is_blocked(i, j);
       const QString q = i < data_.row_labels.size() ? data_.row_labels[i] : QString::number(i);
       const QString kk = j < data_.col_labels.size() ? data_.col_labels[j] : QString::number(j);
-      QString text = QString("query %1 \"%2\" -> key %3 \"%4\": %5")
-                         .arg(i)
-                         .arg(q, QString::number(j), kk,
-                              blocked ? QString("blocked") : QString::number(data_.value(i, j), 'g', 4));
+      const bool attention = data_.row_axis == "queries";  // else an analysis map's own axes
+      QString text = attention
+                         ? QString("query %1 \"%2\" -> key %3 \"%4\": %5")
+                               .arg(i)
+                               .arg(q, QString::number(j), kk,
+                                    blocked ? QString("blocked") : QString::number(data_.value(i, j), 'g', 4))
+                         : QString("%1 %2, %3 %4: %5")
+                               .arg(data_.row_axis, q, data_.col_axis, kk, QString::number(data_.value(i, j), 'g', 4));
       if (row_factor_ > 1 || col_factor_ > 1)
         text += QString("\n(block of %1 x %2 cells, the largest shown; zoom the enlarged view for single cells)")
                     .arg(row_factor_)

@@ -70,6 +70,8 @@ class HeatmapView : public QWidget {
 
  signals:
   void clicked();
+  // A click (press and release without a drag) on cell (row, col) of the full-resolution data.
+  void cellClicked(int row, int col);
 
  protected:
   bool eventFilter(QObject* obj, QEvent* ev) override;
@@ -90,6 +92,7 @@ class HeatmapView : public QWidget {
   int small_mode_ = -1;
   int max_cells_ = 512;
   int row_factor_ = 1, col_factor_ = 1;  // full-resolution cells per drawn cell, per axis
+  QPointF press_;                        // where the mouse went down (a click, or a drag that pans)
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};
   // What own_steps_ was found for (plot size, drawn grid, labels, pooling factor).
   QSize steps_plot_size_;

@@ -6,6 +6,7 @@
 
 #include <QTabWidget>
 
+#include "ui/explore/circuits_page.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
 #include "ui/train_view.h"
@@ -24,50 +25,129 @@ QString tour_articles_note() {
 
 const std::vector<TourStep>& tour_steps() {
   static const std::vector<TourStep> steps = {
-      {"Scaled dot-product attention", "article 000, sections 2-3",
+      {"Scaled dot-product attention",
+       "article 000, sections 2-3",
        "One head, enlarged: row <i>i</i> is softmax(q<sub>i</sub> &middot; k<sub>j</sub> / &radic;d) over the keys "
        "<i>j</i>; every row sums to 1. Hover a cell for its value; double-click a head in the grid to come here.",
-       "the film was not very good", "", {}, 0, 0, "head"},
-      {"Eight heads", "article 000, section 3; article 003, section 4.3",
+       "the film was not very good",
+       "",
+       {},
+       0,
+       0,
+       "head"},
+      {"Eight heads",
+       "article 000, section 3; article 003, section 4.3",
        "The same layer, all eight heads: each has its own query, key and value projections, so each learns its "
        "own pattern. In this model several heads send every word to \"not\", the word that decides the label.",
-       "the film was not very good", "", {}, 0, 0, "heads"},
-      {"Padding and the padding mask", "article 003, section 2.1",
+       "the film was not very good",
+       "",
+       {},
+       0,
+       0,
+       "heads"},
+      {"Padding and the padding mask",
+       "article 003, section 2.1",
        "Batches pad short sentences with [PAD]. Here the text is padded to 10 tokens and the padding mask is on: "
        "no query attends to a [PAD] key (its column is blocked), while the [PAD] rows still attend to the words.",
-       "the film was not good", "", {"padding"}, 10, 0, "heads"},
-      {"The causal mask", "article 003, section 2.2",
+       "the film was not good",
+       "",
+       {"padding"},
+       10,
+       0,
+       "heads"},
+      {"The causal mask",
+       "article 003, section 2.2",
        "A decoder may not look ahead: key <i>j</i> &gt; query <i>i</i> is blocked, so each row spreads over the "
        "tokens up to itself and the map is a lower triangle. This model was not trained with it: the heads lose "
        "\"not\" for the words before it.",
-       "the film was not very good", "", {"causal"}, 0, 0, "heads"},
-      {"Your own mask, combined", "article 003, sections 2.3-2.4",
+       "the film was not very good",
+       "",
+       {"causal"},
+       0,
+       0,
+       "heads"},
+      {"Your own mask, combined",
+       "article 003, sections 2.3-2.4",
        "The mask editor: click or drag to block cells (per head or for all heads), then see every head with it. "
        "Masks combine as in nn.MultiheadAttention: a cell is blocked when any mask blocks it; float masks add.",
-       "the film was not very good", "", {"causal"}, 0, 0, "mask"},
-      {"One head, all heads, all layers", "article 003, sections 4.2-4.3",
+       "the film was not very good",
+       "",
+       {"causal"},
+       0,
+       0,
+       "mask"},
+      {"One head, all heads, all layers",
+       "article 003, sections 4.2-4.3",
        "Every layer and every head at once; click a thumbnail to open that layer. The second layer's heads "
        "gather what the first layer found.",
-       "the film was not very good", "", {}, 0, 1, "layers"},
-      {"Queries and keys of different lengths", "article 003, section 5.2 (cross-attention)",
+       "the film was not very good",
+       "",
+       {},
+       0,
+       1,
+       "layers"},
+      {"Queries and keys of different lengths",
+       "article 003, section 5.2 (cross-attention)",
        "Cross-attention: queries from the first text, keys and values from a second one, so the maps are 6 x 3. "
        "Each sequence is encoded by the model first; the chosen layer's attention then compares them.",
-       "the film was not very good", "this was bad", {}, 0, 0, "heads"},
-      {"Sliding-window (sparse) attention", "article 000, section 7.2",
+       "the film was not very good",
+       "this was bad",
+       {},
+       0,
+       0,
+       "heads"},
+      {"Sliding-window (sparse) attention",
+       "article 000, section 7.2",
        "Each token sees only its neighbours within the window (here 4: two on each side). Long inputs then cost "
        "time in proportion to their length, not its square.",
-       "to be fair i think the film was not very good at all overall", "", {"window:4"}, 0, 0, "heads"},
-      {"Relative positions", "article 000, section 7.1",
+       "to be fair i think the film was not very good at all overall",
+       "",
+       {"window:4"},
+       0,
+       0,
+       "heads"},
+      {"Relative positions",
+       "article 000, section 7.1",
        "A model trained with relative positions (Shaw et al. 2018): instead of adding a position to each "
        "token, every score gets a learned term for the distance between query and key, so a head can learn "
        "\"look one to the left\" for any position. This is the negation classifier trained that way; compare "
        "its heads with the default model's.",
-       "the film was not very good", "", {}, 0, 0, "heads", "relative"},
-      {"Training the TextClassifier", "article 000, section 6",
+       "the film was not very good",
+       "",
+       {},
+       0,
+       0,
+       "heads",
+       "relative"},
+      {"Which heads carry the answer",
+       "activation patching (Meng et al. 2022; Wang et al. 2022)",
+       "The Circuits tab runs the sentence with \"not\" (negative) and the same sentence with \"really\" "
+       "(positive), then puts each head's output from the first run into the second, one head at a time: "
+       "the map is the share of the negative answer each head restores. No single head carries it all; the "
+       "layer-0 heads that read \"not\" restore the most. Choose \"both\" to see attribution patching's "
+       "one-backward estimate beside it, and click a head to open its pattern.",
+       "the film was not very good",
+       "",
+       {},
+       0,
+       0,
+       "circuits",
+       "",
+       "the film was really very good",
+       "negative",
+       "positive",
+       "z"},
+      {"Training the TextClassifier",
+       "article 000, section 6",
        "The Train tab trains the article's classifier on the negation task and plots loss and accuracy; the "
        "probe sentence's heads are redrawn after every epoch, so you can watch a head learn to look from "
        "\"good\" to \"not\". Press Train.",
-       "the film was not very good", "", {}, 0, 0, "train"},
+       "the film was not very good",
+       "",
+       {},
+       0,
+       0,
+       "train"},
   };
   return steps;
 }
@@ -95,6 +175,13 @@ bool show_tour_step(MainWindow& w, int index, const QString& shipped_models) {
   e->setMaskArgs(s.masks);
   e->setLayer(s.layer);
   if (s.page != "train") e->showPage(s.page);
+  if (s.page == "circuits")
+    if (auto* c = qobject_cast<CircuitsPage*>(e->page("circuits"))) {
+      c->setPrompts(s.input, s.corrupted);
+      c->setAnswers(s.answer, s.wrong);
+      c->setTarget(s.patch);
+      c->compute();
+    }
   return true;
 }
 

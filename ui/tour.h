@@ -13,16 +13,18 @@ namespace attnlab {
 class MainWindow;
 
 struct TourStep {
-  QString title;    // "The padding mask"
-  QString source;   // "article 003, section 2.1"
-  QString text;     // what to look at, for the Tour dialog (rich text)
-  QString input;    // the Explore text
-  QString cross;    // cross-attention text (empty: self-attention)
+  QString title;      // "The padding mask"
+  QString source;     // "article 003, section 2.1"
+  QString text;       // what to look at, for the Tour dialog (rich text)
+  QString input;      // the Explore text
+  QString cross;      // cross-attention text (empty: self-attention)
   QStringList masks;  // --mask style arguments
   int pad_to = 0;     // [PAD] tokens appended up to this length
   int layer = 0;
-  QString page;  // an Explore page ("heads", "head", "layers", "mask", "lines") or "train"
+  QString page;        // an Explore page ("heads", "head", "layers", "mask", "lines") or "train"
   QString model = "";  // a shipped model other than the default (resources/models/NAME), "" = none
+  // page "circuits": the corrupted prompt, the answer and what it is measured against, what is patched
+  QString corrupted = "", answer = "", wrong = "", patch = "";
 };
 
 const std::vector<TourStep>& tour_steps();

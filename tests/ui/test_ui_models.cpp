@@ -43,6 +43,7 @@
 #include "ui/tour.h"
 #include "ui/train_view.h"
 #include "ui/forward_runner.h"
+#include "ui/explore/circuits_page.h"
 #include "ui/heatmap_view.h"
 #include "ui/methods_view.h"
 #include "ui/line_view.h"
@@ -275,6 +276,13 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
     const QString shown = pages->tabText(pages->currentIndex()).toLower();
     REQUIRE(find_explore_page(s.page));
     CHECK(shown == QString(find_explore_page(s.page)->title).toLower());
+    if (s.page == "circuits") {  // patched on the default model: one row per layer, one column per head
+      auto* c = static_cast<CircuitsPage*>(e->page("circuits"));
+      c->wait();
+      REQUIRE(c->result());
+      CHECK(c->map()->data().rows == e->model()->config.num_layers);
+      CHECK(c->map()->data().cols == e->model()->config.num_heads);
+    }
   }
   CHECK_FALSE(show_tour_step(w, static_cast<int>(steps.size())));
   {  // the tour is written for the shipped default model: it knows every word of every step

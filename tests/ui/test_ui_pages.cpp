@@ -11,12 +11,20 @@
 #include "tests/ui/ui_test_util.h"
 #include "ui/background_job.h"
 #include "ui/explore/circuits_page.h"
+#include "ui/explore/features_page.h"
+#include "ui/explore/steering_page.h"
+#include "engine/formats/safetensors.h"
+#include <QFileInfo>
+#include <QPushButton>
+#include <QTemporaryDir>
+#include <random>
 #include "ui/explore/page_table.h"
 #include "ui/explore/patterns_page.h"
 #include "ui/heatmap_view.h"
 #include "ui/mask_editor.h"
 
 using namespace attnlab;
+using attnlab::test::head_bytes;
 using attnlab::test::OpenWindow;
 
 TEST_CASE("Explore's tabs are the page table's rows, found by name and alias", "[ui][pages]") {
@@ -188,4 +196,128 @@ TEST_CASE("Circuits page: patching in the background, the changed token restores
   page->setAnswers("maybe", "no");
   page->compute();
   CHECK(page->status().contains("no class \"maybe\""));
+}
+
+TEST_CASE(
+    "Circuits page: the estimate beside the exact map, logit attribution refused with the reason, a head opens, "
+    "the map exports",
+    "[ui][pages][patching]") {
+  OpenWindow o("abcd");
+  ExploreView* e = o.e;
+  auto* page = static_cast<CircuitsPage*>(e->page("circuits"));
+  REQUIRE(e->showPage("circuits"));
+  page->setPrompts("abcd", "abxd");
+  page->setAnswers("yes", "no");
+  page->setTarget("z");
+  page->setMethod("both");
+  page->compute();
+  page->wait();
+  REQUIRE(page->result());
+  CHECK(page->estimateMap()->isVisible());
+  const HeatmapData &exact = page->map()->data(), &estimate = page->estimateMap()->data();
+  REQUIRE(estimate.rows == exact.rows);
+  REQUIRE(estimate.cols == exact.cols);
+  CHECK(estimate.title.contains("attribution"));
+  bool differs = false;  // a first-order estimate of a nonlinear model is not the exact map
+  for (int i = 0; i < exact.rows; ++i)
+    for (int j = 0; j < exact.cols; ++j) differs = differs || estimate.value(i, j) != exact.value(i, j);
+  CHECK(differs);
+  // a head's cell: its pattern on the clean prompt, in the Head tab
+  emit page->map()->cellClicked(1, 2);
+  CHECK(e->tabs()->currentWidget() == e->page("head"));
+  CHECK(e->layer() == 1);
+  CHECK(e->state()->openedHead() == 2);
+  // export: the map as an image and as numbers
+  QTemporaryDir dir;
+  page->exportTo(dir.filePath("c.png"), 96);
+  CHECK(head_bytes(dir.filePath("c.png"), 4) == QByteArray("\x89PNG", 4));
+  page->exportTo(dir.filePath("c.csv"), 96);
+  CHECK(QFileInfo(dir.filePath("c.csv")).size() > 0);
+  // estimate alone: no second map
+  page->setMethod("attribution");
+  page->compute();
+  page->wait();
+  CHECK_FALSE(page->estimateMap()->isVisible());
+  CHECK(page->map()->data().title.contains("estimate"));
+  // logit attribution reads an LM head: the test model is a classifier
+  REQUIRE(e->showPage("circuits"));
+  CHECK_FALSE(page->findChild<QPushButton*>("circuitsDla")->isEnabled());
+  page->computeLogitAttribution();
+  page->wait();
+  CHECK(page->status().contains("LM head"));
+}
+
+TEST_CASE("Steering page: strength 0 changes nothing, a strength moves the prediction, mistakes said",
+          "[ui][pages][hooks]") {
+  OpenWindow o("abcd");
+  ExploreView* e = o.e;
+  auto* page = static_cast<SteeringPage*>(e->page("steer"));
+  REQUIRE(e->showPage("steering"));
+  page->setPrompts("yyyy", "nnnn");
+  page->setLayer(1);
+  page->setStrength(0);
+  page->compute();
+  page->wait();
+  REQUIRE(page->outcome());
+  REQUIRE(page->outcome()->labels.size() == 2);  // the classes
+  CHECK(page->outcome()->before == page->outcome()->after);
+  CHECK(page->outcome()->vector_norm > 0);
+  page->setStrength(8);
+  page->compute();
+  page->wait();
+  CHECK(page->outcome()->before != page->outcome()->after);
+  CHECK(page->table()->rowCount() == 2);
+  CHECK(page->status().contains("||v||"));
+  page->setPrompts("", "");
+  page->compute();
+  CHECK(page->status().contains("Type a prompt"));
+}
+
+TEST_CASE(
+    "Features page: an SAE's features per token, a clamp to a feature's own value changes nothing, bad "
+    "folders said",
+    "[ui][pages][sae]") {
+  OpenWindow o("abcd");
+  ExploreView* e = o.e;
+  auto* page = static_cast<FeaturesPage*>(e->page("features"));
+  REQUIRE(e->showPage("sae"));
+  QTemporaryDir dir;
+  const int E = e->model()->config.embed_size, S = 24;
+  TensorMap w;
+  std::mt19937 g(3);
+  std::normal_distribution<float> n(0.0f, 0.3f);
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"W_enc", {E, S}}, {"b_enc", {S}}, {"W_dec", {S, E}}, {"b_dec", {E}}}) {
+    Tensor t(shape);
+    for (float& v : t.data) v = n(g);
+    w[name] = t;
+  }
+  save_safetensors(dir.filePath("sae_weights.safetensors").toStdString(), w);
+  {
+    QFile f(dir.filePath("cfg.json"));
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write(QString("{\"architecture\": \"standard\", \"d_in\": %1, \"d_sae\": %2, \"metadata\": {\"hook_name\": "
+                    "\"blocks.1.hook_resid_pre\"}}")
+                .arg(E)
+                .arg(S)
+                .toUtf8());
+  }
+  CHECK_FALSE(page->openSae(dir.filePath("missing")));
+  CHECK(page->status().contains("not a folder"));
+  REQUIRE(page->openSae(dir.path()));
+  page->wait();
+  REQUIRE(page->outcome());
+  CHECK(page->table()->rowCount() == 4);
+  CHECK(page->outcome()->after.empty());
+  // the strongest feature at the last token, clamped to its own value there: the same prediction
+  REQUIRE_FALSE(page->outcome()->strongest.back().empty());
+  const auto [feature, own] = page->outcome()->strongest.back()[0];  // a copy: the outcome is replaced
+  page->setClamp(feature, own, 3);
+  page->wait();
+  REQUIRE(page->outcome()->after.size() == page->outcome()->before.size());
+  CHECK(page->outcome()->after == page->outcome()->before);
+  CHECK(page->predictionText().contains("with the clamp"));
+  page->setClamp(feature, 50.0, -1);  // far from its value, everywhere: the prediction moves
+  page->wait();
+  CHECK(page->outcome()->after != page->outcome()->before);
 }

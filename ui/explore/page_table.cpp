@@ -8,7 +8,9 @@
 #include "ui/explore/circuits_page.h"
 #include "ui/explore/heads_page.h"
 #include "ui/explore/input_bar.h"
+#include "ui/explore/features_page.h"
 #include "ui/explore/patterns_page.h"
+#include "ui/explore/steering_page.h"
 #include "ui/explore/view_pages.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
@@ -20,6 +22,9 @@ namespace {
 
 bool has_lm_head(const ModelConfig& c) {
   return c.lm_head;
+}
+bool has_prediction(const ModelConfig& c) {
+  return c.lm_head || c.num_classes > 0;
 }
 
 // Beyond attention reads the same input as the pass, at full token resolution, and draws its
@@ -100,15 +105,30 @@ const std::vector<ExplorePageRow>& explore_pages() {
       {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
        "", [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
       {"circuits", "patching", "Circuits",
-       "Activation patching: which layers, positions and heads carry the answer (Meng et al. 2022)", nullptr, "",
+       "Activation and attribution patching, logit attribution: which layers, positions and heads carry the answer "
+       "(Meng et al. 2022)",
+       nullptr, "",
        [](ExploreView& v) -> QWidget* {
          auto* page = new CircuitsPage(v.state());
          // first shown: the clean prompt is the text being explored, the corrupted one a copy to edit
          QObject::connect(v.state(), &ExploreState::pageShown, page, [page, &v](const QString& name) {
            if (name == "circuits" && page->cleanText().isEmpty()) page->setPrompts(v.text(), v.text());
          });
+         // a head clicked in a map: its pattern on the prompt the map was computed on
+         QObject::connect(page, &CircuitsPage::headRequested, page, [&v](const QString& text, int layer, int head) {
+           if (v.text() != text) v.setText(text);
+           v.state()->setLayer(layer);
+           v.state()->openHead(head);
+         });
          return page;
        }},
+      {"steer", "steering", "Steering",
+       "Add the difference of two prompts' residual streams and watch the prediction move (Turner et al. 2023)",
+       has_prediction, "steering moves a prediction: this model has neither a classifier nor an LM head",
+       [](ExploreView& v) -> QWidget* { return new SteeringPage(v.state()); }},
+      {"features", "sae", "Features",
+       "A sparse autoencoder's features (SAELens format) on the text, and clamping them (Bricken et al. 2023)", nullptr,
+       "", [](ExploreView& v) -> QWidget* { return new FeaturesPage(v.state()); }},
       {"methods", "beyond,beyond-attention", "Beyond attention",
        "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)", nullptr, "",
        make_methods},
