@@ -12,7 +12,10 @@
 #include <cstdio>
 
 #include "app/default_model.h"
+#include "engine/analysis/sae.h"
 #include "ui/explore/circuits_page.h"
+#include "ui/explore/features_page.h"
+#include "ui/explore/steering_page.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
@@ -38,6 +41,13 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"answer", "With --tab circuits: the answer (a class or one token).", "TOKEN"});
   p.addOption({"wrong", "With --tab circuits: the answer it is measured against.", "TOKEN"});
   p.addOption({"patch", "With --tab circuits: resid_pre, attn_out, mlp_out or z.", "WHAT"});
+  p.addOption({"patch-method", "With --tab circuits: exact (default), attribution or both.", "HOW"});
+  p.addOption({"toward", "With --tab steer: steer towards this prompt's residual stream.", "TEXT"});
+  p.addOption({"away", "With --tab steer: and away from this one's.", "TEXT"});
+  p.addOption({"strength", "With --tab steer: how many times the vector is added (default 4).", "X"});
+  p.addOption({"steer-layer", "With --tab steer: the layer whose input is steered (default 0).", "L"});
+  p.addOption({"sae", "With --tab features: a sparse autoencoder folder (SAELens format).", "DIR"});
+  p.addOption({"clamp", "With --tab features: clamp FEATURE=VALUE[:POSITION].", "SPEC"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});
   p.addOption({"compare-model", "With --method compare: B is the same text on this model folder.", "DIR"});
   p.addOption({"heads", "What the Heads and Head tabs draw: attention (default) or value-weighted.", "WHAT"});
@@ -174,11 +184,26 @@ int main(int argc, char** argv) {
     e->showPage(tab);
   }
   if (tab == "importance") e->computeImportance();
-  for (const char* opt : {"corrupted", "answer", "wrong", "patch"})
-    if (p.isSet(opt) && tab != "circuits") {
-      std::fprintf(stderr, "attnlab: --%s is for --tab circuits\n", opt);
+  for (const auto& [opt, page] : std::vector<std::pair<const char*, const char*>>{{"corrupted", "circuits"},
+                                                                                  {"answer", "circuits"},
+                                                                                  {"wrong", "circuits"},
+                                                                                  {"patch", "circuits"},
+                                                                                  {"patch-method", "circuits"},
+                                                                                  {"toward", "steer"},
+                                                                                  {"away", "steer"},
+                                                                                  {"strength", "steer"},
+                                                                                  {"steer-layer", "steer"},
+                                                                                  {"sae", "features"},
+                                                                                  {"clamp", "features"}})
+    if (p.isSet(opt) && tab != page) {
+      std::fprintf(stderr, "attnlab: --%s is for --tab %s\n", opt, page);
       return 2;
     }
+  if (p.isSet("patch-method") && !QStringList{"exact", "attribution", "both"}.contains(p.value("patch-method"))) {
+    std::fprintf(stderr, "attnlab: --patch-method: expected exact, attribution or both, got \"%s\"\n",
+                 qPrintable(p.value("patch-method")));
+    return 2;
+  }
   if (p.isSet("patch") && !QStringList{"resid_pre", "attn_out", "mlp_out", "z"}.contains(p.value("patch"))) {
     std::fprintf(stderr, "attnlab: --patch: expected resid_pre, attn_out, mlp_out or z, got \"%s\"\n",
                  qPrintable(p.value("patch")));
@@ -189,8 +214,43 @@ int main(int argc, char** argv) {
     page->setPrompts(e->text(), p.value("corrupted"));
     if (p.isSet("answer") || p.isSet("wrong")) page->setAnswers(p.value("answer"), p.value("wrong"));
     if (p.isSet("patch")) page->setTarget(p.value("patch"));
+    if (p.isSet("patch-method")) page->setMethod(p.value("patch-method"));
     page->compute();
     page->wait();
+  }
+  if (tab == "steer" && p.isSet("toward")) {  // a steered pass, computed for the screenshot
+    auto* page = static_cast<attnlab::SteeringPage*>(e->page("steer"));
+    bool ok = true;
+    const double alpha = p.isSet("strength") ? p.value("strength").toDouble(&ok) : 4.0;
+    bool ok_layer = true;
+    const int layer = p.isSet("steer-layer") ? p.value("steer-layer").toInt(&ok_layer) : 0;
+    if (!ok || !ok_layer) {
+      std::fprintf(stderr, "attnlab: --strength takes a number, --steer-layer a layer\n");
+      return 2;
+    }
+    page->setPrompts(p.value("toward"), p.value("away"));
+    page->setLayer(layer);
+    page->setStrength(alpha);
+    page->compute();
+    page->wait();
+  }
+  if (tab == "features" && p.isSet("sae")) {
+    auto* page = static_cast<attnlab::FeaturesPage*>(e->page("features"));
+    if (!page->openSae(p.value("sae"))) {
+      std::fprintf(stderr, "attnlab: --sae: %s\n", qPrintable(page->status()));
+      return 2;
+    }
+    page->wait();
+    if (p.isSet("clamp")) {
+      try {
+        const attnlab::FeatureClamp c = attnlab::parse_feature_clamp(p.value("clamp").toStdString());
+        page->setClamp(c.feature, c.value, c.positions.empty() ? -1 : c.positions.front());
+      } catch (const attnlab::Error& err) {
+        std::fprintf(stderr, "attnlab: %s\n", err.what());
+        return 2;
+      }
+      page->wait();
+    }
   }
   if (p.isSet("select")) {
     std::vector<int> positions;

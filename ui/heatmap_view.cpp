@@ -172,6 +172,7 @@ void HeatmapView::rebuild() {
     for (float v : d->drawn)
       if (std::isfinite(v)) top = std::max(top, std::fabs(v));
     if (top <= 0) top = 1;
+    if (colour_top_ > 0) top = colour_top_;  // shared with another map (side by side)
     map_->setGradient(diverging_gradient());
     scale_->setGradient(diverging_gradient());
     map_->setDataRange(QCPRange(-top, top));

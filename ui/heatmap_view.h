@@ -38,7 +38,7 @@ class HeatmapView : public QWidget {
   void setPlaceholder(const QString& text);    // said in the middle while there is no data
   void setMaxCells(int n) { max_cells_ = n; }  // per axis: data drawn finer is pooled further
   // Colour range 0..top: top > 0 is given (1 for a shared 0-1 scale, a layer's maximum for a
-  // per-layer scale), 0 = this view's own maximum (per head).
+  // per-layer scale), 0 = this view's own maximum (per head). Diverging maps: -top..top.
   void setColourTop(float top);
   // Square cells (the enlarged head): the axes keep a 1:1 scale instead of filling the widget.
   void setSquareCells(bool square) { square_ = square; }

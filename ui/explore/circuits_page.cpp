@@ -9,6 +9,8 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
 
 #include "engine/analysis/attribution.h"
 #include "engine/analysis/patching.h"
@@ -296,6 +298,13 @@ void CircuitsPage::compute() {
                     .arg(what),
                 axis);
         map2_->setVisible(p->exact && p->estimate);
+        // side by side, one colour scale: an estimate that falls short looks it
+        float top = 0;
+        if (p->exact && p->estimate)
+          for (const auto* r : {p->exact.get(), p->estimate.get()})
+            for (float x : r->values.data) top = std::max(top, std::fabs(x));
+        map_->setColourTop(top);
+        map2_->setColourTop(top);
         if (p->exact && p->estimate)
           showMap(map2_, p->estimate->values, cols, QString("attribution patching estimate (%1)").arg(what), axis);
         heads_shown_ = heads;
@@ -305,6 +314,16 @@ void CircuitsPage::compute() {
                              .arg(result_->clean, 0, 'f', 3)
                              .arg(result_->corrupted, 0, 'f', 3)
                              .arg(heads ? " Click a head to open its pattern." : ""));
+        if (p->exact && p->estimate) {  // how far the linear estimate got, in one line
+          float ex = 0, es = 0;
+          for (float x : p->exact->values.data) ex = std::max(ex, std::fabs(x));
+          for (float x : p->estimate->values.data) es = std::max(es, std::fabs(x));
+          status_->setText(status_->text() +
+                           QString(" Largest share: exact %1, estimate %2 (one colour scale). The estimate is linear "
+                                   "in each activation: where the answer saturates it falls short.")
+                               .arg(ex, 0, 'f', 3)
+                               .arg(es, 0, 'f', 3));
+        }
       });
 }
 
@@ -330,6 +349,7 @@ void CircuitsPage::computeLogitAttribution() {
         if (state_->model() != model) return;
         if (!d) return fail(error);
         result_.reset();
+        map_->setColourTop(0);
         showMap(map_, d->parts, cols, "direct logit attribution of the clean run (answer minus against)",
                 "head, then the MLP");
         map2_->setVisible(false);

@@ -17,6 +17,7 @@
 
 #include "engine/analysis/sae.h"
 #include "engine/compute/lm.h"
+#include "ui/explore_controller.h"
 
 namespace attnlab {
 
@@ -161,15 +162,18 @@ void FeaturesPage::compute() {
   ForwardRequest req = state_->analysisRequest();
   if (req.ids.empty()) return;
   const int T = static_cast<int>(req.ids.size());
-  // the positions a clamp can take: every one, or one token
-  if (at_->count() != T + 1) {
+  // the positions a clamp can take: every one, or one token (kept when the text keeps its length)
+  QStringList items{"every position"};
+  const std::vector<std::string>& tokens = state_->controller()->prepared().tokens;
+  for (int t = 0; t < T; ++t)
+    items << QString("%1 %2").arg(t).arg(
+        t < static_cast<int>(tokens.size()) ? QString::fromStdString(tokens[static_cast<size_t>(t)]) : QString());
+  QStringList now;
+  for (int i = 0; i < at_->count(); ++i) now << at_->itemText(i);
+  if (now != items) {
     const int keep = at_->currentIndex();
     at_->clear();
-    at_->addItem("every position");
-    for (int t = 0; t < T; ++t)
-      at_->addItem(QString("%1 %2").arg(t).arg(t < static_cast<int>(req.tokens.size())
-                                                   ? QString::fromStdString(req.tokens[static_cast<size_t>(t)])
-                                                   : QString()));
+    at_->addItems(items);
     at_->setCurrentIndex(keep >= 0 && keep <= T ? keep : 0);
   }
   std::vector<FeatureClamp> clamps;
