@@ -332,6 +332,12 @@ int main(int argc, char** argv) {
       e->waitForImportance();
       e->methodsView()->wait();
       e->waitForValueNorm();
+      for (const char* name : {"circuits", "steer", "features"})  // pages that compute on request
+        if (QWidget* page = e->page(name)) {
+          if (auto* c = qobject_cast<attnlab::CircuitsPage*>(page)) c->wait();
+          if (auto* st = qobject_cast<attnlab::SteeringPage*>(page)) st->wait();
+          if (auto* f = qobject_cast<attnlab::FeaturesPage*>(page)) f->wait();
+        }
       QApplication::processEvents();
       const bool ok = w.grab().save(file);
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));

@@ -17,6 +17,10 @@
    run by --hf-python (a Python with transformers; PyTorch 2.x from PyPI is the fair anchor);
 7. a GPT-2-small-sized random decoder (--gpt2 DIR, made by bench/make_gpt2.py) at T = 128 and 512
    against transformers' GPT2Model the same way;
+8. the activation-patching sweep (resid_pre, every layer x position, 12 x 20 = 240 patched runs)
+   on a GPT-2-small-sized random LM (--gpt2 DIR + "-lm", GPT2LMHeadModel) against the same sweep
+   written with PyTorch forward hooks on transformers (bench/hf_patching.py, run by --hf-python),
+   and attribution patching (one backward) against the same with autograd;
 then prints a table (medians, ratios, GFLOP/s and their share of the SGEMM rate, peak memory) and
 writes the same as JSON. Each measurement runs in its own process (peak memory is per process).
 usage: run_bench.py PATH/TO/attnlab-cli [--repeat N] [--threads N] [--json OUT.json] [--quick]
@@ -243,6 +247,47 @@ if a.gpt2 and os.path.exists(a.hf_python):
     for r in dec_rows:
         print(f"  T={r['seq']}: attnlab {r['attnlab_ms']:.1f} ms ({r['gflops']:.0f} GFLOP/s), "
               f"transformers {r['transformers_ms']:.1f} ms: {r['speedup']:.2f}x")
+
+if a.gpt2 and os.path.exists(a.hf_python):
+    # Activation patching, the whole resid_pre sweep at T = 20, and attribution patching.
+    lm = a.gpt2.rstrip("/") + "-lm"
+    r = subprocess.run([a.hf_python, os.path.join(here, "make_gpt2.py"), lm, "--lm"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"make_gpt2.py --lm failed: {r.stderr}")
+    import random
+    g = random.Random(20)
+    clean = [g.randrange(50257) for _ in range(20)]
+    corrupted = list(clean)
+    corrupted[10] = (clean[10] + 7) % 50257
+    ids = [",".join(map(str, clean)), ",".join(map(str, corrupted))]
+    answer, wrong = 464, 1169
+    common = ["patch", "--model", lm, "--clean-ids", ids[0], "--corrupted-ids", ids[1], "--answer-id", str(answer),
+              "--wrong-id", str(wrong), "--what", "resid_pre"]
+    import time as _time
+    t0 = _time.perf_counter()
+    exact = cli(*common)
+    exact_wall = _time.perf_counter() - t0
+    attr = [cli(*common, "--method", "attribution")["millis"] for _ in range(max(3, R // 3))]
+    r = subprocess.run([a.hf_python, os.path.join(here, "hf_patching.py"), "--model", lm, "--clean", ids[0],
+                        "--corrupted", ids[1], "--answer", str(answer), "--wrong", str(wrong), "--repeat",
+                        str(max(3, R // 3)), "--threads", str(a.threads)], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"hf_patching.py failed: {r.stderr}")
+    theirs = json.loads(r.stdout.strip().splitlines()[-1])
+    import statistics
+    ours_exact = [exact["values"][l * 20:(l + 1) * 20] for l in range(12)]
+    agree = max(abs(x - y) for ro, rt in zip(ours_exact, theirs["exact"]) for x, y in zip(ro, rt))
+    results["patching"] = {"exact_s": exact["millis"] / 1000, "exact_wall_s": exact_wall,
+                           "pytorch_exact_s": theirs["exact_s"], "speedup": theirs["exact_s"] / exact_wall,
+                           "attribution_ms": statistics.median(attr), "pytorch_attribution_ms": theirs["attribution_ms"],
+                           "attribution_speedup": theirs["attribution_ms"] / statistics.median(attr),
+                           "max_abs_diff_exact": agree, "impl": theirs["impl"]}
+    pr = results["patching"]
+    print(f"\nactivation patching, resid_pre, GPT-2-small-sized random LM, T=20 (240 patched runs), vs {pr['impl']}")
+    print(f"  exact sweep: attnlab {pr['exact_wall_s']:.1f} s as a process ({pr['exact_s']:.1f} s in the engine), "
+          f"PyTorch hooks {pr['pytorch_exact_s']:.1f} s: {pr['speedup']:.1f}x (tables agree to {agree:.1e})")
+    print(f"  attribution patching: attnlab {pr['attribution_ms']:.0f} ms, PyTorch autograd "
+          f"{pr['pytorch_attribution_ms']:.0f} ms: {pr['attribution_speedup']:.2f}x")
 
 with open(a.json, "w") as f:
     json.dump(results, f, indent=2)

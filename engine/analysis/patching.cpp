@@ -1,11 +1,14 @@
 // Activation patching (see patching.h).
 #include "engine/analysis/patching.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "engine/analysis/methods.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/lm.h"
+#include "engine/compute/plan.h"
 #include "engine/text/input.h"
 
 namespace attnlab {
@@ -89,6 +92,83 @@ double checked_span(const PatchResult& p) {
   return span;
 }
 
+// The patched runs of one layer can run as one batch (B sequences of T rows through the layer
+// plan, as training runs them) when the attention needs no per-query mask beyond causality: no
+// mask at all, or exactly the causal one, no additive terms, no ablated heads, host fp32 ops.
+bool batchable(const Model& model, const ForwardRequest& r, const Backend& backend, bool& causal) {
+  if (backend.name() != "cpu" || !r.ablate.empty()) return false;
+  const AttnMask m = self_attention_mask(model, r);
+  if (!m.additive.empty()) return false;
+  causal = !m.blocked.empty();
+  if (!causal) return true;
+  for (int p = 0; p < m.planes; ++p)
+    for (int i = 0; i < m.T; ++i)
+      for (int j = 0; j < m.S; ++j)
+        if ((m.blocked[m.index(p, i, j)] != 0) != (j > i)) return false;
+  return true;
+}
+
+// The metric of B copies of the corrupted run resumed at layer l from its input x_l [T, E], copy
+// b changed by edits[b] (positions within its own sequence; a layer-input edit is applied before
+// the layer, the others through the layer's hooks).
+std::vector<double> batched_metrics(const Model& model, Ops& ops, const LayerPlan& plan, const Tensor& x_l, int l,
+                                    const std::vector<HookEdit>& edits, bool causal, int answer, int wrong,
+                                    const std::vector<uint8_t>& pad) {
+  const ModelConfig& c = model.config;
+  const int B = static_cast<int>(edits.size()), T = static_cast<int>(x_l.dim(0)), E = c.embed_size;
+  Tensor x({static_cast<int64_t>(B) * T, E});
+  for (int b = 0; b < B; ++b) std::copy(x_l.data.begin(), x_l.data.end(), x.ptr() + static_cast<int64_t>(b) * T * E);
+  HookSpec inside;  // the edits within layer l, moved to their sequence's rows
+  for (int b = 0; b < B; ++b) {
+    HookEdit e = edits[static_cast<size_t>(b)];
+    std::vector<int> rows;
+    if (e.positions.empty())
+      for (int t = 0; t < T; ++t) rows.push_back(b * T + t);
+    else
+      for (int t : e.positions) rows.push_back(b * T + t);
+    if (e.name.size() > 14 && e.name.compare(e.name.size() - 14, 14, "hook_resid_pre") == 0) {
+      const int64_t width = static_cast<int64_t>(e.value.data.size()) / static_cast<int64_t>(rows.size());
+      for (size_t r = 0; r < rows.size(); ++r)
+        std::copy_n(e.value.ptr() + static_cast<int64_t>(r) * width, width,
+                    x.ptr() + static_cast<int64_t>(rows[r]) * E);
+      continue;
+    }
+    e.positions = rows;
+    inside.edits.push_back(std::move(e));
+  }
+  AttnArgs attn = attention_args(c, model.weights, B, T, T);
+  attn.causal = causal;
+  LayerState state;
+  std::optional<HookRun> hooks;
+  if (!inside.edits.empty()) hooks.emplace(inside);
+  for (int k = l; k < c.num_layers; ++k) {
+    LayerRun run;
+    run.layer = k;
+    if (k == l && hooks) run.hooks = &*hooks;
+    layer_forward(c, plan, model.weights.layers[static_cast<size_t>(k)], ops, attn, x, state, run);
+  }
+  if (hooks) hooks->check_all_met();
+  NormState norm;
+  final_forward(model, ops, x, norm);
+  std::vector<double> m(static_cast<size_t>(B));
+  if (c.num_classes > 0) {
+    std::vector<uint8_t> is_pad;
+    for (int b = 0; b < B; ++b) is_pad.insert(is_pad.end(), pad.begin(), pad.end());
+    HeadState head;
+    const Tensor logits = head_forward(model, ops, x, is_pad, B, T, head);
+    for (int b = 0; b < B; ++b)
+      m[static_cast<size_t>(b)] = static_cast<double>(logits.at(b, answer)) - logits.at(b, wrong);
+  } else {
+    Tensor last({B, E});
+    for (int b = 0; b < B; ++b)
+      std::copy_n(x.ptr() + (static_cast<int64_t>(b) * T + T - 1) * E, E, last.ptr() + static_cast<int64_t>(b) * E);
+    const Tensor logits = lm_logits(model, ops, last);
+    for (int b = 0; b < B; ++b)
+      m[static_cast<size_t>(b)] = static_cast<double>(logits.at(b, answer)) - logits.at(b, wrong);
+  }
+  return m;
+}
+
 }  // namespace
 
 PatchResult activation_patching(const Model& model, Backend& backend, const ForwardRequest& clean,
@@ -114,27 +194,79 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
 
   const int cols = what == PatchTarget::Z ? H : T;
   out.values = Tensor({L, cols});
-  int done = 0;
-  for (int l = 0; l < L; ++l) {
+  // One edit per cell: the clean value of one position's row, or one head's columns everywhere.
+  auto edit_for = [&](int l, int j) {
     const Tensor& clean_value = clean_run.cache.at(name_at(l));
     const int64_t width = static_cast<int64_t>(clean_value.data.size()) / T;
+    HookEdit e;
+    e.name = name_at(l);
+    if (what == PatchTarget::Z) {  // head j at every position: its d_head columns of each row
+      const int64_t D = clean_value.dim(2);
+      e.head = j;
+      e.value = Tensor({T, D});
+      for (int t = 0; t < T; ++t)
+        std::copy_n(clean_value.ptr() + t * width + j * D, D, e.value.ptr() + static_cast<int64_t>(t) * D);
+    } else {  // position j
+      e.positions = {j};
+      e.value = Tensor({1, width});
+      std::copy_n(clean_value.ptr() + static_cast<int64_t>(j) * width, width, e.value.ptr());
+    }
+    return e;
+  };
+  int done = 0;
+  bool causal = false;
+  if (batchable(model, corrupted, backend, causal)) {
+    // Each layer's patched runs as batches of up to 4,096 rows: the products see B * T rows
+    // instead of T, which is where a short input's time goes. A resid_pre patch that makes the
+    // layer input equal to the clean run's (or leaves it the corrupted run's) is that run: its
+    // metric is taken, not recomputed, so the changed token at layer 0 restores exactly 1.
+    auto ops = make_cpu_ops();
+    ops->set_weights_version(model.weights.version);
+    const LayerPlan plan = make_layer_plan(c);
+    const std::vector<uint8_t> pad = pad_flags(model, corrupted.ids);
+    const int chunk = std::max(1, 4096 / std::max(T, 1));
+    for (int l = 0; l < L; ++l) {
+      const Tensor& x_l = corrupted_run.cache.at("blocks." + std::to_string(l) + ".hook_resid_pre");
+      const Tensor& clean_l = clean_run.cache.at(name_at(l));
+      for (int j0 = 0; j0 < cols; j0 += chunk) {
+        if (cancel && cancel->load()) throw Cancelled();
+        std::vector<HookEdit> edits;
+        std::vector<int> which;
+        for (int j = j0; j < std::min(cols, j0 + chunk); ++j) {
+          if (what == PatchTarget::ResidPre) {
+            const int64_t E = x_l.dim(1);
+            const bool same_row =
+                std::equal(clean_l.ptr() + static_cast<int64_t>(j) * E, clean_l.ptr() + static_cast<int64_t>(j + 1) * E,
+                           x_l.ptr() + static_cast<int64_t>(j) * E);
+            bool rest_clean = true;  // every other row of the corrupted input equals the clean one
+            for (int t = 0; t < T && rest_clean; ++t)
+              rest_clean = t == j || std::equal(clean_l.ptr() + static_cast<int64_t>(t) * E,
+                                                clean_l.ptr() + static_cast<int64_t>(t + 1) * E,
+                                                x_l.ptr() + static_cast<int64_t>(t) * E);
+            if (same_row || rest_clean) {
+              out.values.at(l, j) = same_row ? 0.0f : 1.0f;
+              continue;
+            }
+          }
+          edits.push_back(edit_for(l, j));
+          which.push_back(j);
+        }
+        if (!edits.empty()) {
+          const std::vector<double> m = batched_metrics(model, *ops, plan, x_l, l, edits, causal, answer, wrong, pad);
+          for (size_t k = 0; k < which.size(); ++k)
+            out.values.at(l, which[k]) = static_cast<float>((m[k] - out.corrupted) / span);
+        }
+        done += std::min(cols, j0 + chunk) - j0;
+        if (progress) progress(done, L * cols);
+      }
+    }
+    return out;
+  }
+  for (int l = 0; l < L; ++l) {
     for (int j = 0; j < cols; ++j) {
       if (cancel && cancel->load()) throw Cancelled();
-      HookEdit e;
-      e.name = name_at(l);
-      if (what == PatchTarget::Z) {  // head j at every position: its d_head columns of each row
-        const int64_t D = clean_value.dim(2);
-        e.head = j;
-        e.value = Tensor({T, D});
-        for (int t = 0; t < T; ++t)
-          std::copy_n(clean_value.ptr() + t * width + j * D, D, e.value.ptr() + static_cast<int64_t>(t) * D);
-      } else {  // position j
-        e.positions = {j};
-        e.value = Tensor({1, width});
-        std::copy_n(clean_value.ptr() + static_cast<int64_t>(j) * width, width, e.value.ptr());
-      }
       HookSpec spec;
-      spec.edits.push_back(std::move(e));
+      spec.edits.push_back(edit_for(l, j));
       ForwardRequest r = corrupted;
       r.hooks = &spec;
       r.start = &corrupted_run.cache.at("blocks." + std::to_string(l) + ".hook_resid_pre");

@@ -268,7 +268,6 @@ class CpuOps final : public Ops {
   // Form (b): batches with padding and causal masks, parallel over (sequence, head) pairs.
   void batched_attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& P, Tensor& ctx) {
     if (s.keys() != s.T) throw Error("internal: batched attention is self-attention");
-    if (s.kv_heads() != s.H) throw Error("internal: batched attention has one key/value head per query head");
     const int B = s.B, T = s.T, H = s.H, D = s.D;
     const float scale = static_cast<float>(s.score_scale());
     P.reshape_for_overwrite({B, H, T, T});
@@ -282,9 +281,9 @@ class CpuOps final : public Ops {
       std::vector<uint8_t> blocked(static_cast<size_t>(T));
 #pragma omp for schedule(dynamic, 1)
       for (int bh = 0; bh < B * H; ++bh) {
-        const int b = bh / H, h = bh % H;
+        const int b = bh / H, h = bh % H, g = s.kv_head(h);  // g: the key/value head h reads (grouped-query)
         const auto Qb = QM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
-        const auto Kb = KM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+        const auto Kb = KM.block(static_cast<Eigen::Index>(b) * T, g * D, T, D);
         Map Pm(P.ptr() + static_cast<size_t>(bh) * T * T, T, T);
         Pm.noalias() = Qb * Kb.transpose();
         if (s.rel)
@@ -305,10 +304,10 @@ class CpuOps final : public Ops {
           Pd = Pm;
           apply_keep(s, bh, Pd);
           CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() =
-              Pd * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+              Pd * VM.block(static_cast<Eigen::Index>(b) * T, g * D, T, D);
         } else {
           CM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D).noalias() =
-              Pm * VM.block(static_cast<Eigen::Index>(b) * T, h * D, T, D);
+              Pm * VM.block(static_cast<Eigen::Index>(b) * T, g * D, T, D);
         }
       }
     }

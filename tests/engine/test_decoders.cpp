@@ -314,7 +314,8 @@ TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head impor
   fs::remove_all(dir);
 }
 
-TEST_CASE("grouped-query attention backward: cpu matches the reference at T = 1, 7, 33", "[decoders][train]") {
+TEST_CASE("grouped-query attention forward and backward: cpu matches the reference at T = 1, 7, 33",
+          "[decoders][train]") {
   auto ref = make_reference_ops();
   auto cpu = make_ops("cpu");
   for (const int KV : {1, 2})
@@ -326,6 +327,38 @@ TEST_CASE("grouped-query attention backward: cpu matches the reference at T = 1,
                    V = random_tensor({2 * T, KV * 3}, 3), dctx = random_tensor({2 * T, 12}, 4);
       Tensor P, ctx;
       ref->attention(a, Q, K, V, P, ctx);
+      for (const bool causal : {false, true}) {  // the forward too: batched, grouped heads, with and without causality
+        AttnArgs f = a;
+        f.causal = causal;
+        Tensor P1, c1, P2, c2;
+        ref->attention(f, Q, K, V, P1, c1);
+        cpu->attention(f, Q, K, V, P2, c2);
+        REQUIRE(c2.shape == c1.shape);
+        // scores: D products (gamma_{D+2} of sum |q_d k_d| with the scale); softmax_bound over T
+        // keys, relative to p; the context: that times sum_j P_ij |V_j| plus its own T-term sum
+        double qk = 0, pv = 0;
+        for (int b = 0; b < 2; ++b)
+          for (int h = 0; h < 4; ++h) {
+            const int g = f.kv_head(h);
+            for (int i = 0; i < T; ++i) {
+              for (int j = 0; j < T; ++j) {
+                double t = 0;
+                for (int d = 0; d < 3; ++d) t += std::fabs(Q.at(b * T + i, h * 3 + d) * K.at(b * T + j, g * 3 + d));
+                qk = std::max(qk, t * f.score_scale());
+              }
+              for (int d = 0; d < 3; ++d) {
+                double t = 0;
+                for (int j = 0; j < T; ++j)
+                  t += P1.data[((static_cast<size_t>(b) * 4 + h) * T + i) * T + j] *
+                       std::fabs(V.at(b * T + j, g * 3 + d));
+                pv = std::max(pv, t);
+              }
+            }
+          }
+        const double sigma = softmax_bound(T, gamma32(3 + 2) * qk);
+        CHECK(max_abs_diff(P1, P2) <= sigma);
+        CHECK(max_abs_diff(c1, c2) <= sigma * pv + sum_bound(T, pv));
+      }
       Tensor q1, k1, v1, q2, k2, v2;
       ref->attention_backward(a, Q, K, V, P, dctx, q1, k1, v1, nullptr);
       cpu->attention_backward(a, Q, K, V, P, dctx, q2, k2, v2, nullptr);
