@@ -135,13 +135,30 @@ double available_bytes() {
   return 0;
 }
 
-// Refuses a pass whose kept probabilities alone would not fit in memory, before allocating.
-void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep) {
+// Refuses a pass whose kept probabilities and named activations would not fit in memory, before
+// allocating.
+void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks) {
   int layers = 0;
   for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
+  double cached = 0;  // the activations the hooks keep (float32)
+  if (hooks && !hooks->cache.empty()) {
+    const HookRun run(*hooks);
+    for (const std::string& name : hook_names(c))
+      if (run.kept(name)) cached += static_cast<double>(hook_numel(c, name, T, S)) * 4.0;
+  }
   const double need = static_cast<double>(layers) * c.num_heads * T * static_cast<double>(S) * 4.0 +
-                      static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0;  // mask + activations
+                      static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0 +  // mask + activations
+                      cached;
   const double have = available_bytes();
+  if (have > 0 && cached > 0 && need > 0.9 * have) {
+    char msg[360];
+    std::snprintf(msg, sizeof msg,
+                  "the activations --cache names would take %.1f GB for %d tokens (%.1f GB with the pass), more "
+                  "than the %.1f GB of memory available; name fewer (e.g. 'blocks.*.hook_resid_post') or shorten "
+                  "the input",
+                  cached / 1e9, T, need / 1e9, have / 1e9);
+    throw Error(msg);
+  }
   if (have > 0 && need > 0.9 * have) {
     char msg[320];
     std::snprintf(
@@ -216,7 +233,8 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.token_types = req.token_types;
   opts.ablate = ablation_flags(c, req.ablate);
 
-  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention);
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention,
+               req.hooks);
   if (req.start && !req.cross_ids.empty()) throw Error("a resumed pass is a self-attention pass");
   if (req.hooks && !req.hooks->empty() && !req.cross_ids.empty())
     throw Error("named activations (--cache, --patch, --add) are for self-attention passes; cross mode has none");

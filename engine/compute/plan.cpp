@@ -686,4 +686,17 @@ std::vector<std::string> hook_names(const ModelConfig& c) {
   return names;
 }
 
+int64_t hook_numel(const ModelConfig& c, const std::string& name, int T, int S) {
+  auto ends = [&](const char* suffix) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  const int64_t t = T, D = c.head_dim();
+  if (ends("attn.hook_pattern")) return static_cast<int64_t>(c.num_heads) * t * (S > 0 ? S : T);
+  if (ends("attn.hook_q") || ends("attn.hook_rot_q") || ends("attn.hook_z")) return t * c.num_heads * D;
+  if (ends("attn.hook_k") || ends("attn.hook_v") || ends("attn.hook_rot_k")) return t * c.kv_heads() * D;
+  if (ends("mlp.hook_pre") || ends("mlp.hook_post") || ends("mlp.hook_pre_linear")) return t * c.ff_dim;
+  return t * c.embed_size;
+}
+
 }  // namespace attnlab

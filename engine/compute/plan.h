@@ -165,6 +165,8 @@ Tensor attention_values(const Model& model, Ops& ops, int layer, const Tensor& x
 
 // Every hook name (engine/compute/hooks.h) a pass of this model reaches, in the order it reaches them.
 std::vector<std::string> hook_names(const ModelConfig& c);
+// How many numbers the activation `name` holds for T queries and S keys (S 0: T).
+int64_t hook_numel(const ModelConfig& c, const std::string& name, int T, int S = 0);
 
 // Steps (indices, in plan order) that value `target` depends on.
 std::vector<int> steps_for(const LayerPlan& plan, int target);

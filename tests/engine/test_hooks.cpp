@@ -467,3 +467,20 @@ TEST_CASE("attribution patching: activation gradients match finite differences; 
     fs::remove_all(dir);
   }
 }
+
+TEST_CASE("hooks: a cache that cannot fit in memory is refused before the pass, naming its size", "[hooks]") {
+  // 300,000 tokens: every attention pattern alone is 2 layers x 2 heads x 3e5^2 floats (1.4 TB)
+  const Model m = random_model(small_config(16, 2, 2, 24, 300000));
+  ForwardRequest r;
+  r.ids.assign(300000, 5);
+  r.keep_attention = {false, false};
+  HookSpec all;
+  all.cache = {"*"};
+  r.hooks = &all;
+  auto cpu = make_backend("cpu");
+  CHECK_THROWS_WITH(run_forward(m, *cpu, r),
+                    Catch::Contains("the activations --cache names would take") && Catch::Contains("name fewer"));
+  CHECK(hook_numel(m.config, "blocks.0.attn.hook_pattern", 300000) == 2LL * 300000 * 300000);
+  CHECK(hook_numel(m.config, "blocks.1.mlp.hook_post", 7) == 7 * 24);
+  CHECK(hook_numel(m.config, "blocks.1.attn.hook_z", 7) == 7 * 16);
+}
