@@ -233,8 +233,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.token_types = req.token_types;
   opts.ablate = ablation_flags(c, req.ablate);
 
-  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention,
-               req.hooks);
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention, req.hooks);
   if (req.start && !req.cross_ids.empty()) throw Error("a resumed pass is a self-attention pass");
   if (req.hooks && !req.hooks->empty() && !req.cross_ids.empty())
     throw Error("named activations (--cache, --patch, --add) are for self-attention passes; cross mode has none");
