@@ -99,7 +99,7 @@ int cmd_sae(const std::vector<std::string>& argv, const std::string& argv0) {
   if (!clamps.empty()) {
     HookSpec edit;
     edit.edits.push_back(sae_clamp_edit(sae, clamps));
-    ForwardRequest rq = request_from_flags(a, model, "sae");
+    ForwardRequest rq = req;  // the same input (its warnings were said once)
     rq.hooks = &edit;
     clamped = run_forward(model, *backend, rq);
   }

@@ -209,30 +209,44 @@ int main(int argc, char** argv) {
                  qPrintable(p.value("patch")));
     return 2;
   }
-  if (tab == "circuits" && p.isSet("corrupted")) {  // activation patching, computed for the screenshot
+  const bool circuits_flags =
+      p.isSet("corrupted") || p.isSet("answer") || p.isSet("wrong") || p.isSet("patch") || p.isSet("patch-method");
+  if (tab == "circuits" && circuits_flags) {  // the page set up as asked; computed when there is a corrupted text
     auto* page = static_cast<attnlab::CircuitsPage*>(e->page("circuits"));
-    page->setPrompts(e->text(), p.value("corrupted"));
+    page->setPrompts(e->text(), p.isSet("corrupted") ? p.value("corrupted") : e->text());
     if (p.isSet("answer") || p.isSet("wrong")) page->setAnswers(p.value("answer"), p.value("wrong"));
     if (p.isSet("patch")) page->setTarget(p.value("patch"));
     if (p.isSet("patch-method")) page->setMethod(p.value("patch-method"));
-    page->compute();
-    page->wait();
+    if (p.isSet("corrupted")) {
+      page->compute();
+      page->wait();
+    }
   }
-  if (tab == "steer" && p.isSet("toward")) {  // a steered pass, computed for the screenshot
+  if (tab == "steer" && (p.isSet("toward") || p.isSet("away") || p.isSet("strength") || p.isSet("steer-layer"))) {
     auto* page = static_cast<attnlab::SteeringPage*>(e->page("steer"));
-    bool ok = true;
-    const double alpha = p.isSet("strength") ? p.value("strength").toDouble(&ok) : 4.0;
-    bool ok_layer = true;
-    const int layer = p.isSet("steer-layer") ? p.value("steer-layer").toInt(&ok_layer) : 0;
-    if (!ok || !ok_layer) {
-      std::fprintf(stderr, "attnlab: --strength takes a number, --steer-layer a layer\n");
+    bool ok = true, ok_layer = true;
+    const double alpha = p.isSet("strength") ? p.value("strength").toDouble(&ok) : page->strength();
+    const int layers = e->model()->config.num_layers;
+    const int layer = p.isSet("steer-layer") ? p.value("steer-layer").toInt(&ok_layer) : -1;
+    if (!ok || alpha < -20 || alpha > 20) {
+      std::fprintf(stderr, "attnlab: --strength: expected a number from -20 to 20, got \"%s\"\n",
+                   qPrintable(p.value("strength")));
+      return 2;
+    }
+    if (!ok_layer || (p.isSet("steer-layer") && (layer < 0 || layer >= layers))) {
+      std::fprintf(stderr, "attnlab: --steer-layer: expected a layer from 0 to %d, got \"%s\"\n", layers - 1,
+                   qPrintable(p.value("steer-layer")));
       return 2;
     }
     page->setPrompts(p.value("toward"), p.value("away"));
-    page->setLayer(layer);
+    if (layer >= 0) page->setLayer(layer);
     page->setStrength(alpha);
     page->compute();
     page->wait();
+  }
+  if (tab == "features" && p.isSet("clamp") && !p.isSet("sae")) {
+    std::fprintf(stderr, "attnlab: --clamp needs --sae DIR (the sparse autoencoder whose feature it clamps)\n");
+    return 2;
   }
   if (tab == "features" && p.isSet("sae")) {
     auto* page = static_cast<attnlab::FeaturesPage*>(e->page("features"));
@@ -244,7 +258,9 @@ int main(int argc, char** argv) {
     if (p.isSet("clamp")) {
       try {
         const attnlab::FeatureClamp c = attnlab::parse_feature_clamp(p.value("clamp").toStdString());
-        page->setClamp(c.feature, c.value, c.positions.empty() ? -1 : c.positions.front());
+        if (c.positions.size() > 1) throw attnlab::Error("--clamp: the app clamps at one position or every one");
+        if (!page->setClamp(c.feature, c.value, c.positions.empty() ? -1 : c.positions.front()))
+          throw attnlab::Error("--clamp: " + page->status().toStdString());
       } catch (const attnlab::Error& err) {
         std::fprintf(stderr, "attnlab: %s\n", err.what());
         return 2;

@@ -123,9 +123,10 @@ const std::vector<TourStep>& tour_steps() {
        "activation patching (Meng et al. 2022; Wang et al. 2022)",
        "The Circuits tab runs the sentence with \"not\" (negative) and the same sentence with \"really\" "
        "(positive), then puts each head's output from the first run into the second, one head at a time: "
-       "the map is the share of the negative answer each head restores. No single head carries it all; the "
-       "layer-0 heads that read \"not\" restore the most. Choose \"both\" to see attribution patching's "
-       "one-backward estimate beside it, and click a head to open its pattern.",
+       "the map is the share of the negative answer each head restores. No single head carries it all: heads 2 "
+       "and 5 of layer 0 restore the most, and both attend to \"not\"; heads 1 and 6 attend to it as much but "
+       "restore little. Attending is not carrying. Choose \"both\" to see attribution patching's one-backward "
+       "estimate beside it, and click a head to open its pattern.",
        "the film was not very good",
        "",
        {},

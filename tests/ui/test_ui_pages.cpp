@@ -268,6 +268,10 @@ TEST_CASE("Steering page: strength 0 changes nothing, a strength moves the predi
   CHECK(page->outcome()->before != page->outcome()->after);
   CHECK(page->table()->rowCount() == 2);
   CHECK(page->status().contains("||v||"));
+  page->setPrompts("\u00e9t\u00e9", "nnnn");  // characters the model's vocabulary lacks: said
+  page->compute();
+  page->wait();
+  CHECK(page->status().contains("[UNK]"));
   page->setPrompts("", "");
   page->compute();
   CHECK(page->status().contains("Type a prompt"));
@@ -320,4 +324,10 @@ TEST_CASE(
   page->setClamp(feature, 50.0, -1);  // far from its value, everywhere: the prediction moves
   page->wait();
   CHECK(page->outcome()->after != page->outcome()->before);
+  // a feature or a position that does not exist is said, not clamped to the nearest
+  CHECK_FALSE(page->setClamp(S, 1.0, -1));
+  CHECK(page->status().contains("No feature 24"));
+  CHECK_FALSE(page->setClamp(0, 1.0, 4));
+  CHECK(page->status().contains("No position 4"));
+  CHECK(page->table()->verticalHeaderItem(0)->text() == "0");  // rows count from 0, as positions do
 }

@@ -158,8 +158,9 @@ void CircuitsPage::modelChanged() {
   const bool can = m && (m->config.num_classes > 0 || m->config.lm_head);
   setEnabled(can);
   status_->setStyleSheet("");
-  status_->setText(can ? "Activation patching (Meng et al. 2022): how much of the clean answer each activation of "
-                         "the clean run restores when it is put into the corrupted run."
+  status_->setText(can ? QString("Activation patching (Meng et al. 2022): how much of the clean answer each activation "
+                                 "of the clean run restores when it is put into the corrupted run.%1")
+                             .arg(m->config.lm_head ? "" : " (Logit attribution needs a language model's LM head.)")
                        : "Activation patching reads a prediction (a classifier or a language model); this model has "
                          "none.");
   dla_->setEnabled(m && m->config.lm_head);  // the residual stream read through the LM head
@@ -293,9 +294,7 @@ void CircuitsPage::compute() {
         const QString what = what_->currentText(), axis = heads ? "head (z at every position)" : "position";
         result_ = p->exact ? p->exact : p->estimate;
         showMap(map_, result_->values, cols,
-                QString(p->exact ? "share of the clean logit difference restored (%1)"
-                                 : "attribution patching estimate of the share restored (%1)")
-                    .arg(what),
+                QString(p->exact ? "share restored (%1)" : "attribution estimate of the share restored (%1)").arg(what),
                 axis);
         map2_->setVisible(p->exact && p->estimate);
         // side by side, one colour scale: an estimate that falls short looks it
@@ -306,7 +305,7 @@ void CircuitsPage::compute() {
         map_->setColourTop(top);
         map2_->setColourTop(top);
         if (p->exact && p->estimate)
-          showMap(map2_, p->estimate->values, cols, QString("attribution patching estimate (%1)").arg(what), axis);
+          showMap(map2_, p->estimate->values, cols, QString("attribution estimate (%1)").arg(what), axis);
         heads_shown_ = heads;
         shown_text_ = clean_text;
         status_->setText(QString("Logit difference (answer minus against): clean %1, corrupted %2. 1 = the patch "
@@ -314,6 +313,18 @@ void CircuitsPage::compute() {
                              .arg(result_->clean, 0, 'f', 3)
                              .arg(result_->corrupted, 0, 'f', 3)
                              .arg(heads ? " Click a head to open its pattern." : ""));
+        if (result_->clean <= 0 || std::fabs(result_->clean - result_->corrupted) < 1.0) {
+          status_->setStyleSheet("color: #a00;");  // a span this small divides rounding and noise up
+          status_->setText(status_->text() + QString(" Note: %1; the shares are fractions of a span of %2 and "
+                                                     "mean little.")
+                                                 .arg(result_->clean <= 0 ? "the clean run does not prefer the answer"
+                                                                          : "the two runs barely differ")
+                                                 .arg(result_->clean - result_->corrupted, 0, 'f', 3));
+        }
+        if (!p->exact)
+          status_->setText(status_->text() +
+                           " The estimate is linear in each activation: where the answer "
+                           "saturates it falls short; choose both to compare with exact patching.");
         if (p->exact && p->estimate) {  // how far the linear estimate got, in one line
           float ex = 0, es = 0;
           for (float x : p->exact->values.data) ex = std::max(ex, std::fabs(x));

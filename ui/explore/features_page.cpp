@@ -130,13 +130,20 @@ bool FeaturesPage::openSae(const QString& folder) {
   return true;
 }
 
-void FeaturesPage::setClamp(int feature, double value, int position) {
+bool FeaturesPage::setClamp(int feature, double value, int position) {
+  if (!sae_) return fail("Open a sparse autoencoder first."), false;
+  if (feature < 0 || feature >= sae_->d_sae)
+    return fail(QString("No feature %1 (the sparse autoencoder has %2).").arg(feature).arg(sae_->d_sae)), false;
+  const int T = static_cast<int>(state_->controller()->prepared().ids.size());
+  if (position < -1 || position >= T)
+    return fail(QString("No position %1 (the input has %2 tokens, 0-%3).").arg(position).arg(T).arg(T - 1)), false;
   feature_->setValue(feature);
   value_->setValue(value);
   clamp_value_ = value;
   at_->setCurrentIndex(position + 1);
   clamped_ = true;
   compute();
+  return true;
 }
 
 void FeaturesPage::clearClamp() {
@@ -248,6 +255,9 @@ void FeaturesPage::compute() {
         outcome_ = o;
         const int T = static_cast<int>(o->tokens.size());
         table_->setRowCount(T);
+        QStringList rows;  // positions from 0, as the clamp's box and --clamp count them
+        for (int t = 0; t < T; ++t) rows << QString::number(t);
+        table_->setVerticalHeaderLabels(rows);
         for (int t = 0; t < T; ++t) {
           QStringList feats;
           for (const auto& [i, a] : o->strongest[static_cast<size_t>(t)])
@@ -268,10 +278,13 @@ void FeaturesPage::compute() {
                              .arg(o->after[k], 0, 'f', 4));
         prediction_->setText((o->after.empty() ? "Prediction: " : "Prediction, before \u2192 with the clamp: ") +
                              pred.join(",  "));
-        status_->setStyleSheet("");
-        status_->setText(
-            "active: features above 0; error: ||x - reconstruction|| / ||x|| at the hook. Click a token to "
-            "clamp a feature there.");
+        const bool poor = std::any_of(o->error.begin(), o->error.end(), [](double e) { return e >= 1.0; });
+        status_->setStyleSheet(poor ? "color: #a00;" : "");
+        status_->setText(QString("active: features above 0; error: ||x - reconstruction|| / ||x|| at the hook. Click a "
+                                 "token to clamp a feature there.%1")
+                             .arg(poor ? " An error of 1 or more reconstructs worse than zero would: was this "
+                                         "autoencoder trained on this model and hook?"
+                                       : ""));
       });
 }
 

@@ -26,8 +26,9 @@ class FeaturesPage : public ExplorePage {
   Q_OBJECT
  public:
   explicit FeaturesPage(ExploreState* state, QWidget* parent = nullptr);
-  bool openSae(const QString& folder);                     // false: the reason is said on the page
-  void setClamp(int feature, double value, int position);  // position -1: every position
+  bool openSae(const QString& folder);  // false: the reason is said on the page
+  // position -1: every position. False (said on the page) for a feature or position that does not exist.
+  bool setClamp(int feature, double value, int position);
   void clearClamp();
   void compute();
   void wait() { job_.wait(); }

@@ -56,10 +56,11 @@ SteeringPage::SteeringPage(ExploreState* state, QWidget* parent)
   auto* form = new QFormLayout;
   toward_ = new QLineEdit(this);
   toward_->setObjectName("steerToward");
-  toward_->setToolTip("The prompt whose residual stream the vector points towards (e.g. \"love\")");
+  toward_->setToolTip("The prompt whose residual stream the vector points towards (e.g. \"the film was good\")");
   away_ = new QLineEdit(this);
   away_->setObjectName("steerAway");
-  away_->setToolTip("The prompt it points away from (e.g. \"hate\"); empty: only the first prompt's mean");
+  away_->setToolTip(
+      "The prompt it points away from (e.g. \"the film was not good\"); empty: only the first prompt's mean");
   layer_ = new QSpinBox(this);
   layer_->setObjectName("steerLayer");
   layer_->setToolTip("The layer whose input (blocks.{l}.hook_resid_pre) is read and added to");
@@ -118,7 +119,10 @@ void SteeringPage::modelChanged() {
   const std::shared_ptr<const Model>& m = state_->model();
   const bool can = m && (m->config.num_classes > 0 || m->config.lm_head);
   setEnabled(can);
-  if (m) layer_->setRange(0, m->config.num_layers - 1);
+  if (m) {
+    layer_->setRange(0, m->config.num_layers - 1);
+    layer_->setValue(m->config.num_layers / 2);  // a middle layer: the usual place to steer
+  }
   status_->setStyleSheet("");
   status_->setText(can ? "Steering adds the difference of two prompts' residual streams to the explored text's pass."
                        : "Steering shows how a prediction moves; this model has neither a classifier nor an LM head.");
@@ -153,21 +157,30 @@ void SteeringPage::compute() {
   if (toward_->text().trimmed().isEmpty()) {
     job_.cancel();
     status_->setStyleSheet("");
-    status_->setText("Type a prompt to steer towards (and one to steer away from), e.g. \"love\" and \"hate\".");
+    status_->setText(
+        "Type a prompt to steer towards and one to steer away from, in words the model knows (for the "
+        "shipped classifier: \"the film was good\" and \"the film was not good\").");
     return;
   }
   ForwardRequest text = state_->analysisRequest();
   if (text.ids.empty()) return;
   std::vector<int> a, b;
+  QStringList unknown;  // words the model does not know: they all read as [UNK], so v says little
   try {
     InputOptions o;
     o.what = "toward";
-    a = prepare_text(*model, toward_->text().toStdString(), o).ids;
+    const PreparedInput pa = prepare_text(*model, toward_->text().toStdString(), o);
+    a = pa.ids;
+    PreparedInput pb;
     o.what = "away from";
-    if (!away_->text().trimmed().isEmpty()) b = prepare_text(*model, away_->text().toStdString(), o).ids;
+    if (!away_->text().trimmed().isEmpty()) pb = prepare_text(*model, away_->text().toStdString(), o), b = pb.ids;
+    for (const PreparedInput* in : std::initializer_list<const PreparedInput*>{&pa, &pb})
+      for (size_t t = 0; t < in->unknown.size(); ++t)
+        if (in->unknown[t]) unknown << QString::fromStdString(in->tokens[t]);
   } catch (const Error& e) {
     return fail(QString::fromStdString(e.what()));
   }
+  if (a.empty()) return fail("The prompt to steer towards has no tokens.");
   const int layer = layer_->value(), T = static_cast<int>(text.ids.size());
   const float alpha = static_cast<float>(strength());
   const bool last = where_->currentIndex() == 1;
@@ -238,14 +251,15 @@ void SteeringPage::compute() {
         }
         return out;
       },
-      [this, model, alpha, layer, where = where_->currentText()](std::shared_ptr<const SteeringOutcome> o,
-                                                                 const QString& error) {
+      [this, model, alpha, layer, unknown, where = where_->currentText()](std::shared_ptr<const SteeringOutcome> o,
+                                                                          const QString& error) {
         if (state_->model() != model) return;
         if (!o) return fail(error);
         outcome_ = o;
         table_->setRowCount(static_cast<int>(o->labels.size()));
         for (int r = 0; r < static_cast<int>(o->labels.size()); ++r) {
-          const double d = o->after[r] - o->before[r];
+          double d = o->after[r] - o->before[r];
+          if (std::fabs(d) < 5e-5) d = 0;  // no "-0.0000"
           const QString cells[] = {QString::fromStdString(o->labels[r]), QString::number(o->before[r], 'f', 4),
                                    QString::number(o->after[r], 'f', 4),
                                    QString("%1%2").arg(d >= 0 ? "+" : "").arg(d, 0, 'f', 4)};
@@ -255,8 +269,11 @@ void SteeringPage::compute() {
             table_->setItem(r, c, it);
           }
         }
-        status_->setStyleSheet("");
-        status_->setText(QString("Added %1 x v at layer %2 (%3): ||v|| = %4, the explored text's residual stream "
+        status_->setStyleSheet(unknown.isEmpty() ? "" : "color: #a00;");
+        status_->setText((unknown.isEmpty()
+                              ? QString()
+                              : QString("Not in the model's vocabulary, read as [UNK]: %1. ").arg(unknown.join(", "))) +
+                         QString("Added %1 x v at layer %2 (%3): ||v|| = %4, the explored text's residual stream "
                                  "averages %5 per position there.")
                              .arg(alpha, 0, 'f', 2)
                              .arg(layer)

@@ -30,7 +30,7 @@ class SteeringPage : public ExplorePage {
   explicit SteeringPage(ExploreState* state, QWidget* parent = nullptr);
   void setPrompts(const QString& toward, const QString& away);
   void setLayer(int layer);
-  void setStrength(double alpha);  // the slider moves in steps of 0.25
+  void setStrength(double alpha);  // the slider moves in steps of 0.25, from -20 to 20
   double strength() const;
   void compute();  // now (the controls' changes compute after a short pause)
   void wait() { job_.wait(); }
