@@ -198,6 +198,15 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
   c.activation = hf_activation(k.str("hidden_act", "silu"), where);
   c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
   c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
+  // transformers 5.x writes the rotary settings as rope_parameters {rope_theta, rope_type}
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
+    if (auto t = it->find("rope_theta"); t != it->end() && t->is_number() && j.find("rope_theta") == j.end())
+      c.rope_theta = t->get<float>();
+    if (auto t = it->find("rope_type"); t != it->end() && t->is_string() && t->get<std::string>() != "default")
+      throw Error(where + ": rope_parameters of type \"" + t->get<std::string>() +
+                  "\" are not supported (attnlab runs the plain rotary embedding, rope_type \"default\")");
+  }
+  if (!(c.rope_theta > 0)) throw Error(where + ": rope_theta must be a positive number");
   c.tied_lm_head = k.boolean("tie_word_embeddings", false);
   if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
     std::string kind = "?";
@@ -221,11 +230,26 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
   c.qkv_bias = qwen2 || attention_bias;
   c.out_bias = attention_bias;
   c.ff_bias = k.boolean("mlp_bias", false);
-  // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees keys i - W .. i, as
-  // transformers 4.40's eager attention masks it.
+  // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees the W keys i - W + 1 .. i,
+  // as transformers masks it since 4.53 (masking_utils.sliding_window_overlay: kv > q - W; 4.40's
+  // eager mask let one more key through); attnlab's window counts the keys before i.
   if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
     auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
-    c.sliding_window = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+    const int W = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+    if (W == 1) throw Error(where + ": sliding_window 1 (each token sees only itself) is not supported");
+    c.sliding_window = W > 0 ? W - 1 : 0;
+  }
+  // transformers 5.x lists each layer's attention: one kind for every layer is what attnlab runs
+  if (auto it = j.find("layer_types"); it != j.end() && it->is_array() && !it->empty()) {
+    std::set<std::string> kinds;
+    for (const auto& t : *it)
+      if (t.is_string()) kinds.insert(t.get<std::string>());
+    if (kinds.size() > 1)
+      throw Error(where + ": layer_types mixes attention kinds per layer; attnlab runs one kind for every layer");
+    const bool sliding = kinds.count("sliding_attention") > 0;
+    if (sliding != (c.sliding_window > 0))
+      throw Error(where + ": layer_types says " + (sliding ? "sliding" : "full") + " attention but sliding_window " +
+                  (c.sliding_window > 0 ? "is set" : "is not") + "; the two disagree");
   }
   c.positional = Positional::Rotary;
   c.norm = NormPlacement::Pre;

@@ -375,7 +375,7 @@ def hook_activations(model, ids):
     D = E // H
     KV = getattr(c, "num_key_value_heads", None) or H
     T = len(ids)
-    acts, handles = {}, []
+    acts, handles, rope = {}, [], {}
 
     def keep(name, shape=None):
         def put(x):
@@ -417,14 +417,9 @@ def hook_activations(model, ids):
             out_hook(at.q_proj, b + "attn.hook_q", (T, H, D))
             out_hook(at.k_proj, b + "attn.hook_k", (T, KV, D))
             out_hook(at.v_proj, b + "attn.hook_v", (T, KV, D))
-            def rotated(m, i, o, b=b, at=at):  # transformers' own rotation of the hooked q and k
-                cos, sin = o
-                q = torch.tensor(acts[b + "attn.hook_q"]).to(cos.dtype).transpose(0, 1)[None]
-                k = torch.tensor(acts[b + "attn.hook_k"]).to(cos.dtype).transpose(0, 1)[None]
-                rq, rk = transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
-                acts[b + "attn.hook_rot_q"] = rq[0].transpose(0, 1).double().numpy()
-                acts[b + "attn.hook_rot_k"] = rk[0].transpose(0, 1).double().numpy()
-            handles.append(at.rotary_emb.register_forward_hook(rotated))
+            if hasattr(at, "rotary_emb"):  # transformers 4.40: each attention has its rotary module
+                handles.append(at.rotary_emb.register_forward_hook(
+                    lambda m, i, o: rope.__setitem__("cos_sin", o)))
             in_hook(at.o_proj, b + "attn.hook_z", (T, H, D))
             out_hook(at.o_proj, b + "hook_attn_out")
             in_hook(blk.post_attention_layernorm, b + "hook_resid_mid")
@@ -433,12 +428,23 @@ def hook_activations(model, ids):
             out_hook(blk.mlp.up_proj, b + "mlp.hook_pre_linear")
             in_hook(blk.mlp.down_proj, b + "mlp.hook_post")
             out_hook(blk.mlp, b + "hook_mlp_out")
+    if not gpt2 and hasattr(base, "rotary_emb"):  # transformers 4.48 and 5.x: one rotary module per model
+        handles.append(base.rotary_emb.register_forward_hook(lambda m, i, o: rope.__setitem__("cos_sin", o)))
     out_hook(base.ln_f if gpt2 else base.norm, "ln_final.hook_normalized")
     try:
         out = model(input_ids=torch.tensor([ids]), output_attentions=True)
     finally:
         for h in handles:
             h.remove()
+    if not gpt2:  # transformers' own rotation (apply_rotary_pos_emb) of the hooked q and k
+        cos, sin = rope["cos_sin"]
+        for l in range(len(blocks)):
+            b = f"blocks.{l}."
+            q = torch.tensor(acts[b + "attn.hook_q"]).to(cos.dtype).transpose(0, 1)[None]
+            k = torch.tensor(acts[b + "attn.hook_k"]).to(cos.dtype).transpose(0, 1)[None]
+            rq, rk = transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+            acts[b + "attn.hook_rot_q"] = rq[0].transpose(0, 1).double().numpy()
+            acts[b + "attn.hook_rot_k"] = rk[0].transpose(0, 1).double().numpy()
     for l, a in enumerate(out.attentions):
         acts[f"blocks.{l}.attn.hook_pattern"] = a[0].detach().double().numpy()
     return acts
@@ -919,6 +925,11 @@ def main():
         mi = os.path.join(root, "mistral")
         m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))
         save(m, mi, toks["llama3"])
+        # A window of W shows a query the W keys i - W + 1 .. i since transformers 4.53
+        # (masking_utils); 4.40's eager mask shows W + 1, so there the reference runs with W - 1
+        # to mask what current transformers (and attnlab) mask for the saved folder's W.
+        if tuple(int(x) for x in transformers.__version__.split(".")[:2]) < (4, 53):
+            m.config.sliding_window = 5
         compare_decoder("MistralForCausalLM (window 6)", mi, m, [4, 30], V["llama3"])
         check_grad_attention("MistralForCausalLM (window 6)", mi, m, 20, V["llama3"])
 
@@ -938,8 +949,7 @@ def main():
             folder = os.path.join(root, f"{kind}-slow")
             shutil.copytree(g, folder, ignore=shutil.ignore_patterns("tokenizer.json"))
             toks[kind].model.save(folder)  # vocab.json + merges.txt
-            fast = GPT2TokenizerFast(vocab_file=os.path.join(folder, "vocab.json"),
-                                     merges_file=os.path.join(folder, "merges.txt"))
+            fast = GPT2TokenizerFast.from_pretrained(folder)  # as a user opens the folder (4.40 and 5.x)
             check_tokenizer(f"byte-level BPE ({kind}) vocab.json + merges.txt", folder,
                             lambda s, f=fast: f(s)["input_ids"], strings)
         spf = os.path.join(root, "sp-bpe")

@@ -46,10 +46,11 @@ TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, wi
       for (int l = 0; l < m.config.num_layers; ++l)
         CHECK(max_abs_diff(a.attention[l], b.attention[l]) <= tol.probs[static_cast<size_t>(l)]);
       CHECK(max_abs_diff(a.hidden, b.hidden) <= tol.hidden);
-      // the model's own mask: causal, and at most `window` keys back
+      // the model's own mask: causal, and the config's sliding_window W keys (i - W + 1 .. i, as
+      // transformers masks it since 4.53)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j) {
-          const bool visible = j <= i && (window == 0 || i - j <= window);
+          const bool visible = j <= i && (window == 0 || i - j < window);
           CHECK(b.mask.is_blocked(0, i, j) == !visible);
           if (!visible) CHECK(b.attention[0].data[static_cast<size_t>(i * T + j)] == 0.0f);
         }
@@ -458,4 +459,32 @@ TEST_CASE("grad-attention: the identity plus non-negative relevance; causal mode
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) CHECK(I.at(i, j) == (i == j ? 1.0f : 0.0f));
   fs::remove_all(dir);
+}
+
+TEST_CASE("configs as transformers 5.x writes them: rope_parameters, layer_types, the sliding window's W keys",
+          "[decoders][hf]") {
+  nlohmann::json cfg = {{"model_type", "llama"},
+                        {"vocab_size", 261},
+                        {"hidden_size", 16},
+                        {"intermediate_size", 24},
+                        {"num_hidden_layers", 2},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"rope_parameters", {{"rope_theta", 500000.0}, {"rope_type", "default"}}},
+                        {"layer_types", {"full_attention", "full_attention"}}};
+  HfInfo info;
+  CHECK(parse_hf_config(cfg.dump(), info).rope_theta == 500000.0f);
+  cfg["rope_theta"] = 10000.0;  // a top-level value (transformers 4.x) is the one read when both are there
+  CHECK(parse_hf_config(cfg.dump(), info).rope_theta == 10000.0f);
+  cfg["rope_parameters"]["rope_type"] = "llama3";
+  CHECK_THROWS_WITH(parse_hf_config(cfg.dump(), info), Catch::Contains("rope_parameters of type \"llama3\""));
+  cfg["rope_parameters"]["rope_type"] = "default";
+  cfg["layer_types"] = {"full_attention", "sliding_attention"};
+  CHECK_THROWS_WITH(parse_hf_config(cfg.dump(), info), Catch::Contains("mixes attention kinds"));
+  // Mistral's window of W: the W keys i - W + 1 .. i (attnlab counts the W - 1 before i)
+  cfg = {{"model_type", "mistral"}, {"vocab_size", 261},        {"hidden_size", 16},        {"intermediate_size", 24},
+         {"num_hidden_layers", 2},  {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"sliding_window", 6}};
+  CHECK(parse_hf_config(cfg.dump(), info).sliding_window == 5);
+  cfg["sliding_window"] = 1;
+  CHECK_THROWS_WITH(parse_hf_config(cfg.dump(), info), Catch::Contains("sliding_window 1"));
 }
