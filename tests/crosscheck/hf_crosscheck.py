@@ -281,6 +281,93 @@ def check_analysis(name, folder, model, text, ids, types, pair=None):
         fail(f"{name}: rollout differs by {roll_err:.3e} > {roll_bound:.3e}")
 
 
+def check_patching_bert(name, folder, model, enc, clean_text, corrupted_text, answer, wrong):
+    """attnlab-cli patch on a BERT classifier against the same sweep written with PyTorch forward
+    hooks on transformers' modules (post-norm names: resid_pre the layer input, z the input of
+    BertSelfOutput.dense, attn_out its output, mlp_out BertOutput.dense's), every entry, the
+    classifier's logits as the metric."""
+    clean, types = enc(clean_text)
+    corrupted, types_k = enc(corrupted_text)
+    if len(clean) != len(corrupted):
+        fail(f"{name}: the patching prompts tokenize to {len(clean)} and {len(corrupted)} tokens")
+        return
+    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    a, w = labels.index(answer), labels.index(wrong)
+    T, H = len(clean), model.config.num_attention_heads
+    D = model.config.hidden_size // H
+    worst = WorstShare("a")
+    layers = model.config.num_hidden_layers
+    K = max(model.config.hidden_size, T, model.config.intermediate_size)
+
+    def sweep(m, what):
+        blocks = m.bert.encoder.layer
+        point = {"resid_pre": lambda b: (b, "pre"), "z": lambda b: (b.attention.output.dense, "pre"),
+                 "attn_out": lambda b: (b.attention.output.dense, "out"),
+                 "mlp_out": lambda b: (b.output.dense, "out")}[what]
+
+        def metric(ids, tt, hook=None):
+            handles = [hook()] if hook else []
+            try:
+                logits = m(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([tt])).logits[0]
+            finally:
+                for h in handles:
+                    h.remove()
+            return float(logits[a] - logits[w])
+        cache = {}
+        handles = []
+        for l, blk in enumerate(blocks):
+            mod, kind = point(blk)
+            if kind == "pre":
+                handles.append(mod.register_forward_pre_hook(lambda mm, i, l=l: cache.__setitem__(l, i[0].clone())))
+            else:
+                handles.append(mod.register_forward_hook(lambda mm, i, o, l=l: cache.__setitem__(l, o.clone())))
+        m_clean = metric(clean, types)
+        for h in handles:
+            h.remove()
+        m_corr = metric(corrupted, types_k)
+        cols = H if what == "z" else T
+        out = np.zeros((len(blocks), cols))
+        for l, blk in enumerate(blocks):
+            mod, kind = point(blk)
+            for j in range(cols):
+                def put(x, l=l, j=j):
+                    x = x.clone()
+                    if what == "z":
+                        x[0, :, j * D:(j + 1) * D] = cache[l][0, :, j * D:(j + 1) * D]
+                    else:
+                        x[0, j] = cache[l][0, j]
+                    return x
+
+                def hook(mod=mod, kind=kind, put=put):
+                    if kind == "pre":
+                        return mod.register_forward_pre_hook(lambda mm, i: (put(i[0]),) + tuple(i[1:]))
+                    return mod.register_forward_hook(lambda mm, i, o: put(o))
+                out[l, j] = (metric(corrupted, types_k, hook) - m_corr) / (m_clean - m_corr)
+        return {"values": out, "span": abs(m_clean - m_corr), "m": max(abs(m_clean), abs(m_corr), 1.0)}
+
+    for what in ("resid_pre", "attn_out", "mlp_out", "z"):
+        j = json.loads(run(["patch", "--model", folder, "--clean", clean_text, "--corrupted", corrupted_text,
+                            "--answer", answer, "--wrong", wrong, "--what", what, "--json"]).stdout)
+        got = np.array(j["values"]).reshape(j["shape"])
+        model.eval()
+        m64 = copy.deepcopy(model).double().eval()
+        with torch.no_grad():
+            r, r32 = sweep(m64, what), sweep(model, what)
+        if got.shape != r["values"].shape:
+            fail(f"{name}: patch --what {what} shape {got.shape} vs {r['values'].shape}")
+            continue
+        floor = 2 * stack_floor(layers + 2, K, r["m"])  # the classifier: the pooler and the head past the layers
+        worst.note("a", got, r["values"], r32["values"], floor / r["span"])
+        if what == "resid_pre":
+            changed = [t for t in range(T) if clean[t] != corrupted[t]]
+            if len(changed) == 1 and got[0, changed[0]] != 1.0:
+                fail(f"{name}: resid_pre at layer 0, the changed position, restored {got[0, changed[0]]}, not 1")
+    print(f"{name}: activation patching (resid_pre, attn_out, mlp_out, z) vs PyTorch hooks on transformers: "
+          f"{worst.summary({'a': 'max |diff|'})}")
+    for msg in worst.failed({"a": "patching"}):
+        fail(f"{name}: {msg}")
+
+
 def bert_config(vocab, **kw):
     base = dict(vocab_size=vocab, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
                 max_position_embeddings=64, type_vocab_size=2, attn_implementation="eager")
@@ -325,6 +412,8 @@ def main():
         compare_model("BertForSequenceClassification (gelu_new)", d, m, enc, texts, pairs)
         a, b = pairs[0]
         check_analysis("BertForSequenceClassification, a pair", d, m, a, *enc(a, b), pair=b)
+        check_patching_bert("BertForSequenceClassification", d, m, enc, "The movie was not good.",
+                            "The movie was movie good.", "neg", "pos")  # one token changed
 
         d = os.path.join(root, "bert-mlm")
         shutil.copytree(wp, d)
