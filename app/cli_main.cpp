@@ -79,10 +79,10 @@ usage:
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
   attnlab-cli patch   [--model DIR] --clean "..." --corrupted "..." (--clean-ids / --corrupted-ids)
                       --answer TOK --wrong TOK (or --answer-id N --wrong-id N; classifiers: class names)
-                      [--what resid_pre|attn_out|mlp_out|z] [--method exact|attribution]
+                      [--what resid_pre|attn_out|mlp_out|z|pattern] [--method exact|attribution]
                       [--mask ...] [--out F.npy] [--json]
                       activation patching: the share of the clean logit difference each patched
-                      activation restores in the corrupted run ([layers, T], or [layers, heads] for z);
+                      activation restores in the corrupted run ([layers, T], or [layers, heads] for z and pattern);
                       attribution: its first-order estimate from one backward pass (Nanda 2023)
   attnlab-cli sae     [--model DIR] --sae DIR (--text "..." | --ids ...) [--top K] [--out F.npy]
                       [--clamp FEATURE=VALUE[:POSITIONS]]... [--json]
@@ -543,7 +543,7 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (a.has("--out")) save_npy(a.get("--out"), p.values);
   const int L = static_cast<int>(p.values.dim(0)), C = static_cast<int>(p.values.dim(1));
-  const bool heads = what == PatchTarget::Z;
+  const bool heads = what == PatchTarget::Z || what == PatchTarget::Pattern;
   if (a.has("--json")) {
     json j;
     j["what"] = a.get("--what", "resid_pre");
@@ -559,8 +559,8 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
     return 0;
   }
   std::cout << "logit difference: clean " << p.clean << ", corrupted " << p.corrupted << "; restored share when "
-            << (heads ? "one head's z" : "one position's " + a.get("--what", "resid_pre")) << " is patched in (1 = all)"
-            << (exact ? "" : ", estimated to first order (attribution patching)") << ":\n"
+            << (heads ? "one head's " + a.get("--what") : "one position's " + a.get("--what", "resid_pre"))
+            << " is patched in (1 = all)" << (exact ? "" : ", estimated to first order (attribution patching)") << ":\n"
             << pad("", 9);
   for (int j = 0; j < C; ++j)
     std::cout << " " << pad(heads ? "head " + std::to_string(j) : clean.tokens[static_cast<size_t>(j)], 8);

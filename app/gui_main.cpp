@@ -40,7 +40,7 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"corrupted", "With --tab circuits: patch the --text run's activations into this one.", "TEXT"});
   p.addOption({"answer", "With --tab circuits: the answer (a class or one token).", "TOKEN"});
   p.addOption({"wrong", "With --tab circuits: the answer it is measured against.", "TOKEN"});
-  p.addOption({"patch", "With --tab circuits: resid_pre, attn_out, mlp_out or z.", "WHAT"});
+  p.addOption({"patch", "With --tab circuits: resid_pre, attn_out, mlp_out, z or pattern.", "WHAT"});
   p.addOption({"patch-method", "With --tab circuits: exact (default), attribution or both.", "HOW"});
   p.addOption({"toward", "With --tab steer: steer towards this prompt's residual stream.", "TEXT"});
   p.addOption({"away", "With --tab steer: and away from this one's.", "TEXT"});
@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
                  qPrintable(p.value("patch-method")));
     return 2;
   }
-  if (p.isSet("patch") && !QStringList{"resid_pre", "attn_out", "mlp_out", "z"}.contains(p.value("patch"))) {
-    std::fprintf(stderr, "attnlab: --patch: expected resid_pre, attn_out, mlp_out or z, got \"%s\"\n",
+  if (p.isSet("patch") && !QStringList{"resid_pre", "attn_out", "mlp_out", "z", "pattern"}.contains(p.value("patch"))) {
+    std::fprintf(stderr, "attnlab: --patch: expected resid_pre, attn_out, mlp_out, z or pattern, got \"%s\"\n",
                  qPrintable(p.value("patch")));
     return 2;
   }

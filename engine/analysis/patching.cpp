@@ -18,7 +18,8 @@ PatchTarget parse_patch_target(const std::string& name) {
   if (name == "attn_out") return PatchTarget::AttnOut;
   if (name == "mlp_out") return PatchTarget::MlpOut;
   if (name == "z") return PatchTarget::Z;
-  throw Error("--what: expected resid_pre, attn_out, mlp_out or z, got \"" + name + "\"");
+  if (name == "pattern") return PatchTarget::Pattern;
+  throw Error("--what: expected resid_pre, attn_out, mlp_out, z or pattern, got \"" + name + "\"");
 }
 
 int resolve_answer(const Model& model, const std::string& text, const std::string& what) {
@@ -78,7 +79,8 @@ const char* check_pair(const Model& model, const ForwardRequest& clean, const Fo
   return what == PatchTarget::ResidPre  ? "hook_resid_pre"
          : what == PatchTarget::AttnOut ? "hook_attn_out"
          : what == PatchTarget::MlpOut  ? "hook_mlp_out"
-                                        : "attn.hook_z";
+         : what == PatchTarget::Z       ? "attn.hook_z"
+                                        : "attn.hook_pattern";
 }
 
 // m(clean) - m(corrupted), refused when the two runs agree to float32 rounding of the logits:
@@ -192,15 +194,22 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
   out.corrupted = logit_difference(model, corrupted_run, answer, wrong);
   const double span = checked_span(out);
 
-  const int cols = what == PatchTarget::Z ? H : T;
+  const bool per_head = what == PatchTarget::Z || what == PatchTarget::Pattern;
+  const int cols = per_head ? H : T;
   out.values = Tensor({L, cols});
-  // One edit per cell: the clean value of one position's row, or one head's columns everywhere.
+  // One edit per cell: the clean value of one position's row, or one head's columns everywhere
+  // (z), or one head's attention pattern, every query row (pattern).
   auto edit_for = [&](int l, int j) {
     const Tensor& clean_value = clean_run.cache.at(name_at(l));
     const int64_t width = static_cast<int64_t>(clean_value.data.size()) / T;
     HookEdit e;
     e.name = name_at(l);
-    if (what == PatchTarget::Z) {  // head j at every position: its d_head columns of each row
+    if (what == PatchTarget::Pattern) {  // [heads, T, S]: head j's T x S block
+      const int64_t block = static_cast<int64_t>(T) * clean_value.dim(2);
+      e.head = j;
+      e.value = Tensor({T, clean_value.dim(2)});
+      std::copy_n(clean_value.ptr() + j * block, block, e.value.ptr());
+    } else if (what == PatchTarget::Z) {  // head j at every position: its d_head columns of each row
       const int64_t D = clean_value.dim(2);
       e.head = j;
       e.value = Tensor({T, D});
@@ -215,7 +224,7 @@ PatchResult activation_patching(const Model& model, Backend& backend, const Forw
   };
   int done = 0;
   bool causal = false;
-  if (batchable(model, corrupted, backend, causal)) {
+  if (what != PatchTarget::Pattern && batchable(model, corrupted, backend, causal)) {
     // Each layer's patched runs as batches of up to 4,096 rows: the products see B * T rows
     // instead of T, which is where a short input's time goes. A resid_pre patch that makes the
     // layer input equal to the clean run's (or leaves it the corrupted run's) is that run: its
@@ -294,14 +303,30 @@ PatchResult attribution_patching(const Model& model, Backend& backend, const For
   const ForwardResult clean_run = run_forward(model, backend, rc);
   // the corrupted run, forward and backward: its activations and d m / d them
   GradientOptions o;
-  o.target = answer, o.wrong = wrong, o.hooks = {keep};
+  o.target = answer, o.wrong = wrong;
+  if (what != PatchTarget::Pattern) o.hooks = {keep};  // the pattern and its gradient: probs, dprobs
   const PredictionGradients g = prediction_gradients(model, corrupted, o);
   PatchResult out;
   out.clean = logit_difference(model, clean_run, answer, wrong);
   out.corrupted = g.y;
   const double span = checked_span(out);
-  const int cols = what == PatchTarget::Z ? H : T;
+  const bool per_head = what == PatchTarget::Z || what == PatchTarget::Pattern;
+  const int cols = per_head ? H : T;
   out.values = Tensor({L, cols});
+  if (what == PatchTarget::Pattern) {  // sum over head j's T x S block of (P_clean - P_corr) dP
+    for (int l = 0; l < L; ++l) {
+      const Tensor &P_clean = clean_run.cache.at("blocks." + std::to_string(l) + ".attn.hook_pattern"),
+                   &P_corr = g.probs[static_cast<size_t>(l)], &dP = g.dprobs[static_cast<size_t>(l)];
+      const size_t block = P_corr.data.size() / static_cast<size_t>(H);
+      for (int h = 0; h < H; ++h) {
+        double acc = 0;
+        for (size_t k = h * block; k < (h + 1) * block; ++k)
+          acc += (static_cast<double>(P_clean.data[k]) - P_corr.data[k]) * dP.data[k];
+        out.values.at(l, h) = static_cast<float>(acc / span);
+      }
+    }
+    return out;
+  }
   for (const auto& [name, grad] : g.gradients) {
     const int l = std::stoi(name.substr(7));  // "blocks.{l}."
     const Tensor &a_clean = clean_run.cache.at(name), &a_corr = g.activations.at(name);

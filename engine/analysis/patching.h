@@ -16,13 +16,13 @@
 
 namespace attnlab {
 
-enum class PatchTarget { ResidPre, AttnOut, MlpOut, Z };
-// "resid_pre" | "attn_out" | "mlp_out" | "z"; Error otherwise.
+enum class PatchTarget { ResidPre, AttnOut, MlpOut, Z, Pattern };
+// "resid_pre" | "attn_out" | "mlp_out" | "z" | "pattern"; Error otherwise.
 PatchTarget parse_patch_target(const std::string& name);
 
 struct PatchResult {
   Tensor values;                    // normalised: [layers, T] (resid_pre, attn_out, mlp_out: one position at a time)
-                                    // or [layers, heads] (z: one head at every position)
+                                    // or [layers, heads] (z, pattern: one head at every position)
   double clean = 0, corrupted = 0;  // the metric of the two runs
 };
 

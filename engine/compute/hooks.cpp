@@ -29,6 +29,13 @@ bool HookRun::kept(const std::string& name) const {
   return std::any_of(spec_.cache.begin(), spec_.cache.end(), [&](const std::string& g) { return glob_match(g, name); });
 }
 
+std::vector<const HookEdit*> HookRun::edits_of(const std::string& name) const {
+  std::vector<const HookEdit*> out;
+  for (const HookEdit& e : spec_.edits)
+    if (e.name == name) out.push_back(&e);
+  return out;
+}
+
 bool HookRun::wanted(const std::string& name) const {
   return kept(name) ||
          std::any_of(spec_.edits.begin(), spec_.edits.end(), [&](const HookEdit& e) { return e.name == name; });

@@ -6,7 +6,8 @@
 //   blocks.{l}.attn.hook_q / hook_k / hook_v  [T, heads, d_head] (keys and values per KV head
 //                                      for grouped-query models, TransformerLens's ungrouped=False)
 //   blocks.{l}.attn.hook_rot_q / hook_rot_k   rotary models: q and k after the rotation
-//   blocks.{l}.attn.hook_pattern       [heads, T, S] the probabilities (kept only: not replaced)
+//   blocks.{l}.attn.hook_pattern       [heads, T, S] the probabilities (replacing a head's rows
+//                                      recomputes its z from them; one forward pass only)
 //   blocks.{l}.attn.hook_z             [T, heads, d_head] each head's weighted values
 //   blocks.{l}.hook_attn_out           [T, d_model]  the output projection (bias included)
 //   blocks.{l}.hook_resid_mid          [T, d_model]  resid_pre + attn_out
@@ -60,6 +61,7 @@ class HookRun {
   explicit HookRun(const HookSpec& spec) : spec_(spec) {}
   bool wanted(const std::string& name) const;  // kept or edited
   bool kept(const std::string& name) const;
+  std::vector<const HookEdit*> edits_of(const std::string& name) const;  // in the order given
   // Applies the edits of `name` to value (rows = positions), then keeps a copy in `cache`
   // shaped as `shape` (same element count) when asked to. Error for an edit that does not fit.
   void visit(const std::string& name, Tensor& value, const std::vector<int64_t>& shape);

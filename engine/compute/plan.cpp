@@ -338,6 +338,56 @@ void visit_hook(const LayerPlan& plan, const AttnArgs& a, const LayerRun& run, i
   run.hooks->visit(name, t, shape);
 }
 
+// Edits of blocks.{layer}.attn.hook_pattern (one sequence): each replaces (or adds to) one head's
+// rows of P (h >= 0: `value` is [rows, S]; h < 0: every head, [H * rows, S] head by head), and
+// that head's context columns are computed again from the new rows: ctx_t = sum_j P_tj v_j.
+void edit_pattern(int layer, const AttnArgs& a, const std::vector<const HookEdit*>& edits, const Tensor& V, Tensor& P,
+                  Tensor& ctx) {
+  const int T = a.T, S = a.keys(), H = a.H, D = a.D;
+  const int64_t vw = V.dim(1), cw = ctx.dim(1);
+  for (const HookEdit* e : edits) {
+    const std::string name = "blocks." + std::to_string(layer) + ".attn.hook_pattern";
+    if (e->kind == HookEdit::Kind::Apply) throw Error(name + ": a function of the pattern is not supported");
+    if (e->head >= H)
+      throw Error(name + ": no head " + std::to_string(e->head) + " (it has " + std::to_string(H) + ")");
+    std::vector<int> rows = e->positions;
+    if (rows.empty())
+      for (int t = 0; t < T; ++t) rows.push_back(t);
+    for (int t : rows)
+      if (t < 0 || t >= T)
+        throw Error(name + ": no position " + std::to_string(t) + " (the input has " + std::to_string(T) + ")");
+    std::vector<int> heads;
+    if (e->head >= 0)
+      heads = {e->head};
+    else
+      for (int h = 0; h < H; ++h) heads.push_back(h);
+    const size_t need = heads.size() * rows.size() * static_cast<size_t>(S);
+    const bool whole =
+        e->head < 0 && e->value.data.size() == static_cast<size_t>(H) * T * S && rows.size() != static_cast<size_t>(T);
+    if (e->value.data.size() != need && !whole)
+      throw Error(name + ": the " + (e->kind == HookEdit::Kind::Add ? "added" : "patched") + " value has " +
+                  std::to_string(e->value.data.size()) + " numbers; " + std::to_string(heads.size()) + " head(s) x " +
+                  std::to_string(rows.size()) + " position(s) x " + std::to_string(S) + " keys need " +
+                  std::to_string(need));
+    for (size_t hi = 0; hi < heads.size(); ++hi) {
+      const int h = heads[hi], g = a.kv_head(h);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const int t = rows[r];
+        float* dst = P.ptr() + (static_cast<int64_t>(h) * T + t) * S;
+        const float* src = e->value.ptr() + (whole ? (static_cast<int64_t>(h) * T + t) * S
+                                                   : (static_cast<int64_t>(hi) * rows.size() + r) * S);
+        for (int j = 0; j < S; ++j) dst[j] = e->kind == HookEdit::Kind::Replace ? src[j] : dst[j] + e->alpha * src[j];
+        for (int d = 0; d < D; ++d) {  // the head's context at t from the new row
+          double acc = 0;
+          for (int j = 0; j < S; ++j) acc += static_cast<double>(dst[j]) * V.at(j, static_cast<int64_t>(g) * D + d);
+          ctx.ptr()[static_cast<int64_t>(t) * cw + static_cast<int64_t>(h) * D + d] = static_cast<float>(acc);
+        }
+      }
+    }
+  }
+  (void)vw;
+}
+
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
 void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
                LayerState& st, const LayerRun& run, const std::vector<int>& which) {
@@ -377,8 +427,16 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         a.drop_keep = drop ? &keep : nullptr;
         a.drop_scale = drop ? drop->scale() : 1.0f;
         // q, k, v -> ctx (N, E); P (B, H, T, S) kept for the backward or handed to the caller
-        ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])],
-                      run.for_backward ? &st.P : run.probs, &out);
+        std::vector<const HookEdit*> pattern_edits;
+        if (run.hooks)
+          pattern_edits = run.hooks->edits_of("blocks." + std::to_string(run.layer) + ".attn.hook_pattern");
+        if (!pattern_edits.empty() && (run.for_backward || a.B != 1))
+          throw Error("an attention pattern can be replaced in a single forward pass only (not with a backward)");
+        Tensor edited_p;  // the probabilities a pattern edit needs when nobody keeps them
+        Tensor* P = run.for_backward ? &st.P : run.probs ? run.probs : pattern_edits.empty() ? nullptr : &edited_p;
+        ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])], P, &out);
+        if (!pattern_edits.empty())
+          edit_pattern(run.layer, a, pattern_edits, st.v[static_cast<size_t>(s.in[2])], *P, out);
         if (run.for_backward && run.probs) *run.probs = st.P;
         if (run.for_backward) st.ablate = run.ablate;  // the backward zeroes the same heads' gradients
         if (run.ablate) {  // head mask: P_h * 0 weights the values, so head h's context columns are 0
@@ -625,9 +683,6 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   final_forward(model, ops, x, norm);
   if (hooks && c.final_norm) hooks->visit("ln_final.hook_normalized", x, x.shape);
   if (hooks) {
-    for (const HookEdit& e : options.hooks->edits)
-      if (e.name.find(".attn.hook_pattern") != std::string::npos)
-        throw Error(e.name + ": the attention pattern can be kept, not replaced or added to (yet)");
     hooks->check_all_met();
     out.cache = std::move(hooks->cache);
   }

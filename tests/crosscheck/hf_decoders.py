@@ -508,12 +508,13 @@ def torch_patching(model, clean, corrupted, answer, wrong, what):
 
     m_clean, m_corr = metric(clean), metric(corrupted)
     L = len(blocks)
-    cols = H if what == "z" else T
+    cols = H if what in ("z", "pattern") else T
     out = np.zeros((L, cols))
     for l, blk in enumerate(blocks):
         proj = blk.attn.c_proj if gpt2 else blk.self_attn.o_proj
         value = torch.tensor(acts[f"blocks.{l}." + {"resid_pre": "hook_resid_pre", "attn_out": "hook_attn_out",
-                                                     "mlp_out": "hook_mlp_out", "z": "attn.hook_z"}[what]]).to(dtype)
+                                                     "mlp_out": "hook_mlp_out", "z": "attn.hook_z",
+                                                     "pattern": "attn.hook_pattern"}[what]]).to(dtype)
         for j in range(cols):
             def register(j=j, blk=blk, proj=proj, value=value):
                 if what == "resid_pre":
@@ -522,6 +523,12 @@ def torch_patching(model, clean, corrupted, answer, wrong, what):
                         x[0, j] = value[j]
                         return (x,) + tuple(i[1:])
                     return blk.register_forward_pre_hook(pre)
+                if what == "pattern":  # GPT-2's eager attention: attn_dropout(softmax(...)) is the pattern
+                    def post_p(m, i, o):
+                        o = o.clone()
+                        o[0, j] = value[j]
+                        return o
+                    return blk.attn.attn_dropout.register_forward_hook(post_p)
                 if what == "z":
                     def pre_z(m, i):
                         x = i[0].clone()
@@ -538,6 +545,21 @@ def torch_patching(model, clean, corrupted, answer, wrong, what):
     return {"values": out, "span": abs(m_clean - m_corr)}
 
 
+def pattern_hookable(model):
+    """Whether transformers' attention passes its probabilities through a module a forward hook can
+    replace them at: GPT-2's attn_dropout in 4.40; 5.x (and Llama) drop out with a function."""
+    if not hasattr(model, "transformer"):
+        return False
+    fired = []
+    h = model.transformer.h[0].attn.attn_dropout.register_forward_hook(lambda m, i, o: fired.append(1))
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[1, 2]]))
+    finally:
+        h.remove()
+    return bool(fired)
+
+
 def check_patching(name, folder, model, T, vocab):
     """attnlab-cli patch against torch_patching, every entry of every kind, within the float32
     bound of a logit difference divided by the clean-corrupted span."""
@@ -550,7 +572,9 @@ def check_patching(name, folder, model, T, vocab):
     worst = WorstShare("a")
     layers = model.config.num_hidden_layers
     K = max(model.config.hidden_size, T, getattr(model.config, "intermediate_size", None) or 4 * model.config.hidden_size)
-    for what in ("resid_pre", "attn_out", "mlp_out", "z"):
+    # the pattern: where transformers' attention has a module to hook it (pattern_hookable)
+    kinds = ("resid_pre", "attn_out", "mlp_out", "z") + (("pattern",) if pattern_hookable(model) else ())
+    for what in kinds:
         j = json.loads(run(["patch", "--model", folder, "--clean-ids", ",".join(map(str, clean)), "--corrupted-ids",
                             ",".join(map(str, corrupted)), "--answer-id", str(answer), "--wrong-id", str(wrong),
                             "--what", what, "--json"]).stdout)
@@ -566,7 +590,7 @@ def check_patching(name, folder, model, T, vocab):
         if what == "resid_pre":  # the one changed position at layer 0 restores everything
             if abs(got[0, T // 2] - 1) > 1e-6:
                 fail(f"{name}: resid_pre at layer 0, the changed position, restored {got[0, T // 2]}, not 1")
-    print(f"{name}: activation patching (resid_pre, attn_out, mlp_out, z) vs PyTorch hooks on transformers: "
+    print(f"{name}: activation patching ({', '.join(kinds)}) vs PyTorch hooks on transformers: "
           f"{worst.summary({'a': 'max |diff|'})}")
     for msg in worst.failed({"a": "patching"}):
         fail(f"{name}: {msg}")
@@ -581,7 +605,7 @@ def torch_attribution(model, clean, corrupted, answer, wrong, what):
     blocks = base.h if gpt2 else base.layers
     dtype = next(model.parameters()).dtype
     key = {"resid_pre": "hook_resid_pre", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out",
-           "z": "attn.hook_z"}[what]
+           "z": "attn.hook_z", "pattern": "attn.hook_pattern"}[what]
     acts = hook_activations(model, clean)
     E, H = model.config.hidden_size, model.config.num_attention_heads
     D, T = E // H, len(clean)
@@ -600,6 +624,8 @@ def torch_attribution(model, clean, corrupted, answer, wrong, what):
             handles.append(blk.register_forward_pre_hook(lambda m, i, l=l: keep(l, i[0])))
         elif what == "z":
             handles.append(proj.register_forward_pre_hook(lambda m, i, l=l: keep(l, i[0])))
+        elif what == "pattern":
+            handles.append(blk.attn.attn_dropout.register_forward_hook(lambda m, i, o, l=l: keep(l, o)))
         else:
             module = proj if what == "attn_out" else blk.mlp
             handles.append(module.register_forward_hook(lambda m, i, o, l=l: keep(l, o)))
@@ -613,11 +639,14 @@ def torch_attribution(model, clean, corrupted, answer, wrong, what):
             h.remove()
         model.zero_grad(set_to_none=True)
     m_corr = float(metric)
-    cols = H if what == "z" else T
+    cols = H if what in ("z", "pattern") else T
     out = np.zeros((len(blocks), cols))
     for l in range(len(blocks)):
         a = kept[l][0].detach().double().numpy()
         g = kept[l].grad[0].double().numpy()
+        if what == "pattern":  # [heads, T, T]
+            out[l] = ((acts[f"blocks.{l}.{key}"] - a) * g).sum(axis=(1, 2))
+            continue
         delta = acts[f"blocks.{l}.{key}"].reshape(T, -1) - a
         prod = delta * g
         out[l] = prod.reshape(T, H, D).sum(axis=(0, 2)) if what == "z" else prod.sum(axis=1)
@@ -636,7 +665,8 @@ def check_attribution(name, folder, model, T, vocab):
     worst = WorstShare("a")
     layers = model.config.num_hidden_layers
     K = max(model.config.hidden_size, T, getattr(model.config, "intermediate_size", None) or 4 * model.config.hidden_size)
-    for what in ("resid_pre", "attn_out", "mlp_out", "z"):
+    kinds = ("resid_pre", "attn_out", "mlp_out", "z") + (("pattern",) if pattern_hookable(model) else ())
+    for what in kinds:
         j = json.loads(run(["patch", "--model", folder, "--clean-ids", ",".join(map(str, clean)), "--corrupted-ids",
                             ",".join(map(str, corrupted)), "--answer-id", str(answer), "--wrong-id", str(wrong),
                             "--what", what, "--method", "attribution", "--json"]).stdout)
@@ -648,7 +678,7 @@ def check_attribution(name, folder, model, T, vocab):
         # a forward and a backward through the layers, then a sum of T * width products, of logit magnitude
         floor = 4 * stack_floor(2 * layers + 2, K, max(abs(j["clean_logit_diff"]), abs(j["corrupted_logit_diff"]), 1.0))
         worst.note("a", got, r["values"], r32["values"], floor / r["span"])
-    print(f"{name}: attribution patching (resid_pre, attn_out, mlp_out, z) vs PyTorch autograd on transformers: "
+    print(f"{name}: attribution patching ({', '.join(kinds)}) vs PyTorch autograd on transformers: "
           f"{worst.summary({'a': 'max |diff|'})}")
     for msg in worst.failed({"a": "attribution patching"}):
         fail(f"{name}: {msg}")

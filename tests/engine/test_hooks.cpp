@@ -166,10 +166,13 @@ TEST_CASE("hooks: interventions change what they should and nothing else", "[hoo
     HookSpec bad_pos;
     bad_pos.edits.push_back({HookEdit::Kind::Replace, "blocks.0.hook_resid_pre", Tensor({1, E}), {T}, 1.0f});
     CHECK_THROWS_WITH(pass(m, a, &bad_pos), Catch::Contains("no position " + std::to_string(T)));
-    HookSpec pattern;
-    pattern.edits.push_back(
-        {HookEdit::Kind::Replace, "blocks.0.attn.hook_pattern", ra.cache.at("blocks.0.attn.hook_pattern"), {}, 1.0f});
-    CHECK_THROWS_WITH(pass(m, a, &pattern), Catch::Contains("can be kept, not replaced"));
+    HookSpec pattern;  // the pattern can be replaced (hooks: "a replaced attention pattern"), not mapped
+    HookEdit apply;
+    apply.kind = HookEdit::Kind::Apply;
+    apply.name = "blocks.0.attn.hook_pattern";
+    apply.apply = [](Tensor&) {};
+    pattern.edits.push_back(apply);
+    CHECK_THROWS_WITH(pass(m, a, &pattern), Catch::Contains("a function of the pattern is not supported"));
   }
   fs::remove_all(dir);
 }
@@ -242,12 +245,14 @@ TEST_CASE("activation patching: resumed and batched runs equal full ones; the ch
     }
   }
   for (const char* backend_name : {"reference", "cpu"})
-    for (const PatchTarget what : {PatchTarget::ResidPre, PatchTarget::AttnOut, PatchTarget::MlpOut, PatchTarget::Z}) {
+    for (const PatchTarget what :
+         {PatchTarget::ResidPre, PatchTarget::AttnOut, PatchTarget::MlpOut, PatchTarget::Z, PatchTarget::Pattern}) {
       CAPTURE(backend_name);
       auto backend = make_backend(backend_name);
-      const bool batched = std::string(backend_name) == "cpu";
+      // the pattern's sweep runs one patched run at a time on every backend: equal bit for bit
+      const bool batched = std::string(backend_name) == "cpu" && what != PatchTarget::Pattern;
       const PatchResult p = activation_patching(m, *backend, clean, corrupted, answer, wrong, what);
-      const bool heads = what == PatchTarget::Z;
+      const bool heads = what == PatchTarget::Z || what == PatchTarget::Pattern;
       REQUIRE(p.values.shape == std::vector<int64_t>{c.num_layers, heads ? c.num_heads : T});
       // every entry again as a full pass (embedding and all layers) with the same edit: the same number
       HookSpec keep;
@@ -258,14 +263,19 @@ TEST_CASE("activation patching: resumed and batched runs equal full ones; the ch
       const char* hook = what == PatchTarget::ResidPre  ? "hook_resid_pre"
                          : what == PatchTarget::AttnOut ? "hook_attn_out"
                          : what == PatchTarget::MlpOut  ? "hook_mlp_out"
-                                                        : "attn.hook_z";
+                         : what == PatchTarget::Z       ? "attn.hook_z"
+                                                        : "attn.hook_pattern";
       for (int l = 0; l < c.num_layers; ++l)
         for (int j = 0; j < p.values.dim(1); ++j) {
           const Tensor& v = cr.cache.at("blocks." + std::to_string(l) + "." + hook);
           const int64_t width = static_cast<int64_t>(v.data.size()) / T;
           HookEdit e;
           e.name = "blocks." + std::to_string(l) + "." + hook;
-          if (heads) {
+          if (what == PatchTarget::Pattern) {  // [heads, T, T]: head j's block
+            e.head = j;
+            e.value = Tensor({T, T});
+            std::copy_n(v.ptr() + static_cast<int64_t>(j) * T * T, T * T, e.value.ptr());
+          } else if (heads) {
             const int64_t D = v.dim(2);
             e.head = j;
             e.value = Tensor({T, D});
@@ -300,7 +310,8 @@ TEST_CASE("activation patching: resumed and batched runs equal full ones; the ch
                     Catch::Contains("the clean one has 6, the corrupted one 5"));
   CHECK_THROWS_WITH(activation_patching(m, *backend, clean, clean, answer, wrong, PatchTarget::ResidPre),
                     Catch::Contains("nothing for a patch to restore"));
-  CHECK_THROWS_WITH(parse_patch_target("pattern"), Catch::Contains("expected resid_pre, attn_out, mlp_out or z"));
+  CHECK_THROWS_WITH(parse_patch_target("patterns"),
+                    Catch::Contains("expected resid_pre, attn_out, mlp_out, z or pattern"));
   CHECK_THROWS_WITH(activation_patching(m, *backend, clean, corrupted, answer, answer, PatchTarget::ResidPre),
                     Catch::Contains("are the same"));
   fs::remove_all(dir);
@@ -483,4 +494,51 @@ TEST_CASE("hooks: a cache that cannot fit in memory is refused before the pass, 
   CHECK(hook_numel(m.config, "blocks.0.attn.hook_pattern", 300000) == 2LL * 300000 * 300000);
   CHECK(hook_numel(m.config, "blocks.1.mlp.hook_post", 7) == 7 * 24);
   CHECK(hook_numel(m.config, "blocks.1.attn.hook_z", 7) == 7 * 16);
+}
+
+TEST_CASE("hooks: a replaced attention pattern weights the values with its rows; the other heads are untouched",
+          "[hooks][patching]") {
+  const std::string dir = scratch("pattern");
+  const Model m = tiny_decoder(dir);  // 4 query heads on 2 key/value heads
+  const ModelConfig& c = m.config;
+  const int T = 5, head = 1, D = c.head_dim();
+  const std::vector<int> ids = random_ids(T, c.vocab_size, 4);
+  HookSpec keep;
+  keep.cache = {"blocks.0.attn.hook_v", "blocks.0.attn.hook_z", "blocks.0.attn.hook_pattern"};
+  const ForwardResult base = pass(m, ids, &keep);
+  HookSpec edit = keep;
+  HookEdit e;
+  e.name = "blocks.0.attn.hook_pattern";
+  e.head = head;
+  e.value = Tensor({T, T});
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j <= t; ++j) e.value.at(t, j) = 1.0f / static_cast<float>(t + 1);  // uniform over the visible keys
+  edit.edits = {e};
+  const ForwardResult r = pass(m, ids, &edit);
+  const Tensor &v = base.cache.at("blocks.0.attn.hook_v"), &z = r.cache.at("blocks.0.attn.hook_z"),
+               &z0 = base.cache.at("blocks.0.attn.hook_z"), &P = r.cache.at("blocks.0.attn.hook_pattern");
+  const int g = head / (c.num_heads / c.kv_heads());
+  for (int t = 0; t < T; ++t) {
+    for (int j = 0; j < T; ++j) CHECK(P.data[(static_cast<size_t>(head) * T + t) * T + j] == e.value.at(t, j));
+    for (int d = 0; d < D; ++d) {
+      double want = 0, mag = 0;
+      for (int j = 0; j <= t; ++j) want += v.data[(static_cast<size_t>(j) * c.kv_heads() + g) * D + d] / (t + 1.0);
+      for (int j = 0; j <= t; ++j) mag += std::fabs(v.data[(static_cast<size_t>(j) * c.kv_heads() + g) * D + d]);
+      // the rows' own rounding (1/(t+1) in float) and one rounding of the sum, accumulated in double
+      CHECK(std::fabs(z.data[(static_cast<size_t>(t) * c.num_heads + head) * D + d] - want) <= 2 * kU32 * mag);
+      for (int h = 0; h < c.num_heads; ++h)
+        if (h != head)
+          CHECK(z.data[(static_cast<size_t>(t) * c.num_heads + h) * D + d] ==
+                z0.data[(static_cast<size_t>(t) * c.num_heads + h) * D + d]);
+    }
+  }
+  CHECK(r.hidden.data != base.hidden.data);
+  e.head = 9;
+  edit.edits = {e};
+  CHECK_THROWS_WITH(pass(m, ids, &edit), Catch::Contains("no head 9"));
+  e.head = head;
+  e.value = Tensor({T, T - 1});
+  edit.edits = {e};
+  CHECK_THROWS_WITH(pass(m, ids, &edit), Catch::Contains("keys need"));
+  fs::remove_all(dir);
 }

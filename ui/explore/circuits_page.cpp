@@ -55,10 +55,10 @@ CircuitsPage::CircuitsPage(ExploreState* state, QWidget* parent) : ExplorePage(s
     e->setToolTip("A class name (classifiers) or one token (language models; a leading space matters to GPT-2's)");
   what_ = new QComboBox(this);
   what_->setObjectName("circuitsWhat");
-  what_->addItems({"resid_pre", "attn_out", "mlp_out", "z"});
+  what_->addItems({"resid_pre", "attn_out", "mlp_out", "z", "pattern"});
   what_->setToolTip(
       "What is patched: a layer's input, its attention output or MLP output at one position, or one "
-      "head's output (z) at every position");
+      "head's output (z) or attention pattern at every position");
   how_ = new QComboBox(this);
   how_->setObjectName("circuitsHow");
   how_->addItem("exact", "exact");
@@ -251,7 +251,8 @@ void CircuitsPage::compute() {
   const std::shared_ptr<const Model> model = in.model;
   const PatchTarget what = parse_patch_target(what_->currentText().toStdString());
   const QString how = how_->currentData().toString();
-  const bool heads = what == PatchTarget::Z, exact = how != "attribution", estimate = how != "exact";
+  const bool heads = what == PatchTarget::Z || what == PatchTarget::Pattern, exact = how != "attribution",
+             estimate = how != "exact";
   const int H = model->config.num_heads, T = static_cast<int>(in.a.ids.size());
   const int total = exact ? model->config.num_layers * (heads ? H : T) : 1;
   progress_->setRange(0, total);
@@ -291,7 +292,7 @@ void CircuitsPage::compute() {
         stop_->setVisible(false);
         if (state_->model() != model) return;
         if (!p) return fail(error);
-        const QString what = what_->currentText(), axis = heads ? "head (z at every position)" : "position";
+        const QString what = what_->currentText(), axis = heads ? "head (" + what + " at every position)" : "position";
         result_ = p->exact ? p->exact : p->estimate;
         showMap(map_, result_->values, cols,
                 QString(p->exact ? "share restored (%1)" : "attribution estimate of the share restored (%1)").arg(what),
