@@ -1,13 +1,21 @@
 // Hook points: every activation of a pass has a name, TransformerLens's (hook_points.py and the
 // components that use them), so a notebook's vocabulary carries over, and a pass can keep,
 // replace or add to any of them.
+//   hook_embed                         [T, d_model]  the token embedding's rows
+//   hook_pos_embed                     [T, d_model]  learned or sinusoidal positions' term
+//   (post-norm encoders: embed.hook_embed, embed.hook_pos_embed and embed.hook_token_type_embed,
+//   as TransformerLens's BertEmbed, summed and then normalised into blocks.0.hook_resid_pre)
 //   blocks.{l}.hook_resid_pre          [T, d_model]  the layer's input
 //   blocks.{l}.ln1.hook_normalized     [T, d_model]  pre-norm: the attention's input
 //   blocks.{l}.attn.hook_q / hook_k / hook_v  [T, heads, d_head] (keys and values per KV head
 //                                      for grouped-query models, TransformerLens's ungrouped=False)
 //   blocks.{l}.attn.hook_rot_q / hook_rot_k   rotary models: q and k after the rotation
+//   blocks.{l}.attn.hook_attn_scores   [heads, T, S] the scores the softmax takes: q.k / sqrt(d_head)
+//                                      plus the mask's additive terms, -inf where a key is blocked
+//                                      (an edited row's probabilities are its softmax)
 //   blocks.{l}.attn.hook_pattern       [heads, T, S] the probabilities (replacing a head's rows
-//                                      recomputes its z from them; one forward pass only)
+//                                      recomputes its z from them; scores and pattern are edited
+//                                      in a single forward pass only, `head` picks one head's rows)
 //   blocks.{l}.attn.hook_z             [T, heads, d_head] each head's weighted values
 //   blocks.{l}.hook_attn_out           [T, d_model]  the output projection (bias included)
 //   blocks.{l}.hook_resid_mid          [T, d_model]  resid_pre + attn_out

@@ -148,6 +148,11 @@ inline void rope_row(Tensor& x, int64_t n, const Tensor& cos, const Tensor& sin,
   }
 }
 
+// The scores the attention op takes the softmax of, [B, H, T, S]: q . (k + r) / sqrt(D) plus the
+// additive mask, -inf where a key is blocked (TransformerLens's hook_attn_scores). Plain loops
+// (the reference's own score), for the values a hook keeps or edits.
+Tensor attention_scores(const AttnArgs& a, const Tensor& Q, const Tensor& K);
+
 std::unique_ptr<Ops> make_reference_ops();
 std::unique_ptr<Ops> make_cpu_ops();
 // The cpu ops with the linear layers' products in bf16 (fp32 accumulation, fp32 everything

@@ -177,6 +177,17 @@ class ReferenceOps final : public Ops {
   static float kv(const Tensor& t, const AttnArgs& s, int b, int h, int row, int d) {
     return t.at(static_cast<int64_t>(b) * s.keys() + row, s.kv_head(h) * s.D + d);
   }
+  // The score of query i and key j in head h of sequence b (blocked or not):
+  // q_i . (k_j + r_(i-j)) / sqrt(d) + the additive mask (Shaw et al. for the relative term)
+  static double score(const AttnArgs& s, const Tensor& Q, const Tensor& K, int b, int h, int i, int j) {
+    double v = 0;
+    for (int d = 0; d < s.D; ++d) {
+      double k = kv(K, s, b, h, j, d);
+      if (s.rel) k += s.rel->at(relative_index(i, j, s.max_len), h * s.D + d);
+      v += el(Q, s, s.T, b, h, i, d) * k;
+    }
+    return v * s.score_scale() + additive(s, h, i, j);
+  }
   static double keep(const AttnArgs& s, size_t pidx) {
     return s.drop_keep ? ((*s.drop_keep)[pidx] ? s.drop_scale : 0.0) : 1.0;
   }
@@ -184,7 +195,6 @@ class ReferenceOps final : public Ops {
   void attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor* V, Tensor* Pout,
                  Tensor* ctx) override {
     const int B = s.B, T = s.T, S = s.keys(), H = s.H, D = s.D;
-    const double scale = s.score_scale();
     Tensor Plocal;
     Tensor& P = Pout ? *Pout : Plocal;
     P = Tensor({B, H, T, S});
@@ -197,13 +207,7 @@ class ReferenceOps final : public Ops {
           double best = -INFINITY;
           for (int j = 0; j < S; ++j) {
             if (blocked(s, b, h, i, j)) continue;
-            double v = 0;
-            for (int d = 0; d < D; ++d) {
-              double k = kv(K, s, b, h, j, d);
-              if (s.rel) k += s.rel->at(relative_index(i, j, s.max_len), h * D + d);
-              v += el(Q, s, T, b, h, i, d) * k;
-            }
-            v = v * scale + additive(s, h, i, j);
+            const double v = score(s, Q, K, b, h, i, j);
             sc[static_cast<size_t>(j)] = v;
             best = std::max(best, v);
           }
@@ -270,6 +274,20 @@ class ReferenceOps final : public Ops {
 };
 
 }  // namespace
+
+Tensor attention_scores(const AttnArgs& a, const Tensor& Q, const Tensor& K) {
+  const int S = a.keys();
+  Tensor out({a.B, a.H, a.T, S});
+  for (int b = 0; b < a.B; ++b)
+    for (int h = 0; h < a.H; ++h)
+      for (int i = 0; i < a.T; ++i) {
+        float* row = out.ptr() + ((static_cast<int64_t>(b) * a.H + h) * a.T + i) * S;
+        for (int j = 0; j < S; ++j)
+          row[j] = ReferenceOps::blocked(a, b, h, i, j) ? -INFINITY
+                                                        : static_cast<float>(ReferenceOps::score(a, Q, K, b, h, i, j));
+      }
+  return out;
+}
 
 std::unique_ptr<Ops> make_reference_ops() {
   return std::make_unique<ReferenceOps>();

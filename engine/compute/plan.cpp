@@ -196,26 +196,48 @@ Tensor sinusoid_table(int T, int E) {
 // x (B*T, E) = embedding[ids] + positional term (learned: a table row per position;
 // sinusoidal: added unscaled; relative: none here, it enters every attention score)
 // [+ token-type embedding] [-> LayerNorm].
+std::vector<std::string> embed_hook_names(const ModelConfig& c) {
+  // TransformerLens: HookedTransformer's hook_embed / hook_pos_embed at the top; HookedEncoder's
+  // BertEmbed (post-norm encoders) under embed., with its hook_token_type_embed
+  const std::string pre = c.norm == NormPlacement::Post ? "embed." : "";
+  std::vector<std::string> names = {pre + "hook_embed"};
+  if (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal)
+    names.push_back(pre + "hook_pos_embed");
+  if (c.type_vocab_size > 0) names.push_back(pre + "hook_token_type_embed");
+  return names;
+}
+
 Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
-                     NormState& norm) {
+                     NormState& norm, HookRun* hooks) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   const int N = static_cast<int>(ids.size()), E = c.embed_size;
-  Tensor x({N, E});
-  const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
-  for (int n = 0; n < N; ++n) {
-    const int t = n % T;
-    const float* row = w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E;
-    for (int e = 0; e < E; ++e) x.at(n, e) = row[e];
-    if (c.positional == Positional::Learned)
-      for (int e = 0; e < E; ++e) x.at(n, e) += w.pos_embedding.at(t, e);
-    else if (c.positional == Positional::Sinusoidal)
-      for (int e = 0; e < E; ++e) x.at(n, e) += pe.at(t, e);
-    if (c.type_vocab_size > 0) {
+  // the parts, each (N, E): token rows, the positional term, the token-type rows; summed in
+  // that order (each part named, hooks.h, so it can be kept or edited before the sum)
+  std::vector<Tensor> parts;
+  parts.emplace_back(std::vector<int64_t>{N, E});
+  for (int n = 0; n < N; ++n)
+    std::copy_n(w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E, E, parts[0].ptr() + n * E);
+  if (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal) {
+    const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
+    const Tensor& table = c.positional == Positional::Sinusoidal ? pe : w.pos_embedding;
+    parts.emplace_back(std::vector<int64_t>{N, E});
+    for (int n = 0; n < N; ++n) std::copy_n(table.ptr() + (n % T) * E, E, parts.back().ptr() + n * E);
+  }
+  if (c.type_vocab_size > 0) {
+    parts.emplace_back(std::vector<int64_t>{N, E});
+    for (int n = 0; n < N; ++n) {
       const int type = types.empty() ? 0 : types[static_cast<size_t>(n)];
-      for (int e = 0; e < E; ++e) x.at(n, e) += w.type_embedding.at(type, e);
+      std::copy_n(w.type_embedding.ptr() + static_cast<size_t>(type) * E, E, parts.back().ptr() + n * E);
     }
   }
+  if (hooks) {
+    const std::vector<std::string> names = embed_hook_names(c);
+    for (size_t k = 0; k < parts.size(); ++k) hooks->visit(names[k], parts[k], parts[k].shape);
+  }
+  Tensor x = std::move(parts[0]);
+  for (size_t k = 1; k < parts.size(); ++k)
+    for (size_t i = 0; i < x.data.size(); ++i) x.data[i] += parts[k].data[i];
   if (c.embedding_norm) {
     Tensor y;
     ops.layer_norm(x, w.emb_ln_g, w.emb_ln_b, c.layer_norm_eps, y, norm.xhat, norm.rstd);
@@ -338,16 +360,15 @@ void visit_hook(const LayerPlan& plan, const AttnArgs& a, const LayerRun& run, i
   run.hooks->visit(name, t, shape);
 }
 
-// Edits of blocks.{layer}.attn.hook_pattern (one sequence): each replaces (or adds to) one head's
-// rows of P (h >= 0: `value` is [rows, S]; h < 0: every head, [H * rows, S] head by head), and
-// that head's context columns are computed again from the new rows: ctx_t = sum_j P_tj v_j.
-void edit_pattern(int layer, const AttnArgs& a, const std::vector<const HookEdit*>& edits, const Tensor& V, Tensor& P,
-                  Tensor& ctx) {
-  const int T = a.T, S = a.keys(), H = a.H, D = a.D;
-  const int64_t vw = V.dim(1), cw = ctx.dim(1);
+// Edits of a per-head [heads, T, S] value of one sequence (attn.hook_attn_scores,
+// attn.hook_pattern): each replaces (or adds to) one head's rows (h >= 0: `value` is [rows, S];
+// h < 0: every head, [H * rows, S] head by head). Returns the (head, row) pairs it changed.
+std::vector<std::pair<int, int>> edit_head_rows(const std::string& name, int H, int T, int S,
+                                                const std::vector<const HookEdit*>& edits, Tensor& X) {
+  std::vector<std::pair<int, int>> changed;
   for (const HookEdit* e : edits) {
-    const std::string name = "blocks." + std::to_string(layer) + ".attn.hook_pattern";
-    if (e->kind == HookEdit::Kind::Apply) throw Error(name + ": a function of the pattern is not supported");
+    if (e->kind == HookEdit::Kind::Apply)
+      throw Error(name + ": a function of a per-head [heads, T, S] value is not supported");
     if (e->head >= H)
       throw Error(name + ": no head " + std::to_string(e->head) + " (it has " + std::to_string(H) + ")");
     std::vector<int> rows = e->positions;
@@ -369,23 +390,62 @@ void edit_pattern(int layer, const AttnArgs& a, const std::vector<const HookEdit
                   std::to_string(e->value.data.size()) + " numbers; " + std::to_string(heads.size()) + " head(s) x " +
                   std::to_string(rows.size()) + " position(s) x " + std::to_string(S) + " keys need " +
                   std::to_string(need));
-    for (size_t hi = 0; hi < heads.size(); ++hi) {
-      const int h = heads[hi], g = a.kv_head(h);
+    for (size_t hi = 0; hi < heads.size(); ++hi)
       for (size_t r = 0; r < rows.size(); ++r) {
-        const int t = rows[r];
-        float* dst = P.ptr() + (static_cast<int64_t>(h) * T + t) * S;
+        const int h = heads[hi], t = rows[r];
+        float* dst = X.ptr() + (static_cast<int64_t>(h) * T + t) * S;
         const float* src = e->value.ptr() + (whole ? (static_cast<int64_t>(h) * T + t) * S
                                                    : (static_cast<int64_t>(hi) * rows.size() + r) * S);
         for (int j = 0; j < S; ++j) dst[j] = e->kind == HookEdit::Kind::Replace ? src[j] : dst[j] + e->alpha * src[j];
-        for (int d = 0; d < D; ++d) {  // the head's context at t from the new row
-          double acc = 0;
-          for (int j = 0; j < S; ++j) acc += static_cast<double>(dst[j]) * V.at(j, static_cast<int64_t>(g) * D + d);
-          ctx.ptr()[static_cast<int64_t>(t) * cw + static_cast<int64_t>(h) * D + d] = static_cast<float>(acc);
-        }
+        changed.emplace_back(h, t);
       }
+  }
+  return changed;
+}
+
+// Row t of head h of P from its scores as the attention op takes them: softmax over the keys,
+// exp(-inf) = 0 (a row whose scores are all -inf is all 0, as a fully blocked row).
+void softmax_row(const float* scores, int S, float* p) {
+  double best = -INFINITY, sum = 0;
+  for (int j = 0; j < S; ++j) best = std::max(best, static_cast<double>(scores[j]));
+  if (best == -INFINITY) return std::fill(p, p + S, 0.0f);
+  for (int j = 0; j < S; ++j) sum += std::exp(scores[j] - best);
+  for (int j = 0; j < S; ++j) p[j] = static_cast<float>(std::exp(scores[j] - best) / sum);
+}
+
+// The hooks of one attention (a single sequence): attn.hook_attn_scores kept or edited (an edited
+// row's probabilities are its softmax), then attn.hook_pattern edited; every changed row's context
+// is computed again from its new probabilities: ctx_t = sum_j P_tj v_j.
+void attention_hooks(const std::string& block, const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V,
+                     HookRun& hooks, Tensor* P, Tensor& ctx) {
+  const int T = a.T, S = a.keys(), H = a.H, D = a.D;
+  std::vector<std::pair<int, int>> changed;
+  const std::string scores_name = block + "attn.hook_attn_scores", pattern_name = block + "attn.hook_pattern";
+  hooks.met.insert(scores_name);
+  if (hooks.wanted(scores_name)) {
+    Tensor sc = attention_scores(a, Q, K);
+    changed = edit_head_rows(scores_name, H, T, S, hooks.edits_of(scores_name), sc);
+    for (const auto& [h, t] : changed) {
+      const int64_t row = (static_cast<int64_t>(h) * T + t) * S;
+      softmax_row(sc.ptr() + row, S, P->ptr() + row);
+    }
+    sc.shape = {H, T, S};
+    if (hooks.kept(scores_name)) hooks.cache[scores_name] = std::move(sc);
+  }
+  if (changed.empty() && hooks.edits_of(pattern_name).empty()) return;  // kept only: P and ctx unchanged
+  const std::vector<std::pair<int, int>> edited =
+      edit_head_rows(pattern_name, H, T, S, hooks.edits_of(pattern_name), *P);
+  changed.insert(changed.end(), edited.begin(), edited.end());
+  const int64_t cw = ctx.dim(1);
+  for (const auto& [h, t] : changed) {  // the head's context at t from its new row
+    const float* p = P->ptr() + (static_cast<int64_t>(h) * T + t) * S;
+    const int g = a.kv_head(h);
+    for (int d = 0; d < D; ++d) {
+      double acc = 0;
+      for (int j = 0; j < S; ++j) acc += static_cast<double>(p[j]) * V.at(j, static_cast<int64_t>(g) * D + d);
+      ctx.ptr()[static_cast<int64_t>(t) * cw + static_cast<int64_t>(h) * D + d] = static_cast<float>(acc);
     }
   }
-  (void)vw;
 }
 
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
@@ -427,16 +487,23 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         a.drop_keep = drop ? &keep : nullptr;
         a.drop_scale = drop ? drop->scale() : 1.0f;
         // q, k, v -> ctx (N, E); P (B, H, T, S) kept for the backward or handed to the caller
-        std::vector<const HookEdit*> pattern_edits;
-        if (run.hooks)
-          pattern_edits = run.hooks->edits_of("blocks." + std::to_string(run.layer) + ".attn.hook_pattern");
-        if (!pattern_edits.empty() && (run.for_backward || a.B != 1))
-          throw Error("an attention pattern can be replaced in a single forward pass only (not with a backward)");
-        Tensor edited_p;  // the probabilities a pattern edit needs when nobody keeps them
-        Tensor* P = run.for_backward ? &st.P : run.probs ? run.probs : pattern_edits.empty() ? nullptr : &edited_p;
-        ops.attention(a, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])], P, &out);
-        if (!pattern_edits.empty())
-          edit_pattern(run.layer, a, pattern_edits, st.v[static_cast<size_t>(s.in[2])], *P, out);
+        const std::string block = "blocks." + std::to_string(run.layer) + ".";
+        // the scores and the pattern as hooks see them; edits in a single forward pass only
+        const bool keep_scores = run.hooks && run.hooks->kept(block + "attn.hook_attn_scores");
+        const bool edited = run.hooks && (!run.hooks->edits_of(block + "attn.hook_attn_scores").empty() ||
+                                          !run.hooks->edits_of(block + "attn.hook_pattern").empty());
+        if (edited && (run.for_backward || a.B != 1))
+          throw Error(
+              "attention scores and patterns can be edited in a single forward pass only (not with a backward)");
+        if (keep_scores && a.B != 1) throw Error("attention scores can be kept for a single sequence only");
+        Tensor hooked_p;  // the probabilities an edit needs when nobody keeps them
+        Tensor* P = run.for_backward ? &st.P : run.probs ? run.probs : edited ? &hooked_p : nullptr;
+        const Tensor &K = st.v[static_cast<size_t>(s.in[1])], &V = st.v[static_cast<size_t>(s.in[2])];
+        ops.attention(a, in0, K, &V, P, &out);
+        if (edited || keep_scores)
+          attention_hooks(block, a, in0, K, V, *run.hooks, P, out);
+        else if (run.hooks)
+          run.hooks->met.insert(block + "attn.hook_attn_scores");
         if (run.for_backward && run.probs) *run.probs = st.P;
         if (run.for_backward) st.ablate = run.ablate;  // the backward zeroes the same heads' gradients
         if (run.ablate) {  // head mask: P_h * 0 weights the values, so head h's context columns are 0
@@ -648,12 +715,13 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
     throw Error("a resumed pass needs layer " + std::to_string(first) + "'s input as [" + std::to_string(T) + ", " +
                 std::to_string(c.embed_size) + "]");
   // (T, E): the embedding, or the given input of layer `first`
-  Tensor x = options.start ? *options.start : embed_forward(model, ops, ids, options.token_types, T, norm);
+  std::optional<HookRun> hooks;
+  if (options.hooks && !options.hooks->empty()) hooks.emplace(*options.hooks);
+  Tensor x = options.start ? *options.start
+                           : embed_forward(model, ops, ids, options.token_types, T, norm, hooks ? &*hooks : nullptr);
   AttnArgs attn = attention_args(c, model.weights, 1, T, T);
   attn.mask = &mask;
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
-  std::optional<HookRun> hooks;
-  if (options.hooks && !options.hooks->empty()) hooks.emplace(*options.hooks);
   std::vector<Tensor> patterns(static_cast<size_t>(c.num_layers));  // attn.hook_pattern kept for hooks only
   for (int l = first; l < c.num_layers; ++l) {
     check_cancel(options);
@@ -728,12 +796,13 @@ Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tens
 
 std::vector<std::string> hook_names(const ModelConfig& c) {
   const LayerPlan plan = make_layer_plan(c);
-  std::vector<std::string> names;
+  std::vector<std::string> names = embed_hook_names(c);
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
     names.push_back(b + plan.hooks[0]);
     for (const Step& s : plan.steps) {
-      if (s.op == OpKind::Attention) names.push_back(b + "attn.hook_pattern");
+      if (s.op == OpKind::Attention)
+        names.push_back(b + "attn.hook_attn_scores"), names.push_back(b + "attn.hook_pattern");
       if (plan.hooks[static_cast<size_t>(s.out)]) names.push_back(b + plan.hooks[static_cast<size_t>(s.out)]);
     }
   }
@@ -747,7 +816,8 @@ int64_t hook_numel(const ModelConfig& c, const std::string& name, int T, int S) 
     return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
   };
   const int64_t t = T, D = c.head_dim();
-  if (ends("attn.hook_pattern")) return static_cast<int64_t>(c.num_heads) * t * (S > 0 ? S : T);
+  if (ends("attn.hook_pattern") || ends("attn.hook_attn_scores"))
+    return static_cast<int64_t>(c.num_heads) * t * (S > 0 ? S : T);
   if (ends("attn.hook_q") || ends("attn.hook_rot_q") || ends("attn.hook_z")) return t * c.num_heads * D;
   if (ends("attn.hook_k") || ends("attn.hook_v") || ends("attn.hook_rot_k")) return t * c.kv_heads() * D;
   if (ends("mlp.hook_pre") || ends("mlp.hook_post") || ends("mlp.hook_pre_linear")) return t * c.ff_dim;

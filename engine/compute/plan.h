@@ -103,9 +103,12 @@ struct NormState {
 
 // The embedding for B sequences of T ids (ids and types are [B * T]; types empty = all 0):
 // token embedding + positional term [+ token-type embedding], then [embedding LayerNorm].
-// x (B*T, E).
+// x (B*T, E). hooks (a single sequence): the parts' names (embed_hook_names) kept or edited.
 Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
-                     NormState& norm);
+                     NormState& norm, HookRun* hooks = nullptr);
+// The embedding's hook names, in the order of its parts: hook_embed, [hook_pos_embed] (learned or
+// sinusoidal positions), [hook_token_type_embed]; under embed. for post-norm encoders.
+std::vector<std::string> embed_hook_names(const ModelConfig& c);
 // Accumulates d loss / d (embedding, learned positions, token types, embedding LayerNorm).
 void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
                     Tensor dx, const NormState& norm, ModelWeights& grads);

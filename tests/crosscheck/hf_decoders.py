@@ -393,6 +393,9 @@ def hook_activations(model, ids):
         handles.append(module.register_forward_pre_hook(lambda m, i: f(i)))
 
     blocks = base.h if gpt2 else base.layers
+    out_hook(base.wte if gpt2 else base.embed_tokens, "hook_embed")
+    if gpt2:
+        out_hook(base.wpe, "hook_pos_embed")
     for l, blk in enumerate(blocks):
         b = f"blocks.{l}."
         in_hook(blk, b + "hook_resid_pre")
@@ -447,6 +450,14 @@ def hook_activations(model, ids):
             acts[b + "attn.hook_rot_k"] = rk[0].transpose(0, 1).double().numpy()
     for l, a in enumerate(out.attentions):
         acts[f"blocks.{l}.attn.hook_pattern"] = a[0].detach().double().numpy()
+        # TransformerLens's hook_attn_scores: q . k / sqrt(d_head) from the hooked (rotated) q and
+        # k, each query head on its key/value group (repeat_kv), -inf where the causal mask blocks
+        b = f"blocks.{l}."
+        q = acts[b + ("attn.hook_q" if gpt2 else "attn.hook_rot_q")]
+        k = np.repeat(acts[b + ("attn.hook_k" if gpt2 else "attn.hook_rot_k")], H // KV, axis=1)
+        scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(D)
+        scores[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf
+        acts[b + "attn.hook_attn_scores"] = scores
     return acts
 
 
@@ -474,6 +485,12 @@ def check_hooks(name, folder, model, T, vocab):
         if got[k].shape != want.shape:
             fail(f"{name}: {k} has shape {got[k].shape}, transformers' {want.shape}")
             continue
+        if k.endswith("hook_attn_scores"):  # the blocked keys: -inf on both sides, then the rest compared
+            blocked = np.isneginf(want)
+            if not np.array_equal(np.isneginf(got[k]), blocked):
+                fail(f"{name}: {k}: the -inf (blocked) entries differ from the causal mask's")
+                continue
+            got[k], want, r32[k] = (np.where(blocked, 0.0, x) for x in (got[k], want, r32[k]))
         before = worst.worst["a"][0]
         worst.note("a", got[k], want, r32[k], stack_floor(layers, K, float(np.abs(want).max())))
         if worst.worst["a"][0] > before:

@@ -95,7 +95,7 @@ TEST_CASE("hooks: every name of a decoder's pass is kept, with TransformerLens's
   some.cache = {"blocks.1.attn.*"};
   const ForwardResult s = pass(m, ids, &some);
   for (const auto& [n, t] : s.cache) CHECK(n.rfind("blocks.1.attn.", 0) == 0);
-  CHECK(s.cache.size() == 7);  // q, k, v, rot_q, rot_k, pattern, z
+  CHECK(s.cache.size() == 8);  // q, k, v, rot_q, rot_k, attn_scores, pattern, z
   fs::remove_all(dir);
 }
 
@@ -172,7 +172,8 @@ TEST_CASE("hooks: interventions change what they should and nothing else", "[hoo
     apply.name = "blocks.0.attn.hook_pattern";
     apply.apply = [](Tensor&) {};
     pattern.edits.push_back(apply);
-    CHECK_THROWS_WITH(pass(m, a, &pattern), Catch::Contains("a function of the pattern is not supported"));
+    CHECK_THROWS_WITH(pass(m, a, &pattern),
+                      Catch::Contains("a function of a per-head [heads, T, S] value is not supported"));
   }
   fs::remove_all(dir);
 }
@@ -181,13 +182,23 @@ TEST_CASE("hooks: a post-norm encoder's names follow TransformerLens's BertBlock
   const Model m = random_model(small_config(16, 2, 2, 24, 32));
   REQUIRE(m.config.norm == NormPlacement::Post);
   const std::vector<std::string> names = hook_names(m.config);
-  const std::vector<std::string> want = {"blocks.0.hook_resid_pre",      "blocks.0.attn.hook_q",
-                                         "blocks.0.attn.hook_k",         "blocks.0.attn.hook_v",
-                                         "blocks.0.attn.hook_pattern",   "blocks.0.attn.hook_z",
-                                         "blocks.0.hook_attn_out",       "blocks.0.hook_resid_mid",
-                                         "blocks.0.ln1.hook_normalized", "blocks.0.mlp.hook_pre",
-                                         "blocks.0.mlp.hook_post",       "blocks.0.hook_mlp_out",
-                                         "blocks.0.hook_resid_post",     "blocks.0.hook_normalized_resid_post"};
+  const std::vector<std::string> want = {"embed.hook_embed",
+                                         "embed.hook_pos_embed",
+                                         "blocks.0.hook_resid_pre",
+                                         "blocks.0.attn.hook_q",
+                                         "blocks.0.attn.hook_k",
+                                         "blocks.0.attn.hook_v",
+                                         "blocks.0.attn.hook_attn_scores",
+                                         "blocks.0.attn.hook_pattern",
+                                         "blocks.0.attn.hook_z",
+                                         "blocks.0.hook_attn_out",
+                                         "blocks.0.hook_resid_mid",
+                                         "blocks.0.ln1.hook_normalized",
+                                         "blocks.0.mlp.hook_pre",
+                                         "blocks.0.mlp.hook_post",
+                                         "blocks.0.hook_mlp_out",
+                                         "blocks.0.hook_resid_post",
+                                         "blocks.0.hook_normalized_resid_post"};
   REQUIRE(names.size() >= want.size());
   CHECK(std::vector<std::string>(names.begin(), names.begin() + static_cast<long>(want.size())) == want);
   HookSpec all;
@@ -538,6 +549,193 @@ TEST_CASE("hooks: a replaced attention pattern weights the values with its rows;
   CHECK_THROWS_WITH(pass(m, ids, &edit), Catch::Contains("no head 9"));
   e.head = head;
   e.value = Tensor({T, T - 1});
+  edit.edits = {e};
+  CHECK_THROWS_WITH(pass(m, ids, &edit), Catch::Contains("keys need"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("hooks: the embedding's parts are named and sum to the first layer's input", "[hooks]") {
+  SECTION("Llama: the token rows only, and they are the first layer's input") {
+    const std::string dir = scratch("embed_llama");
+    const Model m = tiny_decoder(dir);
+    const std::vector<int> ids = random_ids(6, m.config.vocab_size, 8);
+    HookSpec all;
+    all.cache = {"*"};
+    const ForwardResult r = pass(m, ids, &all);
+    CHECK(r.cache.count("hook_pos_embed") == 0);
+    const Tensor& e = r.cache.at("hook_embed");
+    REQUIRE(e.shape == std::vector<int64_t>{6, m.config.embed_size});
+    for (int t = 0; t < 6; ++t)
+      for (int k = 0; k < m.config.embed_size; ++k)
+        CHECK(e.at(t, k) == m.weights.embedding.at(ids[static_cast<size_t>(t)], k));
+    CHECK(same(e, r.cache.at("blocks.0.hook_resid_pre")));
+    fs::remove_all(dir);
+  }
+  SECTION("GPT-2: token rows plus learned positions; an edited part changes the sum") {
+    const std::string dir = scratch("embed_gpt2");
+    const Model m = tiny_decoder(dir, true);
+    const int T = 5, E = m.config.embed_size;
+    const std::vector<int> ids = random_ids(T, m.config.vocab_size, 9);
+    HookSpec all;
+    all.cache = {"*"};
+    const ForwardResult r = pass(m, ids, &all);
+    const Tensor &tok = r.cache.at("hook_embed"), &pos = r.cache.at("hook_pos_embed");
+    const Tensor& x0 = r.cache.at("blocks.0.hook_resid_pre");
+    for (int t = 0; t < T; ++t)
+      for (int k = 0; k < E; ++k) {
+        CHECK(pos.at(t, k) == m.weights.pos_embedding.at(t, k));
+        CHECK(x0.at(t, k) == tok.at(t, k) + pos.at(t, k));  // one float addition, as the pass does it
+      }
+    // hook_names lists them first, in the order the pass reaches them
+    const std::vector<std::string> names = hook_names(m.config);
+    REQUIRE(names.size() >= 2);
+    CHECK(names[0] == "hook_embed");
+    CHECK(names[1] == "hook_pos_embed");
+    // the positions zeroed: the first layer's input is the token rows alone
+    HookSpec zero_pos = all;
+    zero_pos.edits.push_back({HookEdit::Kind::Replace, "hook_pos_embed", Tensor({T, E}), {}, 1.0f});
+    const ForwardResult z = pass(m, ids, &zero_pos);
+    CHECK(same(z.cache.at("blocks.0.hook_resid_pre"), tok));
+    CHECK(z.hidden.data != r.hidden.data);
+    fs::remove_all(dir);
+  }
+  SECTION("BERT: embed.hook_embed + hook_pos_embed + hook_token_type_embed, then the LayerNorm") {
+    const std::string dir = scratch("embed_bert");
+    const Model m = tiny_bert(dir);
+    const int T = 6, E = m.config.embed_size;
+    ForwardRequest req;
+    req.ids = random_ids(T, m.config.vocab_size, 10);
+    req.token_types = {0, 0, 0, 1, 1, 1};
+    HookSpec all;
+    all.cache = {"*"};
+    req.hooks = &all;
+    auto b = make_backend("reference");
+    const ForwardResult r = run_forward(m, *b, req);
+    for (const char* n : {"embed.hook_embed", "embed.hook_pos_embed", "embed.hook_token_type_embed"})
+      REQUIRE(r.cache.count(n) == 1);
+    CHECK(r.cache.count("hook_embed") == 0);
+    const Tensor& types = r.cache.at("embed.hook_token_type_embed");
+    for (int k = 0; k < E; ++k) {
+      CHECK(types.at(1, k) == m.weights.type_embedding.at(0, k));
+      CHECK(types.at(4, k) == m.weights.type_embedding.at(1, k));
+    }
+    // LayerNorm(sum of the parts) is the first layer's input, within the norm's rounding
+    const Tensor& x0 = r.cache.at("blocks.0.hook_resid_pre");
+    for (int t = 0; t < T; ++t) {
+      double mean = 0, var = 0;
+      std::vector<double> v(static_cast<size_t>(E));
+      for (int k = 0; k < E; ++k) {
+        v[static_cast<size_t>(k)] = static_cast<double>(r.cache.at("embed.hook_embed").at(t, k)) +
+                                    r.cache.at("embed.hook_pos_embed").at(t, k) + types.at(t, k);
+        mean += v[static_cast<size_t>(k)] / E;
+      }
+      for (int k = 0; k < E; ++k) var += (v[static_cast<size_t>(k)] - mean) * (v[static_cast<size_t>(k)] - mean) / E;
+      for (int k = 0; k < E; ++k) {
+        const double want = (v[static_cast<size_t>(k)] - mean) / std::sqrt(var + m.config.layer_norm_eps) *
+                                m.weights.emb_ln_g.data[static_cast<size_t>(k)] +
+                            m.weights.emb_ln_b.data[static_cast<size_t>(k)];
+        // the sum's two roundings relative to the row's spread, then the norm's few roundings
+        const double scale = std::fabs(m.weights.emb_ln_g.data[static_cast<size_t>(k)]) *
+                                 (std::fabs(v[static_cast<size_t>(k)] - mean) + 1) / std::sqrt(var) +
+                             std::fabs(m.weights.emb_ln_b.data[static_cast<size_t>(k)]);
+        CHECK(std::fabs(x0.at(t, k) - want) <= 2 * gamma32(E + 4) * scale);
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("hooks: attention scores are the pattern's logits; an edited score row is softmaxed into the pattern",
+          "[hooks]") {
+  const std::string dir = scratch("scores");
+  const Model m = tiny_decoder(dir);  // 4 query heads on 2 key/value heads, rotary, causal
+  const ModelConfig& c = m.config;
+  const int T = 6, H = c.num_heads, D = c.head_dim();
+  const std::vector<int> ids = random_ids(T, c.vocab_size, 11);
+  HookSpec all;
+  all.cache = {"*"};
+  const ForwardResult r = pass(m, ids, &all);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    const Tensor &sc = r.cache.at(b + "attn.hook_attn_scores"), &P = r.cache.at(b + "attn.hook_pattern");
+    const Tensor &q = r.cache.at(b + "attn.hook_rot_q"), &k = r.cache.at(b + "attn.hook_rot_k");
+    REQUIRE(sc.shape == std::vector<int64_t>{H, T, T});
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t) {
+        const float* row = sc.ptr() + (static_cast<int64_t>(h) * T + t) * T;
+        double best = -INFINITY, sum = 0, err = 0;
+        for (int j = 0; j < T; ++j) {
+          if (j > t) {  // causal: blocked keys score -inf
+            CHECK(std::isinf(row[j]));
+            CHECK(row[j] < 0);
+            continue;
+          }
+          double dot = 0, mag = 0;
+          for (int d = 0; d < D; ++d) {
+            const double qa = q.data[(static_cast<size_t>(t) * H + h) * D + d];
+            const double ka = k.data[(static_cast<size_t>(j) * c.kv_heads() + h / (H / c.kv_heads())) * D + d];
+            dot += qa * ka, mag += std::fabs(qa * ka);
+          }
+          // q . k / sqrt(D) from the kept (rounded) q and k: the dot's roundings and the scaling's
+          const double bound = (gamma32(D + 2) * mag + kU32 * std::fabs(dot)) / std::sqrt(D);
+          CHECK(std::fabs(row[j] - dot / std::sqrt(D)) <= bound);
+          // the pass's own scores (its backend's product) are as far from the exact ones
+          err = std::max(err, 2 * bound);
+          best = std::max(best, static_cast<double>(row[j]));
+        }
+        for (int j = 0; j <= t; ++j) sum += std::exp(row[j] - best);
+        for (int j = 0; j <= t; ++j) {  // softmax(scores) is the pattern, within the softmax's bound
+          const double want = std::exp(row[j] - best) / sum;
+          CHECK(std::fabs(P.data[(static_cast<size_t>(h) * T + t) * T + j] - want) <= softmax_bound(T, err));
+        }
+      }
+  }
+  // scores set to 0 on the visible keys of head 2: its pattern is uniform, z the mean of the values
+  const int head = 2, g = head / (H / c.kv_heads());
+  HookEdit e;
+  e.name = "blocks.1.attn.hook_attn_scores";
+  e.head = head;
+  e.value = Tensor({T, T});
+  for (int t = 0; t < T; ++t)
+    for (int j = t + 1; j < T; ++j) e.value.at(t, j) = -INFINITY;
+  HookSpec edit = all;
+  edit.edits = {e};
+  const ForwardResult u = pass(m, ids, &edit);
+  const Tensor &P = u.cache.at("blocks.1.attn.hook_pattern"), &z = u.cache.at("blocks.1.attn.hook_z"),
+               &v = u.cache.at("blocks.1.attn.hook_v"), &z0 = r.cache.at("blocks.1.attn.hook_z");
+  for (int t = 0; t < T; ++t) {
+    for (int j = 0; j < T; ++j) {
+      const float p = P.data[(static_cast<size_t>(head) * T + t) * T + j];
+      if (j > t)
+        CHECK(p == 0.0f);
+      else
+        CHECK(std::fabs(p - 1.0 / (t + 1)) <= 4 * kU32);
+      CHECK(u.cache.at("blocks.1.attn.hook_attn_scores").data[(static_cast<size_t>(head) * T + t) * T + j] ==
+            e.value.at(t, j));
+    }
+    for (int d = 0; d < D; ++d) {
+      double want = 0, mag = 0;
+      for (int j = 0; j <= t; ++j) {
+        want += v.data[(static_cast<size_t>(j) * c.kv_heads() + g) * D + d] / (t + 1.0);
+        mag += std::fabs(v.data[(static_cast<size_t>(j) * c.kv_heads() + g) * D + d]);
+      }
+      CHECK(std::fabs(z.data[(static_cast<size_t>(t) * H + head) * D + d] - want) <= 6 * kU32 * mag);
+      for (int h = 0; h < H; ++h)  // the other heads are the unedited pass's, bit for bit
+        if (h != head)
+          CHECK(z.data[(static_cast<size_t>(t) * H + h) * D + d] == z0.data[(static_cast<size_t>(t) * H + h) * D + d]);
+    }
+  }
+  // every key blocked by the edit: the row is all zeros, never NaN
+  e.value = Tensor({1, T});
+  std::fill(e.value.data.begin(), e.value.data.end(), -INFINITY);
+  e.positions = {3};
+  edit.edits = {e};
+  const ForwardResult nan_free = pass(m, ids, &edit);
+  for (int j = 0; j < T; ++j)
+    CHECK(nan_free.cache.at("blocks.1.attn.hook_pattern").data[(static_cast<size_t>(head) * T + 3) * T + j] == 0.0f);
+  for (float x : nan_free.hidden.data) CHECK(std::isfinite(x));
+  // an edit of the wrong size is said
+  e.value = Tensor({1, T - 1});
   edit.edits = {e};
   CHECK_THROWS_WITH(pass(m, ids, &edit), Catch::Contains("keys need"));
   fs::remove_all(dir);
