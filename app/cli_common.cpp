@@ -100,10 +100,12 @@ PreparedInput input_from_flags(const Args& a, const Model& m, const std::string&
     if (!a.has(text_flag)) throw Error("--pair needs --text (sentence A)");
     o.pair = a.get("--pair");
   }
+  if (a.has("--truncation")) o.truncation = parse_truncation(a.get("--truncation"));
   if (a.has(text_flag)) {
     PreparedInput in = prepare_text(m, a.get(text_flag), o);
     if (in.ids.empty()) throw Error(text_flag + ": the text has no tokens");
     if (const std::string note = unknown_note(in, text_flag); !note.empty()) std::cerr << "warning: " << note << "\n";
+    for (const std::string& n : in.notices) std::cerr << "note: " << n << "\n";  // what --truncation cut
     return in;
   }
   if (a.has(ids_flag)) return prepare_ids(m, parse_int_list(a.get(ids_flag), ids_flag), o);

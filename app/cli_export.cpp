@@ -20,8 +20,9 @@ void quiet_qt_messages(QtMsgType type, const QMessageLogContext&, const QString&
 
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
-               with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer", "--head",
-                                   "--out", "--width", "--height", "--dpi", "--colormap", "--title", "--scale"}),
+               with(kModelValued,
+                    {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer",
+                     "--head", "--out", "--width", "--height", "--dpi", "--colormap", "--title", "--scale"}),
                {"--random-init", "--annotate", "--hide-special", "--merge-pieces"});
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
   const Model model = resolve_model(a, argv0);

@@ -54,6 +54,8 @@ const char* kUsage = R"(attnlab-cli: transformer attention, headless.
 usage:
   attnlab-cli --version
   attnlab-cli forward [--model DIR] (--text "..." [--pair "..."] | --ids 5,17,2)
+                      [--truncation longest_first|only_first|only_second] (over max_len: cut as
+                      transformers does, separators kept; without it, an error; every --text command)
                       [--cross-text "..." | --cross-ids ...]
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
                       [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
@@ -166,11 +168,11 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(
-      argv,
-      with(kModelValued, {"--text", "--pair", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--attn-out", "--out",
-                          "--mask-out", "--save-model", "--ablate", "--cache", "--cache-out", "--patch", "--add"}),
-      {"--json", "--random-init", "--list-hooks"});
+  const Args a(argv,
+               with(kModelValued, {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids",
+                                   "--pad-to", "--attn-out", "--out", "--mask-out", "--save-model", "--ablate",
+                                   "--cache", "--cache-out", "--patch", "--add"}),
+               {"--json", "--random-init", "--list-hooks"});
   const Model model = resolve_model(a, argv0);
   if (a.has("--list-hooks")) {  // every named activation of this model's pass, in pass order
     for (const std::string& name : hook_names(model.config)) std::cout << name << "\n";
@@ -292,8 +294,8 @@ int answer_from_flags(const Args& a, const Model& model, const std::string& whic
 
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
-               with(kModelValued, {"--text", "--ids", "--pair", "--pad-to", "--method", "--out", "--target", "--seq",
-                                   "--answer", "--wrong", "--answer-id", "--wrong-id"}),
+               with(kModelValued, {"--text", "--ids", "--pair", "--truncation", "--pad-to", "--method", "--out",
+                                   "--target", "--seq", "--answer", "--wrong", "--answer-id", "--wrong-id"}),
                {"--json", "--random-init"});
   if (!a.has("--method")) throw Error("analyze needs --method (" + method_names() + ")");
   // the table's names and aliases (the app's "relevance" is grad-attention, and so on)
@@ -582,7 +584,8 @@ int cmd_patch(const std::vector<std::string>& argv, const std::string& argv0) {
 }
 
 int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--pair", "--lines", "--stage"}), {"--json", "--random-init"});
+  const Args a(argv, with(kModelValued, {"--text", "--pair", "--truncation", "--lines", "--stage"}),
+               {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   const std::string stage = a.get("--stage", "ids");
   if (stage != "normalize" && stage != "pre-tokenize" && stage != "ids")
@@ -615,6 +618,7 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
         o.overflow = Overflow::Keep;  // tokenizing is not a pass: report every token
         o.what = texts.size() > 1 ? "line " + std::to_string(i + 1) : "text";
         if (a.has("--pair")) o.pair = a.get("--pair");
+        if (a.has("--truncation")) o.truncation = parse_truncation(a.get("--truncation"));
         const PreparedInput in = prepare_text(model, texts[i], o);
         std::vector<std::string> pieces = in.tokens;  // a Hugging Face tokenizer's own strings ("Ġthe")
         if (model.is_hf())

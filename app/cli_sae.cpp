@@ -48,7 +48,8 @@ std::vector<float> read_logits(const Model& model, const ForwardResult& r) {
 }  // namespace
 
 int cmd_sae(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--ids", "--pair", "--sae", "--top", "--clamp", "--out"}),
+  const Args a(argv,
+               with(kModelValued, {"--text", "--ids", "--pair", "--truncation", "--sae", "--top", "--clamp", "--out"}),
                {"--json", "--random-init"});
   if (!a.has("--sae"))
     throw Error("sae needs --sae DIR (a folder with SAELens's cfg.json and sae_weights.safetensors)");

@@ -78,8 +78,8 @@ int cmd_train(const std::vector<std::string>& argv) {
   TrainingSetup setup;
   if (a.has("--init")) {
     // Fine-tuning: the folder's encoder (and tokenizer), a new classifier on its pooled output.
-    for (const char* f : {"--config", "--layers", "--heads", "--dim", "--ff", "--max-len", "--tokenizer", "--positional",
-                          "--pooling", "--norm", "--activation", "--vocab-size"})
+    for (const char* f : {"--config", "--layers", "--heads", "--dim", "--ff", "--max-len", "--tokenizer",
+                          "--positional", "--pooling", "--norm", "--activation", "--vocab-size"})
       if (a.has(f)) throw Error(std::string(f) + " does not apply with --init (the architecture is the folder's)");
     const Model base = load_model(a.get("--init"));
     if (base.config.causal)  // before the data is read: the model is what is refused
@@ -126,12 +126,12 @@ int cmd_train(const std::vector<std::string>& argv) {
 
   const bool quiet = a.has("--quiet");
   if (!quiet)
-    std::printf("training %s%s: %zu train / %zu validation rows, %d labels, vocab %d, %lld parameters%s\n",
-                a.get("--data").c_str(),
-                a.has("--init") ? (" from " + a.get("--init") + (tc.freeze_encoder ? " (encoder frozen)" : "")).c_str()
-                                : "",
-                train.size(), val.size(), c.num_classes, c.vocab_size, c.parameter_count(),
-                train.truncated ? (", " + std::to_string(train.truncated) + " truncated to max_len").c_str() : "");
+    std::printf(
+        "training %s%s: %zu train / %zu validation rows, %d labels, vocab %d, %lld parameters%s\n",
+        a.get("--data").c_str(),
+        a.has("--init") ? (" from " + a.get("--init") + (tc.freeze_encoder ? " (encoder frozen)" : "")).c_str() : "",
+        train.size(), val.size(), c.num_classes, c.vocab_size, c.parameter_count(),
+        train.truncated ? (", " + std::to_string(train.truncated) + " truncated to max_len").c_str() : "");
   TrainCallbacks cb;
   cb.on_epoch = [&](const EpochReport& r) {
     std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
@@ -184,7 +184,7 @@ int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0) {
 }
 
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--text", "--pair", "--ids"}), {"--json", "--random-init"});
+  const Args a(argv, with(kModelValued, {"--text", "--pair", "--truncation", "--ids"}), {"--json", "--random-init"});
   const Model model = resolve_model(a, argv0);
   require_classifier(model);
   ForwardRequest req;
@@ -199,7 +199,9 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) 
     for (size_t k = 0; k < r.class_probs.size(); ++k) probs[model.label(static_cast<int>(k))] = r.class_probs[k];
     std::vector<std::string> warnings = r.warnings;
     if (const std::string note = unknown_note(in, "--text"); !note.empty()) warnings.push_back(note);
-    std::cout << json{{"label", model.label(r.predicted)}, {"probabilities", probs}, {"tokens", r.tokens},
+    std::cout << json{{"label", model.label(r.predicted)},
+                      {"probabilities", probs},
+                      {"tokens", r.tokens},
                       {"warnings", warnings}}
                      .dump(2)
               << "\n";

@@ -25,12 +25,28 @@ namespace attnlab {
 struct Encoding {
   std::vector<std::string> tokens;  // vocabulary strings: "[CLS]", "play", "##ing"
   std::vector<int> ids;
-  std::vector<int> type_ids;        // 0 for the first text, 1 for the second (per the template)
-  std::vector<uint8_t> special;     // added by the post-processor, or a special token typed in the text
-  std::vector<uint8_t> unknown;     // the unknown token standing for a word not in the vocabulary
-  std::vector<int> word;            // index of the word (pre-token) the piece is part of; -1 for special
+  std::vector<int> type_ids;           // 0 for the first text, 1 for the second (per the template)
+  std::vector<uint8_t> special;        // added by the post-processor, or a special token typed in the text
+  std::vector<uint8_t> unknown;        // the unknown token standing for a word not in the vocabulary
+  std::vector<int> word;               // index of the word (pre-token) the piece is part of; -1 for special
   std::vector<std::string> word_text;  // that word as normalised ("" for special tokens)
   size_t size() const { return ids.size(); }
+};
+
+// How an encoding longer than a length is cut, as Hugging Face's tokenizers names and does it
+// (TruncationStrategy, direction right, stride 0): the texts are cut before the template adds
+// its special tokens, so [CLS] A [SEP] B [SEP] keeps every separator.
+enum class Truncation {
+  None,          // nothing is cut
+  LongestFirst,  // the longer text first (both to about half when both are long)
+  OnlyFirst,     // text A only
+  OnlySecond,    // sentence B only
+};
+Truncation parse_truncation(const std::string& name);  // longest_first | only_first | only_second
+const char* to_string(Truncation t);
+// What a truncation removed from each text.
+struct TruncationCut {
+  int from_first = 0, from_second = 0;
 };
 
 class HfTokenizer {
@@ -39,17 +55,26 @@ class HfTokenizer {
   // BertTokenizerFast; Error naming what is missing or unsupported.
   static std::shared_ptr<const HfTokenizer> from_folder(const std::string& dir);
   static std::shared_ptr<const HfTokenizer> from_tokenizer_json(const std::string& text,
-                                                                 const std::string& where = "tokenizer.json");
+                                                                const std::string& where = "tokenizer.json");
   // vocab.txt text + tokenizer_config.json text (may be empty: BERT's defaults).
-  static std::shared_ptr<const HfTokenizer> from_vocab_txt(const std::string& vocab_text, const std::string& config_text,
-                                                            const std::string& where = "vocab.txt");
+  static std::shared_ptr<const HfTokenizer> from_vocab_txt(const std::string& vocab_text,
+                                                           const std::string& config_text,
+                                                           const std::string& where = "vocab.txt");
   // vocab.json + merges.txt (+ tokenizer_config.json) as transformers' GPT2TokenizerFast.
-  static std::shared_ptr<const HfTokenizer> from_vocab_json(const std::string& vocab_json, const std::string& merges_txt,
-                                                             const std::string& config_text,
-                                                             const std::string& where = "vocab.json");
+  static std::shared_ptr<const HfTokenizer> from_vocab_json(const std::string& vocab_json,
+                                                            const std::string& merges_txt,
+                                                            const std::string& config_text,
+                                                            const std::string& where = "vocab.json");
 
   // Error on invalid UTF-8. `pair`: the second text of a pair (sentence B).
   Encoding encode(const std::string& text, const std::string* pair = nullptr) const;
+  // The same, cut to at most max_length tokens (special tokens included) as tokenizers'
+  // truncate_encodings does it; Error (as tokenizers') when the strategy cannot reach the length
+  // (only_second without a pair, a text too short to lose enough). `cut` says what was removed.
+  Encoding encode(const std::string& text, const std::string* pair, int max_length, Truncation how,
+                  TruncationCut* cut = nullptr) const;
+  // Tokens the template adds to one text or to a pair ([CLS] and [SEP]: 2 and 3 for BERT).
+  int added_tokens(bool pair) const;
   // The stages on their own, for `attnlab-cli tokenize --stage` and the tests.
   std::string normalize(const std::string& text) const;
   std::vector<std::string> pre_tokenize(const std::string& normalized) const;
@@ -87,15 +112,15 @@ class HfTokenizer {
     enum Kind { Bert, Lowercase, Nfd, Nfc, StripAccents, Prepend, Replace } kind;
     NormStep(Kind k) : kind(k) {}  // NOLINT: {NormStep::Nfd} reads as the step it is
     bool clean_text = true, chinese = true, strip_accents = false, lowercase = true;
-    std::u32string text, with;          // Prepend: text; Replace: literal text -> with
-    std::shared_ptr<const Regex> re;    // Replace with a regex
+    std::u32string text, with;        // Prepend: text; Replace: literal text -> with
+    std::shared_ptr<const Regex> re;  // Replace with a regex
   };
   struct PreStep {
     enum Kind { Bert, WhitespaceSplit, ByteLevel, Split } kind;
     PreStep(Kind k) : kind(k) {}  // NOLINT: {PreStep::Bert} reads as the step it is
     // Split (and ByteLevel's own GPT-2 regex): what a match becomes (tokenizers' SplitDelimiterBehavior)
     enum Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous } behavior = Isolated;
-    std::shared_ptr<const Regex> re;    // null with a literal pattern
+    std::shared_ptr<const Regex> re;  // null with a literal pattern
     std::string literal;
     bool invert = false;
     bool add_prefix_space = false, use_regex = true;  // ByteLevel

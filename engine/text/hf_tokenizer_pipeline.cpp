@@ -458,11 +458,85 @@ void HfTokenizer::post_process(const Encoding& a, const Encoding* b, Encoding& o
 }
 
 Encoding HfTokenizer::encode(const std::string& text, const std::string* pair) const {
+  return encode(text, pair, 0, Truncation::None);
+}
+
+int HfTokenizer::added_tokens(bool pair) const {
+  int n = 0;
+  for (const TemplatePiece& p : pair ? pair_ : single_)
+    if (!p.is_sequence) n += static_cast<int>(template_ids_.at(p.special).size());
+  return n;
+}
+
+namespace {
+
+void keep_first(Encoding& e, size_t n) {
+  if (e.size() <= n) return;
+  e.tokens.resize(n), e.ids.resize(n), e.type_ids.resize(n), e.special.resize(n), e.unknown.resize(n);
+  e.word.resize(n), e.word_text.resize(n);
+}
+
+}  // namespace
+
+Truncation parse_truncation(const std::string& name) {
+  if (name == "longest_first") return Truncation::LongestFirst;
+  if (name == "only_first") return Truncation::OnlyFirst;
+  if (name == "only_second") return Truncation::OnlySecond;
+  throw Error("--truncation: expected longest_first, only_first or only_second, got \"" + name + "\"");
+}
+
+const char* to_string(Truncation t) {
+  switch (t) {
+    case Truncation::None:
+      return "none";
+    case Truncation::LongestFirst:
+      return "longest_first";
+    case Truncation::OnlyFirst:
+      return "only_first";
+    case Truncation::OnlySecond:
+      return "only_second";
+  }
+  return "none";
+}
+
+Encoding HfTokenizer::encode(const std::string& text, const std::string* pair, int max_length, Truncation how,
+                             TruncationCut* cut) const {
   if (pair && pair_.empty()) throw Error("this tokenizer has no template for a pair of texts");
   Encoding a, b, out;
   int words = 0;
   encode_one(text, 0, a, words);
   if (pair) encode_one(*pair, 1, b, words);
+  const size_t n_a = a.size(), n_b = b.size();
+  // tokenizers' truncate_encodings: the texts share max_length less what the template adds
+  const int added = added_tokens(pair != nullptr);
+  if (how != Truncation::None && static_cast<int>(n_a + n_b) + added > max_length) {
+    if (max_length < added)
+      throw Error("cannot cut to " + std::to_string(max_length) + " tokens: the template alone adds " +
+                  std::to_string(added));
+    const size_t target = static_cast<size_t>(max_length - added), over = n_a + n_b - target;
+    if (how == Truncation::LongestFirst && !pair) {
+      keep_first(a, target);
+    } else if (how == Truncation::LongestFirst) {
+      // n1 the shorter: only the longer is cut when the shorter fits in half, else both get half
+      // (the odd token to the longer), as tokenizers' LongestFirst
+      size_t n1 = std::min(n_a, n_b), n2 = std::max(n_a, n_b);
+      n2 = n1 > target ? n1 : std::max(n1, target - n1);
+      if (n1 + n2 > target) n1 = target / 2, n2 = n1 + target % 2;
+      const bool swapped = n_a > n_b;
+      keep_first(a, swapped ? n2 : n1);
+      keep_first(b, swapped ? n1 : n2);
+    } else {
+      if (how == Truncation::OnlySecond && !pair)
+        throw Error("--truncation only_second needs a pair (sentence B) to cut");
+      Encoding& e = how == Truncation::OnlyFirst ? a : b;
+      if (e.size() <= over)
+        throw Error(std::string(how == Truncation::OnlyFirst ? "the text" : "sentence B") + " has " +
+                    std::to_string(e.size()) + " tokens: too short to lose the " + std::to_string(over) + " that " +
+                    std::to_string(max_length) + " tokens need (try longest_first)");
+      keep_first(e, e.size() - over);
+    }
+  }
+  if (cut) *cut = {static_cast<int>(n_a - a.size()), static_cast<int>(n_b - b.size())};
   post_process(a, pair ? &b : nullptr, out);
   return out;
 }

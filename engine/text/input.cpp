@@ -10,8 +10,12 @@ void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
   if (static_cast<int>(in.ids.size()) > max_len && o.overflow != Overflow::Keep) {
     const std::string msg = "the " + o.what + " has " + std::to_string(in.ids.size()) +
                             " tokens, more than the model's max_len " + std::to_string(max_len);
-    if (o.overflow == Overflow::Error) throw Error(msg);
+    if (o.overflow == Overflow::Error && o.truncation == Truncation::None)
+      throw Error(msg + " (--truncation longest_first keeps its first tokens)");
+    if (o.truncation == Truncation::OnlySecond)
+      throw Error("--truncation only_second needs a pair (sentence B) to cut");
     in.notices.push_back(msg + "; it was cut to " + std::to_string(max_len) + " tokens");
+    in.cut.from_first = static_cast<int>(in.ids.size()) - max_len;
     in.tokens.resize(static_cast<size_t>(max_len));
     in.ids.resize(static_cast<size_t>(max_len));
     in.unknown.resize(static_cast<size_t>(max_len));
@@ -40,9 +44,31 @@ namespace {
 // tokens as readable text, HfTokenizer::readable), except an unknown word, which keeps its text
 // (marked unknown) so the views say what was not understood.
 PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOptions& o) {
-  const Encoding e = m.tokenizer->encode(text, o.pair ? &*o.pair : nullptr);
+  const std::string* pair = o.pair ? &*o.pair : nullptr;
+  const int max_len = m.config.max_len;
+  Truncation how = o.truncation;
+  if (how == Truncation::None && o.overflow == Overflow::Cut) how = Truncation::LongestFirst;
+  TruncationCut cut;
+  Encoding e = m.tokenizer->encode(text, pair, max_len, how, &cut);
+  const size_t full = e.size() + static_cast<size_t>(cut.from_first + cut.from_second);
+  if (how == Truncation::None && o.overflow == Overflow::Error && static_cast<int>(e.size()) > max_len)
+    throw Error("the " + o.what + (pair ? " and its pair have " : " has ") + std::to_string(e.size()) +
+                " tokens, more than the model's max_len " + std::to_string(max_len) +
+                " (--truncation longest_first|only_first|only_second cuts " + (pair ? "them" : "it") +
+                " as transformers does)");
   const std::vector<std::string> labels = m.tokenizer->readable(e);
   PreparedInput in;
+  in.cut = cut;
+  if (cut.from_first + cut.from_second > 0) {
+    std::string what = "the " + o.what + (pair ? " and its pair had " : " had ") + std::to_string(full) +
+                       " tokens, more than the model's max_len " + std::to_string(max_len) + "; ";
+    if (!pair)
+      what += "its last " + std::to_string(cut.from_first) + " were cut";
+    else
+      what += "sentence A lost its last " + std::to_string(cut.from_first) + ", sentence B its last " +
+              std::to_string(cut.from_second);
+    in.notices.push_back(what + " (" + to_string(how) + ", as transformers cuts; the separators are kept)");
+  }
   size_t content = 0;
   for (size_t i = 0; i < e.size(); ++i) {
     in.tokens.push_back(e.unknown[i] && !e.word_text[i].empty() ? e.word_text[i] : labels[i]);
@@ -65,8 +91,9 @@ PreparedInput prepare_text(const Model& m, const std::string& text, const InputO
     throw Error("a language model reads one text; a pair (sentence B) is for BERT-style encoders");
   if (m.tokenizer) return prepare_hf(m, text, o);
   if (o.pair)
-    throw Error("this model's tokenizer takes one text; a pair (sentence B) needs a tokenizer with a pair template, "
-                "as Hugging Face BERT models have");
+    throw Error(
+        "this model's tokenizer takes one text; a pair (sentence B) needs a tokenizer with a pair template, "
+        "as Hugging Face BERT models have");
   const Tokenized t = tokenize(text, m.config, m.vocab);
   PreparedInput in;
   in.tokens = t.tokens;

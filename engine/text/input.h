@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/text/hf_tokenizer.h"
 
 namespace attnlab {
 
@@ -26,6 +27,10 @@ struct InputOptions {
   // Sentence B of a pair ([CLS] A [SEP] B [SEP], token types 0 / 1): models whose tokenizer has a
   // pair template (Hugging Face BERT family); Error for others.
   std::optional<std::string> pair;
+  // Cutting to max_len as transformers does (Hugging Face tokenizers): the texts are cut, then
+  // [CLS] / [SEP] added. None: Cut means longest_first for such tokenizers (a pair keeps
+  // sentence B and both separators), Error refuses. Other tokenizers keep their first tokens.
+  Truncation truncation = Truncation::None;
 };
 
 struct PreparedInput {
@@ -36,6 +41,7 @@ struct PreparedInput {
   std::vector<int> token_types;      // segment of each token (0 = text, 1 = pair); all 0 for one text
   std::vector<int> words;            // word each token is a piece of ("play" "##ing" share one); -1 for special
   std::vector<std::string> notices;  // what was done to the input, for the user ("cut to 512 tokens")
+  TruncationCut cut;                 // tokens the cut removed from the text and from sentence B
 
   size_t size() const { return ids.size(); }
 };

@@ -232,6 +232,10 @@ bad_cases = [
     ("ids not integers", ["forward", *RANDOM, "--ids", "1,x"], "not an integer"),
     ("empty text", ["forward", *RANDOM, "--text", "   "], "no tokens"),
     ("too long", ["forward", *RANDOM, "--text", "a" * 65], "max_len 64"),
+    ("only_second without a pair", ["forward", *RANDOM, "--text", "a" * 65, "--truncation", "only_second"],
+     "needs a pair"),
+    ("unknown truncation", ["forward", *RANDOM, "--text", "a" * 65, "--truncation", "longest"],
+     "expected longest_first"),
     ("unknown mask", ["forward", *RANDOM, "--text", "hi", "--mask", "diagonal"], "unknown mask"),
     ("mask of the wrong shape", ["forward", *RANDOM, "--text", "hello", "--mask", "custom:" + os.path.join(tmp, "wrong.npy")],
      "expected [5, 5]"),
@@ -256,6 +260,12 @@ bad_cases = [
     ("attention that would not fit in memory", ["forward", "--random-init", "--max-len", "200000", "--layers", "6",
                                                 "--heads", "16", "--ids", "5", "--pad-to", "150000"], "of memory available"),
 ]
+# too long, cut when asked: the first max_len tokens, and stderr says so
+r = run("forward", *RANDOM, "--text", "a" * 65, "--truncation", "longest_first", "--json")
+check("--truncation longest_first cuts to max_len and says so",
+      r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 64 and "cut to 64" in r.stderr,
+      f"exit {r.returncode}, stderr {r.stderr.strip()!r}")
+
 for name, args, needle in bad_cases + data_bad_cases:
     r = run(*args)
     lines = r.stderr.strip().splitlines()

@@ -169,6 +169,38 @@ def check_pairs(folder, encode_pair, name, strings):
     print(f"{name}: 40 pairs: {bad} differ")
 
 
+def check_truncation(folder, encode_cut, name, max_len, cases):
+    """attnlab-cli tokenize --truncation S (cut to the model's max_len) against the same cut made
+    by Hugging Face's code (encode_cut(a, b, strategy, max_len) -> (ids, types), raising where it
+    refuses): the same ids and token types, or both refuse."""
+    bad = 0
+    for a, b in cases:
+        for strategy in ("longest_first", "only_first", "only_second"):
+            args = ["tokenize", "--model", folder, "--text", a, "--truncation", strategy, "--json"]
+            if b is not None:
+                args[5:5] = ["--pair", b]
+            p = run(args, check=False)
+            try:
+                want = encode_cut(a, b, strategy, max_len)
+            except Exception:
+                want = None
+            what = f"{name}: {len(a.split())} / {len(b.split()) if b else '-'} words, {strategy}"
+            if want is None:
+                if p.returncode == 0:
+                    bad += 1
+                    fail(f"{what}: Hugging Face refuses, attnlab cut it: {p.stdout[:200]}")
+                continue
+            if p.returncode != 0:
+                bad += 1
+                fail(f"{what}: attnlab refused ({p.stderr.strip()}), Hugging Face cut it to {len(want[0])}")
+                continue
+            got = json.loads(p.stdout)
+            if got["ids"] != want[0] or got["token_type_ids"] != want[1]:
+                bad += 1
+                fail(f"{what}: {len(got['ids'])} ids {got['ids'][:12]}... vs {len(want[0])} {want[0][:12]}...")
+    print(f"{name}: truncation of {len(cases)} inputs x 3 strategies to {max_len} tokens: {bad} differ")
+
+
 # ------------------------------------------------------------------ models
 
 def forward_cli(folder, text, pair=None, extra=()):
@@ -368,6 +400,36 @@ def check_patching_bert(name, folder, model, enc, clean_text, corrupted_text, an
         fail(f"{name}: {msg}")
 
 
+def check_embed_hooks_bert(name, folder, model, enc, text, pair):
+    """The embedding's named parts of a pair (embed.hook_embed, hook_pos_embed,
+    hook_token_type_embed, TransformerLens's BertEmbed) against the outputs of transformers'
+    BertEmbeddings modules: table rows, so equal to the float32 bit."""
+    ids, types = enc(text, pair)
+    emb = (model.bert if hasattr(model, "bert") else model).embeddings
+    want, handles = {}, []
+    for mod, key in ((emb.word_embeddings, "embed.hook_embed"), (emb.position_embeddings, "embed.hook_pos_embed"),
+                     (emb.token_type_embeddings, "embed.hook_token_type_embed")):
+        handles.append(mod.register_forward_hook(lambda m, i, o, key=key: want.__setitem__(key, o[0].detach().numpy())))
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([types]))
+    finally:
+        for h in handles:
+            h.remove()
+    with tempfile.TemporaryDirectory() as t:
+        out = os.path.join(t, "embed.npz")
+        run(["forward", "--model", folder, "--text", text, "--pair", pair, "--cache", "embed.*", "--cache-out", out])
+        z = np.load(out)
+        got = {k: z[k] for k in z.files}
+    if sorted(got) != sorted(want):
+        fail(f"{name}: embedding hooks {sorted(got)}, transformers' modules {sorted(want)}")
+        return
+    for k, w in want.items():
+        if got[k].shape != w.shape or not np.array_equal(got[k], w):
+            fail(f"{name}: {k} differs from transformers' (shape {got[k].shape} vs {w.shape})")
+    print(f"{name}: {', '.join(sorted(got))} equal transformers' embedding modules")
+
+
 def bert_config(vocab, **kw):
     base = dict(vocab_size=vocab, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
                 max_position_embeddings=64, type_vocab_size=2, attn_implementation="eager")
@@ -414,6 +476,7 @@ def main():
         check_analysis("BertForSequenceClassification, a pair", d, m, a, *enc(a, b), pair=b)
         check_patching_bert("BertForSequenceClassification", d, m, enc, "The movie was not good.",
                             "The movie was movie good.", "neg", "pos")  # one token changed
+        check_embed_hooks_bert("BertForSequenceClassification", d, m, enc, a, b)
 
         d = os.path.join(root, "bert-mlm")
         shutil.copytree(wp, d)
@@ -499,6 +562,21 @@ def main():
         check_ids(cased, fast_ids(cased_fast), "vocab.txt cased", strings)
         check_pairs(wp, lambda a, b: (tok.encode(a, b).ids, tok.encode(a, b).type_ids), "trained tokenizer.json",
                     strings)
+
+        def tokenizers_cut(a, b, strategy, max_len):  # tokenizers' own truncation (what transformers' fast tokenizers run)
+            t = Tokenizer.from_file(os.path.join(wp, "tokenizer.json"))
+            t.enable_truncation(max_len, strategy=strategy)
+            e = t.encode(a, b) if b is not None else t.encode(a)
+            return e.ids, e.type_ids
+
+        def words(n, w="movie"):
+            return " ".join([w] * n)
+        # 64 tokens, 3 added to a pair: only the longer cut (70 / 3), both cut to halves (40 / 40,
+        # 41 / 40 and an odd share), one text (100 words), and inputs that need no cut
+        cut_cases = [(words(70), words(3)), (words(3), words(70, "good")), (words(40), words(40, "good")),
+                     (words(41), words(40, "good")), (words(30), words(34, "good")), (words(100), None),
+                     (words(10), words(10)), (words(61), None)]
+        check_truncation(wp, tokenizers_cut, "trained tokenizer.json", 64, cut_cases)
 
         # added tokens with single_word / lstrip / rstrip / normalized (user-added vocabulary)
         at = os.path.join(root, "bert-added")
@@ -628,6 +706,16 @@ def minilm(strings):
 
     check_ids(MINILM, lambda t: enc(t), "MiniLM tokenizer.json", strings)
     check_pairs(MINILM, lambda a, b: enc(a, b), "MiniLM tokenizer.json", strings)
+    fast = transformers.AutoTokenizer.from_pretrained(MINILM)
+
+    def transformers_cut(a, b, strategy, max_len):  # what a user writes: tokenizer(a, b, truncation=...)
+        e = fast(a, b, truncation=strategy, max_length=max_len) if b is not None else \
+            fast(a, truncation=strategy, max_length=max_len)
+        return e["input_ids"], e["token_type_ids"]
+    long_a = " ".join(["attention"] * 600)
+    check_truncation(MINILM, transformers_cut, "MiniLM (transformers' tokenizer)", 512,
+                     [(long_a, "Is it all you need?"), (" ".join(["heads"] * 300), " ".join(["layers"] * 301)),
+                      (long_a, None)])
     # fine-tuning the real model on the negation task: 1 epoch of 595 rows (~10 s)
     root = tempfile.mkdtemp(prefix="attnlab-minilm-")
     try:

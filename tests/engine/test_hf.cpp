@@ -2,6 +2,7 @@
 // worked out by hand, pairs and token types, the token-view transform (hide special tokens, merge
 // pieces) against direct sums and means, and saving a BERT classifier in Hugging Face names then
 // loading it back. (Exactness against `tokenizers` and `transformers` is tests/crosscheck/hf_crosscheck.py.)
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -84,6 +85,68 @@ TEST_CASE("pairs, token types and the input policy for Hugging Face tokenizers",
   // an attnlab model has no pair template
   const Model own = random_model(small_config());
   CHECK_THROWS_WITH(prepare_text(own, "a", o), Catch::Contains("takes one text"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("pairs past max_len are cut as tokenizers' truncation does: separators and sentence B kept", "[hf][input]") {
+  const std::string dir = (fs::temp_directory_path() / "attnlab-test-hf-truncation").string();
+  const Model m = tiny_bert(dir);  // max_len 32; a pair's template adds 3 tokens: 29 left for the texts
+  auto words = [](int n, const char* w) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += (i ? " " : "") + std::string(w);
+    return s;
+  };
+  auto cut = [&](int a, int b, Truncation how = Truncation::None, Overflow overflow = Overflow::Cut) {
+    InputOptions o;
+    o.overflow = overflow;
+    o.truncation = how;
+    if (b > 0) o.pair = words(b, "good");
+    return prepare_text(m, words(a, "movie"), o);
+  };
+  auto count = [](const PreparedInput& in, int id) {
+    return static_cast<int>(std::count(in.ids.begin(), in.ids.end(), id));
+  };
+  // only the longer text is cut while the shorter fits in the rest: 40 / 5 -> 24 / 5
+  PreparedInput in = cut(40, 5);
+  CHECK(in.ids.size() == 32);
+  CHECK(count(in, 6) == 24);
+  CHECK(count(in, 19) == 5);
+  CHECK(in.ids.front() == 2);
+  CHECK(in.ids.back() == 3);
+  CHECK(count(in, 3) == 2);  // both [SEP]
+  CHECK(in.cut.from_first == 16);
+  CHECK(in.cut.from_second == 0);
+  REQUIRE(in.notices.size() == 1);
+  CHECK_THAT(in.notices[0], Catch::Contains("sentence A lost its last 16, sentence B its last 0 (longest_first"));
+  // both long: halves, the odd token to the longer one's side: 20 / 21 -> 14 / 15 (the shorter gets 29 / 2)
+  in = cut(20, 21);
+  CHECK(count(in, 6) == 14);
+  CHECK(count(in, 19) == 15);
+  in = cut(21, 20);
+  CHECK(count(in, 6) == 15);
+  CHECK(count(in, 19) == 14);
+  CHECK(in.token_types.back() == 1);
+  // the other strategies, and their refusals
+  in = cut(10, 25, Truncation::OnlySecond);
+  CHECK(count(in, 6) == 10);
+  CHECK(count(in, 19) == 19);
+  CHECK_THROWS_WITH(cut(3, 30, Truncation::OnlyFirst), Catch::Contains("too short to lose the 4"));
+  CHECK_THROWS_WITH(cut(40, 0, Truncation::OnlySecond), Catch::Contains("needs a pair"));
+  // one text keeps [CLS] ... [SEP]: 30 of its 40 words
+  in = cut(40, 0);
+  CHECK(in.ids.size() == 32);
+  CHECK(in.ids.back() == 3);
+  CHECK(in.cut.from_first == 10);
+  // the CLI's policy: an error that names the way out, unless a strategy is given
+  CHECK_THROWS_WITH(cut(40, 5, Truncation::None, Overflow::Error), Catch::Contains("--truncation longest_first"));
+  CHECK(cut(40, 5, Truncation::LongestFirst, Overflow::Error).ids.size() == 32);
+  // within max_len nothing is cut and nothing is said
+  in = cut(10, 10);
+  CHECK(in.ids.size() == 23);
+  CHECK(in.notices.empty());
+  CHECK(in.cut.from_first + in.cut.from_second == 0);
+  CHECK(parse_truncation("only_first") == Truncation::OnlyFirst);
+  CHECK_THROWS_WITH(parse_truncation("longest"), Catch::Contains("expected longest_first, only_first or only_second"));
   fs::remove_all(dir);
 }
 

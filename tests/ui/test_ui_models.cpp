@@ -78,6 +78,32 @@ TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[
   REQUIRE(e->result());
   CHECK(e->result()->tokens.size() == 7);
   CHECK(e->headView(0)->data().cols == 7);
+  // past max_len (32): cut as transformers' longest_first, sentence B and both [SEP] kept, said
+  auto words = [](int n, const char* w) {
+    QStringList l;
+    for (int i = 0; i < n; ++i) l << w;
+    return l.join(' ');
+  };
+  auto label_with = [&](const QString& text) {
+    for (QLabel* l : e->findChildren<QLabel*>())
+      if (l->text().contains(text)) return true;
+    return false;
+  };
+  e->setText(words(40, "movie"));
+  e->flush();
+  REQUIRE(e->result());
+  CHECK(e->result()->tokens.size() == 32);
+  CHECK(types.back() == 1);
+  CHECK(e->result()->tokens.back() == "[SEP]");
+  CHECK(label_with("sentence A lost its last 13, sentence B its last 0"));
+  CHECK_FALSE(label_with("Sentence B (cut"));
+  e->setText("the movie");
+  e->setPairText(words(40, "good"));
+  e->flush();
+  CHECK(label_with("Sentence B (cut by 13)"));
+  e->setPairText("was good");
+  e->flush();
+  CHECK(label_with("Sentence B:"));
   // hide the special tokens: 4 rows and columns, labelled with the words; merge pieces
   e->setPairText("");
   e->setText("unbelievably playing movie");

@@ -159,6 +159,13 @@ void InputBar::showPrepared(const PreparedInput& a) {
   tokens_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));
   any_unknown_ = std::any_of(a.unknown.begin(), a.unknown.end(), [](uint8_t u) { return u != 0; });
   updateLegend();
+  // a cut to max_len is marked on the box that lost tokens (the notice says how many)
+  pair_label_->setText(a.cut.from_second > 0 ? QString("Sentence B (cut by %1):").arg(a.cut.from_second)
+                                             : QString("Sentence B:"));
+  pair_label_->setStyleSheet(a.cut.from_second > 0 ? "color: #b35900;" : "");
+  text_->setToolTip(a.cut.from_first > 0
+                        ? QString("The input: its last %1 tokens are past max_len and were cut").arg(a.cut.from_first)
+                        : QString("The input: tokenised as you type, every view follows"));
   QTimer::singleShot(0, this, [this] { fitStrip(); });
 }
 
