@@ -3,6 +3,7 @@
 #include "engine/compute/forward.h"
 
 #include "engine/compute/hooks.h"
+#include "engine/core/memory.h"
 
 #include "engine/compute/lm.h"
 #include "engine/compute/plan.h"
@@ -122,17 +123,6 @@ std::vector<std::string> labels_for(const Model& model, const std::vector<int>& 
   std::vector<std::string> labels;
   for (const int id : ids) labels.push_back(id < model.vocab.size() ? model.vocab.token(id) : "#" + std::to_string(id));
   return labels;
-}
-
-// Memory the machine can still give us, from /proc/meminfo (0 when unknown).
-double available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024.0;
-  return 0;
 }
 
 // Refuses a pass whose kept probabilities and named activations would not fit in memory, before

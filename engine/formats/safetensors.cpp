@@ -5,8 +5,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -72,22 +78,86 @@ float bf16_to_float(uint16_t b) {
   return f;
 }
 
+namespace {
+
+// 16-bit floats to float32, over the threads for large tensors (each element on its own: the
+// same result in any split). BF16 is float32's top half; F16 goes through half_to_float.
+void widen(const char* p, float* out, uint64_t count, bool bf16) {
+  const int64_t n = static_cast<int64_t>(count);
+  if (bf16) {
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      const uint32_t bits = static_cast<uint32_t>(h) << 16;
+      std::memcpy(out + i, &bits, 4);
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = half_to_float(h);
+    }
+  }
+}
+
+// A file mapped read-only for the length of a parse (the page cache serves it; no copy of a
+// multi-gigabyte file into the heap). Empty when it cannot be mapped (then it is read).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return;
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return;
+    size_ = static_cast<size_t>(st.st_size);
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (p == MAP_FAILED) {
+      size_ = 0;
+      return;
+    }
+    data_ = static_cast<const char*>(p);
+    ::madvise(p, size_, MADV_SEQUENTIAL | MADV_WILLNEED);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
 TensorMap parse_safetensors(const std::string& bytes, const std::string& where) {
-  if (bytes.size() < 8) throw Error(where + ": too short to be a safetensors file");
+  return parse_safetensors(bytes.data(), bytes.size(), where);
+}
+
+TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& where,
+                            const std::function<void(const char*, size_t)>& consumed) {
+  if (size < 8) throw Error(where + ": too short to be a safetensors file");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-  if (n > bytes.size() - 8)
+  if (n > size - 8)
     throw Error(where + ": header length " + std::to_string(n) + " runs past the end of the file (" +
-                std::to_string(bytes.size()) + " bytes)");
+                std::to_string(size) + " bytes)");
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+    header = json::parse(bytes + 8, bytes + 8 + n);
   } catch (const json::exception& e) {  // parse errors, and out_of_range for numbers like 1e99999
     throw Error(where + ": header is not valid JSON (" + json_error_text(e.what()) + ")");
   }
   if (!header.is_object()) throw Error(where + ": header is not a JSON object");
-  const uint64_t data_size = bytes.size() - 8 - n;
-  const char* data = bytes.data() + 8 + n;
+  const uint64_t data_size = size - 8 - n;
+  const char* data = bytes + 8 + n;
 
   TensorMap out;
   for (const auto& [name, info] : header.items()) {
@@ -138,24 +208,31 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
       throw Error(at + ": shape " + shape_str(t.shape) + " of " + dtype + " needs " + std::to_string(count * elem) +
                   " bytes but data_offsets give " + std::to_string(end - begin));
     if (skip) continue;
-    t.data.resize(count);
+    t.data.resize(count);  // calloc: zero pages, written below
     const char* p = data + begin;
-    if (elem == 4) {
+    if (elem == 4)
       std::memcpy(t.data.data(), p, count * 4);  // the format is little-endian, as is every host we build on
-    } else {
-      for (uint64_t i = 0; i < count; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        t.data[i] = dtype == "F16" ? half_to_float(h) : bf16_to_float(h);
-      }
-    }
+    else
+      widen(p, t.data.data(), count, dtype == "BF16");
+    if (consumed) consumed(p, end - begin);
     out.emplace(name, std::move(t));
   }
   return out;
 }
 
 TensorMap load_safetensors(const std::string& path) {
-  return parse_safetensors(read_file_bytes(path), path);
+  if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory, expected a file");
+  const MappedFile f(path);
+  // A tensor's file pages are given back once it is converted: the peak is the float32 weights,
+  // not those plus the whole file (the page cache keeps them for the next open).
+  auto release = [&](const char* p, size_t n) {
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  };
+  if (f.data()) return parse_safetensors(f.data(), f.size(), path, release);
+  return parse_safetensors(read_file_bytes(path), path);  // not mappable (a pipe, an empty file): read it
 }
 
 std::string serialize_safetensors(const TensorMap& tensors) {

@@ -4,6 +4,8 @@
 // left out; any other dtype is an Error naming the tensor.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -14,6 +16,11 @@ namespace attnlab {
 using TensorMap = std::map<std::string, Tensor>;
 
 TensorMap parse_safetensors(const std::string& bytes, const std::string& where = "model.safetensors");
+// consumed(p, n), when given, is told of each tensor's bytes once they are converted (a mapped
+// file gives those pages back).
+TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& where,
+                            const std::function<void(const char*, size_t)>& consumed = nullptr);
+// The file memory-mapped while it is parsed (read into memory where it cannot be mapped).
 TensorMap load_safetensors(const std::string& path);
 std::string serialize_safetensors(const TensorMap& tensors);
 // Writes to PATH.tmp and renames into place, so a crash never leaves a half-written file.

@@ -2,6 +2,8 @@
 // shards, the prefix of the base model ("bert." in BertForSequenceClassification), the tokenizer.
 #include "engine/model/hf_model.h"
 
+#include "engine/core/memory.h"
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -416,7 +418,7 @@ void note_unused(Model& m, const TensorMap& tensors, const std::set<std::string>
 // GPT-2 and the Llama family: the base model under "transformer." / "model." (causal-LM
 // models) or at the top level (base models), and an LM head: lm_head.weight, or the token
 // embedding when tie_word_embeddings says so (GPT-2's default).
-void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
+void load_decoder(Model& m, TensorMap& tensors, const fs::path& dir) {
   const std::string where = dir.string();
   ModelConfig& c = m.config;
   const HfArch& arch = arch_of(m.hf.model_type);
@@ -440,7 +442,7 @@ void load_decoder(Model& m, const TensorMap& tensors, const fs::path& dir) {
 
   load_tokenizer(m, dir);
   std::set<std::string> used;
-  m.weights = weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where);
+  m.weights = take_weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where);
   if (c.tied_lm_head && has_head) used.insert("lm_head.weight");  // tied: transformers uses the embedding
   note_unused(m, tensors, used, "attnlab shows the decoder and its LM head");
 }
@@ -454,6 +456,7 @@ Model load_hf_model(const std::string& dir_in) {
   const std::string cfg_path = (dir / "config.json").string();
   const std::string cfg_text = read_file_bytes(cfg_path);
   m.config = parse_hf_config(cfg_text, m.hf, cfg_path);
+  check_weights_fit(m.config, available_bytes(), dir.string());  // before a byte of them is allocated
   TensorMap tensors = load_weights(dir);
   if (is_decoder_type(m.hf.model_type)) {
     load_decoder(m, tensors, dir);
@@ -492,7 +495,7 @@ Model load_hf_model(const std::string& dir_in) {
 
   load_tokenizer(m, dir);
   std::set<std::string> used;
-  m.weights = weights_from_layout(c, tensors, layout, P, &used, where);
+  m.weights = take_weights_from_layout(c, tensors, layout, P, &used, where);
   note_unused(m, tensors, used,
               "attnlab shows the encoder" + std::string(c.num_classes ? " and its classifier" : "") +
                   "; pre-training heads are left out");

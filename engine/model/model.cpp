@@ -2,6 +2,8 @@
 // init. Which kind a folder is, and replacing one atomically: model_folder.cpp.
 #include "engine/model/model.h"
 
+#include "engine/core/memory.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -67,9 +69,19 @@ WeightLayout detect_layout(const ModelConfig& c, const TensorMap& tensors) {
 
 }  // namespace
 
-ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors, WeightLayout layout,
-                                 const std::string& prefix, std::set<std::string>* used, const std::string& where) {
+namespace {
+
+// Both ways in: `movable` (when not null) is `tensors`, and a tensor only one weight reads as it
+// is stored is moved into the model instead of copied (a 1 B model's weights are not held twice).
+ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, TensorMap* movable, WeightLayout layout,
+                          const std::string& prefix, std::set<std::string>* used, const std::string& where) {
   ModelWeights w = empty_weights(c);
+  std::map<std::string, int> readers;  // how many weights read each stored name
+  if (movable)
+    for (const WeightEntry& e : weight_entries(c)) {
+      const LayoutName n = layout_name(layout, e, c);
+      ++readers[(n.head ? "" : prefix) + n.name];
+    }
   for (const WeightEntry& e : weight_entries(c)) {
     const LayoutName n = layout_name(layout, e, c);
     const std::string name = (n.head ? "" : prefix) + n.name;
@@ -93,6 +105,8 @@ ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors,
       for (int64_t r = 0; r < R; ++r)
         for (int64_t k = 0; k < C; ++k)
           dst.data[static_cast<size_t>(r * C + k)] = t.data[static_cast<size_t>(k * ld + n.row0 + r)];
+    } else if (n.rows < 0 && movable && readers[it->first] == 1) {
+      dst = std::move(movable->at(it->first));
     } else if (n.rows < 0) {
       dst = t;
     } else {  // rows [row0, row0 + rows) of a fused tensor
@@ -103,6 +117,19 @@ ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors,
   }
   w.version = next_weights_version();
   return w;
+}
+
+}  // namespace
+
+ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors, WeightLayout layout,
+                                 const std::string& prefix, std::set<std::string>* used, const std::string& where) {
+  return fill_weights(c, tensors, nullptr, layout, prefix, used, where);
+}
+
+ModelWeights take_weights_from_layout(const ModelConfig& c, TensorMap& tensors, WeightLayout layout,
+                                      const std::string& prefix, std::set<std::string>* used,
+                                      const std::string& where) {
+  return fill_weights(c, tensors, &tensors, layout, prefix, used, where);
 }
 
 ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
@@ -121,9 +148,12 @@ Model load_attnlab_folder(const std::string& dir) {
   Model m;
   m.source = dir;
   m.config = load_config((fs::path(dir) / "config.json").string());
+  check_weights_fit(m.config, available_bytes(), dir);
   const std::string st = (fs::path(dir) / "model.safetensors").string();
   try {
-    m.weights = weights_from_tensors(m.config, load_safetensors(st));
+    TensorMap tensors = load_safetensors(st);
+    m.weights =
+        take_weights_from_layout(m.config, tensors, detect_layout(m.config, tensors), "", nullptr, "model.safetensors");
   } catch (const Error& e) {
     const std::string msg = e.what();
     throw Error(msg.rfind(st, 0) == 0 ? msg : fs::path(dir).string() + "/" + msg);

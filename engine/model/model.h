@@ -58,6 +58,10 @@ ModelWeights weights_from_tensors(const ModelConfig& config, const TensorMap& te
 // `used`; errors start with `where`.
 ModelWeights weights_from_layout(const ModelConfig& config, const TensorMap& tensors, WeightLayout layout,
                                  const std::string& prefix, std::set<std::string>* used, const std::string& where);
+// The same, moving each tensor that one weight reads as stored out of `tensors` (its entry stays,
+// empty): loading keeps one copy of the weights, not two. The names stay for unused-tensor notes.
+ModelWeights take_weights_from_layout(const ModelConfig& config, TensorMap& tensors, WeightLayout layout,
+                                      const std::string& prefix, std::set<std::string>* used, const std::string& where);
 // The articles' layout, which is what save_model writes.
 TensorMap weights_to_tensors(const ModelConfig& config, const ModelWeights& w);
 // Writes DIR/config.json, DIR/model.safetensors, DIR/vocab.txt (each file atomically) into an

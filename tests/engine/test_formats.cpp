@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "engine/core/io_util.h"
+#include "engine/core/memory.h"
 #include "engine/formats/npy.h"
 #include "engine/train/optimizer.h"
 #include "tests/engine/test_util.h"
@@ -54,6 +56,45 @@ TEST_CASE("safetensors round trip and half-precision conversion", "[formats]") {
       data));
   CHECK(t.at("h").data == FloatStorage{1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24)});
   CHECK(t.at("g").data[0] == 1.5f);
+}
+
+TEST_CASE("a mapped safetensors file: large BF16 / F16 tensors converted over the threads, element by element",
+          "[formats]") {
+  // past the parallel threshold (2^16) and odd, with an F32 tensor between them at an odd offset
+  const int64_t n = (1 << 17) + 3;
+  std::vector<uint16_t> bf(static_cast<size_t>(n)), hf(static_cast<size_t>(n));
+  uint32_t x = 12345;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;  // every bit pattern class: signs, subnormals, inf, NaN
+    bf[static_cast<size_t>(i)] = static_cast<uint16_t>(x >> 16);
+    hf[static_cast<size_t>(i)] = static_cast<uint16_t>(x >> 8);
+  }
+  const float f32[] = {1.25f, -7.0f, 3.0e-39f};
+  std::string data(reinterpret_cast<const char*>(f32), 12);
+  data.append(reinterpret_cast<const char*>(bf.data()), static_cast<size_t>(n) * 2);
+  data.append(reinterpret_cast<const char*>(hf.data()), static_cast<size_t>(n) * 2);
+  const std::string header = R"({"f":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"BF16","shape":[)" +
+                             std::to_string(n) + R"(],"data_offsets":[12,)" + std::to_string(12 + 2 * n) +
+                             R"(]},"h":{"dtype":"F16","shape":[)" + std::to_string(n) + R"(],"data_offsets":[)" +
+                             std::to_string(12 + 2 * n) + "," + std::to_string(12 + 4 * n) + "]}}";
+  const fs::path dir = temp_dir("mapped");
+  const std::string path = (dir / "w.safetensors").string();
+  std::ofstream(path, std::ios::binary) << make_safetensors(header, data);
+  const TensorMap t = load_safetensors(path);
+  CHECK(t.at("f").data == FloatStorage{1.25f, -7.0f, 3.0e-39f});
+  REQUIRE(t.at("b").data.size() == static_cast<size_t>(n));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float want_b = bf16_to_float(bf[static_cast<size_t>(i)]), want_h = half_to_float(hf[static_cast<size_t>(i)]);
+    const float got_b = t.at("b").data[static_cast<size_t>(i)], got_h = t.at("h").data[static_cast<size_t>(i)];
+    // bit for bit (NaN payloads included)
+    bad += std::memcmp(&want_b, &got_b, 4) != 0 || std::memcmp(&want_h, &got_h, 4) != 0;
+  }
+  CHECK(bad == 0);
+  const TensorMap in_memory = parse_safetensors(make_safetensors(header, data));  // read, not mapped: the same bits
+  CHECK(std::memcmp(in_memory.at("b").ptr(), t.at("b").ptr(), static_cast<size_t>(n) * 4) == 0);
+  CHECK(std::memcmp(in_memory.at("h").ptr(), t.at("h").ptr(), static_cast<size_t>(n) * 4) == 0);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("malformed safetensors are errors naming the problem", "[formats][errors]") {
@@ -249,6 +290,27 @@ TEST_CASE("model folder round trip, and PyTorch encoder layout loads", "[formats
   CHECK_THROWS_WITH(load_model(dir.string()), Catch::Contains("vocab.txt: cannot open"));
   CHECK_THROWS_WITH(load_model((dir / "nope").string()), Catch::Contains("no such model folder"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a model whose weights cannot fit is refused before they are allocated", "[formats][memory]") {
+  const ModelConfig c = small_config(32, 4, 3, 48, 64);
+  const Model m = random_model(c);
+  double bytes = 0;  // what the loaded weights really hold
+  for (const WeightEntry& e : weight_entries(c)) bytes += static_cast<double>(e.in(m.weights).numel()) * 4.0;
+  CHECK(weight_bytes(c) == bytes);
+  // more than 90% of what is available: refused with the figures; unknown (0): nothing checked
+  CHECK_THROWS_WITH(check_weights_fit(c, bytes, "DIR"),
+                    Catch::Contains("DIR: ") && Catch::Contains("GB of memory available"));
+  CHECK_NOTHROW(check_weights_fit(c, bytes / 0.89, "DIR"));
+  CHECK_NOTHROW(check_weights_fit(c, 0, "DIR"));
+  // a 7 B Llama-shaped config against this machine's 24 GiB: 27 GB of float32 weights
+  ModelConfig big;
+  big.vocab_size = 32000, big.embed_size = 4096, big.num_heads = 32, big.num_layers = 32, big.ff_dim = 11008;
+  big.max_len = 4096, big.positional = Positional::Rotary, big.norm = NormPlacement::Pre;
+  big.norm_kind = NormKind::RmsNorm, big.gated_ff = true, big.lm_head = true, big.final_norm = true;
+  big.qkv_bias = big.out_bias = big.ff_bias = false;
+  CHECK(big.parameter_count() > 6'500'000'000LL);
+  CHECK_THROWS_WITH(check_weights_fit(big, 24.0 * (1 << 30), "llama-7b"), Catch::Contains("B parameters take 2"));
 }
 
 TEST_CASE("the weight table: one entry per parameter, count, parameter order, versions", "[formats][weights]") {

@@ -1,0 +1,21 @@
+// Memory the machine can give a pass or a model, and the check made before a model's weights are
+// allocated: a model that cannot fit is refused with the figures, never killed by the kernel.
+#pragma once
+
+#include <string>
+
+#include "engine/core/config.h"
+
+namespace attnlab {
+
+// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
+double available_bytes();
+
+// Bytes the model's weights take once loaded (float32, from the weight table).
+double weight_bytes(const ModelConfig& c);
+
+// Error (naming `where`, the size and what is available) when the weights would take more than
+// 90% of `available` bytes; available <= 0 (unknown) checks nothing.
+void check_weights_fit(const ModelConfig& c, double available, const std::string& where);
+
+}  // namespace attnlab
