@@ -60,6 +60,7 @@ usage:
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
                       [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--ablate L:H[,L:H]...] (those heads' probabilities times 0 before they weight the values)
+                      [--ablate-mean L:H[,L:H]...] (those heads' z replaced by its mean over the positions)
                       [--mask-out M.npy] [--json] [--save-model DIR]
                       [--cache NAME[,NAME|GLOB]... --cache-out F.npz]  named activations (TransformerLens's
                       names: blocks.3.attn.hook_z, blocks.*.hook_resid_post; --list-hooks prints them)
@@ -171,7 +172,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   const Args a(argv,
                with(kModelValued, {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids",
                                    "--pad-to", "--attn-out", "--out", "--mask-out", "--save-model", "--ablate",
-                                   "--cache", "--cache-out", "--patch", "--add"}),
+                                   "--ablate-mean", "--cache", "--cache-out", "--patch", "--add"}),
                {"--json", "--random-init", "--list-hooks"});
   const Model model = resolve_model(a, argv0);
   if (a.has("--list-hooks")) {  // every named activation of this model's pass, in pass order
@@ -181,7 +182,17 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   std::pair<PreparedInput, PreparedInput> inputs;
   ForwardRequest req = request_from_flags(a, model, "forward", &inputs);
   if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
-  const HookSpec hooks = hooks_from_flags(a);
+  HookSpec hooks = hooks_from_flags(a);
+  if (a.has("--ablate-mean")) {  // each head's z replaced by its mean over the positions (through the hooks)
+    std::vector<std::pair<int, int>> heads;
+    try {
+      heads = parse_ablate(a.get("--ablate-mean"), model.config);
+    } catch (const Error& e) {  // parse_ablate names --ablate
+      const std::string msg = e.what();
+      throw Error(msg.rfind("--ablate:", 0) == 0 ? "--ablate-mean:" + msg.substr(9) : msg);
+    }
+    for (const auto& [l, h] : heads) hooks.edits.push_back(mean_ablation(l, h, model.config.head_dim()));
+  }
   if (!hooks.cache.empty() && !a.has("--cache-out")) throw Error("--cache needs --cache-out FILE.npz");
   if (a.has("--cache-out") && hooks.cache.empty()) throw Error("--cache-out needs --cache NAME[,NAME|GLOB]...");
   req.hooks = &hooks;
@@ -241,12 +252,15 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       json edits = json::array();
       for (const HookEdit& e : hooks.edits)
         edits.push_back({{"name", e.name},
-                         {"kind", e.kind == HookEdit::Kind::Add ? "add" : "patch"},
+                         {"kind", e.kind == HookEdit::Kind::Add     ? "add"
+                                  : e.kind == HookEdit::Kind::Apply ? "mean ablation"
+                                                                    : "patch"},
                          {"positions", e.positions},
                          {"alpha", e.alpha}});
       j["edits"] = edits;
     }
     if (!req.ablate.empty()) j["ablated"] = a.get("--ablate");
+    if (a.has("--ablate-mean")) j["mean_ablated"] = a.get("--ablate-mean");
     if (!r.cache.empty()) {
       json cached = json::object();
       for (const auto& [name, t] : r.cache) cached[name] = t.shape;
@@ -266,6 +280,7 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
                                         : " at " + std::to_string(e.positions.size()) + " position(s)")
                 << "\n";
     if (a.has("--ablate")) std::cout << "ablated heads " << a.get("--ablate") << "\n";
+    if (a.has("--ablate-mean")) std::cout << "mean-ablated heads " << a.get("--ablate-mean") << "\n";
     std::cout << "tokens:";
     for (const auto& t : r.tokens) std::cout << " " << t;
     std::cout << "\n";

@@ -98,6 +98,24 @@ void HookRun::visit(const std::string& name, Tensor& value, const std::vector<in
   }
 }
 
+HookEdit mean_ablation(int layer, int head, int d_head) {
+  HookEdit e;
+  e.kind = HookEdit::Kind::Apply;
+  e.name = "blocks." + std::to_string(layer) + ".attn.hook_z";
+  e.apply = [head, d_head](Tensor& z) {  // z: [T, heads * d_head]
+    const int64_t T = z.dim(0), width = z.dim(1), first = static_cast<int64_t>(head) * d_head;
+    if (first + d_head > width)
+      throw Error("mean ablation: no head " + std::to_string(head) + " (" + std::to_string(width / d_head) + " heads)");
+    for (int64_t d = first; d < first + d_head; ++d) {
+      double sum = 0;
+      for (int64_t t = 0; t < T; ++t) sum += z.ptr()[t * width + d];
+      const float mean = static_cast<float>(sum / static_cast<double>(T));
+      for (int64_t t = 0; t < T; ++t) z.ptr()[t * width + d] = mean;
+    }
+  };
+  return e;
+}
+
 void HookRun::check_all_met() const {
   for (const HookEdit& e : spec_.edits)
     if (!met.count(e.name))

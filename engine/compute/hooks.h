@@ -83,6 +83,11 @@ class HookRun {
   const HookSpec& spec_;
 };
 
+// Mean ablation of head `head` of layer `layer` (TransformerLens's mean ablation, the mean taken
+// over this input's positions): its attn.hook_z at every position becomes the mean of its z
+// over the positions, so what it reads no longer depends on where. d_head = the model's head size.
+HookEdit mean_ablation(int layer, int head, int d_head);
+
 // '*' matches any run of characters (none included); everything else matches itself.
 bool glob_match(const std::string& pattern, const std::string& s);
 

@@ -266,6 +266,17 @@ check("--truncation longest_first cuts to max_len and says so",
       r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 64 and "cut to 64" in r.stderr,
       f"exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
+# mean ablation through the hooks: the run says so and its prediction moves
+plain = json.loads(run("forward", *RANDOM, "--text", "hello world", "--json").stdout)
+r = run("forward", *RANDOM, "--text", "hello world", "--ablate-mean", "0:1,2:3", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("--ablate-mean runs as hook edits and changes the output",
+      j.get("mean_ablated") == "0:1,2:3" and [e["name"] for e in j.get("edits", [])] ==
+      ["blocks.0.attn.hook_z", "blocks.2.attn.hook_z"] and j.get("probabilities") != plain["probabilities"],
+      f"exit {r.returncode}: {r.stderr.strip()} {j.get('edits')}")
+r = run("forward", *RANDOM, "--text", "hello", "--ablate-mean", "0:9")
+check("--ablate-mean of a head that does not exist is refused", r.returncode == 2 and "0:9" in r.stderr, r.stderr)
+
 for name, args, needle in bad_cases + data_bad_cases:
     r = run(*args)
     lines = r.stderr.strip().splitlines()

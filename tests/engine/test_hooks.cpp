@@ -740,3 +740,33 @@ TEST_CASE("hooks: attention scores are the pattern's logits; an edited score row
   CHECK_THROWS_WITH(pass(m, ids, &edit), Catch::Contains("keys need"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("hooks: mean ablation makes a head's z its mean over the positions, and nothing else", "[hooks]") {
+  const std::string dir = scratch("mean_ablation");
+  const Model m = tiny_decoder(dir);
+  const ModelConfig& c = m.config;
+  const int T = 7, H = c.num_heads, D = c.head_dim(), head = 1;
+  const std::vector<int> ids = random_ids(T, c.vocab_size, 12);
+  HookSpec keep;
+  keep.cache = {"blocks.0.attn.hook_z"};
+  const ForwardResult base = pass(m, ids, &keep);
+  HookSpec ablate = keep;
+  ablate.edits = {mean_ablation(0, head, D)};
+  const ForwardResult r = pass(m, ids, &ablate);
+  const Tensor &z0 = base.cache.at("blocks.0.attn.hook_z"), &z = r.cache.at("blocks.0.attn.hook_z");
+  for (int d = 0; d < D; ++d) {
+    double sum = 0;  // the same sum in the same order: the same float
+    for (int t = 0; t < T; ++t) sum += z0.data[(static_cast<size_t>(t) * H + head) * D + d];
+    const float mean = static_cast<float>(sum / T);
+    for (int t = 0; t < T; ++t) {
+      CHECK(z.data[(static_cast<size_t>(t) * H + head) * D + d] == mean);
+      for (int h = 0; h < H; ++h)
+        if (h != head)
+          CHECK(z.data[(static_cast<size_t>(t) * H + h) * D + d] == z0.data[(static_cast<size_t>(t) * H + h) * D + d]);
+    }
+  }
+  CHECK(r.hidden.data != base.hidden.data);
+  ablate.edits = {mean_ablation(0, 9, D)};
+  CHECK_THROWS_WITH(pass(m, ids, &ablate), Catch::Contains("no head 9"));
+  fs::remove_all(dir);
+}
