@@ -205,6 +205,58 @@ def torch_encoder_case():
         compare(f"TransformerEncoder layout, {name}: probabilities", ours_p, theirs_p, p32, p_floor)
         compare(f"TransformerEncoder layout, {name}: hidden states", ours_h, theirs_h, h32, h_floor)
 
+    # Named activations (hooks) of article 003's layer, written out step by step in PyTorch with the
+    # post-norm names attnlab gives them (TransformerLens's BertBlock / BertEmbed): every name of
+    # `forward --cache '*'`, the same set, each within its own float32 bound.
+    def torch_hooks(dtype):
+        emb_, layers_ = mods[dtype]
+        D = E // H
+        acts = {}
+        with torch.no_grad():
+            acts["embed.hook_embed"] = emb_(ids)
+            acts["embed.hook_pos_embed"] = sinusoidal(T, E).to(dtype)
+            x = acts["embed.hook_embed"] + acts["embed.hook_pos_embed"]
+            for l, layer in enumerate(layers_):
+                b = f"blocks.{l}."
+                at = layer.self_attn
+                acts[b + "hook_resid_pre"] = x
+                q, k, v = (x @ w.T + bias for w, bias in zip(at.in_proj_weight.chunk(3), at.in_proj_bias.chunk(3)))
+                for n, t in (("q", q), ("k", k), ("v", v)):
+                    acts[b + "attn.hook_" + n] = t.reshape(T, H, D)
+                scores = torch.einsum("thd,shd->hts", q.reshape(T, H, D), k.reshape(T, H, D)) / math.sqrt(D)
+                acts[b + "attn.hook_attn_scores"] = scores
+                a, w = at(x[None], x[None], x[None], need_weights=True, average_attn_weights=False)
+                acts[b + "attn.hook_pattern"] = w[0]
+                acts[b + "attn.hook_z"] = torch.einsum("hts,shd->thd", w[0], v.reshape(T, H, D))
+                acts[b + "hook_attn_out"] = a[0]
+                acts[b + "hook_resid_mid"] = x + a[0]
+                x = layer.norm1(x + a[0])
+                acts[b + "ln1.hook_normalized"] = x
+                acts[b + "mlp.hook_pre"] = layer.linear1(x)
+                acts[b + "mlp.hook_post"] = torch.relu(acts[b + "mlp.hook_pre"])
+                acts[b + "hook_mlp_out"] = layer.linear2(acts[b + "mlp.hook_post"])
+                acts[b + "hook_resid_post"] = x + acts[b + "hook_mlp_out"]
+                x = layer.norm2(acts[b + "hook_resid_post"])
+                acts[b + "hook_normalized_resid_post"] = x
+        return {k: t.numpy() for k, t in acts.items()}
+
+    with tempfile.TemporaryDirectory() as hd:
+        out = os.path.join(hd, "cache.npz")
+        r = subprocess.run([CLI, "forward", "--model", folder, "--ids", ",".join(map(str, ids.tolist())), "--cache",
+                            "*", "--cache-out", out], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"forward --cache failed: {r.stderr}")
+        z = np.load(out)
+        got = {k: z[k] for k in z.files}
+    h32, h64 = torch_hooks(torch.float32), torch_hooks(torch.float64)
+    if set(got) != set(h64):
+        failures.append(f"named activations differ: attnlab only {sorted(set(got) - set(h64))}, "
+                        f"PyTorch only {sorted(set(h64) - set(got))}")
+    else:
+        for k in sorted(h64, key=lambda n: (len(n.split(".")), n)):
+            compare(f"TransformerEncoder layout, hooks: {k}", got[k], h64[k], h32[k],
+                    stack_floor(L, max(E, F, T), float(np.abs(h64[k]).max())))
+
     # Cross-attention (article 003, section 5.2: 5 queries x 7 keys): at each layer, A's input to
     # the layer attends to B's input to the layer.
     a_ids = torch.randint(3, V, (5,), generator=g)
