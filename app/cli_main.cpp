@@ -246,6 +246,8 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     std::vector<std::string> warnings = r.warnings;
     for (const auto& [in, flag] : {std::pair{&inputs.first, "--text"}, std::pair{&inputs.second, "--cross-text"}})
       if (const std::string note = unknown_note(*in, flag); !note.empty()) warnings.push_back(note);
+    for (const PreparedInput* in : {&inputs.first, &inputs.second})  // what --truncation cut, as stderr says it
+      for (const std::string& n : in->notices) warnings.push_back(n);
     j["warnings"] = warnings;
     j["millis"] = r.millis;
     if (!hooks.edits.empty()) {  // what was changed, so a run says it was

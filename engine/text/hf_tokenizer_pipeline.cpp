@@ -531,8 +531,8 @@ Encoding HfTokenizer::encode(const std::string& text, const std::string* pair, i
       Encoding& e = how == Truncation::OnlyFirst ? a : b;
       if (e.size() <= over)
         throw Error(std::string(how == Truncation::OnlyFirst ? "the text" : "sentence B") + " has " +
-                    std::to_string(e.size()) + " tokens: too short to lose the " + std::to_string(over) + " that " +
-                    std::to_string(max_length) + " tokens need (try longest_first)");
+                    std::to_string(e.size()) + (e.size() == 1 ? " token" : " tokens") + ": too short to lose the " +
+                    std::to_string(over) + " that " + std::to_string(max_length) + " tokens need (try longest_first)");
       keep_first(e, e.size() - over);
     }
   }

@@ -62,11 +62,15 @@ PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOpt
   if (cut.from_first + cut.from_second > 0) {
     std::string what = "the " + o.what + (pair ? " and its pair had " : " had ") + std::to_string(full) +
                        " tokens, more than the model's max_len " + std::to_string(max_len) + "; ";
+    auto tokens = [](int n) { return std::to_string(n) + (n == 1 ? " token" : " tokens"); };
     if (!pair)
-      what += "its last " + std::to_string(cut.from_first) + " were cut";
+      what += "its last " + tokens(cut.from_first) + " were cut";
+    else if (cut.from_second == 0)
+      what += "sentence A lost its last " + tokens(cut.from_first) + ", sentence B is whole";
+    else if (cut.from_first == 0)
+      what += "sentence B lost its last " + tokens(cut.from_second) + ", sentence A is whole";
     else
-      what += "sentence A lost its last " + std::to_string(cut.from_first) + ", sentence B its last " +
-              std::to_string(cut.from_second);
+      what += "sentence A lost its last " + tokens(cut.from_first) + ", sentence B its last " + tokens(cut.from_second);
     in.notices.push_back(what + " (" + to_string(how) + ", as transformers cuts; the separators are kept)");
   }
   size_t content = 0;

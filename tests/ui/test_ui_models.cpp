@@ -95,7 +95,7 @@ TEST_CASE("a Hugging Face BERT folder: sentence B box, token types, hide [CLS]/[
   CHECK(e->result()->tokens.size() == 32);
   CHECK(types.back() == 1);
   CHECK(e->result()->tokens.back() == "[SEP]");
-  CHECK(label_with("sentence A lost its last 13, sentence B its last 0"));
+  CHECK(label_with("sentence A lost its last 13 tokens, sentence B is whole"));
   CHECK_FALSE(label_with("Sentence B (cut"));
   e->setText("the movie");
   e->setPairText(words(40, "good"));
