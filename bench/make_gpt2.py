@@ -9,7 +9,7 @@ import os
 import sys
 
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from toy_tokenizer import save_toy_tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
 d = sys.argv[1]
@@ -17,10 +17,5 @@ if not os.path.exists(os.path.join(d, "model.safetensors")):
     torch.manual_seed(0)
     cls = GPT2LMHeadModel if "--lm" in sys.argv[2:] else GPT2Model
     cls(GPT2Config(attn_implementation="eager")).save_pretrained(d, safe_serialization=True)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(["attention is all you need"] * 10,
-                            trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                show_progress=False))
-    tok.save(os.path.join(d, "tokenizer.json"))
+    save_toy_tokenizer(d)
 print(d)

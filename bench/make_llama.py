@@ -10,7 +10,7 @@ import os
 import sys
 
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from toy_tokenizer import save_toy_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM
 
 d = sys.argv[1]
@@ -24,10 +24,5 @@ if not os.path.exists(os.path.join(d, "model.safetensors")):
     config = LlamaConfig(vocab_size=32000, max_position_embeddings=2048, rms_norm_eps=1e-5,
                          tie_word_embeddings=False, torch_dtype="bfloat16", **shape)
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(["attention is all you need"] * 10,
-                            trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                show_progress=False))
-    tok.save(os.path.join(d, "tokenizer.json"))
+    save_toy_tokenizer(d)
 print(d)
