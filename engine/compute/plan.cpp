@@ -7,6 +7,7 @@
 #include "engine/compute/hooks.h"
 
 #include <cmath>
+#include <functional>
 #include <iterator>
 
 namespace attnlab {
@@ -212,32 +213,39 @@ Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, 
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   const int N = static_cast<int>(ids.size()), E = c.embed_size;
-  // the parts, each (N, E): token rows, the positional term, the token-type rows; summed in
-  // that order (each part named, hooks.h, so it can be kept or edited before the sum)
-  std::vector<Tensor> parts;
-  parts.emplace_back(std::vector<int64_t>{N, E});
-  for (int n = 0; n < N; ++n)
-    std::copy_n(w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E, E, parts[0].ptr() + n * E);
+  // The parts, row n of each a table row: token, positional term, token type; summed in that
+  // order. With hooks each part is made whole and named (hooks.h), so it can be kept or edited
+  // before the sum; without, its rows are added straight into x (no buffer per part: training
+  // and every pass run this).
+  const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
+  std::vector<std::function<const float*(int)>> parts = {
+      [&](int n) { return w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E; }};
   if (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal) {
-    const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
     const Tensor& table = c.positional == Positional::Sinusoidal ? pe : w.pos_embedding;
-    parts.emplace_back(std::vector<int64_t>{N, E});
-    for (int n = 0; n < N; ++n) std::copy_n(table.ptr() + (n % T) * E, E, parts.back().ptr() + n * E);
+    parts.push_back([&table, T, E](int n) { return table.ptr() + static_cast<int64_t>(n % T) * E; });
   }
-  if (c.type_vocab_size > 0) {
-    parts.emplace_back(std::vector<int64_t>{N, E});
+  if (c.type_vocab_size > 0)
+    parts.push_back([&](int n) {
+      return w.type_embedding.ptr() + static_cast<size_t>(types.empty() ? 0 : types[static_cast<size_t>(n)]) * E;
+    });
+  const std::vector<std::string> names = hooks ? embed_hook_names(c) : std::vector<std::string>();
+  Tensor x({N, E});
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Tensor part;
+    if (hooks) {
+      part = Tensor({N, E});
+      for (int n = 0; n < N; ++n) std::copy_n(parts[k](n), E, part.ptr() + static_cast<int64_t>(n) * E);
+      hooks->visit(names[k], part, part.shape);
+    }
     for (int n = 0; n < N; ++n) {
-      const int type = types.empty() ? 0 : types[static_cast<size_t>(n)];
-      std::copy_n(w.type_embedding.ptr() + static_cast<size_t>(type) * E, E, parts.back().ptr() + n * E);
+      const float* row = hooks ? part.ptr() + static_cast<int64_t>(n) * E : parts[k](n);
+      float* dst = x.ptr() + static_cast<int64_t>(n) * E;
+      if (k == 0)
+        std::copy_n(row, E, dst);
+      else
+        for (int e = 0; e < E; ++e) dst[e] += row[e];
     }
   }
-  if (hooks) {
-    const std::vector<std::string> names = embed_hook_names(c);
-    for (size_t k = 0; k < parts.size(); ++k) hooks->visit(names[k], parts[k], parts[k].shape);
-  }
-  Tensor x = std::move(parts[0]);
-  for (size_t k = 1; k < parts.size(); ++k)
-    for (size_t i = 0; i < x.data.size(); ++i) x.data[i] += parts[k].data[i];
   if (c.embedding_norm) {
     Tensor y;
     ops.layer_norm(x, w.emb_ln_g, w.emb_ln_b, c.layer_norm_eps, y, norm.xhat, norm.rstd);
