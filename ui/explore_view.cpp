@@ -308,6 +308,10 @@ HeatmapView* ExploreView::headView(int head) const {
 int ExploreView::headCount() const {
   return pageAs<HeadsPage>("heads")->count();
 }
+
+HeadsPage* ExploreView::headsPage() const {
+  return pageAs<HeadsPage>("heads");
+}
 LineView* ExploreView::lineView() const {
   return pageAs<LinesPage>("lines")->lineView();
 }

@@ -70,6 +70,7 @@ class ExploreView : public QWidget {
   const ForwardResult* result() const { return state_->result().get(); }
   HeatmapView* headView(int head) const;
   int headCount() const;
+  HeadsPage* headsPage() const;  // the Heads grid (its layout, for tests)
   MaskEditor* maskEditor() const { return editor_; }
   TokenListModel* tokenModel() const;
   QTabWidget* tabs() const { return tabs_; }

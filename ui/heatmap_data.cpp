@@ -86,7 +86,12 @@ HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocke
 }
 
 void pool_drawn(HeatmapData& d, int max_cells) {
-  const int fr = pool_factor(d.drawn_rows, max_cells), fc = pool_factor(d.drawn_cols, max_cells);
+  pool_drawn(d, max_cells, max_cells);
+}
+
+void pool_drawn(HeatmapData& d, int max_rows, int max_cols) {
+  const int fr = max_rows > 0 ? pool_factor(d.drawn_rows, max_rows) : 1;
+  const int fc = max_cols > 0 ? pool_factor(d.drawn_cols, max_cols) : 1;
   if (fr == 1 && fc == 1) return;
   const int r = (d.drawn_rows + fr - 1) / fr, c = (d.drawn_cols + fc - 1) / fc;
   std::vector<float> out(static_cast<size_t>(r) * c, std::numeric_limits<float>::quiet_NaN());

@@ -16,8 +16,8 @@ namespace attnlab {
 struct HeatmapData {
   int rows = 0, cols = 0;  // full resolution: T queries x S keys
   std::shared_ptr<const void> owner;
-  const float* values = nullptr;     // [rows * cols], owned by `owner`
-  const uint8_t* blocked = nullptr;  // [rows * cols] or null
+  const float* values = nullptr;       // [rows * cols], owned by `owner`
+  const uint8_t* blocked = nullptr;    // [rows * cols] or null
   int row_factor = 1, col_factor = 1;  // drawn cell = row_factor x col_factor full cells (per axis:
                                        // a 2,048 x 4 cross map pools its queries, not its 4 keys)
   int drawn_rows = 0, drawn_cols = 0;
@@ -27,7 +27,8 @@ struct HeatmapData {
   QString title;
   QString row_axis = "queries", col_axis = "keys";  // the axis titles
   bool diverging = false;
-  bool hatched = false;    // drawn with diagonal hatching over it (an ablated head)  // signed values (differences): colours centred on 0, -max|v| to +max|v|
+  bool hatched = false;  // drawn with diagonal hatching over it (an ablated head)  // signed values (differences):
+                         // colours centred on 0, -max|v| to +max|v|
 
   bool empty() const { return rows == 0 || cols == 0; }
   float value(int i, int j) const { return values[static_cast<size_t>(i) * cols + j]; }
@@ -40,7 +41,9 @@ HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& result, int
 HeatmapData mask_heatmap(const std::shared_ptr<const ForwardResult>& result, int head, int max_cells);
 // Owning variant for values that are not part of a result (tests, the training tab).
 HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocked, int rows, int cols, int max_cells);
-// Pools an already drawn grid further, so that neither axis exceeds max_cells.
+// Pools an already drawn grid further (max of each block), so that neither axis exceeds max_cells.
 void pool_drawn(HeatmapData& d, int max_cells);
+// The same with a limit per axis (rows, columns; 0 = no limit).
+void pool_drawn(HeatmapData& d, int max_rows, int max_cols);
 
 }  // namespace attnlab

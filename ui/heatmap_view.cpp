@@ -29,6 +29,35 @@ QCPRange cell_centres(int n) {
   return n == 1 ? QCPRange(-0.5, 0.5) : QCPRange(0, n - 1);
 }
 
+QString HeatmapView::tickLabel(const QStringList& labels, int k, int step, int factor, int chars) {
+  const int src = k * factor;
+  QString label = src < labels.size() ? labels[src] : QString();
+  if (label.size() > chars) label = label.left(chars - 1) + QChar(0x2026);
+  if (step > 1 || factor > 1 || label.isEmpty()) label = QString("%1 %2").arg(src).arg(label).trimmed();
+  return label;
+}
+
+QString HeatmapView::axisTitle(const QString& what, int step, int factor) {
+  QStringList notes;
+  if (factor > 1) notes << QString("max of %1 per cell").arg(factor);
+  const int every = step * factor;
+  if (every > 1) {
+    const int mod100 = every % 100, mod10 = every % 10;
+    const char* suffix = (mod100 >= 11 && mod100 <= 13) ? "th"
+                         : mod10 == 1                   ? "st"
+                         : mod10 == 2                   ? "nd"
+                         : mod10 == 3                   ? "rd"
+                                                        : "th";
+    notes << QString("every %1%2").arg(every).arg(suffix);
+  }
+  return notes.isEmpty() ? what : QString("%1 (%2)").arg(what, notes.join(", "));
+}
+
+int HeatmapView::titleHeight(const QFont& font) {
+  // QCPTextElement: the text's height and its 2-pixel margins above and below
+  return QFontMetrics(font).height() + 4;
+}
+
 void fill_color_map(QCPColorMap* map, const HeatmapData& d) {
   const int r = d.drawn_rows, c = d.drawn_cols;
   map->data()->setSize(c, r);
@@ -134,6 +163,27 @@ QSize HeatmapView::autoLabelSteps() const {
   return data_.empty() ? QSize(1, 1) : own_steps_;  // found by the last rebuild for this size
 }
 
+void HeatmapView::setSharedAxes(const SharedAxes& axes) {
+  if (axes.on == shared_.on && axes.row_labels == shared_.row_labels && axes.col_labels == shared_.col_labels &&
+      axes.left == shared_.left && axes.bottom == shared_.bottom && axes.font == shared_.font &&
+      axes.sides == shared_.sides && axes.right_labels == shared_.right_labels &&
+      axes.top_labels == shared_.top_labels && axes.right == shared_.right && axes.top == shared_.top &&
+      axes.slack == shared_.slack)
+    return;
+  const bool was = shared_.on;
+  shared_ = axes;
+  if (shared_.on && !was) {  // the grid draws the one colour bar
+    plot_->plotLayout()->take(scale_);
+    plot_->plotLayout()->simplify();
+    plot_->plotLayout()->setRowSpacing(0);
+  }
+  rebuild();
+}
+
+QRect HeatmapView::mapRect() const {
+  return plot_->axisRect()->rect().translated(plot_->pos());
+}
+
 QSize HeatmapView::drawnSize() const {
   return {map_->data()->keySize(), map_->data()->valueSize()};
 }
@@ -159,9 +209,11 @@ void HeatmapView::rebuild() {
   // The producer pooled the data for its own view size; thumbnails pool it further.
   HeatmapData pooled;
   const HeatmapData* d = &data_;
-  if (data_.drawn_rows > max_cells_ || data_.drawn_cols > max_cells_) {
+  const int cap_rows = pixel_cap_.height() > 0 ? std::min(max_cells_, pixel_cap_.height()) : max_cells_;
+  const int cap_cols = pixel_cap_.width() > 0 ? std::min(max_cells_, pixel_cap_.width()) : max_cells_;
+  if (data_.drawn_rows > cap_rows || data_.drawn_cols > cap_cols) {
     pooled = data_;
-    pool_drawn(pooled, max_cells_);
+    pool_drawn(pooled, cap_rows, cap_cols);
     d = &pooled;
   }
   row_factor_ = d->row_factor, col_factor_ = d->col_factor;
@@ -226,21 +278,64 @@ void HeatmapView::rebuild() {
     fit_square();  // otherwise the label steps below fit it against their own labels
   }
 
-  if (!compact_) {
+  if (shared_.on && !compact_) {
+    // A cell of a grid with shared axes: bands of the grid's widths, labels on the grid's outer
+    // sides only, every k-th as the grid says (the same k for all its maps).
+    rect->setMaximumSize(unlimited);
+    rect->setAutoMargins(QCP::msNone);
+    const bool two = shared_.sides == 2;
+    const bool right = two && shared_.right_labels, top = two && shared_.top_labels;
+    const int slack = shared_.slack;
+    rect->setMargins(QMargins(shared_.row_labels ? shared_.left : slack, top ? shared_.top : 0,
+                              right ? shared_.right : slack, shared_.col_labels ? shared_.bottom : slack));
+    const QSize steps = label_steps_.expandedTo(QSize(1, 1));
+    used_steps_ = own_steps_ = steps;
+    const int chars = 12;
+    // side 0: cells 0, s, 2s... (one side) or 0, 2s, 4s... (two sides); side 1: s, 3s, 5s...
+    auto ticker = [&](const QStringList& labels, int n, int step, int factor, int side) {
+      QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
+      const int stride = two ? 2 * step : step;
+      for (int k = side * step; k < n; k += stride) t->addTick(k, tickLabel(labels, k, step, factor, chars));
+      return t;
+    };
+    plot_->xAxis->setTicker(ticker(data_.col_labels, c, steps.width(), col_factor_, 0));
+    plot_->yAxis->setTicker(ticker(data_.row_labels, r, steps.height(), row_factor_, 0));
+    for (QCPAxis* ax : {plot_->xAxis, plot_->yAxis, plot_->xAxis2, plot_->yAxis2}) {
+      ax->setTickLabelFont(shared_.font);
+      ax->setLabel(QString());
+    }
+    plot_->xAxis->setTickLabels(shared_.col_labels);
+    plot_->yAxis->setTickLabels(shared_.row_labels);
+    plot_->xAxis->setTicks(shared_.col_labels);
+    plot_->yAxis->setTicks(shared_.row_labels);
+    plot_->xAxis2->setVisible(top);
+    plot_->yAxis2->setVisible(right);
+    plot_->xAxis2->grid()->setVisible(false);
+    plot_->yAxis2->grid()->setVisible(false);
+    if (top) {
+      plot_->xAxis2->setTicker(ticker(data_.col_labels, c, steps.width(), col_factor_, 1));
+      plot_->xAxis2->setRange(plot_->xAxis->range());
+      plot_->xAxis2->setTickLabelRotation(90);
+      plot_->xAxis2->setTickLabels(true);
+      plot_->xAxis2->setTicks(true);
+    }
+    if (right) {
+      plot_->yAxis2->setTicker(ticker(data_.row_labels, r, steps.height(), row_factor_, 1));
+      plot_->yAxis2->setRangeReversed(true);
+      plot_->yAxis2->setRange(plot_->yAxis->range());
+      plot_->yAxis2->setTickLabels(true);
+      plot_->yAxis2->setTicks(true);
+    }
+    setToolTip(QString());
+  } else if (!compact_) {
     // Token labels on every k-th drawn cell of each axis: all of them while they are at least a
     // line of text apart, else every k-th (then with the position, and the axis title says so).
     // Never two labels on top of each other.
     auto label_ticker = [&](const QStringList& labels, int n, int step, int factor) {
       QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
-      for (int k = 0; k < n; k += step) {
-        const int src = k * factor;
-        // a small cell keeps labels short: a long rotated key label would take the heatmap's height
-        const int chars = plot_->height() < 200 ? 7 : 12;
-        QString label = src < labels.size() ? labels[src] : QString();
-        if (label.size() > chars) label = label.left(chars - 1) + QChar(0x2026);
-        if (step > 1 || factor > 1 || label.isEmpty()) label = QString("%1 %2").arg(src).arg(label).trimmed();
-        t->addTick(k, label);
-      }
+      // a small cell keeps labels short: a long rotated key label would take the heatmap's height
+      const int chars = plot_->height() < 200 ? 7 : 12;
+      for (int k = 0; k < n; k += step) t->addTick(k, tickLabel(labels, k, step, factor, chars));
       return t;
     };
     auto set_tickers = [&](QSize steps) {
@@ -293,21 +388,7 @@ void HeatmapView::rebuild() {
     steps_row_labels_ = data_.row_labels, steps_col_labels_ = data_.col_labels;
     used_steps_ = own.expandedTo(label_steps_);
     if (same || used_steps_ != own) set_tickers(used_steps_);
-    auto title = [&](const QString& what, int step, int factor) {
-      QStringList notes;
-      if (factor > 1) notes << QString("max of %1 per cell").arg(factor);
-      const int every = step * factor;
-      if (every > 1) {
-        const int mod100 = every % 100, mod10 = every % 10;
-        const char* suffix = (mod100 >= 11 && mod100 <= 13) ? "th"
-                             : mod10 == 1                   ? "st"
-                             : mod10 == 2                   ? "nd"
-                             : mod10 == 3                   ? "rd"
-                                                            : "th";
-        notes << QString("every %1%2").arg(every).arg(suffix);
-      }
-      return notes.isEmpty() ? what : QString("%1 (%2)").arg(what, notes.join(", "));
-    };
+    auto title = [](const QString& what, int step, int factor) { return axisTitle(what, step, factor); };
     const QString keys = title(data_.col_axis, used_steps_.width(), col_factor_);
     const QString queries = title(data_.row_axis, used_steps_.height(), row_factor_);
     plot_->xAxis->setLabel(small ? QString() : keys);
@@ -337,6 +418,27 @@ void HeatmapView::rebuild() {
     hatch->setBrush(QBrush(QColor(255, 255, 255, 170), Qt::BDiagPattern));
     hatch->setClipToAxisRect(true);
   }
+  // A drawn grid finer than the map's pixels would lose whole rows and columns when the image is
+  // shrunk to the map (a one-token diagonal drawn dotted): pool it to the map's size instead, with
+  // the max, and lay out again once (the axis titles name the new factor).
+  if (!rebuilding_) {
+    static_cast<LayoutPlot*>(plot_)->layoutNow();
+    const QRect ar = rect->rect();
+    // the drawn size a cap gives: the producer's grid pooled by an integer factor per axis
+    auto drawn_for = [&](int n, int cap) {
+      const int m = std::min(max_cells_, cap);
+      const int f = n > m ? (n + m - 1) / m : 1;
+      return (n + f - 1) / f;
+    };
+    if (ar.width() > 4 && ar.height() > 4 &&
+        (drawn_for(data_.drawn_rows, ar.height()) != r || drawn_for(data_.drawn_cols, ar.width()) != c)) {
+      pixel_cap_ = ar.size();
+      rebuilding_ = true;
+      rebuild();
+      rebuilding_ = false;
+      return;
+    }
+  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -348,7 +450,10 @@ void HeatmapView::fitTitle() {
   if (!t) return;
   // the title sits over the map's column: the colour bar's column is not its room
   const int bar = scale_->visible() ? std::max(40, scale_->outerRect().width()) : 0;
-  const int room = std::max(20, plot_->width() - bar - 6);
+  // a cell of a shared-axes grid: the title is centred over its map, right of the query labels
+  const int band = shared_.on && shared_.row_labels ? shared_.left : 0;
+  t->setMargins(QMargins(2 + band, 2, 2, 2));
+  const int room = std::max(20, plot_->width() - bar - band - 6);
   const QFontMetrics fm(t->font());
   QString shown = data_.title;
   if (fm.horizontalAdvance(shown) > room) {  // "head 5 · [CLS]" -> "h5 · [CLS]", then cut at the end

@@ -24,9 +24,36 @@ QCPRange cell_centres(int n);
 // turn data into cells.
 void fill_color_map(QCPColorMap* map, const HeatmapData& d);
 
+// How a cell of a grid that shares its token axes (the Heads page, matplotlib's sharex /
+// sharey) draws its axes: no colour bar and no axis titles (the grid draws them once), query
+// labels only in the grid's first column and key labels only under the bottom map of a column,
+// in bands of the widths the grid chose, so every map of the grid has the same size.
+// With two sides, the labels alternate: queries 0, 2, 4... on the left and 1, 3, 5... on the
+// right of the grid, keys 0, 2, 4... below and 1, 3, 5... above (each side has twice the room, so
+// a short sentence keeps every token named where one side would name every 2nd).
+struct SharedAxes {
+  bool on = false;
+  bool row_labels = false, col_labels = false;  // this cell draws the (first side's) query / key labels
+  int left = 0, bottom = 0;                     // the label bands, in pixels (1 without labels)
+  QFont font;                                   // the labels' font
+  int sides = 1;                                // 2: alternate labels on the other sides too
+  bool right_labels = false, top_labels = false;
+  int right = 0, top = 0;
+  int slack = 1;  // the margin of a side without labels: room for the neighbours' edge labels to overhang
+};
+
 class HeatmapView : public QWidget {
   Q_OBJECT
  public:
+  // The text of the tick at drawn cell k of an axis labelled every `step` drawn cells of
+  // `factor` tokens each, cut to `chars` characters: the token, or its position and the token
+  // when not every token is labelled (one function for the views and the grid's band widths).
+  static QString tickLabel(const QStringList& labels, int k, int step, int factor, int chars);
+  // An axis title with what the labels skip: "queries (max of 2 per cell, every 4th)".
+  static QString axisTitle(const QString& what, int step, int factor);
+  // The height of a map's title row in this font (the grid places its cells with it).
+  static int titleHeight(const QFont& font);
+
   explicit HeatmapView(QWidget* parent = nullptr);
 
   void setData(HeatmapData data);
@@ -42,9 +69,13 @@ class HeatmapView : public QWidget {
   void setColourTop(float top);
   // Square cells (the enlarged head): the axes keep a 1:1 scale instead of filling the widget.
   void setSquareCells(bool square) { square_ = square; }
+  void setSharedAxes(const SharedAxes& axes);
+  // Where the map is drawn, in the view's coordinates (after the last layout).
+  QRect mapRect() const;
   float colourTop() const;  // the top in use
   // Number of cells per axis actually drawn (after downsampling).
   QSize drawnSize() const;
+  QSize poolFactors() const { return {col_factor_, row_factor_}; }  // tokens per drawn cell (keys, queries)
   // Token labels: every k-th drawn cell of an axis gets one. A view of several heads sets the
   // steps for all of them (the densest any needs), so they show the same labels; a view never
   // goes below what its own size needs, so labels never overlap.
@@ -91,6 +122,11 @@ class HeatmapView : public QWidget {
   bool square_ = false;
   int small_mode_ = -1;
   int max_cells_ = 512;
+  SharedAxes shared_;
+  // The drawn grid is pooled to at most the map's size in pixels (a cell is never narrower than a
+  // pixel, so no row or column is dropped when the image is drawn): found at the last layout.
+  QSize pixel_cap_{0, 0};
+  bool rebuilding_ = false;
   int row_factor_ = 1, col_factor_ = 1;  // full-resolution cells per drawn cell, per axis
   QPointF press_;                        // where the mouse went down (a click, or a drag that pans)
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};
