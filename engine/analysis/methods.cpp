@@ -404,10 +404,11 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
       }
       const std::pair<const char*, double> cands[] = {{"prev", p.prev},   {"next", p.next}, {"self", p.self},
                                                       {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
+      // One token: every head attends to it alone, which says nothing about the head (no badge).
       double best = 0.5;
       for (const auto& [name, v] : cands)
-        if (v > best) best = v, p.label = name;
-      if (p.label.empty() && p.focus_share > 0.5) p.label = "token";
+        if (T > 1 && v > best) best = v, p.label = name;
+      if (p.label.empty() && T > 1 && p.focus_share > 0.5) p.label = "token";
       if (p.label.empty() && T > 1 && p.entropy >= 0.9 * std::log(static_cast<double>(T))) p.label = "broad";
       layer.push_back(p);
     }

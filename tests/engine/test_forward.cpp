@@ -573,4 +573,17 @@ TEST_CASE("head patterns: previous token, a particular token, broad, by their de
   CHECK(pats[0][1].focus_share == Approx(0.8));
   CHECK(pats[0][2].label == "broad");
   CHECK(pats[0][2].entropy == Approx(std::log(6.0)));
+  // one token: all its attention is on itself (and on the first token) in every head; no badge
+  ForwardResult one;
+  one.ids = {3};
+  one.tokens = {"good"};
+  Tensor P1({2, 1, 1});
+  P1.data = {1.0f, 1.0f};
+  one.attention.push_back(P1);
+  const auto pats1 = head_patterns(one);
+  REQUIRE(pats1.size() == 1);
+  for (const HeadPattern& p : pats1[0]) {
+    CHECK(p.label.empty());
+    CHECK(p.self == Approx(1.0));  // the shares are still measured
+  }
 }

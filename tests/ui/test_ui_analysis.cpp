@@ -25,6 +25,7 @@
 #include "engine/text/input.h"
 #include "engine/formats/npy.h"
 #include "ui/explore_view.h"
+#include "ui/explore/heads_page.h"
 #include "ui/heatmap_view.h"
 #include "ui/main_window.h"
 #include "ui/methods_view.h"
@@ -413,7 +414,19 @@ TEST_CASE("heads show value-weighted attention: every head's map is the engine's
     CHECK(worst <= tol);
     CHECK(d.is_blocked(0, 1));  // the causal mask still shows as blocked
   }
+  // the grid's one colour bar says what the maps are; All layers stays raw attention and says so,
+  // keeping the attention's badges on its thumbnails
+  CHECK(e->headsPage()->colourBar()->label().contains("value-weighted"));
+  REQUIRE(e->showPage("layers"));
+  QApplication::processEvents();
+  bool noted = false;
+  for (QLabel* l : e->page("layers")->findChildren<QLabel*>())
+    noted |= l->isVisible() && l->text().contains("value-weighted");
+  CHECK(noted);
+  for (HeatmapView* v : e->page("layers")->findChildren<HeatmapView*>())
+    CHECK_FALSE(v->data().title.contains("value-weighted"));
   CHECK_THROWS_WITH(e->setHeadWeighting("nope"), Catch::Contains("attention or value-weighted"));
   e->setHeadWeighting("attention");
+  CHECK_FALSE(e->headsPage()->colourBar()->label().contains("value-weighted"));
   CHECK(e->headView(0)->data().value(1, 0) == e->result()->attention[1].data[static_cast<size_t>(1 * T + 0)]);
 }

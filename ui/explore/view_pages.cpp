@@ -50,6 +50,10 @@ LayersPage::LayersPage(ExploreState* state, QWidget* parent)
     : ExplorePage(state, OnResult | OnDisplay | OnAblation, /*eager=*/false, parent) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(0, 0, 0, 0);
+  note_ = new QLabel(
+      "These thumbnails are the attention probabilities; the Heads and Head tabs show value-weighted maps.", this);
+  note_->setVisible(false);
+  v->addWidget(note_);
   auto* scroll = new QScrollArea(this);
   inner_ = new QWidget;
   grid_ = new QGridLayout(inner_);
@@ -89,6 +93,7 @@ void LayersPage::modelChanged() {
 void LayersPage::refresh() {
   const size_t H = static_cast<size_t>(state_->heads());
   const auto& grids = state_->outcome().heads;
+  note_->setVisible(state_->valueWeighted() && state_->result());
   for (size_t k = 0; k < thumbs_.size(); ++k) {
     thumbs_[k]->setGradient(state_->colormap());
     if (!state_->result() || k >= grids.size()) {
@@ -97,7 +102,18 @@ void LayersPage::refresh() {
     }
     HeatmapData d = grids[k];
     const int l = static_cast<int>(k / H), h = static_cast<int>(k % H);
-    d.title = state_->headTitle(l, h, false);  // the row's label says the layer
+    thumbs_[k]->setToolTip(QString("layer %1, head %2: %3; click to open this layer")
+                               .arg(l)
+                               .arg(h)
+                               .arg(state_->valueWeighted() ? "attention probabilities (the Heads tab shows "
+                                                              "value-weighted maps; these thumbnails do not)"
+                                                            : "attention probabilities"));
+    // the row's label says the layer; the thumbnails are the raw attention even while the Heads
+    // tab shows value-weighted maps, so they keep the attention's badges and say what they are
+    QString title = QString("head %1").arg(h);
+    if (const QString b = state_->badge(l, h); !b.isEmpty()) title += QString::fromUtf8(" \u00b7 ") + b;
+    if (state_->isAblated(l, h)) title += " (ablated)";
+    d.title = title;
     d.hatched = state_->isAblated(l, h);
     thumbs_[k]->setData(std::move(d));
   }

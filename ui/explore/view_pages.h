@@ -10,6 +10,8 @@
 class QComboBox;
 class QGridLayout;
 
+class QLabel;
+
 namespace attnlab {
 
 class HeatmapView;
@@ -40,6 +42,7 @@ class LayersPage : public ExplorePage {
   void modelChanged() override;
 
  private:
+  QLabel* note_;  // says the thumbnails are raw attention while the Heads tab is value-weighted
   QWidget* inner_;
   QGridLayout* grid_;
   std::vector<QWidget*> cells_;  // labels and thumbnails, rebuilt per model
