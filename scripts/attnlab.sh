@@ -51,6 +51,19 @@ hf_venv() {
   fi
 }
 
+# The current transformers for the same cross-checks (folders saved today are 5.x folders):
+# transformers 5.24.0 on PyTorch 2.15.0 from PyPI, in a venv of its own (~5.6 GB with the CUDA
+# libraries the wheel pulls in, ~4 min; made once, reused).
+HF5_VENV=$CACHE/hf5-venv
+hf5_venv() {
+  if [ ! -x "$HF5_VENV/bin/python" ] || ! "$HF5_VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
+    echo "attnlab: making the current-transformers venv in $HF5_VENV (transformers 5.24.0, PyTorch 2.15.0, ~5.6 GB)" >&2
+    rm -rf "$HF5_VENV"
+    /usr/bin/python3 -m venv "$HF5_VENV"
+    "$HF5_VENV/bin/pip" install -q --disable-pip-version-check torch==2.15.0 numpy transformers==5.24.0
+  fi
+}
+
 # The benchmark's anchor: PyTorch 2.x from PyPI (MKL + oneDNN) with transformers, in a venv of
 # its own (~3 GB with the CUDA libraries the wheel pulls in; made once, reused).
 BENCH_VENV=$CACHE/bench-venv
@@ -121,7 +134,7 @@ case "$cmd" in
     ;;
   get-model) deps; get_model "$@" ;;
   test)
-    deps; hf_venv; get_model minilm > /dev/null; build
+    deps; hf_venv; hf5_venv; get_model minilm > /dev/null; build
     cd "$BUILD"
     exec ctest --output-on-failure -j "$JOBS" "$@"
     ;;
@@ -147,7 +160,8 @@ case "$cmd" in
   sanitize)
     # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
     # The fuzz label is left out (the fuzzers carry their own sanitizers), and retrain (two
-    # trainings, 10x slower under the sanitizers; training runs there in engine_tests).
+    # trainings, 10x slower under the sanitizers; training runs there in engine_tests), and the
+    # cross-checks' second run under the current transformers (the same engine paths as the first).
     deps; hf_venv; get_model minilm > /dev/null
     ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then
@@ -160,7 +174,7 @@ case "$cmd" in
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
     export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    exec ctest --output-on-failure -j "$JOBS" -LE "fuzz|retrain" "$@"
+    exec ctest --output-on-failure -j "$JOBS" -LE "fuzz|retrain|hf5" "$@"
     ;;
   bench)
     # The performance table: attnlab side by side with PyTorch 2.x from PyPI (the bench venv) in

@@ -1,6 +1,9 @@
 // ModelConfig parsing, validation and serialisation (config.json of a model folder).
 #include "engine/core/config.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -145,6 +148,25 @@ void ModelConfig::validate() const {
   if (positional == Positional::Rotary && head_dim() % 2 != 0)
     throw Error("rotary positions need an even head size, got " + std::to_string(head_dim()));
   if (positional == Positional::Rotary && !(rope_theta > 1.0f)) throw Error("rope_theta must be > 1");
+  if (positional == Positional::Rotary) {
+    const RopeScaling& r = rope_scaling;
+    static const char* kTypes[] = {"default", "linear", "dynamic", "yarn", "longrope", "llama3"};
+    if (std::find(std::begin(kTypes), std::end(kTypes), r.type) == std::end(kTypes))
+      throw Error("rope_type \"" + r.type +
+                  "\" is not supported (attnlab computes default, linear, dynamic, yarn, longrope and llama3 as "
+                  "transformers does)");
+    const bool needs_factor = r.type == "linear" || r.type == "dynamic" || r.type == "llama3";
+    if (needs_factor && !(r.factor > 0)) throw Error("rope_type " + r.type + " needs a positive factor");
+    if (r.factor < 0) throw Error("the rotary scaling factor must be positive");
+    if (r.original_max < 0) throw Error("original_max_position_embeddings must be positive");
+    if (r.type == "llama3" && !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0))
+      throw Error("rope_type llama3 needs 0 < low_freq_factor < high_freq_factor");
+    const size_t half = static_cast<size_t>(head_dim() / 2);
+    if (r.type == "longrope" && (r.short_factor.size() != half || r.long_factor.size() != half))
+      throw Error("rope_type longrope needs short_factor and long_factor of head_dim / 2 = " + std::to_string(half) +
+                  " values each, got " + std::to_string(r.short_factor.size()) + " and " +
+                  std::to_string(r.long_factor.size()));
+  }
   if (sliding_window < 0) throw Error("sliding_window must be >= 0");
   if (tied_lm_head && !lm_head) throw Error("internal: a tied LM head without an LM head");
   if (!labels.empty() && static_cast<int>(labels.size()) != num_classes)

@@ -29,6 +29,22 @@ enum class Activation {
 enum class Pooling { Mean, MaskedMean, Cls };
 enum class TokenizerKind { Word, Char };
 
+// The rotary embedding's frequency scaling, as transformers' rope_parameters (5.x) / rope_scaling
+// (4.x) give it: rope_type and its parameters, for ROPE_INIT_FUNCTIONS (modeling_rope_utils.py).
+struct RopeScaling {
+  std::string type = "default";  // default, linear, dynamic, yarn, longrope, llama3
+  double factor = 0;             // 0: not given (yarn and longrope then take max_len / original_max)
+  int original_max = 0;          // original_max_position_embeddings (0: max_len)
+  double low_freq_factor = 1, high_freq_factor = 4;  // llama3
+  double beta_fast = 32, beta_slow = 1;              // yarn
+  double mscale = 0, mscale_all_dim = 0;             // yarn (0: not given)
+  double attention_factor = -1;                      // yarn, longrope: the cos / sin scale (< 0: derived)
+  bool truncate = true;                              // yarn: the correction range rounded outwards
+  std::vector<float> short_factor, long_factor;      // longrope: one per frequency (head_dim / 2)
+
+  bool is_default() const { return type == "default"; }
+};
+
 struct ModelConfig {
   int vocab_size = 0;
   int embed_size = 0;
@@ -57,6 +73,7 @@ struct ModelConfig {
   int num_kv_heads =
       0;  // grouped-query attention: key/value heads, each serving a group of query heads (0 = num_heads)
   float rope_theta = 10000.0f;  // rotary base (Positional::Rotary)
+  RopeScaling rope_scaling;     // its frequencies' scaling (Llama 3.1 / 3.2's llama3, Phi-3's longrope, ...)
   bool causal = false;          // the causal mask is part of the model (always on, not a user choice)
   int sliding_window = 0;  // with causal: key j is visible to query i only when i - j <= sliding_window (0 = no limit)
   bool gated_ff = false;   // SwiGLU feed-forward: fc2(act(fc1 x) * up x) (Llama's gate/up/down)

@@ -185,6 +185,57 @@ void read_gpt2(const Keys& k, const json&, const std::string&, ModelConfig& c, c
   if (k.boolean("add_cross_attention", false)) throw Error(where + ": GPT-2 with cross-attention is not supported");
 }
 
+// The rotary settings: rope_theta and the frequency scaling, from transformers 4.x's rope_theta
+// and rope_scaling, or 5.x's rope_parameters {rope_type, rope_theta, factor, ...} (both spell the
+// type rope_type, older folders type). Where a folder has both, it is read as 5.x reads it
+// (convert_rope_params_to_dict): a non-empty rope_scaling is the dict, and the dict's rope_theta
+// comes before a top-level one. Phi-3 keeps original_max_position_embeddings beside them and
+// transformers gives that one priority (standardize_rope_params).
+void read_rope(const Keys& k, const json& j, ModelConfig& c, const std::string& where) {
+  c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
+  const json* params = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_object()) throw Error(where + ": \"" + key + "\" must be an object");
+    if (!params && !it->empty()) params = &*it;
+  }
+  RopeScaling& r = c.rope_scaling;
+  if (params) {
+    const Keys p{*params, where};
+    if (auto t = params->find("rope_theta"); t != params->end() && t->is_number()) c.rope_theta = t->get<float>();
+    r.type = p.str("rope_type", p.str("type", "default"));
+    r.factor = p.number("factor", 0);
+    r.original_max = p.integer("original_max_position_embeddings", false, 0);
+    r.low_freq_factor = p.number("low_freq_factor", 1);
+    r.high_freq_factor = p.number("high_freq_factor", 4);
+    r.beta_fast = p.number("beta_fast", 32);
+    r.beta_slow = p.number("beta_slow", 1);
+    r.mscale = p.number("mscale", 0);
+    r.mscale_all_dim = p.number("mscale_all_dim", 0);
+    r.attention_factor = p.number("attention_factor", -1);
+    r.truncate = p.boolean("truncate", true);
+    for (auto [key, out] : {std::pair<const char*, std::vector<float>*>{"short_factor", &r.short_factor},
+                            {"long_factor", &r.long_factor}}) {
+      auto it = params->find(key);
+      if (it == params->end() || it->is_null()) continue;
+      if (!it->is_array()) throw Error(where + ": rope " + key + " must be a list of numbers");
+      for (const auto& v : *it) {
+        if (!v.is_number()) throw Error(where + ": rope " + key + " must be a list of numbers");
+        out->push_back(v.get<float>());
+      }
+    }
+    if (params->contains("partial_rotary_factor") && p.number("partial_rotary_factor", 1.0) != 1.0)
+      throw Error(where + ": partial_rotary_factor other than 1 is not supported (attnlab rotates the whole head)");
+  }
+  if (auto it = j.find("original_max_position_embeddings"); it != j.end() && it->is_number_integer())
+    r.original_max = k.integer("original_max_position_embeddings", false, 0);  // Phi-3: outside, and first
+  if (j.contains("partial_rotary_factor") && k.number("partial_rotary_factor", 1.0) != 1.0)
+    throw Error(where + ": partial_rotary_factor other than 1 is not supported (attnlab rotates the whole head)");
+  if (r.type == "default") r = RopeScaling{};
+  if (!(c.rope_theta > 0)) throw Error(where + ": rope_theta must be a positive number");
+}
+
 // Llama, and the families that share its modules and names (Mistral, Qwen2).
 void read_llama_family(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
                        const std::string& where) {
@@ -199,26 +250,8 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
   c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : 2048);
   c.activation = hf_activation(k.str("hidden_act", "silu"), where);
   c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
-  c.rope_theta = static_cast<float>(k.number("rope_theta", 10000.0));
-  // transformers 5.x writes the rotary settings as rope_parameters {rope_theta, rope_type}
-  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
-    if (auto t = it->find("rope_theta"); t != it->end() && t->is_number() && j.find("rope_theta") == j.end())
-      c.rope_theta = t->get<float>();
-    if (auto t = it->find("rope_type"); t != it->end() && t->is_string() && t->get<std::string>() != "default")
-      throw Error(where + ": rope_parameters of type \"" + t->get<std::string>() +
-                  "\" are not supported (attnlab runs the plain rotary embedding, rope_type \"default\")");
-  }
-  if (!(c.rope_theta > 0)) throw Error(where + ": rope_theta must be a positive number");
+  read_rope(k, j, c, where);
   c.tied_lm_head = k.boolean("tie_word_embeddings", false);
-  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
-    std::string kind = "?";
-    if (it->is_object())
-      for (const char* key : {"type", "rope_type"})
-        if (auto t = it->find(key); t != it->end() && t->is_string()) kind = t->get<std::string>();
-    throw Error(where + ": rope_scaling of type \"" + kind +
-                "\" is not supported (attnlab runs the plain rotary embedding; set rope_scaling to null to "
-                "open the model without it)");
-  }
   if (auto it = j.find("head_dim");
       it != j.end() && it->is_number_integer() && c.num_heads > 0 && it->get<long long>() != c.embed_size / c.num_heads)
     throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +

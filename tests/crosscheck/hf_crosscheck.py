@@ -19,6 +19,7 @@ Run with the venv that scripts/attnlab.sh makes (--system-site-packages on Debia
 Usage: hf_crosscheck.py PATH/TO/attnlab-cli [MINILM_DIR]
 """
 import copy
+import inspect
 import json
 import os
 import shutil
@@ -127,10 +128,26 @@ def check_code_points(folder, tok, name):
         want_pre = [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(want)]
         if json.loads(pre[i]) != want_pre:
             bad_pre.append((hex(cps[i]), json.loads(pre[i]), want_pre))
+    # A tokenizers built on a newer Unicode than the engine's ICU (tokenizers 0.23 knows Unicode
+    # 16's letters; Debian 12's ICU 72 is Unicode 15) lower-cases characters the engine has never
+    # heard of. Only those are set aside, and only when the engine left them exactly as typed and
+    # Python's own Unicode data (older still) has them unassigned; every other difference fails.
+    def newer(entry):
+        cp, ours = int(entry[0], 16), entry[1]
+        typed = "a" + chr(cp) + "b"
+        return unicodedata.category(chr(cp)) == "Cn" and ours in (typed, [typed], typed.lower(), [typed.lower()])
+    newer_norm = [e for e in bad_norm if newer(e)]
+    newer_pre = [e for e in bad_pre if newer(e)]
+    bad_norm = [e for e in bad_norm if not newer(e)]
+    bad_pre = [e for e in bad_pre if not newer(e)]
     if bad_norm:
         fail(f"{name}: normalizer differs on {len(bad_norm)} code points, e.g. {bad_norm[:12]}")
     if bad_pre:
         fail(f"{name}: pre-tokenizer differs on {len(bad_pre)} code points, e.g. {bad_pre[:12]}")
+    if newer_norm or newer_pre:
+        print(f"{name}: {len(newer_norm)} + {len(newer_pre)} code points newer than Unicode "
+              f"{unicodedata.unidata_version} that this tokenizers maps and the engine's ICU does not know "
+              f"(e.g. {[e[0] for e in newer_norm[:6]]}): set aside")
     print(f"{name}: normalizer and pre-tokenizer on {len(lines)} code points: "
           f"{len(bad_norm)} + {len(bad_pre)} differences")
 
@@ -223,6 +240,12 @@ def hf_floors(model, T, hidden):
     return stack_floor(layers, K), stack_floor(layers, K, float(np.abs(hidden).max())), layers, K
 
 
+def takes_token_types(model):
+    # the signature, not forward.__code__: transformers 5.x wraps forward in decorators whose own
+    # code takes (*args, **kwargs), so the pairs' token types went unsaid and B ran as segment A
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
 def compare_model(name, folder, model, tok_encode, texts, pairs=()):
     """attnlab's forward against transformers' in float64 (the oracle), each within
     oracle_bound(float32 transformers, float64 transformers, floor)."""
@@ -239,7 +262,7 @@ def compare_model(name, folder, model, tok_encode, texts, pairs=()):
             fail(f"{name}: {text!r}: ids {j['ids']} / types {j['token_type_ids']} vs {ids} / {types}")
             continue
         kwargs = {"input_ids": torch.tensor([ids]), "output_attentions": True, "output_hidden_states": True}
-        if "token_type_ids" in model.forward.__code__.co_varnames:
+        if takes_token_types(model):
             kwargs["token_type_ids"] = torch.tensor([types])
         with torch.no_grad():
             out, out64 = model(**kwargs), m64(**kwargs)
@@ -273,7 +296,7 @@ def check_analysis(name, folder, model, text, ids, types, pair=None):
     def attentions(dtype, target=None):
         m = copy.deepcopy(model).to(dtype).eval()
         kwargs = {"input_ids": torch.tensor([ids]), "output_attentions": True}
-        if "token_type_ids" in m.forward.__code__.co_varnames:
+        if takes_token_types(m):
             kwargs["token_type_ids"] = torch.tensor([types])
         out = m(**kwargs)
         target = int(out.logits[0].argmax()) if target is None else target

@@ -14,8 +14,12 @@
    forward in float64, within pyutil.oracle_bound (8x float32's own distance, never below a
    first-principles floor); the top-10 next tokens and the logit lens (top-1 per layer and
    position) equal to what transformers' hidden states give. BF16 weights converted on load.
+   Rotary scaling: rope_type linear and dynamic (4.40 and 5.x), llama3, yarn (with and without
+   truncation, mscale) and longrope (its short and long factors) under 5.x, each a folder as
+   that version writes it (rope_scaling or rope_parameters).
 3. Bad folders: unknown model_type, heads not divisible by key/value heads, vocab.json without
-   merges.txt, rope_scaling: each a clear error and exit code 2.
+   merges.txt, an unknown rope_type, a rope factor missing, partial_rotary_factor: each a clear
+   error and exit code 2.
 Usage: hf_decoders.py PATH/TO/attnlab-cli REPO_ROOT
 """
 import copy
@@ -969,6 +973,39 @@ def main():
         save(m, lb, toks["llama3"])
         compare_decoder("LlamaModel (rope_theta 5e5)", lb, m, [17], V["llama3"])
 
+        # Rotary scaling (rope_type), computed as transformers' ROPE_INIT_FUNCTIONS: linear and
+        # dynamic exist in 4.40 (rope_scaling {"type", "factor"}); llama3, yarn and longrope since
+        # 4.43, written by 5.x as rope_parameters. Longrope at T <= and > its original length (the
+        # short and the long factors); dynamic only rescales past max_position_embeddings, which
+        # attnlab never runs past, so there it equals default (checked as such).
+        five = tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 0)
+        half = lcfg["hidden_size"] // lcfg["num_attention_heads"] // 2
+        ropes = [("linear", {"factor": 4.0}, [19]), ("dynamic", {"factor": 2.0}, [23])]
+        if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 43):
+            ropes += [
+                ("llama3", {"factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                            "original_max_position_embeddings": 32}, [21]),
+                ("yarn", {"factor": 4.0, "original_max_position_embeddings": 64}, [18]),
+                ("yarn", {"factor": 8.0, "original_max_position_embeddings": 64, "beta_fast": 16.0, "beta_slow": 2.0,
+                          "mscale": 0.707, "mscale_all_dim": 1.0, "truncate": False}, [12]),
+                ("longrope", {"short_factor": [1.0 + 0.1 * k for k in range(half)],
+                              "long_factor": [1.0 + 0.9 * k for k in range(half)],
+                              "original_max_position_embeddings": 16}, [9, 40]),
+            ]
+        for kind, params, lengths in ropes:
+            extra = dict(params)
+            if five:
+                rope = dict(extra, rope_type=kind, rope_theta=lcfg["rope_theta"])
+                cfg_kw = dict(lcfg, rope_parameters=rope)
+            elif tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 43):
+                cfg_kw = dict(lcfg, rope_scaling=dict(extra, rope_type=kind))
+            else:  # 4.40 takes exactly {type, factor}
+                cfg_kw = dict(lcfg, rope_scaling=dict(extra, type=kind))
+            rf = os.path.join(root, f"llama-rope-{kind}-{len(os.listdir(root))}")
+            m = randomize(LlamaForCausalLM(LlamaConfig(**cfg_kw)))
+            save(m, rf, toks["llama3"])
+            compare_decoder(f"LlamaForCausalLM (rope_type {kind} {sorted(params)})", rf, m, lengths, V["llama3"])
+
         mi = os.path.join(root, "mistral")
         m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))
         save(m, mi, toks["llama3"])
@@ -1021,8 +1058,12 @@ def main():
                      'model_type "gpt_neox" is not supported')
         expect_error("GQA heads", variant("gqa", lambda c: c.update(num_key_value_heads=3)),
                      "num_key_value_heads (3) does not divide num_attention_heads (8)")
-        expect_error("rope_scaling", variant("rope", lambda c: c.update(rope_scaling={"type": "dynamic", "factor": 2.0})),
-                     'rope_scaling of type "dynamic" is not supported')
+        expect_error("rope_scaling", variant("rope", lambda c: c.update(rope_scaling={"type": "su", "factor": 2.0})),
+                     'rope_type "su" is not supported')
+        expect_error("rope_scaling without factor", variant("rope2", lambda c: c.update(rope_scaling={"type": "linear"})),
+                     "rope_type linear needs a positive factor")
+        expect_error("partial rotary", variant("rope3", lambda c: c.update(partial_rotary_factor=0.5)),
+                     "partial_rotary_factor other than 1 is not supported")
         slow = os.path.join(root, "bad-merges")
         shutil.copytree(os.path.join(root, "gpt2-slow"), slow)
         os.remove(os.path.join(slow, "merges.txt"))

@@ -3,7 +3,9 @@
 // window; next tokens and the logit lens against their definitions; the regex rewrite and
 // byte-level BPE worked out by hand; readable labels; what decoders refuse (cross mode,
 // training). (Exactness against transformers and tokenizers is tests/crosscheck/hf_decoders.py.)
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <filesystem>
 
 #include "engine/analysis/methods.h"
@@ -461,6 +463,85 @@ TEST_CASE("grad-attention: the identity plus non-negative relevance; causal mode
   fs::remove_all(dir);
 }
 
+// The rotary frequencies of each rope_type written from the papers' formulas in double (the
+// engine follows transformers' float32 steps): every float32 step is within a few units of
+// roundoff of the exact value, so 16 u relative (of the largest frequency, 1) bounds the
+// difference of any frequency; the scale within 4 u.
+TEST_CASE("rotary scaling: linear, dynamic, llama3, yarn and longrope by their definitions", "[decoders][rope]") {
+  const int D = 16, half = D / 2;
+  ModelConfig c;
+  c.rope_theta = 10000.0f;
+  c.max_len = 256;
+  auto base_freq = [&](int i) { return 1.0 / std::pow(10000.0, 2.0 * i / D); };
+  auto check = [&](const RopeFrequencies& f, const std::function<double(int)>& want, double scale) {
+    REQUIRE(f.inv_freq.size() == static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(f.inv_freq[static_cast<size_t>(i)] - want(i)) <= 16 * kU32);
+    }
+    CHECK(f.scale == Approx(scale).epsilon(4 * kU32));
+  };
+  check(rope_frequencies(c, D, 10), base_freq, 1.0);
+  c.rope_scaling.type = "linear", c.rope_scaling.factor = 4;
+  check(
+      rope_frequencies(c, D, 10), [&](int i) { return base_freq(i) / 4; }, 1.0);
+  c.rope_scaling.type = "dynamic";  // only past max_position_embeddings: the default up to it
+  check(rope_frequencies(c, D, 256), base_freq, 1.0);
+  // llama3 (Llama 3.1): wavelengths past old / low divided by the factor, under old / high kept,
+  // between blended by (old / wavelength - low) / (high - low)
+  c.rope_scaling = RopeScaling{};
+  c.rope_scaling.type = "llama3", c.rope_scaling.factor = 8, c.rope_scaling.original_max = 64;
+  c.rope_scaling.low_freq_factor = 1, c.rope_scaling.high_freq_factor = 4;
+  int kept = 0, divided = 0, blended = 0;
+  check(
+      rope_frequencies(c, D, 10),
+      [&](int i) {
+        const double f = base_freq(i), wl = 2 * M_PI / f;
+        if (wl < 64.0 / 4) return ++kept, f;
+        if (wl > 64.0 / 1) return ++divided, f / 8;
+        const double s = (64.0 / wl - 1) / (4 - 1);
+        return ++blended, (1 - s) * f / 8 + s * f;
+      },
+      1.0);
+  CHECK(kept > 0);  // this D and length cross all three bands
+  CHECK(divided > 0);
+  CHECK(blended > 0);
+  // yarn: a ramp over the correction range [floor(lo), ceil(hi)] from extrapolation (the plain
+  // frequency) to interpolation (divided by the factor); scale 0.1 ln(factor) + 1
+  c.rope_scaling = RopeScaling{};
+  c.rope_scaling.type = "yarn", c.rope_scaling.factor = 4, c.rope_scaling.original_max = 64;
+  auto corr = [&](double rot) { return D * std::log(64.0 / (rot * 2 * M_PI)) / (2 * std::log(10000.0)); };
+  const double lo = std::max(0.0, std::floor(corr(32))), hi = std::min(D - 1.0, std::ceil(corr(1)));
+  check(
+      rope_frequencies(c, D, 10),
+      [&](int i) {
+        const double ramp = std::clamp((i - lo) / (hi - lo), 0.0, 1.0), f = base_freq(i);
+        return f / 4 * ramp + f * (1 - ramp);
+      },
+      0.1 * std::log(4.0) + 1);
+  c.rope_scaling.mscale = 0.707, c.rope_scaling.mscale_all_dim = 1.0;  // DeepSeek's ratio of two mscales
+  CHECK(rope_frequencies(c, D, 10).scale ==
+        Approx((0.1 * 0.707 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1)).epsilon(4 * kU32));
+  // longrope: divided by short_factor up to original_max positions, by long_factor past them;
+  // scale sqrt(1 + ln(max / original) / ln(original))
+  c.rope_scaling = RopeScaling{};
+  c.rope_scaling.type = "longrope", c.rope_scaling.original_max = 16;
+  for (int i = 0; i < half; ++i) {
+    c.rope_scaling.short_factor.push_back(1.0f + 0.25f * i);
+    c.rope_scaling.long_factor.push_back(2.0f + i);
+  }
+  const double s = std::sqrt(1 + std::log(256.0 / 16) / std::log(16.0));
+  check(
+      rope_frequencies(c, D, 16), [&](int i) { return base_freq(i) / (1.0 + 0.25 * i); }, s);
+  check(
+      rope_frequencies(c, D, 17), [&](int i) { return base_freq(i) / (2.0 + i); }, s);
+  // the tables carry the scale: cos at position 0 is the scale itself
+  Tensor cs, sn;
+  rope_tables(17, D, c, cs, sn);
+  CHECK(cs.at(0, 3) == static_cast<float>(s));
+  CHECK(sn.at(0, 3) == 0.0f);
+}
+
 TEST_CASE("configs as transformers 5.x writes them: rope_parameters, layer_types, the sliding window's W keys",
           "[decoders][hf]") {
   nlohmann::json cfg = {{"model_type", "llama"},
@@ -474,11 +555,44 @@ TEST_CASE("configs as transformers 5.x writes them: rope_parameters, layer_types
                         {"layer_types", {"full_attention", "full_attention"}}};
   HfInfo info;
   CHECK(parse_hf_config(cfg.dump(), info).rope_theta == 500000.0f);
-  cfg["rope_theta"] = 10000.0;  // a top-level value (transformers 4.x) is the one read when both are there
-  CHECK(parse_hf_config(cfg.dump(), info).rope_theta == 10000.0f);
-  cfg["rope_parameters"]["rope_type"] = "llama3";
-  CHECK_THROWS_WITH(parse_hf_config(cfg.dump(), info), Catch::Contains("rope_parameters of type \"llama3\""));
-  cfg["rope_parameters"]["rope_type"] = "default";
+  // both: read as 5.x reads them (convert_rope_params_to_dict), the dict's theta first
+  cfg["rope_theta"] = 10000.0;
+  CHECK(parse_hf_config(cfg.dump(), info).rope_theta == 500000.0f);
+  cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};  // a non-empty rope_scaling is the dict
+  CHECK(parse_hf_config(cfg.dump(), info).rope_scaling.type == "linear");
+  CHECK(parse_hf_config(cfg.dump(), info).rope_theta == 10000.0f);  // then the top-level theta
+  cfg.erase("rope_scaling");
+  // Llama 3.2's rotary scaling as 5.x writes it (rope_parameters) and as 4.x did (rope_scaling)
+  cfg["rope_parameters"] = {{"rope_theta", 500000.0},  {"rope_type", "llama3"},
+                            {"factor", 32.0},          {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  cfg.erase("rope_theta");
+  ModelConfig c = parse_hf_config(cfg.dump(), info);
+  CHECK(c.rope_theta == 500000.0f);
+  CHECK(c.rope_scaling.type == "llama3");
+  CHECK(c.rope_scaling.factor == 32.0);
+  CHECK(c.rope_scaling.original_max == 8192);
+  nlohmann::json old = cfg;
+  old.erase("rope_parameters");
+  old["rope_theta"] = 500000.0;
+  old["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+  const ModelConfig c4 = parse_hf_config(old.dump(), info);
+  CHECK(c4.rope_scaling.type == "llama3");
+  CHECK(c4.rope_scaling.original_max == 8192);
+  old["rope_scaling"] = {{"type", "linear"}};  // no factor
+  CHECK_THROWS_WITH(parse_hf_config(old.dump(), info), Catch::Contains("rope_type linear needs a positive factor"));
+  old["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}};
+  CHECK_THROWS_WITH(parse_hf_config(old.dump(), info), Catch::Contains("rope_type \"su\" is not supported"));
+  old["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {1.0, 2.0, 3.0}}};
+  CHECK_THROWS_WITH(parse_hf_config(old.dump(), info), Catch::Contains("head_dim / 2 = 2 values each, got 2 and 3"));
+  old["rope_scaling"] = nullptr;
+  old["partial_rotary_factor"] = 0.5;
+  CHECK_THROWS_WITH(parse_hf_config(old.dump(), info), Catch::Contains("partial_rotary_factor"));
+  cfg["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "default"}};
   cfg["layer_types"] = {"full_attention", "sliding_attention"};
   CHECK_THROWS_WITH(parse_hf_config(cfg.dump(), info), Catch::Contains("mixes attention kinds"));
   // Mistral's window of W: the W keys i - W + 1 .. i (attnlab counts the W - 1 before i)
