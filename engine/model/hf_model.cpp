@@ -236,20 +236,22 @@ void read_rope(const Keys& k, const json& j, ModelConfig& c, const std::string& 
   if (!(c.rope_theta > 0)) throw Error(where + ": rope_theta must be a positive number");
 }
 
-// Llama, and the families that share its modules and names (Mistral, Qwen2).
+// Llama, and the families that share its modules and names (Mistral, Qwen2; Phi-3 with its fused
+// projections, WeightLayout::HfPhi3).
 void read_llama_family(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
                        const std::string& where) {
-  // LlamaConfig / MistralConfig / Qwen2Config defaults (transformers 4.40), for keys left out.
-  const bool mistral = model_type == "mistral", qwen2 = model_type == "qwen2";
-  c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : 32000);
-  c.embed_size = k.integer("hidden_size", false, 4096);
-  c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : 11008);
+  // LlamaConfig / MistralConfig / Qwen2Config / Phi3Config defaults (transformers 4.40 and 5.24
+  // agree on them), for keys left out.
+  const bool mistral = model_type == "mistral", qwen2 = model_type == "qwen2", phi3 = model_type == "phi3";
+  c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : phi3 ? 32064 : 32000);
+  c.embed_size = k.integer("hidden_size", false, phi3 ? 3072 : 4096);
+  c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : phi3 ? 8192 : 11008);
   c.num_layers = k.integer("num_hidden_layers", false, 32);
   c.num_heads = k.integer("num_attention_heads", false, 32);
   c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : c.num_heads);
-  c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : 2048);
+  c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : phi3 ? 4096 : 2048);
   c.activation = hf_activation(k.str("hidden_act", "silu"), where);
-  c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
+  c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6));
   read_rope(k, j, c, where);
   c.tied_lm_head = k.boolean("tie_word_embeddings", false);
   if (auto it = j.find("head_dim");
@@ -261,13 +263,20 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
                 ") does not divide num_attention_heads (" + std::to_string(c.num_heads) +
                 "): grouped-query attention needs whole groups");
   // Biases: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has q, k, v biases only.
-  const bool attention_bias = k.boolean("attention_bias", false);
+  const bool attention_bias = !phi3 && k.boolean("attention_bias", false);  // Phi-3: no biases at all
   c.qkv_bias = qwen2 || attention_bias;
   c.out_bias = attention_bias;
-  c.ff_bias = k.boolean("mlp_bias", false);
+  c.ff_bias = !phi3 && k.boolean("mlp_bias", false);
   // Sliding window (Mistral; Qwen2 when use_sliding_window): query i sees the W keys i - W + 1 .. i,
   // as transformers masks it since 4.53 (masking_utils.sliding_window_overlay: kv > q - W; 4.40's
   // eager mask let one more key through); attnlab's window counts the keys before i.
+  // Phi-3 (5.x): a window when sliding_window is set (create_sliding_window_causal_mask), none when null
+  if (phi3) {
+    auto it = j.find("sliding_window");
+    const int W = it == j.end() || it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+    if (W == 1) throw Error(where + ": sliding_window 1 (each token sees only itself) is not supported");
+    c.sliding_window = W > 0 ? W - 1 : 0;
+  }
   if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
     auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
     const int W = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
@@ -324,6 +333,8 @@ const std::vector<HfArch>& arch_table() {
       {"mistral", true, "MistralModel", "MistralForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
        read_llama_family},
       {"qwen2", true, "Qwen2Model", "Qwen2ForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
+       read_llama_family},
+      {"phi3", true, "Phi3Model", "Phi3ForCausalLM", WeightLayout::HfPhi3, "model.", "embed_tokens.weight",
        read_llama_family},
   };
   return rows;

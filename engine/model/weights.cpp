@@ -209,7 +209,8 @@ LayoutName hf_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
     if (!name) break;
     n.name = name;
     n.head = k.head || (!bert && own.rfind("pooler.", 0) == 0);  // DistilBERT's pre_classifier is a head tensor
-    if (e.layer >= 0) n.name = (bert ? "encoder.layer." : "transformer.layer.") + std::to_string(e.layer) + "." + n.name;
+    if (e.layer >= 0)
+      n.name = (bert ? "encoder.layer." : "transformer.layer.") + std::to_string(e.layer) + "." + n.name;
     return n;
   }
   throw Error(std::string("internal: no Hugging Face ") + (bert ? "BERT" : "DistilBERT") + " name for " + own);
@@ -219,7 +220,7 @@ LayoutName hf_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
 // modeling_gpt2.py and modeling_llama.py (Mistral and Qwen2 use Llama's names). GPT-2's Conv1D
 // stores weights as [in, out], the transpose of nn.Linear, and c_attn holds q, k, v side by side
 // along out. The LM head (lm_head.weight) sits outside the prefix.
-LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName n) {
+LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName n, const ModelConfig& c) {
   const bool gpt2 = layout == WeightLayout::HfGpt2;
   static const struct {
     const char* ours;
@@ -259,6 +260,24 @@ LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName
     n.name = name;
     n.head = own == "lm_head.weight";
     if (e.layer >= 0) n.name = (gpt2 ? "h." : "layers.") + std::to_string(e.layer) + "." + n.name;
+    if (layout == WeightLayout::HfPhi3 && e.layer >= 0) {
+      // modeling_phi3.py: qkv_proj's rows are q (heads x D), k, v (kv heads x D each), read as
+      // qkv[..., :query_pos] etc.; gate_up_proj's first half is the gate, its second the up
+      // projection (gate, up = gate_up.chunk(2, dim=-1))
+      const int64_t D = c.head_dim(), q_rows = static_cast<int64_t>(c.num_heads) * D;
+      const int64_t kv_rows = static_cast<int64_t>(c.kv_heads()) * D, F = c.ff_dim;
+      auto fuse = [&](const char* name, int64_t row0, int64_t total) {
+        n.name = "layers." + std::to_string(e.layer) + "." + name;
+        n.rows = e.shape[0];
+        n.row0 = row0;
+        n.stored_shape[0] = total;
+      };
+      if (own == "attention.query.weight") fuse("self_attn.qkv_proj.weight", 0, q_rows + 2 * kv_rows);
+      if (own == "attention.key.weight") fuse("self_attn.qkv_proj.weight", q_rows, q_rows + 2 * kv_rows);
+      if (own == "attention.value.weight") fuse("self_attn.qkv_proj.weight", q_rows + kv_rows, q_rows + 2 * kv_rows);
+      if (own == "ffn.fc1.weight") fuse("mlp.gate_up_proj.weight", 0, 2 * F);
+      if (own == "ffn.up.weight") fuse("mlp.gate_up_proj.weight", F, 2 * F);
+    }
     if (!gpt2) return n;
     if (k.conv1d) {
       n.transposed = true;
@@ -285,7 +304,8 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelCon
     if (e.spec->model_member == &ModelWeights::final_ln_b) n.name = "norm.bias";
   }
   if (layout == WeightLayout::HfBert || layout == WeightLayout::HfDistilBert) return hf_name(layout, e, n);
-  if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama) return hf_decoder_name(layout, e, n);
+  if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama || layout == WeightLayout::HfPhi3)
+    return hf_decoder_name(layout, e, n, c);
   if (layout == WeightLayout::Article || e.layer < 0) return n;
   const std::string own = e.spec->name;
   if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."

@@ -84,6 +84,8 @@ enum class WeightLayout {
   HfDistilBert,        // Hugging Face DistilBertModel (+ pre_classifier and classifier)
   HfGpt2,              // Hugging Face GPT2Model / GPT2LMHeadModel (Conv1D weights, fused c_attn)
   HfLlama,             // Hugging Face LlamaModel / LlamaForCausalLM (and Mistral, Qwen2: same names)
+  HfPhi3,              // Hugging Face Phi3Model / Phi3ForCausalLM: Llama's names, q/k/v fused as qkv_proj
+                       // and gate/up as gate_up_proj
 };
 
 // A tensor's name in a layout, and the rows of it that hold this parameter (a fused tensor such
@@ -93,8 +95,8 @@ struct LayoutName {
   int64_t row0 = 0;                   // first row of the parameter in the named tensor
   int64_t rows = -1;                  // -1: the whole tensor
   std::vector<int64_t> stored_shape;  // shape of the named tensor
-  bool head = false;  // Hugging Face: a task head's tensor, outside the base model's prefix ("bert.")
-  bool transposed = false;  // stored as [in, out] (GPT-2's Conv1D); row0/rows then count its columns
+  bool head = false;                  // Hugging Face: a task head's tensor, outside the base model's prefix ("bert.")
+  bool transposed = false;            // stored as [in, out] (GPT-2's Conv1D); row0/rows then count its columns
 };
 LayoutName layout_name(WeightLayout layout, const WeightEntry& entry, const ModelConfig& config);
 

@@ -14,6 +14,7 @@
    forward in float64, within pyutil.oracle_bound (8x float32's own distance, never below a
    first-principles floor); the top-10 next tokens and the logit lens (top-1 per layer and
    position) equal to what transformers' hidden states give. BF16 weights converted on load.
+   Phi-3 (fused qkv_proj and gate_up_proj, grouped-query, longrope, a window) under 5.x.
    Rotary scaling: rope_type linear and dynamic (4.40 and 5.x), llama3, yarn (with and without
    truncation, mscale) and longrope (its short and long factors) under 5.x, each a folder as
    that version writes it (rope_scaling or rope_parameters).
@@ -1005,6 +1006,32 @@ def main():
             m = randomize(LlamaForCausalLM(LlamaConfig(**cfg_kw)))
             save(m, rf, toks["llama3"])
             compare_decoder(f"LlamaForCausalLM (rope_type {kind} {sorted(params)})", rf, m, lengths, V["llama3"])
+
+        # Phi-3: q, k, v fused as qkv_proj and gate / up as gate_up_proj (grouped-query here, so the
+        # slices have two sizes), no biases; with longrope (Phi-3's 128k configs) past its original
+        # length. transformers has Phi-3 since 4.41: this part runs under the 5.x venv (hf_decoders_5x).
+        if hasattr(transformers, "Phi3ForCausalLM"):
+            from transformers import Phi3Config, Phi3ForCausalLM
+            pcfg = dict(lcfg, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+            ph = os.path.join(root, "phi3")
+            m = randomize(Phi3ForCausalLM(Phi3Config(**pcfg)))
+            save(m, ph, toks["llama3"])
+            compare_decoder("Phi3ForCausalLM (GQA 8/2, fused qkv / gate_up)", ph, m, [1, 14, 90], V["llama3"])
+            check_grad_attention("Phi3ForCausalLM (GQA 8/2, fused qkv / gate_up)", ph, m, 10, V["llama3"])
+            rope = {"rope_type": "longrope", "rope_theta": 10000.0,
+                    "short_factor": [1.0 + 0.05 * k for k in range(half)],
+                    "long_factor": [1.0 + 1.5 * k for k in range(half)], "original_max_position_embeddings": 24}
+            phl = os.path.join(root, "phi3-longrope")
+            m = randomize(Phi3ForCausalLM(Phi3Config(**dict(pcfg, rope_parameters=rope,
+                                                              original_max_position_embeddings=24))))
+            save(m, phl, toks["llama3"])
+            compare_decoder("Phi3ForCausalLM (longrope)", phl, m, [20, 60], V["llama3"])
+            phw = os.path.join(root, "phi3-window")
+            m = randomize(Phi3ForCausalLM(Phi3Config(**dict(pcfg, sliding_window=7))))
+            save(m, phw, toks["llama3"])
+            compare_decoder("Phi3ForCausalLM (window 7)", phw, m, [30], V["llama3"])
+        else:
+            print(f"Phi3ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x (hf_decoders_5x)")
 
         mi = os.path.join(root, "mistral")
         m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))

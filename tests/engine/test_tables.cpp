@@ -1,10 +1,13 @@
 // Things listed once (issue [structure]): the config's enum names, read back from what is
 // written; the analysis method table, its names and aliases and its one map dispatch.
 #include <catch2/catch.hpp>
+#include <map>
+#include <tuple>
 
 #include "engine/analysis/method_table.h"
 #include "engine/core/config.h"
 #include "engine/model/hf_model.h"
+#include "engine/model/weights.h"
 #include "tests/engine/test_util.h"
 
 using namespace attnlab;
@@ -73,8 +76,9 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
 }
 
 TEST_CASE("Hugging Face architecture table: names, decoders, class names, messages", "[tables][hf]") {
-  CHECK(supported_hf_model_types() == "bert, distilbert, gpt2, llama, mistral, qwen2");
-  for (const char* t : {"gpt2", "llama", "mistral", "qwen2"}) CHECK(is_decoder_type(t));
+  CHECK(supported_hf_model_types() == "bert, distilbert, gpt2, llama, mistral, qwen2, phi3");
+  for (const char* t : {"gpt2", "llama", "mistral", "qwen2", "phi3"}) CHECK(is_decoder_type(t));
+  CHECK(hf_class_name("phi3", true) == "Phi3ForCausalLM");
   for (const char* t : {"bert", "distilbert", "t5", ""}) CHECK_FALSE(is_decoder_type(t));
   CHECK(hf_class_name("bert", true) == "BertForSequenceClassification");
   CHECK(hf_class_name("distilbert", false) == "DistilBertModel");
@@ -85,4 +89,26 @@ TEST_CASE("Hugging Face architecture table: names, decoders, class names, messag
   CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "t5"})", info),
                     Catch::Contains("model_type \"t5\" is not supported (supported: bert, distilbert, gpt2"));
   CHECK_THROWS_WITH(parse_hf_config(R"({"hidden_size": 8})", info), Catch::Contains("no \"model_type\""));
+  // Phi-3's fused projections: q, k, v as rows of qkv_proj (4 heads and 2 key/value heads of 4),
+  // gate and up as the halves of gate_up_proj; its defaults where the folder says nothing
+  const ModelConfig c = parse_hf_config(
+      R"({"model_type": "phi3", "hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "intermediate_size": 24, "num_hidden_layers": 1, "vocab_size": 50})",
+      info);
+  CHECK(c.layer_norm_eps == 1e-5f);
+  CHECK(c.max_len == 4096);
+  CHECK_FALSE(c.qkv_bias);
+  CHECK_FALSE(c.ff_bias);
+  std::map<std::string, std::tuple<std::string, int64_t, int64_t, int64_t>> got;
+  for (const WeightEntry& e : weight_entries(c))
+    if (e.layer == 0) {
+      const LayoutName n = layout_name(WeightLayout::HfPhi3, e, c);
+      got[e.spec->name] = {n.name, n.row0, n.rows, n.stored_shape.empty() ? 0 : n.stored_shape[0]};
+    }
+  CHECK(got["attention.query.weight"] == std::make_tuple(std::string("layers.0.self_attn.qkv_proj.weight"), 0, 16, 32));
+  CHECK(got["attention.key.weight"] == std::make_tuple(std::string("layers.0.self_attn.qkv_proj.weight"), 16, 8, 32));
+  CHECK(got["attention.value.weight"] == std::make_tuple(std::string("layers.0.self_attn.qkv_proj.weight"), 24, 8, 32));
+  CHECK(got["ffn.fc1.weight"] == std::make_tuple(std::string("layers.0.mlp.gate_up_proj.weight"), 0, 24, 48));
+  CHECK(got["ffn.up.weight"] == std::make_tuple(std::string("layers.0.mlp.gate_up_proj.weight"), 24, 24, 48));
+  CHECK(std::get<0>(got["attention.fc_out.weight"]) == "layers.0.self_attn.o_proj.weight");
 }
