@@ -40,6 +40,7 @@ class PlanBuilder {
   int dropout(int x) { return add(OpKind::Dropout, {x, -1, -1}); }
   int rms_norm(int x, Tensor LW::*g) { return add(OpKind::RmsNorm, {x, -1, -1}, g); }
   int rope(int x) { return add(OpKind::Rope, {x, -1, -1}); }
+  int head_rms_norm(int x, Tensor LW::*g) { return add(OpKind::HeadRmsNorm, {x, -1, -1}, g); }
   int mul(int a, int b) { return add(OpKind::Mul, {a, b, -1}); }
   int hook(int v, const char* name) {  // names value v (TransformerLens's name within the block)
     plan_.hooks.resize(static_cast<size_t>(plan_.values), nullptr);
@@ -84,6 +85,8 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   // (N, KV * D): grouped-query models have fewer key heads
   int k = p.hook(p.linear(a_in, &LW::wk, &LW::bk), "attn.hook_k");
   const int v = p.hook(p.linear(a_in, &LW::wv, &LW::bv), "attn.hook_v");
+  if (c.qk_norm)  // Qwen3: q_norm / k_norm over each head's D values, then the rotation
+    q = p.head_rms_norm(q, &LW::q_norm), k = p.head_rms_norm(k, &LW::k_norm);
   if (c.positional == Positional::Rotary)
     q = p.hook(p.rope(q), "attn.hook_rot_q"), k = p.hook(p.rope(k), "attn.hook_rot_k");
   const int ctx = p.hook(p.attention(q, k, v), "attn.hook_z");
@@ -105,8 +108,8 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
 
 // Each step kind's name, in OpKind's order (checked below).
 constexpr const char* kOpNames[] = {"Linear",  "LayerNorm", "Activation", "Attention", "Add",
-                                    "Dropout", "RMSNorm",   "RoPE",       "Mul"};
-static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::Mul) + 1, "one name per OpKind, in its order");
+                                    "Dropout", "RMSNorm",   "RoPE",       "Mul",       "HeadRMSNorm"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::HeadRmsNorm) + 1, "one name per OpKind, in its order");
 
 std::string LayerPlan::describe() const {
   const auto& names = kOpNames;
@@ -631,6 +634,14 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
       case OpKind::RmsNorm:
         ops.rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
         break;
+      case OpKind::HeadRmsNorm: {  // the rows of D values, one per (position, head), normalised alone
+        const std::vector<int64_t> shape = in0.shape;
+        in0.shape = {in0.dim(0) * (in0.dim(1) / attn_in.D), attn_in.D};
+        ops.rms_norm(in0, L.*s.w, c.layer_norm_eps, out);
+        in0.shape = shape;
+        out.shape = shape;
+        break;
+      }
       case OpKind::Rope: {
         if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T)
           rope_tables(attn_in.T, attn_in.D, c, st.rope_cos, st.rope_sin);
@@ -787,6 +798,16 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
         ops.rms_norm_backward(in0, L.*s.w, c.layer_norm_eps, dout, g, G.*s.w);
         accumulate(s.in[0], std::move(g));
         break;
+      case OpKind::HeadRmsNorm: {  // as RmsNorm over the (position, head) rows of D values
+        Tensor rows = in0;
+        const std::vector<int64_t> shape = in0.shape;
+        rows.shape = {in0.dim(0) * (in0.dim(1) / attn_in.D), attn_in.D};
+        dout.shape = rows.shape;
+        ops.rms_norm_backward(rows, L.*s.w, c.layer_norm_eps, dout, g, G.*s.w);
+        g.shape = shape;
+        accumulate(s.in[0], std::move(g));
+        break;
+      }
       case OpKind::Rope:
         ops.rope(dout, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, true);
         accumulate(s.in[0], std::move(dout));

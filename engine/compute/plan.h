@@ -17,15 +17,16 @@
 namespace attnlab {
 
 enum class OpKind {
-  Linear,      // out = in0 W^T + b                          (weights w, b)
-  LayerNorm,   // out = LN(in0) * g + b                       (weights w = g, b)
-  Activation,  // out = act(in0)                              (the config's activation)
-  Attention,   // out = concat_h(softmax(q k^T / sqrt(d) ...) v), in = {q, k, v}
-  Add,         // out = in0 + in1                              (residual)
-  Dropout,     // out = dropout(in0) when training, else in0
-  RmsNorm,     // out = in0 / rms(in0) * g                    (weight w = g; Llama's RMSNorm)
-  Rope,        // out = in0 with each head's halves rotated by position (rotary embedding)
-  Mul,         // out = in0 * in1 elementwise                 (SwiGLU's gate times up)
+  Linear,       // out = in0 W^T + b                          (weights w, b)
+  LayerNorm,    // out = LN(in0) * g + b                       (weights w = g, b)
+  Activation,   // out = act(in0)                              (the config's activation)
+  Attention,    // out = concat_h(softmax(q k^T / sqrt(d) ...) v), in = {q, k, v}
+  Add,          // out = in0 + in1                              (residual)
+  Dropout,      // out = dropout(in0) when training, else in0
+  RmsNorm,      // out = in0 / rms(in0) * g                    (weight w = g; Llama's RMSNorm)
+  Rope,         // out = in0 with each head's halves rotated by position (rotary embedding)
+  Mul,          // out = in0 * in1 elementwise                 (SwiGLU's gate times up)
+  HeadRmsNorm,  // out = each head's D values of in0 / their rms * g   (weight w = g [D]; Qwen3's q/k norm)
   // the last kind: plan.cpp's name table is checked against it
 };
 

@@ -78,6 +78,7 @@ struct ModelConfig {
   int sliding_window = 0;  // with causal: key j is visible to query i only when i - j <= sliding_window (0 = no limit)
   bool gated_ff = false;   // SwiGLU feed-forward: fc2(act(fc1 x) * up x) (Llama's gate/up/down)
   bool qkv_bias = true;    // biases on the query/key/value projections
+  bool qk_norm = false;    // Qwen3: RMSNorm over each head's query and key (q_norm, k_norm [D]) before RoPE
   bool out_bias = true;    // bias on the attention output projection
   bool ff_bias = true;     // biases on the feed-forward projections
   bool lm_head = false;    // a language-model head: logits over the vocabulary at every position

@@ -243,27 +243,39 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
   // LlamaConfig / MistralConfig / Qwen2Config / Phi3Config defaults (transformers 4.40 and 5.24
   // agree on them), for keys left out.
   const bool mistral = model_type == "mistral", qwen2 = model_type == "qwen2", phi3 = model_type == "phi3";
-  c.vocab_size = k.integer("vocab_size", false, qwen2 ? 151936 : phi3 ? 32064 : 32000);
+  const bool qwen3 = model_type == "qwen3";
+  c.vocab_size = k.integer("vocab_size", false, qwen2 || qwen3 ? 151936 : phi3 ? 32064 : 32000);
   c.embed_size = k.integer("hidden_size", false, phi3 ? 3072 : 4096);
-  c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 ? 22016 : phi3 ? 8192 : 11008);
+  c.ff_dim = k.integer("intermediate_size", false, mistral ? 14336 : qwen2 || qwen3 ? 22016 : phi3 ? 8192 : 11008);
   c.num_layers = k.integer("num_hidden_layers", false, 32);
   c.num_heads = k.integer("num_attention_heads", false, 32);
-  c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : c.num_heads);
-  c.max_len = k.integer("max_position_embeddings", false, mistral ? 131072 : qwen2 ? 32768 : phi3 ? 4096 : 2048);
+  c.num_kv_heads = k.integer("num_key_value_heads", false, mistral ? 8 : qwen3 ? 32 : c.num_heads);
+  c.max_len = k.integer("max_position_embeddings", false,
+                        mistral          ? 131072
+                        : qwen2 || qwen3 ? 32768
+                        : phi3           ? 4096
+                                         : 2048);
   c.activation = hf_activation(k.str("hidden_act", "silu"), where);
   c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6));
   read_rope(k, j, c, where);
   c.tied_lm_head = k.boolean("tie_word_embeddings", false);
-  if (auto it = j.find("head_dim");
-      it != j.end() && it->is_number_integer() && c.num_heads > 0 && it->get<long long>() != c.embed_size / c.num_heads)
-    throw Error(where + ": head_dim " + std::to_string(it->get<long long>()) +
-                " differs from hidden_size / num_attention_heads; not supported");
+  // Qwen3Config's head_dim defaults to 128 whatever the hidden size (Qwen3-0.6B: 1,024 / 16 heads
+  // of 128); attnlab's heads split the hidden size, so only head_dim = hidden_size / heads opens
+  if (auto it = j.find("head_dim"); (it != j.end() && it->is_number_integer()) || qwen3) {
+    const long long D = it != j.end() && it->is_number_integer() ? it->get<long long>() : 128;
+    if (c.num_heads > 0 && D != c.embed_size / c.num_heads)
+      throw Error(where + ": head_dim " + std::to_string(D) + " differs from hidden_size / num_attention_heads (" +
+                  std::to_string(c.embed_size) + " / " + std::to_string(c.num_heads) +
+                  "); attnlab's heads split the hidden size, so this model is not supported yet");
+  }
+  c.qk_norm = qwen3;  // Qwen3Attention's q_norm / k_norm over head_dim
   if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
     throw Error(where + ": num_key_value_heads (" + std::to_string(c.num_kv_heads) +
                 ") does not divide num_attention_heads (" + std::to_string(c.num_heads) +
                 "): grouped-query attention needs whole groups");
   // Biases: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has q, k, v biases only.
   const bool attention_bias = !phi3 && k.boolean("attention_bias", false);  // Phi-3: no biases at all
+  // (Qwen3, unlike Qwen2, has q/k/v biases only with attention_bias)
   c.qkv_bias = qwen2 || attention_bias;
   c.out_bias = attention_bias;
   c.ff_bias = !phi3 && k.boolean("mlp_bias", false);
@@ -277,7 +289,7 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
     if (W == 1) throw Error(where + ": sliding_window 1 (each token sees only itself) is not supported");
     c.sliding_window = W > 0 ? W - 1 : 0;
   }
-  if (mistral || (qwen2 && k.boolean("use_sliding_window", false))) {
+  if (mistral || ((qwen2 || qwen3) && k.boolean("use_sliding_window", false))) {
     auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
     const int W = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
     if (W == 1) throw Error(where + ": sliding_window 1 (each token sees only itself) is not supported");
@@ -335,6 +347,8 @@ const std::vector<HfArch>& arch_table() {
       {"qwen2", true, "Qwen2Model", "Qwen2ForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
        read_llama_family},
       {"phi3", true, "Phi3Model", "Phi3ForCausalLM", WeightLayout::HfPhi3, "model.", "embed_tokens.weight",
+       read_llama_family},
+      {"qwen3", true, "Qwen3Model", "Qwen3ForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
        read_llama_family},
   };
   return rows;

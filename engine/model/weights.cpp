@@ -71,6 +71,10 @@ const WeightSpec kTable[] = {
      }},
     {"attention.value.bias", nullptr, &LayerWeights::bv, Init::FanInUniform,
      [](const ModelConfig& c) { return c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
+    {"attention.q_norm.weight", nullptr, &LayerWeights::q_norm, Init::Ones,
+     [](const ModelConfig& c) { return c.qk_norm ? Shape{c.head_dim()} : Shape{}; }},
+    {"attention.k_norm.weight", nullptr, &LayerWeights::k_norm, Init::Ones,
+     [](const ModelConfig& c) { return c.qk_norm ? Shape{c.head_dim()} : Shape{}; }},
     {"attention.fc_out.weight", nullptr, &LayerWeights::wo, Init::FanInUniform,
      [](const ModelConfig& c) {
        return Shape{E(c), E(c)};
@@ -237,6 +241,8 @@ LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName
       {"attention.key.bias", "attn.c_attn.bias", "self_attn.k_proj.bias", 1, false},
       {"attention.value.weight", "attn.c_attn.weight", "self_attn.v_proj.weight", 2, true},
       {"attention.value.bias", "attn.c_attn.bias", "self_attn.v_proj.bias", 2, false},
+      {"attention.q_norm.weight", nullptr, "self_attn.q_norm.weight", -1, false},
+      {"attention.k_norm.weight", nullptr, "self_attn.k_norm.weight", -1, false},
       {"attention.fc_out.weight", "attn.c_proj.weight", "self_attn.o_proj.weight", -1, true},
       {"attention.fc_out.bias", "attn.c_proj.bias", "self_attn.o_proj.bias", -1, false},
       {"attention.layer_norm.weight", "ln_1.weight", "input_layernorm.weight", -1, false},

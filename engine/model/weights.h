@@ -17,6 +17,7 @@ namespace attnlab {
 struct LayerWeights {
   Tensor wq, bq, wk, bk, wv, bv;  // [E, E], [E]
   Tensor wo, bo;                  // output projection (fc_out / out_proj)
+  Tensor q_norm, k_norm;          // per-head RMSNorm gains of the query and key [D] (Qwen3; else empty)
   Tensor ln1_g, ln1_b;            // the attention sub-layer's LayerNorm
   Tensor w1, b1, w2, b2;          // feed-forward [F, E], [F], [E, F], [E]; empty when ff_dim == 0
   Tensor w3;                      // gated feed-forward's up projection [F, E] (w1 is the gate)

@@ -14,7 +14,8 @@
    forward in float64, within pyutil.oracle_bound (8x float32's own distance, never below a
    first-principles floor); the top-10 next tokens and the logit lens (top-1 per layer and
    position) equal to what transformers' hidden states give. BF16 weights converted on load.
-   Phi-3 (fused qkv_proj and gate_up_proj, grouped-query, longrope, a window) under 5.x.
+   Phi-3 (fused qkv_proj and gate_up_proj, grouped-query, longrope, a window) and Qwen3 (per-head
+   q_norm / k_norm; attention_bias and tied; a decoupled head_dim refused) under 5.x.
    Rotary scaling: rope_type linear and dynamic (4.40 and 5.x), llama3, yarn (with and without
    truncation, mscale) and longrope (its short and long factors) under 5.x, each a folder as
    that version writes it (rope_scaling or rope_parameters).
@@ -1032,6 +1033,28 @@ def main():
             compare_decoder("Phi3ForCausalLM (window 7)", phw, m, [30], V["llama3"])
         else:
             print(f"Phi3ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x (hf_decoders_5x)")
+
+        # Qwen3: RMSNorm over each head's query and key (q_norm, k_norm) before the rotation, no
+        # q/k/v biases unless attention_bias; head_dim as the hidden size splits (Qwen3-1.7B, 8B,
+        # 14B; 0.6B's decoupled head_dim is refused, below). Since transformers 4.51: 5.x only.
+        if hasattr(transformers, "Qwen3ForCausalLM"):
+            from transformers import Qwen3Config, Qwen3ForCausalLM
+            q3cfg = dict(lcfg, vocab_size=V["qwen2"], head_dim=lcfg["hidden_size"] // lcfg["num_attention_heads"])
+            q3 = os.path.join(root, "qwen3")
+            m = randomize(Qwen3ForCausalLM(Qwen3Config(**q3cfg)))
+            save(m, q3, toks["qwen2"])
+            compare_decoder("Qwen3ForCausalLM (q/k norm, GQA 8/2)", q3, m, [1, 16, 70], V["qwen2"])
+            check_grad_attention("Qwen3ForCausalLM (q/k norm, GQA 8/2)", q3, m, 12, V["qwen2"])
+            q3b = os.path.join(root, "qwen3-bias-tied")
+            m = randomize(Qwen3ForCausalLM(Qwen3Config(**dict(q3cfg, attention_bias=True, tie_word_embeddings=True))))
+            save(m, q3b, toks["qwen2"])
+            compare_decoder("Qwen3ForCausalLM (attention_bias, tied)", q3b, m, [25], V["qwen2"])
+            q3d = os.path.join(root, "qwen3-head-dim")
+            m = Qwen3ForCausalLM(Qwen3Config(**dict(q3cfg, head_dim=16)))
+            save(m, q3d, toks["qwen2"])
+            expect_error("Qwen3 with a decoupled head_dim", q3d, "head_dim 16 differs from hidden_size / num_attention_heads")
+        else:
+            print(f"Qwen3ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x (hf_decoders_5x)")
 
         mi = os.path.join(root, "mistral")
         m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))

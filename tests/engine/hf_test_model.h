@@ -60,7 +60,6 @@ inline Model tiny_bert(const std::string& dir) {
   return m;
 }
 
-
 // GPT-2's byte-to-character table (bytes_to_unicode), for building byte-level vocabularies.
 inline std::string byte_char(int b) {
   int n = 0;
@@ -93,35 +92,55 @@ inline std::string byte_level_tokenizer_json(bool bos) {
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"model",
-       {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"h e", "\u0120 t", "\u0120t he", "\u0120 w"}},
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", {"h e", "\u0120 t", "\u0120t he", "\u0120 w"}},
         {"unk_token", nullptr}}}};
   if (bos)
-    j["post_processor"] = {{"type", "TemplateProcessing"},
-                           {"single", {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
-                                       {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-                           {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                                     {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-                           {"special_tokens", {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {260}}}}}}};
+    j["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single",
+         {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens", {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {260}}}}}}};
   else
     j["post_processor"] = {{"type", "ByteLevel"}};
   return j.dump();
 }
 
 // A tiny Llama-family causal LM folder (Hugging Face names, random weights): hidden 16, 4 query
-// heads sharing 2 key/value heads, 2 layers, RoPE, SwiGLU, untied lm_head; or GPT-2 (gpt2 = true).
-inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding_window = 0) {
+// heads sharing 2 key/value heads, 2 layers, RoPE, SwiGLU, untied lm_head; or GPT-2 (gpt2 = true);
+// qwen3: the same with Qwen3's per-head q_norm / k_norm (gains spread over 0.6 .. 1.0).
+inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding_window = 0, bool qwen3 = false) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << byte_level_tokenizer_json(!gpt2);
   nlohmann::json cfg;
   if (gpt2) {
-    cfg = {{"model_type", "gpt2"}, {"vocab_size", 261}, {"n_embd", 16}, {"n_layer", 2}, {"n_head", 4},
-           {"n_positions", 64}, {"architectures", {"GPT2LMHeadModel"}}};
+    cfg = {{"model_type", "gpt2"},
+           {"vocab_size", 261},
+           {"n_embd", 16},
+           {"n_layer", 2},
+           {"n_head", 4},
+           {"n_positions", 64},
+           {"architectures", {"GPT2LMHeadModel"}}};
   } else {
-    cfg = {{"model_type", sliding_window ? "mistral" : "llama"}, {"vocab_size", 261}, {"hidden_size", 16},
-           {"intermediate_size", 24}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
-           {"num_key_value_heads", 2}, {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-6},
+    cfg = {{"model_type", sliding_window ? "mistral" : "llama"},
+           {"vocab_size", 261},
+           {"hidden_size", 16},
+           {"intermediate_size", 24},
+           {"num_hidden_layers", 2},
+           {"num_attention_heads", 4},
+           {"num_key_value_heads", 2},
+           {"max_position_embeddings", 64},
+           {"rms_norm_eps", 1e-6},
            {"architectures", {sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM"}}};
     if (sliding_window) cfg["sliding_window"] = sliding_window;
+    if (qwen3) {
+      cfg["model_type"] = "qwen3";
+      cfg["head_dim"] = 4;
+      cfg["architectures"] = {"Qwen3ForCausalLM"};
+    }
   }
   std::ofstream(dir + "/config.json") << cfg.dump();
   HfInfo info;
@@ -134,6 +153,8 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
     const LayoutName n = layout_name(layout, e, c);
     Tensor t = e.in(w);
     for (float& v : t.data) v *= 0.5f;  // keep the random logits tame
+    if (e.spec->layer_member == &LayerWeights::q_norm || e.spec->layer_member == &LayerWeights::k_norm)
+      for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = 0.6f + 0.1f * static_cast<float>((k + e.layer) % 5);
     const std::string name = (n.head ? "" : prefix) + n.name;
     if (n.transposed || n.rows >= 0) {  // GPT-2's Conv1D / fused c_attn: build the stored tensor
       Tensor& dst = tensors[name];
@@ -141,7 +162,8 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
       if (n.transposed) {
         const int64_t R = e.shape[0], C = e.shape[1], ld = n.stored_shape[1];
         for (int64_t r = 0; r < R; ++r)
-          for (int64_t k = 0; k < C; ++k) dst.data[static_cast<size_t>(k * ld + n.row0 + r)] = t.data[static_cast<size_t>(r * C + k)];
+          for (int64_t k = 0; k < C; ++k)
+            dst.data[static_cast<size_t>(k * ld + n.row0 + r)] = t.data[static_cast<size_t>(r * C + k)];
       } else {
         std::copy(t.data.begin(), t.data.end(), dst.data.begin() + n.row0);
       }

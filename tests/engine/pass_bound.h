@@ -296,6 +296,12 @@ inline LayerErr layer_err(const ModelConfig& c, const LayerPlan& plan, const Lay
       case OpKind::Mul:
         r = add_local(max_abs(val(p.in[1])) * ex + max_abs(x) * ex1, 2 * kU32 * max_abs(y));
         break;
+      case OpKind::HeadRmsNorm: {  // RMSNorm's bound on the (position, head) rows of D values
+        Tensor rows = x;
+        rows.shape = {x.dim(0) * (x.dim(1) / a.D), a.D};
+        r = rms_norm_err(rows, L.*p.w, c.layer_norm_eps, y, ex);
+        break;
+      }
     }
     e[static_cast<size_t>(p.out)] = r;
   }

@@ -32,10 +32,14 @@ std::string scratch(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, window) at T = 1, 7, 63", "[decoders]") {
+TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, window, q/k norm) at T = 1, 7, 63",
+          "[decoders]") {
   const std::string dir = scratch("llama");
-  for (const int window : {0, 5}) {
-    const Model m = tiny_decoder(dir, false, window);
+  for (const int variant : {0, 5, -1}) {  // Llama, Mistral with a window of 5, Qwen3 (q_norm / k_norm)
+    const int window = std::max(0, variant);
+    CAPTURE(variant);
+    const Model m = tiny_decoder(dir, false, window, variant < 0);
+    REQUIRE(m.config.qk_norm == (variant < 0));
     REQUIRE(m.config.kv_heads() == 2);
     REQUIRE(m.config.num_heads == 4);
     for (const int T : {1, 7, 63}) {
@@ -375,10 +379,10 @@ TEST_CASE("grouped-query attention forward and backward: cpu matches the referen
 
 TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite differences of a logit",
           "[decoders][fd]") {
-  for (const int kind : {0, 1, 2}) {  // Llama (GQA), Mistral (window 3), GPT-2
+  for (const int kind : {0, 1, 2, 3}) {  // Llama (GQA), Mistral (window 3), GPT-2, Qwen3 (q/k norm)
     CAPTURE(kind);
     const std::string dir = scratch("fd" + std::to_string(kind));
-    Model m = tiny_decoder(dir, kind == 2, kind == 1 ? 3 : 0);
+    Model m = tiny_decoder(dir, kind == 2, kind == 1 ? 3 : 0, kind == 3);
     ForwardRequest req;
     req.ids = random_ids(6, m.config.vocab_size, 3);
     const int target = 17;

@@ -260,6 +260,7 @@ class OpenClBackend final : public Backend {
         case OpKind::RmsNorm:
         case OpKind::Rope:
         case OpKind::Mul:
+        case OpKind::HeadRmsNorm:
           throw Error("internal: the OpenCL plan has no " + std::string(s.op == OpKind::Rope ? "RoPE" : "decoder") +
                       " op (device_runs should have sent this model to the cpu backend)");
       }
