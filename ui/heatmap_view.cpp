@@ -4,6 +4,7 @@
 #include <QResizeEvent>
 
 #include <QMouseEvent>
+#include <QTimer>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <cmath>
@@ -95,6 +96,17 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->yAxis->grid()->setVisible(false);
   plot_->xAxis->setTickLabelRotation(90);  // vertical: each key label is one line of text wide
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  for (QCPAxis* ax : {plot_->xAxis, plot_->yAxis})
+    connect(ax, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+      // the user's zoom or drag, not the view's own setRange; once both axes have moved (one
+      // wheel event moves both), after QCustomPlot's own handling of the event
+      if (ranging_ || rebuilding_ || range_pending_) return;
+      range_pending_ = true;
+      QTimer::singleShot(0, this, [this] {
+        range_pending_ = false;
+        onRangeChanged();
+      });
+    });
   scale_->setGradient(make_gradient(gradient_));
   map_->setGradient(make_gradient(gradient_));
   rebuild();  // no data yet: no axes, no colour bar (QCustomPlot's default 0-5 axes looked like a map)
@@ -139,7 +151,20 @@ void HeatmapView::setPlaceholder(const QString& text) {
 
 void HeatmapView::setData(HeatmapData data) {
   data_ = std::move(data);
+  zoom_ = QRectF();  // a new map starts whole
   rebuild();
+}
+
+// The user zoomed or panned: remember the window in tokens and pool again for it when the
+// visible part needs finer (or allows coarser) cells than those drawn.
+void HeatmapView::onRangeChanged() {
+  if (ranging_ || rebuilding_ || compact_ || shared_.on || data_.empty()) return;
+  const QCPRange xr = plot_->xAxis->range(), yr = plot_->yAxis->range();
+  QRectF window(QPointF((xr.lower + 0.5) * col_factor_, (yr.lower + 0.5) * row_factor_),
+                QPointF((xr.upper + 0.5) * col_factor_, (yr.upper + 0.5) * row_factor_));
+  const QRectF whole(0, 0, data_.cols, data_.rows);
+  zoom_ = window.contains(whole) ? QRectF() : window;
+  rebuild();  // pooled and labelled for what is now visible
 }
 
 void HeatmapView::setColourTop(float top) {
@@ -240,7 +265,7 @@ void HeatmapView::rebuild() {
   // a new colour map): the same label steps and the same square fit, without laying out again.
   const bool same = !compact_ && plot_->size() == steps_plot_size_ && r == steps_rows_ && c == steps_cols_ &&
                     data_.row_labels == steps_row_labels_ && data_.col_labels == steps_col_labels_ &&
-                    row_factor_ == steps_row_factor_ && col_factor_ == steps_col_factor_;
+                    row_factor_ == steps_row_factor_ && col_factor_ == steps_col_factor_ && zoom_.isNull();
   // The title's row first: the axis rect measured below is what it leaves.
   if (!data_.title.isEmpty() &&
       (plot_->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0)))) {
@@ -270,8 +295,18 @@ void HeatmapView::rebuild() {
     rect->setMaximumSize(square_fit_);
     return cell;
   };
-  plot_->xAxis->setRange(-0.5, c - 0.5);
-  plot_->yAxis->setRange(-0.5, r - 0.5);
+  {  // the whole map, or the window the user zoomed to (in this grid's cells)
+    const bool was = ranging_;
+    ranging_ = true;
+    if (zoom_.isNull() || compact_ || shared_.on) {
+      plot_->xAxis->setRange(-0.5, c - 0.5);
+      plot_->yAxis->setRange(-0.5, r - 0.5);
+    } else {
+      plot_->xAxis->setRange(zoom_.left() / col_factor_ - 0.5, zoom_.right() / col_factor_ - 0.5);
+      plot_->yAxis->setRange(zoom_.top() / row_factor_ - 0.5, zoom_.bottom() / row_factor_ - 0.5);
+    }
+    ranging_ = was;
+  }
   if (!square) {
     if (rect->maximumSize() != unlimited) rect->setMaximumSize(unlimited);
   } else if (compact_ || same) {
@@ -383,7 +418,7 @@ void HeatmapView::rebuild() {
       own = next;
     }
     own_steps_ = own;
-    steps_plot_size_ = plot_->size(), steps_rows_ = r, steps_cols_ = c;
+    steps_plot_size_ = plot_->size(), steps_rows_ = zoom_.isNull() ? r : -1, steps_cols_ = c;  // zoomed: measured anew
     steps_row_factor_ = row_factor_, steps_col_factor_ = col_factor_;
     steps_row_labels_ = data_.row_labels, steps_col_labels_ = data_.col_labels;
     used_steps_ = own.expandedTo(label_steps_);
@@ -424,6 +459,10 @@ void HeatmapView::rebuild() {
   if (!rebuilding_) {
     static_cast<LayoutPlot*>(plot_)->layoutNow();
     const QRect ar = rect->rect();
+    // zoomed in: the visible part at a cell per pixel, so the whole grid at that many times more
+    const double zx = zoom_.isNull() ? 1.0 : data_.cols / std::max(1.0, zoom_.width());
+    const double zy = zoom_.isNull() ? 1.0 : data_.rows / std::max(1.0, zoom_.height());
+    const QSize want(static_cast<int>(std::ceil(ar.width() * zx)), static_cast<int>(std::ceil(ar.height() * zy)));
     // the drawn size a cap gives: the producer's grid pooled by an integer factor per axis
     auto drawn_for = [&](int n, int cap) {
       const int m = std::min(max_cells_, cap);
@@ -431,8 +470,8 @@ void HeatmapView::rebuild() {
       return (n + f - 1) / f;
     };
     if (ar.width() > 4 && ar.height() > 4 &&
-        (drawn_for(data_.drawn_rows, ar.height()) != r || drawn_for(data_.drawn_cols, ar.width()) != c)) {
-      pixel_cap_ = ar.size();
+        (drawn_for(data_.drawn_rows, want.height()) != r || drawn_for(data_.drawn_cols, want.width()) != c)) {
+      pixel_cap_ = want;
       rebuilding_ = true;
       rebuild();
       rebuilding_ = false;

@@ -127,6 +127,13 @@ class HeatmapView : public QWidget {
   // pixel, so no row or column is dropped when the image is drawn): found at the last layout.
   QSize pixel_cap_{0, 0};
   bool rebuilding_ = false;
+  // The part of the map the user zoomed to, in tokens (keys x, queries y; edges of cells), or
+  // empty for the whole map: the drawn grid is pooled for what is visible, so zooming in shows
+  // finer cells (down to the producer's grid) and more labels, and the window survives re-pooling.
+  QRectF zoom_;
+  bool ranging_ = false;        // the view itself is setting its ranges
+  bool range_pending_ = false;  // a zoom or drag is waiting to be drawn
+  void onRangeChanged();
   int row_factor_ = 1, col_factor_ = 1;  // full-resolution cells per drawn cell, per axis
   QPointF press_;                        // where the mouse went down (a click, or a drag that pans)
   QSize label_steps_{0, 0}, used_steps_{1, 1}, own_steps_{1, 1};

@@ -844,6 +844,49 @@ TEST_CASE("a one-token-wide diagonal stays one unbroken line at every size (pool
       }
 }
 
+TEST_CASE("zooming a long map shows finer cells and more labels; zooming out pools it again", "[ui][heatmap][zoom]") {
+  const int T = 512;
+  std::vector<float> v(static_cast<size_t>(T) * T, 0.0f);
+  for (int i = 0; i < T; ++i) v[static_cast<size_t>(i) * T + std::max(0, i - 1)] = 1.0f;
+  QStringList labels;
+  for (int i = 0; i < T; ++i) labels << QString("t%1").arg(i);
+  HeatmapData d = owned_heatmap(std::move(v), {}, T, T, 1024);  // full resolution, as the Head tab asks
+  d.row_labels = d.col_labels = labels;
+  HeatmapView view;
+  view.setMaxCells(1024);
+  view.setData(d);
+  view.resize(420, 380);
+  view.show();
+  QApplication::processEvents();
+  const QSize whole = view.poolFactors();
+  CHECK(whole.width() > 1);  // 512 tokens in a map of ~300 px: pooled to its pixels
+  auto visible_ticks = [&](QCPAxis* ax) {
+    int n = 0;
+    for (double t : ax->tickVector()) n += ax->range().contains(t);
+    return n;
+  };
+  const int ticks_whole = visible_ticks(view.plot()->xAxis);
+  // the user zooms to the first 40 tokens of both axes (what the wheel does to the ranges)
+  view.plot()->xAxis->setRange(-0.5, 40.0 / whole.width() - 0.5);
+  view.plot()->yAxis->setRange(-0.5, 40.0 / whole.height() - 0.5);
+  QApplication::processEvents();
+  QApplication::processEvents();
+  CHECK(view.poolFactors() == QSize(1, 1));  // every token its own cell again
+  const QCPRange xr = view.plot()->xAxis->range();
+  CHECK(xr.lower == Approx(-0.5).margin(0.01));  // the same window, in the new grid's cells
+  CHECK(xr.upper == Approx(39.5).margin(0.01));
+  CHECK(visible_ticks(view.plot()->xAxis) > ticks_whole / 2);  // labels appear as they fit
+  QStringList shown;
+  for (const QString& l : view.plot()->xAxis->tickVectorLabels()) shown << l;
+  CHECK(shown.join(" ").contains("t3"));
+  // zoomed out past the whole map: pooled to the pixels again
+  view.plot()->xAxis->setRange(-10, 1000);
+  view.plot()->yAxis->setRange(-10, 1000);
+  QApplication::processEvents();
+  QApplication::processEvents();
+  CHECK(view.poolFactors() == whole);
+}
+
 TEST_CASE("colour scale: per head, per layer, shared 0-1, on screen and in exports", "[ui][heatmap][scale]") {
   MainWindow w;
   w.useModel(test_model(), "test");
