@@ -221,6 +221,9 @@ void HeatmapView::rebuild() {
   scale_->setVisible(!compact_ && !data_.empty());
   if (data_.empty()) {
     map_->data()->clear();
+    // nothing to draw has no title either (a map that failed kept the last one's over nothing)
+    if (plot_->plotLayout()->rowCount() > 1)
+      if (auto* t = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) t->setText(QString());
     if (!placeholder_.isEmpty()) {
       auto* t = new QCPItemText(plot_);
       t->position->setType(QCPItemPosition::ptViewportRatio);
@@ -426,9 +429,21 @@ void HeatmapView::rebuild() {
     auto title = [](const QString& what, int step, int factor) { return axisTitle(what, step, factor); };
     const QString keys = title(data_.col_axis, used_steps_.width(), col_factor_);
     const QString queries = title(data_.row_axis, used_steps_.height(), row_factor_);
-    plot_->xAxis->setLabel(small ? QString() : keys);
-    plot_->yAxis->setLabel(small ? QString() : queries);
-    setToolTip(small ? QString("%1 down, %2 across").arg(queries, keys) : QString());
+    // A title longer than its axis (a short map, "queries (max of 3 per cell, every 63rd)") drops
+    // the pooling, then the step, rather than running past the map; the tooltip says it whole.
+    auto fit = [&](QCPAxis* ax, const QString& what, int step, int factor, int length) {
+      const QFontMetrics fm(ax->labelFont());
+      for (const QString& t : {axisTitle(what, step, factor), axisTitle(what, step * factor, 1), what})
+        if (fm.horizontalAdvance(t) <= length) return t;
+      return fm.elidedText(what, Qt::ElideRight, std::max(10, length));
+    };
+    const QRect ar = rect->rect();
+    const QString keys_shown = fit(plot_->xAxis, data_.col_axis, used_steps_.width(), col_factor_, ar.width());
+    const QString queries_shown = fit(plot_->yAxis, data_.row_axis, used_steps_.height(), row_factor_, ar.height());
+    plot_->xAxis->setLabel(small ? QString() : keys_shown);
+    plot_->yAxis->setLabel(small ? QString() : queries_shown);
+    const bool cut = keys_shown != keys || queries_shown != queries;
+    setToolTip(small || cut ? QString("%1 down, %2 across").arg(queries, keys) : QString());
   }
   if (!data_.title.isEmpty()) fitTitle();
   if (annotate_ && row_factor_ == 1 && col_factor_ == 1 && data_.rows <= 16 && data_.cols <= 16) {

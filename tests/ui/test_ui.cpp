@@ -887,6 +887,39 @@ TEST_CASE("zooming a long map shows finer cells and more labels; zooming out poo
   CHECK(view.poolFactors() == whole);
 }
 
+TEST_CASE("axis titles fit their axis (the tooltip says them whole); an emptied map drops its title", "[ui][heatmap]") {
+  const int T = 2048;
+  std::vector<float> v(static_cast<size_t>(T) * 3, 0.5f);
+  HeatmapData d = owned_heatmap(std::move(v), {}, T, 3, 256);  // 2,048 queries pooled, 3 keys
+  for (int i = 0; i < T; ++i) d.row_labels << QString("q%1").arg(i);
+  d.col_labels = QStringList{"a", "b", "c"};
+  d.title = "layer 0: attention from the (sum)";
+  HeatmapView view;
+  view.setMaxCells(256);
+  view.setData(d);
+  for (const QSize size : {QSize(260, 240), QSize(300, 700), QSize(900, 330)}) {
+    CAPTURE(size.width(), size.height());
+    view.resize(size);
+    view.show();
+    QApplication::processEvents();
+    QCustomPlot* p = view.plot();
+    p->replot();
+    const QRect ar = p->axisRect()->rect();
+    const QFontMetrics fm(p->yAxis->labelFont());
+    if (!p->yAxis->label().isEmpty()) CHECK(fm.horizontalAdvance(p->yAxis->label()) <= ar.height());
+    if (!p->xAxis->label().isEmpty()) CHECK(fm.horizontalAdvance(p->xAxis->label()) <= ar.width());
+    CHECK(
+        (p->yAxis->label() + view.toolTip()).contains("max of"));  // the pooling is said, on the axis or in the tooltip
+  }
+  view.setData({});
+  QApplication::processEvents();
+  bool stale = false;
+  for (int r = 0; r < view.plot()->plotLayout()->rowCount(); ++r)
+    if (auto* t = qobject_cast<QCPTextElement*>(view.plot()->plotLayout()->element(r, 0)))
+      stale |= !t->text().isEmpty();
+  CHECK_FALSE(stale);
+}
+
 TEST_CASE("colour scale: per head, per layer, shared 0-1, on screen and in exports", "[ui][heatmap][scale]") {
   MainWindow w;
   w.useModel(test_model(), "test");
