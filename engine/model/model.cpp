@@ -42,8 +42,11 @@ std::string Model::summary() const {
   std::snprintf(params, sizeof params, "%.1f M", static_cast<double>(c.parameter_count()) / 1e6);
   const std::string arch = is_hf() ? hf.architecture : c.num_classes > 0 ? "TextClassifier" : "Encoder";
   return arch + ": " + std::to_string(c.num_layers) + (c.num_layers == 1 ? " layer, " : " layers, ") +
-         std::to_string(c.num_heads) + (c.num_heads == 1 ? " head, " : " heads, ") + "hidden " +
-         std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params + " parameters";
+         std::to_string(c.num_heads) + (c.num_heads == 1 ? " head" : " heads") +
+         // grouped-query attention: the query heads share fewer key/value heads (every query head is shown)
+         (c.kv_heads() != c.num_heads ? " (" + std::to_string(c.kv_heads()) + " key/value heads)" : std::string()) +
+         ", hidden " + std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params +
+         " parameters";
 }
 
 namespace {

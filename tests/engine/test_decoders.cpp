@@ -40,6 +40,7 @@ TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, wi
     CAPTURE(variant);
     const Model m = tiny_decoder(dir, false, window, variant < 0);
     REQUIRE(m.config.qk_norm == (variant < 0));
+    CHECK(m.summary().find("4 heads (2 key/value heads), hidden 16") != std::string::npos);
     REQUIRE(m.config.kv_heads() == 2);
     REQUIRE(m.config.num_heads == 4);
     for (const int T : {1, 7, 63}) {

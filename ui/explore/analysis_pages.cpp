@@ -278,10 +278,14 @@ void ImportancePage::compute() {
         for (int h = 0; h < H; ++h) cols << QString("head %1").arg(h);
         t->setVerticalHeaderLabels(rows);
         t->setHorizontalHeaderLabels(cols);
+        // One fixed-point format for the table: confident models drop by 1e-4 or less when a head
+        // goes, so the values are shown in a unit of the largest one's power of ten (said below)
+        const int exp10 = top < 0.01f ? static_cast<int>(std::floor(std::log10(static_cast<double>(top)))) : 0;
+        const double unit = std::pow(10.0, exp10);
         for (int l = 0; l < L; ++l)
           for (int h = 0; h < H; ++h) {
             const float v = imp->at(l, h);
-            auto* item = new QTableWidgetItem(QString::number(v, 'e', 2));  // confident models: tiny drops, one format
+            auto* item = new QTableWidgetItem(QString::number(v / unit, 'f', exp10 ? 2 : 4));
             // diverging colours centred on 0: red where ablating the head lowers the prediction
             const float a = std::min(1.0f, std::fabs(v) / top);
             const QColor bg = v >= 0 ? QColor::fromRgbF(1.0f, 1.0f - 0.75f * a, 1.0f - 0.75f * a)
@@ -302,6 +306,7 @@ void ImportancePage::compute() {
                 "helps the prediction; blue, it works against it (full colour: a change of %1). Click a cell to "
                 "ablate or restore that head in every view.")
                 .arg(top, 0, 'g', 3);
+        if (exp10) status += QString(" Values in units of 1e%1.").arg(exp10);
         // a saturated prediction hardly moves when one head goes: say so rather than show only zeros
         const ForwardResult* r = state_->result().get();
         const double p = !r                        ? 0.0

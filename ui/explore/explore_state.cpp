@@ -184,8 +184,11 @@ QString ExploreState::badge(int layer, int head) const {
   const HeadPattern& pat = patterns[static_cast<size_t>(layer)][static_cast<size_t>(head)];
   QString badge = QString::fromStdString(pat.label);
   if (pat.label == "sep") badge = "[SEP]";
-  if (pat.label == "token")
-    badge = QString::fromUtf8("\u2192 ") + col_labels_.value(pat.focus, QString::number(pat.focus));
+  if (pat.label == "token") {
+    const QString token = col_labels_.value(pat.focus, QString::number(pat.focus));
+    badge = QString::fromUtf8("\u2192 ") + token;
+    if (col_labels_.count(token) > 1) badge += QString(" (%1)").arg(pat.focus);  // which "the": its position
+  }
   if (pat.label == "first" && !row_labels_.isEmpty() && row_labels_[0].startsWith('['))
     badge = row_labels_[0];  // [CLS]
   return badge;
