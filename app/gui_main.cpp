@@ -325,11 +325,14 @@ int main(int argc, char** argv) {
   }
 
   if (p.isSet("tour-step")) {
-    if (!attnlab::show_tour_step(w, p.value("tour-step").toInt() - 1, w.shippedModels())) {
+    bool ok = false;
+    const int step = p.value("tour-step").toInt(&ok) - 1;
+    if (!ok || step < 0 || step >= static_cast<int>(attnlab::tour_steps().size())) {
       std::fprintf(stderr, "attnlab: --tour-step: no step %s (1-%zu)\n", qPrintable(p.value("tour-step")),
                    attnlab::tour_steps().size());
       return 2;
     }
+    w.showTour(step);  // the step's text beside the view it opens
   }
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());

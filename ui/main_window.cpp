@@ -11,6 +11,8 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QDialog>
+#include <QScrollArea>
+#include <QDockWidget>
 #include <QListWidget>
 #include <QPushButton>
 #include <QHBoxLayout>
@@ -176,29 +178,39 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resize(1400, 900);
 }
 
-void MainWindow::showTour() {
-  // One non-modal window beside this one: the steps on the left, what to look at on the right.
-  auto* dlg = findChild<QDialog*>("tourDialog");
-  if (!dlg) {
-    dlg = new QDialog(this);
-    dlg->setObjectName("tourDialog");
-    dlg->setWindowTitle("Tour: attention step by step");
-    auto* lay = new QHBoxLayout(dlg);
-    auto* list = new QListWidget(dlg);
+// The tour: a panel docked at the window's right (not a window over the head it explains), so the
+// step's text and the view it opens are seen together, in screenshots too: the steps listed on
+// top, what to look at below, Next step. showTour(N) opens step N (attnlab --tour-step).
+void MainWindow::showTour(int step) {
+  auto* dock = findChild<QDockWidget*>("tourDock");
+  if (!dock) {
+    dock = new QDockWidget("Tour: attention step by step", this);
+    dock->setObjectName("tourDock");
+    dock->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea);
+    auto* body = new QWidget(dock);
+    auto* lay = new QVBoxLayout(body);
+    auto* list = new QListWidget(body);
     list->setObjectName("tourSteps");
     for (size_t i = 0; i < tour_steps().size(); ++i)
       list->addItem(QString("%1. %2").arg(i + 1).arg(tour_steps()[i].title));
-    auto* right = new QVBoxLayout;
-    auto* text = new QLabel(dlg);
+    list->setMaximumHeight(list->sizeHintForRow(0) * static_cast<int>(tour_steps().size()) + 6);
+    auto* text = new QLabel(body);
+    text->setObjectName("tourText");
     text->setWordWrap(true);
     text->setTextFormat(Qt::RichText);
-    text->setMinimumWidth(320);
     text->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-    right->addWidget(text, 1);
-    auto* next = new QPushButton("Next step", dlg);
-    right->addWidget(next);
+    auto* scroll = new QScrollArea(body);
+    scroll->setWidget(text);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    auto* next = new QPushButton("Next step", body);
     lay->addWidget(list);
-    lay->addLayout(right, 1);
+    lay->addWidget(scroll, 1);
+    lay->addWidget(next);
+    dock->setWidget(body);
+    dock->setMinimumWidth(240);
+    addDockWidget(Qt::RightDockWidgetArea, dock);
+    resizeDocks({dock}, {270}, Qt::Horizontal);
     connect(list, &QListWidget::currentRowChanged, this, [this, text](int row) {
       if (row < 0) return;
       const TourStep& s = tour_steps()[static_cast<size_t>(row)];
@@ -209,11 +221,17 @@ void MainWindow::showTour() {
     });
     connect(next, &QPushButton::clicked, list,
             [list] { list->setCurrentRow(std::min(list->currentRow() + 1, list->count() - 1)); });
-    dlg->resize(640, 320);
-    list->setCurrentRow(0);
+    if (step < 0) list->setCurrentRow(0);
   }
-  dlg->show();
-  dlg->raise();
+  auto* list = dock->findChild<QListWidget*>("tourSteps");
+  if (step >= 0 && list) {
+    if (list->currentRow() == step)
+      show_tour_step(*this, step, shipped_models_);  // again: the user may have changed the state since
+    else
+      list->setCurrentRow(step);
+  }
+  dock->show();
+  dock->raise();
 }
 
 QString MainWindow::shortcutsText() const {

@@ -27,7 +27,8 @@ class MainWindow : public QMainWindow {
   void useModel(std::shared_ptr<const Model> model, const QString& source);
   ExploreView* explore() const { return explore_; }
   // Help > Tour: the articles' steps in a small window beside this one; each opens its state.
-  void showTour();
+  // Help > Tour: the tour's panel, docked at the right; step >= 0 opens that step (0-based).
+  void showTour(int step = -1);
   TrainView* train() const { return train_; }
   QTabWidget* tabs() const { return tabs_; }
   QString modelDir() const { return model_dir_; }
@@ -47,6 +48,7 @@ class MainWindow : public QMainWindow {
  private:
   void exportDialog(int scope);  // 0 head, 1 layer, 2 all layers, 3 data
   void rememberRecent(const QString& dir);
+
  public:
   QString aboutText() const;      // Help > About: version, Qt, Eigen, backends, model
   QString shortcutsText() const;  // Help > Keyboard shortcuts

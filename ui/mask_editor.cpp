@@ -46,9 +46,7 @@ class MaskEdit : public QUndoCommand {
 // appear once a cell is 12 px), and the scroll bars (or the wheel) move around.
 class MaskGrid : public QWidget {
  public:
-  MaskGrid(MaskEditor* e, QScrollArea* scroll) : QWidget(nullptr), e_(e), scroll_(scroll) {
-    setMouseTracking(true);
-  }
+  MaskGrid(MaskEditor* e, QScrollArea* scroll) : QWidget(nullptr), e_(e), scroll_(scroll) { setMouseTracking(true); }
   QPoint center(int i, int j) const {
     const QRectF a = area();
     const double c = cellSize();
@@ -120,9 +118,9 @@ class MaskGrid : public QWidget {
       for (int i = 0; i < e_->T_; ++i) {
         auto* line = reinterpret_cast<QRgb*>(image_.scanLine(i));
         for (int j = 0; j < e_->S_; ++j)
-          line[j] = e_->blocked(head, i, j)                                    ? blocked
+          line[j] = e_->blocked(head, i, j)                                 ? blocked
                     : with_others && o[static_cast<size_t>(i) * e_->S_ + j] ? others
-                                                                             : visible;
+                                                                            : visible;
       }
     }
     return image_;
@@ -170,7 +168,8 @@ class MaskGrid : public QWidget {
         if (i % step != 0) continue;
         p.drawText(QRectF(0, a.top() + i * c + c / 2 - fm.height(), a.left() - 2, 2 * fm.height()),
                    Qt::AlignRight | Qt::AlignVCenter, label(e_->row_labels_, i));
-        if (step > 1) p.drawLine(QPointF(a.left() - 2, a.top() + i * c + c / 2), QPointF(a.left(), a.top() + i * c + c / 2));
+        if (step > 1)
+          p.drawLine(QPointF(a.left() - 2, a.top() + i * c + c / 2), QPointF(a.left(), a.top() + i * c + c / 2));
       }
       for (int j = j0; j <= j1; ++j) {
         if (j % step != 0) continue;
@@ -275,13 +274,14 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
   undo->setDefaultAction(undo_.createUndoAction(this, "Undo"));
   auto* redo = new QToolButton(this);
   redo->setDefaultAction(undo_.createRedoAction(this, "Redo"));
-  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear, undo, redo, zoom_out,
-                                                    zoom_in, fit})
-    bar->addWidget(w);
+  for (QWidget* w : std::initializer_list<QWidget*>{head, preset, param, apply, invert, clear}) bar->addWidget(w);
   bar->addStretch();
-  // legend (a row of its own: the toolbar stays narrow enough for 1280x720): the heatmaps'
-  // colours for visible and blocked, and the other masks' cells
+  // second row: undo, redo and zoom, then the legend (two rows keep the page narrow enough for
+  // 1280x720 with the tour's panel beside it): the heatmaps' colours for visible and blocked, and
+  // the other masks' cells
   auto* legend = new QHBoxLayout;
+  for (QWidget* w : std::initializer_list<QWidget*>{undo, redo, zoom_out, zoom_in, fit}) legend->addWidget(w);
+  legend->addSpacing(12);
   for (const auto& [colour, text] : {std::pair<QColor, QString>{QColor(0x21, 0x91, 0x8c), "visible"},
                                      std::pair<QColor, QString>{blocked_color("viridis"), "blocked"},
                                      std::pair<QColor, QString>{kOthersColor, "blocked by the other masks"}}) {

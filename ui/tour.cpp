@@ -68,14 +68,20 @@ const std::vector<TourStep>& tour_steps() {
        "heads"},
       {"Your own mask, combined",
        "article 003, sections 2.3-2.4",
-       "The mask editor: click or drag to block cells (per head or for all heads), then see every head with it. "
-       "Masks combine as in nn.MultiheadAttention: a cell is blocked when any mask blocks it; float masks add.",
+       "Article 003's own mask: each token sees itself and its neighbours at &plusmn;1 (the sliding window of 3), "
+       "here combined with the padding mask and the causal mask. Masks combine as in nn.MultiheadAttention: a "
+       "cell is blocked when any mask blocks it, so each word sees only itself and the word before, and no query "
+       "sees a [PAD]. A careful reader finds that the article's code, as printed, blocks nothing: it starts "
+       "from <code>torch.zeros</code>, writes zeros into the band, then fills &minus;inf where the mask equals "
+       "1, and there are no ones, so <code>attn_weights</code> come out unmasked (step 2's picture). The "
+       "one-line fix: start from <code>torch.ones</code>. The Mask editor tab paints any mask of your own, for "
+       "every head or one, on top of these.",
        "the film was not very good",
        "",
-       {"causal"},
+       {"padding", "causal", "window:3"},
+       8,
        0,
-       0,
-       "mask"},
+       "heads"},
       {"One head, all heads, all layers",
        "article 003, sections 4.2-4.3",
        "Every layer and every head at once; click a thumbnail to open that layer. The second layer's heads "

@@ -7,6 +7,7 @@
 #include <QFile>
 #include <QImage>
 #include <QDialog>
+#include <QDockWidget>
 #include <QLabel>
 #include <QMenuBar>
 #include <QLineEdit>
@@ -330,7 +331,9 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
   CHECK(e->maskArgs() == QStringList{"causal"});
   // the step's text says which article is which, by title
   bool named = false;
-  for (QLabel* l : w.findChild<QDialog*>("tourDialog")->findChildren<QLabel*>())
+  REQUIRE(w.findChild<QDockWidget*>("tourDock"));
+  CHECK(w.findChild<QDockWidget*>("tourDock")->isVisible());  // a panel beside the views, not a window over them
+  for (QLabel* l : w.findChild<QDockWidget*>("tourDock")->findChildren<QLabel*>())
     named = named || (l->text().contains("The causal mask") && l->text().contains("Article 000") &&
                       l->text().contains(QString::fromUtf8("\u63a9\u7801")));  // 掩码, "mask", in 003's title
   CHECK(named);
