@@ -527,6 +527,11 @@ void MethodsView::show() {
                     .arg(T)
                     .arg(token_view_note(members < static_cast<size_t>(T), merged));
   }
+  // A and B the same (identically tokenised texts): an all-zero map would look blank; say why
+  if (maps_method_ == Compare && std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; }))
+    view_note +=
+        "<br><b>A and B give the same attention here</b>: every difference is 0 (the two texts make "
+        "the same tokens, or the two models the same weights), so the map is all white.";
   status_->setText(describe(maps_method_, maps_note_) + readoutSummary() + view_note + kCaveat);
 }
 

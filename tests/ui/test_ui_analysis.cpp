@@ -372,6 +372,13 @@ TEST_CASE("compare: A - B for another text or another model, diverging around 0,
     }
   CHECK(worst <= tol);
   CHECK(largest > tol);  // the texts differ, so the maps do, by more than the roundings
+  CHECK_FALSE(m->statusText().contains("give the same attention"));
+  // B the same text: an all-zero map, and the status says why it is blank
+  m->setCompare("abcdef", nullptr);
+  m->wait();
+  CHECK(m->statusText().contains("A and B give the same attention"));
+  m->setCompare("fedcba", nullptr);
+  m->wait();
   // another model on the same text: a model with other weights
   auto other = std::make_shared<Model>(*a);
   other->weights = random_weights(other->config, 7);
