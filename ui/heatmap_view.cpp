@@ -95,6 +95,13 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->xAxis->grid()->setVisible(false);  // no grid lines: they would run over the cells' borders
   plot_->yAxis->grid()->setVisible(false);
   plot_->xAxis->setTickLabelRotation(90);  // vertical: each key label is one line of text wide
+  // Ticks outward and the axis lines a pixel off the map: inward ticks and a line on the map's
+  // edge covered the edge cells (at 1.5 px a cell, the first key's column vanished under the line)
+  for (QCPAxis* ax : {plot_->xAxis, plot_->yAxis, plot_->xAxis2, plot_->yAxis2}) {
+    ax->setTickLength(0, 4);
+    ax->setSubTickLength(0, 0);
+    ax->setOffset(1);
+  }
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   for (QCPAxis* ax : {plot_->xAxis, plot_->yAxis})
     connect(ax, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
@@ -218,7 +225,9 @@ void HeatmapView::rebuild() {
   // No input: no axes, no colour bar (empty 0-5 axes would look like data).
   plot_->xAxis->setVisible(!data_.empty());
   plot_->yAxis->setVisible(!data_.empty());
-  scale_->setVisible(!compact_ && !data_.empty());
+  // a grid cell's colour bar is the grid's: taken out of the layout, it must not draw either
+  // (it drew a small "0 1" bar over the map's corner)
+  scale_->setVisible(!compact_ && !shared_.on && !data_.empty());
   if (data_.empty()) {
     map_->data()->clear();
     // nothing to draw has no title either (a map that failed kept the last one's over nothing)
@@ -507,9 +516,11 @@ void HeatmapView::fitTitle() {
   // a cell of a shared-axes grid: the title is centred over its map, right of the query labels
   const int band = shared_.on && shared_.row_labels ? shared_.left : 0;
   t->setMargins(QMargins(2 + band, 2, 2, 2));
+  if (title_pt_ > 0) t->setFont(QFont(font().family(), static_cast<int>(title_pt_), QFont::Bold));
   const int room = std::max(20, plot_->width() - bar - band - 6);
   const QFontMetrics fm(t->font());
   QString shown = data_.title;
+  if (title_short_) shown.replace(QStringLiteral("head "), QStringLiteral("h"));
   if (fm.horizontalAdvance(shown) > room) {  // "head 5 · [CLS]" -> "h5 · [CLS]", then cut at the end
     shown.replace(QStringLiteral("head "), QStringLiteral("h"));
     shown = fm.elidedText(shown, Qt::ElideRight, room);

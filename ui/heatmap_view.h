@@ -70,6 +70,12 @@ class HeatmapView : public QWidget {
   // Square cells (the enlarged head): the axes keep a 1:1 scale instead of filling the widget.
   void setSquareCells(bool square) { square_ = square; }
   void setSharedAxes(const SharedAxes& axes);
+  // The title's style, the same for every map of a grid: "h3" for "head 3" (short), its size (0: the default).
+  void setTitleStyle(bool short_names, double point_size) {
+    if (short_names == title_short_ && point_size == title_pt_) return;
+    title_short_ = short_names, title_pt_ = point_size;
+    rebuild();
+  }
   // Where the map is drawn, in the view's coordinates (after the last layout).
   QRect mapRect() const;
   float colourTop() const;  // the top in use
@@ -123,6 +129,8 @@ class HeatmapView : public QWidget {
   int small_mode_ = -1;
   int max_cells_ = 512;
   SharedAxes shared_;
+  bool title_short_ = false;
+  double title_pt_ = 0;
   // The drawn grid is pooled to at most the map's size in pixels (a cell is never narrower than a
   // pixel, so no row or column is dropped when the image is drawn): found at the last layout.
   QSize pixel_cap_{0, 0};

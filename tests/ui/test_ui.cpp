@@ -724,6 +724,17 @@ TEST_CASE("the heads grid shares its token axes: every token named once per grid
       std::sort(sorted.begin(), sorted.end());
       CHECK(named == sorted);
     }
+    // one title style for the grid ("h2 · prev" never beside "head 3"), and no cell draws a colour
+    // bar of its own (the grid has one)
+    std::set<bool> short_titles;
+    for (int h = 0; h < k.heads; ++h) {
+      QCustomPlot* p = e->headView(h)->plot();
+      for (int r = 0; r < p->plotLayout()->rowCount(); ++r)
+        if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->element(r, 0)))
+          short_titles.insert(!t->text().startsWith("head "));
+      for (QCPColorScale* s : p->findChildren<QCPColorScale*>()) CHECK_FALSE(s->visible());
+    }
+    CHECK(short_titles.size() == 1);
     // the maps: all one size, square cells, side by side without overlapping
     for (int h = 0; h < k.heads; ++h) {
       const QRect m = e->headView(h)->mapRect();
@@ -838,6 +849,12 @@ TEST_CASE("a one-token-wide diagonal stays one unbroken line at every size (pool
           last = lo;
         }
         CHECK(longest_gap <= std::max(1.0, cell));
+        // the corner cell (query 0 on key 0) is not under an axis line or tick: its first pixels show it
+        const QRect corner = m.translated(-view.plot()->pos());
+        bool lit = false;
+        for (int dy = 0; dy < 2; ++dy)
+          for (int dx = 0; dx < 2; ++dx) lit |= qGray(img.pixel(corner.left() + dx, corner.top() + dy)) > 150;
+        CHECK(lit);
         CHECK(jumps == 0);
         const int gaps = longest_gap > std::max(1.0, cell);
         if (gaps || jumps) img.save(QString("/tmp/diag_%1_%2_%3.png").arg(T).arg(shared).arg(size.width()));

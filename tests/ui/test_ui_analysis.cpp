@@ -437,8 +437,12 @@ TEST_CASE("heads show value-weighted attention: every head's map is the engine's
   for (QLabel* l : e->page("layers")->findChildren<QLabel*>())
     noted |= l->isVisible() && l->text().contains("value-weighted");
   CHECK(noted);
-  for (HeatmapView* v : e->page("layers")->findChildren<HeatmapView*>())
+  for (HeatmapView* v : e->page("layers")->findChildren<HeatmapView*>()) {
     CHECK_FALSE(v->data().title.contains("value-weighted"));
+    // square thumbnails (they were stretched tall): T = S, so the map is square within 10%
+    const QRect m = v->mapRect();
+    CHECK(m.width() == Approx(m.height()).epsilon(0.1));
+  }
   CHECK_THROWS_WITH(e->setHeadWeighting("nope"), Catch::Contains("attention or value-weighted"));
   e->setHeadWeighting("attention");
   CHECK_FALSE(e->headsPage()->colourBar()->label().contains("value-weighted"));

@@ -150,8 +150,7 @@ void HeadsPage::applyDisplay() {
     t->addTick(1, "max");
     bar_scale_->axis()->setTicker(t);
     bar_scale_->setDataRange(QCPRange(0, 1));
-    bar_scale_->setLabel(vw ? QString::fromUtf8("value-weighted, each head 0 to its max")
-                            : QString("each head 0 to its max"));
+    bar_scale_->setLabel(vw ? QString("value-weighted, per head") : QString("0 to each head's max"));
   }
   bar_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -203,8 +202,13 @@ void HeadsPage::layoutGrid() {
   if (n == 0) return;
   const HeatmapData& d = heads_[0]->data();
   const int W = width(), H = height();
-  const QFont title_font(font().family(), 10, QFont::Bold);
-  const int title = HeatmapView::titleHeight(title_font);
+  // The heads' titles: one style for the whole grid (never "h2 · prev" beside "head 3"): the
+  // full names while every one fits its map, else "h2" for all, then a smaller font; decided
+  // for the maps' width below, and the grid laid out again when the font changes.
+  double title_pt = 10;
+  bool title_short = false;
+  auto title_font = [&](double pt) { return QFont(font().family(), static_cast<int>(pt), QFont::Bold); };
+  int title = HeatmapView::titleHeight(title_font(title_pt));
   const int axis_title = QFontMetrics(font()).height() + 4;
   const int bar_w = 78;
   if (d.empty()) {  // no input: the heads' placeholders in an even grid, no axes
@@ -266,17 +270,34 @@ void HeadsPage::layoutGrid() {
   };
   // The first that names every token: one side in the page's font, 8 or 7 pt; two sides in those;
   // one side, then two, in 6.5 pt; else one side in 7 pt, every k-th token.
-  Fit chosen;
-  bool found = false;
-  for (const auto& [pt, sides] :
-       std::vector<std::pair<double, int>>{{99, 1}, {8, 1}, {7, 1}, {99, 2}, {8, 2}, {7, 2}, {6.5, 1}, {6.5, 2}}) {
-    chosen = fit(sized(pt), sides);
-    if (chosen.steps == QSize(1, 1)) {
-      found = true;
-      break;
+  auto choose = [&] {
+    for (const auto& [pt, sides] :
+         std::vector<std::pair<double, int>>{{99, 1}, {8, 1}, {7, 1}, {99, 2}, {8, 2}, {7, 2}, {6.5, 1}, {6.5, 2}}) {
+      Fit f = fit(sized(pt), sides);
+      if (f.steps == QSize(1, 1)) return f;
+    }
+    return fit(sized(7), 1);  // thinned anyway: one side leaves the maps more room
+  };
+  Fit chosen = choose();
+  auto widest_title = [&](double pt, bool shorten) {
+    const QFontMetrics fm(title_font(pt));
+    int w = 0;
+    for (HeatmapView* v : heads_) {
+      QString t = v->data().title;
+      if (shorten) t.replace(QStringLiteral("head "), QStringLiteral("h"));
+      w = std::max(w, fm.horizontalAdvance(t));
+    }
+    return w;
+  };
+  const int room = chosen.plan.map_w - 6;
+  if (widest_title(10, false) > room) {
+    title_short = true;
+    if (widest_title(10, true) > room) {  // still too wide: 8 pt, the grid laid out for its row
+      title_pt = 8;
+      title = HeatmapView::titleHeight(title_font(title_pt));
+      chosen = choose();
     }
   }
-  if (!found) chosen = fit(sized(7), 1);  // thinned anyway: one side leaves the maps more room
   plan_ = chosen.plan;
   sides_ = chosen.sides;
   const int gap = chosen.gap, slack = gap / 2;
@@ -300,6 +321,7 @@ void HeadsPage::layoutGrid() {
     const bool two = chosen.sides == 2;
     const int top_band = two && axes.top_labels ? chosen.top : 0;
     HeatmapView* v = heads_[static_cast<size_t>(h)];
+    v->setTitleStyle(title_short, title_pt);
     v->setLabelSteps(chosen.steps);
     v->setSharedAxes(axes);
     const int map_x = ox + chosen.left + c * (p.map_w + gap);
@@ -318,7 +340,7 @@ void HeadsPage::layoutGrid() {
                           p.rows * (title + p.map_h) + (p.rows - 1) * gap - title);
   col_title_->setGeometry(ox + chosen.left, oy + grid_h, p.cols * p.map_w + (p.cols - 1) * gap, axis_title);
   const int maps_h = p.rows * (title + p.map_h) + (p.rows - 1) * gap - title;  // first map's top to last's bottom
-  bar_->setGeometry(ox + grid_w + 6, oy + chosen.top + title, bar_w - 6, std::min(maps_h, std::max(p.map_h, 220)));
+  bar_->setGeometry(ox + grid_w + 6, oy + chosen.top + title, bar_w - 6, maps_h);
   row_title_->show(), col_title_->show(), bar_->show();
   row_title_->update(), col_title_->update();
 }

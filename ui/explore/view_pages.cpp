@@ -2,6 +2,7 @@
 #include "ui/explore/view_pages.h"
 
 #include <QComboBox>
+#include <algorithm>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -54,7 +55,7 @@ LayersPage::LayersPage(ExploreState* state, QWidget* parent)
       "These thumbnails are the attention probabilities; the Heads and Head tabs show value-weighted maps.", this);
   note_->setVisible(false);
   v->addWidget(note_);
-  auto* scroll = new QScrollArea(this);
+  auto* scroll = scroll_ = new QScrollArea(this);
   inner_ = new QWidget;
   grid_ = new QGridLayout(inner_);
   grid_->setSpacing(2);
@@ -88,9 +89,31 @@ void LayersPage::modelChanged() {
       thumbs_.push_back(t);
     }
   }
+  sizeThumbs();
+}
+
+void LayersPage::resizeEvent(QResizeEvent* e) {
+  ExplorePage::resizeEvent(e);
+  sizeThumbs();
+}
+
+void LayersPage::sizeThumbs() {
+  if (thumbs_.empty() || !state_->model()) return;
+  const int H = state_->model()->config.num_heads;
+  const int label = cells_.empty() ? 60 : cells_.front()->sizeHint().width();
+  const int room = scroll_->viewport()->width() - label - grid_->spacing() * (H + 1) - 24;
+  const int side = std::clamp(room / std::max(1, H), 48, 220);
+  // the map square under its one-line title (the compact title's row: 7 pt and its margins)
+  const int title = QFontMetrics(QFont(font().family(), 7, QFont::Bold)).height() + 4;
+  for (HeatmapView* t : thumbs_) {
+    t->setMinimumSize(side, side + title);
+    t->setMaximumSize(side, side + title);
+  }
+  grid_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
 }
 
 void LayersPage::refresh() {
+  sizeThumbs();  // the viewport has its size once the page is shown
   const size_t H = static_cast<size_t>(state_->heads());
   const auto& grids = state_->outcome().heads;
   note_->setVisible(state_->valueWeighted() && state_->result());

@@ -11,6 +11,7 @@ class QComboBox;
 class QGridLayout;
 
 class QLabel;
+class QScrollArea;
 
 namespace attnlab {
 
@@ -40,9 +41,12 @@ class LayersPage : public ExplorePage {
  protected:
   void refresh() override;
   void modelChanged() override;
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
-  QLabel* note_;  // says the thumbnails are raw attention while the Heads tab is value-weighted
+  void sizeThumbs();  // square thumbnails that share the page's width (they were stretched tall)
+  QLabel* note_;      // says the thumbnails are raw attention while the Heads tab is value-weighted
+  QScrollArea* scroll_ = nullptr;
   QWidget* inner_;
   QGridLayout* grid_;
   std::vector<QWidget*> cells_;  // labels and thumbnails, rebuilt per model
