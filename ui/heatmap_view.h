@@ -86,8 +86,6 @@ class HeatmapView : public QWidget {
   // steps for all of them (the densest any needs), so they show the same labels; a view never
   // goes below what its own size needs, so labels never overlap.
   void setLabelSteps(QSize steps);  // width = keys (x), height = queries (y); 0 = own choice
-  // The steps this view needs for its size: labels at least a line of text apart.
-  QSize autoLabelSteps() const;
   QSize labelSteps() const { return used_steps_; }
   // Small-cell layout (no axis titles; they move to the tooltip): -1 = by this view's own size,
   // 0 / 1 = off / on (a grid sets one value for all its heads, so every head looks the same).
@@ -97,10 +95,6 @@ class HeatmapView : public QWidget {
     steps_rows_ = -1;  // the axis titles come or go: the label steps are measured again
     rebuild();
   }
-
- signals:
-  // The steps this view needs changed (it was resized): a grid of heads re-synchronises.
-  void labelStepsNeeded();
 
  public:
   QCustomPlot* plot() const { return plot_; }

@@ -14,9 +14,12 @@
 
 namespace attnlab::test {
 
-inline std::shared_ptr<const Model> test_model(int max_len = 64) {
+// heads: the grid tests need 4, 8 and 12 (other than 4: 4 values a head, one layer).
+inline std::shared_ptr<const Model> test_model(int max_len = 64, int heads = 4) {
   ModelConfig c;
-  c.vocab_size = 100, c.embed_size = 32, c.num_heads = 4, c.num_layers = 2, c.ff_dim = 32, c.max_len = max_len;
+  c.vocab_size = 100, c.embed_size = heads == 4 ? 32 : 4 * heads, c.num_heads = heads,
+  c.num_layers = heads == 4 ? 2 : 1;
+  c.ff_dim = 32, c.max_len = max_len;
   c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
   auto m = std::make_shared<Model>();
   m->config = c;
@@ -51,6 +54,5 @@ inline QByteArray head_bytes(const QString& path, int n) {
   REQUIRE(f.open(QIODevice::ReadOnly));
   return f.read(n);
 }
-
 
 }  // namespace attnlab::test
