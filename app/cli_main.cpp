@@ -40,7 +40,8 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_make_data(const std::vector<std::string>& argv);
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0);  // cli_bench.cpp
 int cmd_devices(const std::vector<std::string>& argv);
-int cmd_sae(const std::vector<std::string>& argv, const std::string& argv0);  // cli_sae.cpp
+int cmd_sae(const std::vector<std::string>& argv, const std::string& argv0);       // cli_sae.cpp
+int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0);  // cli_generate.cpp
 #ifdef ATTNLAB_WITH_EXPORT
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0);
 #endif
@@ -65,6 +66,14 @@ usage:
                       [--cache NAME[,NAME|GLOB]... --cache-out F.npz]  named activations (TransformerLens's
                       names: blocks.3.attn.hook_z, blocks.*.hook_resid_post; --list-hooks prints them)
                       [--patch NAME=F.npy[:POSITIONS]]... [--add NAME=F.npy[*ALPHA][:POSITIONS]]...
+  attnlab-cli generate [--model DIR] (--text "..." | --ids ...) [--max-new 20]
+                      [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S]
+                      [--stop TEXT]... [--ignore-eos] [--attn-out A.npy] [--json [--json-top 100]]
+                      language models write: one position a step over a KV cache, warped in transformers'
+                      order (temperature, top-k, top-p, min-p; greedy by default), the text streamed to
+                      stdout; --json gives ids, generated_ids and per step id, token, prob, raw_prob,
+                      entropy and top: the warped distribution [[id, p], ...] (its --json-top likeliest,
+                      0: all); --attn-out [layers, heads, T, T] of the final sequence
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
                       [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
   attnlab-cli bench --sgemm [--seq 512]    this machine's SGEMM rate (Eigen, oneDNN)
@@ -642,6 +651,7 @@ int cmd_tokenize(const std::vector<std::string>& argv, const std::string& argv0)
           for (size_t t = 0; t < in.ids.size(); ++t) pieces[t] = model.token_name(in.ids[t]);
         j = {{"tokens", pieces},      {"labels", in.tokens},   {"ids", in.ids},     {"token_type_ids", in.token_types},
              {"special", in.special}, {"unknown", in.unknown}, {"words", in.words}, {"notices", in.notices}};
+        if (model.tokenizer) j["decoded"] = model.tokenizer->decode(in.ids);  // the ids back to text
       }
     } catch (const Error& e) {
       if (texts.size() == 1) throw;
@@ -695,6 +705,7 @@ int main(int argc, char** argv) {
     Handler run;
   } kCommands[] = {
       {"forward", cmd_forward},
+      {"generate", cmd_generate},
       {"tokenize", cmd_tokenize},
       {"analyze", cmd_analyze},
       {"patch", cmd_patch},

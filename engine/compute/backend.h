@@ -27,6 +27,7 @@ struct Cancelled : std::exception {
 // What a pass keeps besides its output and how it is driven: one set of fields for a whole
 // forward pass (ForwardRequest) and for one encoding by a backend (EncodeOptions).
 struct HookSpec;
+struct KvCache;
 
 struct PassOptions {
   // Which layers' [heads, T, S] probabilities to return; the others are left empty.
@@ -43,6 +44,12 @@ struct PassOptions {
   // recomputes layers >= l only). Null: from the embedding.
   const Tensor* start = nullptr;
   int first_layer = 0;
+  // Causal models: the keys and values of the previous pass (engine/compute/kv_cache.h). The pass
+  // computes only the positions after the prefix it shares with the cache (first_position of the
+  // output), attends over the cached keys too, and leaves the cache holding the whole sequence.
+  // Not with hooks, ablation, a resumed start or layer inputs; the cpu and reference backends
+  // run it.
+  KvCache* kv = nullptr;
 };
 
 struct EncodeOptions : PassOptions {
@@ -54,10 +61,14 @@ struct EncodeOptions : PassOptions {
 };
 
 struct EncodeOutput {
+  // With a KV cache: the first position computed (P); hidden and attention then hold the rows
+  // of positions P..T-1 only ([T - P, E], [heads, T - P, T]). 0 without one.
+  int first_position = 0;
   Tensor hidden;                     // [T, E] final hidden states
   std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
   std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
-  std::vector<Tensor> values;        // per layer: [T, KV * D] when asked for (empty where a backend does not keep them)
+  std::vector<Tensor> values;        // per layer: [T, KV * D] when asked for (empty where a backend does not keep them;
+                                     // every position's with a KV cache)
   std::map<std::string, Tensor> cache;  // the named activations kept (PassOptions::hooks)
 };
 

@@ -225,6 +225,11 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
 
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention, req.hooks);
   if (req.start && !req.cross_ids.empty()) throw Error("a resumed pass is a self-attention pass");
+  if (req.kv && !c.causal)
+    throw Error("a KV cache is for causal language models (an encoder's positions see every other)");
+  if (req.kv &&
+      (!req.cross_ids.empty() || c.num_classes > 0 || !req.ablate.empty() || (req.hooks && !req.hooks->empty())))
+    throw Error("a KV-cached pass is a language model's plain pass (no cross mode, classifier, ablation or hooks)");
   if (req.hooks && !req.hooks->empty() && !req.cross_ids.empty())
     throw Error("named activations (--cache, --patch, --add) are for self-attention passes; cross mode has none");
   if (c.causal && !req.cross_ids.empty())
@@ -234,6 +239,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   if (req.cross_ids.empty()) {
     r.mask = self_attention_mask(model, req);
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
+    r.first_position = out.first_position;
     r.hidden = std::move(out.hidden);
     r.attention = std::move(out.attention);
     r.layer_inputs = std::move(out.layer_inputs);
@@ -273,7 +279,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.warnings = mask_warnings(r.mask, "cross-attention mask");
   }
   r.logits = classify(model, r.hidden, r.ids);
-  if (c.lm_head) r.next_tokens = top_next_tokens(model, r.hidden, T - 1, 10);
+  if (c.lm_head) r.next_tokens = top_next_tokens(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1, 10);
   if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
   if (!r.logits.empty()) {
     r.class_probs = softmax(r.logits);
@@ -290,6 +296,38 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     }
   r.millis = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+void merge_cached_rows(const ForwardResult& previous, ForwardResult& partial) {
+  const int P = partial.first_position;
+  if (P == 0) return;
+  const int T = static_cast<int>(partial.ids.size());
+  if (static_cast<int>(previous.ids.size()) < P || previous.hidden.empty() || previous.first_position != 0 ||
+      !std::equal(partial.ids.begin(), partial.ids.begin() + P, previous.ids.begin()))
+    throw Error("internal: a KV-cached result merged with a pass that does not hold its first rows");
+  const int64_t E = partial.hidden.dim(1);
+  Tensor hidden({T, E});
+  std::copy_n(previous.hidden.ptr(), static_cast<size_t>(P * E), hidden.ptr());
+  std::copy(partial.hidden.data.begin(), partial.hidden.data.end(), hidden.ptr() + P * E);
+  partial.hidden = std::move(hidden);
+  for (size_t l = 0; l < partial.attention.size(); ++l) {
+    Tensor& rows = partial.attention[l];
+    if (rows.empty()) continue;
+    const Tensor* before = l < previous.attention.size() ? &previous.attention[l] : nullptr;
+    if (!before || before->empty())
+      throw Error("internal: a KV-cached result needs the previous pass's layer " + std::to_string(l) + " attention");
+    const int H = static_cast<int>(rows.dim(0)), Sp = static_cast<int>(before->dim(2));
+    Tensor full({H, T, T});  // rows i < P see keys 0..i only (causal): the previous pass's first P columns
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < P; ++i)
+        std::copy_n(before->ptr() + (static_cast<int64_t>(h) * before->dim(1) + i) * Sp, std::min(P, Sp),
+                    full.ptr() + (static_cast<int64_t>(h) * T + i) * T);
+      std::copy_n(rows.ptr() + static_cast<int64_t>(h) * (T - P) * T, static_cast<size_t>(T - P) * T,
+                  full.ptr() + (static_cast<int64_t>(h) * T + P) * T);
+    }
+    rows = std::move(full);
+  }
+  partial.first_position = 0;
 }
 
 std::vector<ForwardResult> run_forward_batch(const Model& model, Backend& backend,

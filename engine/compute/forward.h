@@ -30,6 +30,10 @@ struct ForwardRequest : PassOptions {
 };
 
 struct ForwardResult {
+  // With a KV cache (PassOptions::kv): the first position the pass computed; hidden and attention
+  // hold the rows from it on ([T - P, E], [heads, T - P, T]), the rest equal the previous pass's
+  // (merge_cached_rows fills them in). 0 for a full pass.
+  int first_position = 0;
   std::vector<int> ids, cross_ids;
   std::vector<std::string> tokens, cross_tokens;  // what ids and cross_ids are labelled with: every view
                                                   // labels what it draws from the result it draws
@@ -69,6 +73,11 @@ std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const Mod
 
 // Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);
+
+// A KV-cached result made whole: the rows before its first position (hidden states and every
+// kept layer's probabilities) taken from `previous`, the pass the cache was left by, whose ids
+// begin with the same first_position tokens. Error when previous does not hold those rows.
+void merge_cached_rows(const ForwardResult& previous, ForwardResult& partial);
 
 // Several sequences of different lengths, padded with [PAD] to the longest and run with the
 // padding mask on (plus whatever `mask` adds), as in the articles' batch examples.

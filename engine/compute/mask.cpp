@@ -217,4 +217,19 @@ void block_outside_window(AttnMask& mask, int window) {
       for (int j = 0; j + window < i; ++j) mask.blocked[mask.index(p, i, j)] = 1;
 }
 
+AttnMask mask_rows(const AttnMask& mask, int first) {
+  AttnMask out;
+  out.planes = mask.planes, out.T = mask.T - first, out.S = mask.S;
+  auto copy = [&](const auto& from, auto& to) {
+    if (from.empty()) return;
+    to.resize(static_cast<size_t>(out.planes) * out.T * out.S);
+    for (int p = 0; p < mask.planes; ++p)
+      std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(mask.index(p, first, 0)),
+                  static_cast<size_t>(out.T) * out.S, to.begin() + static_cast<std::ptrdiff_t>(out.index(p, 0, 0)));
+  };
+  copy(mask.blocked, out.blocked);
+  copy(mask.additive, out.additive);
+  return out;
+}
+
 }  // namespace attnlab

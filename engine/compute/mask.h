@@ -62,6 +62,9 @@ struct AttnMask {
 // padding mask; pad_id < 0 means the vocabulary has no [PAD]).
 AttnMask build_mask(const MaskSpec& spec, int T, int S, int num_heads, const std::vector<int>& key_ids, int pad_id);
 
+// Rows first..T-1 of a mask (every key): what the queries after a KV cache's prefix apply.
+AttnMask mask_rows(const AttnMask& mask, int first);
+
 // Human-readable warnings for rows with every key blocked ("" prefix names the attention kind).
 std::vector<std::string> mask_warnings(const AttnMask& mask, const std::string& what);
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/compute/hooks.h"
+#include "engine/compute/kv_cache.h"
 
 #include <cmath>
 #include <functional>
@@ -19,6 +20,15 @@ void add_into(Tensor& a, const Tensor& b) {
   float* pa = a.ptr();
   const float* pb = b.ptr();
   for (size_t k = 0; k < a.data.size(); ++k) pa[k] += pb[k];
+}
+
+// t (rows, width) grows by the rows of r (n, width); an empty t takes r's width.
+void append_rows(Tensor& t, const Tensor& r) {
+  const int64_t width = r.dim(1), rows = t.empty() ? 0 : t.dim(0);
+  if (!t.empty() && t.dim(1) != width) throw Error("internal: a KV cache's rows changed width");
+  t.data.resize(static_cast<size_t>((rows + r.dim(0)) * width));  // every new element is overwritten next
+  std::copy(r.data.begin(), r.data.end(), t.data.begin() + rows * width);
+  t.shape = {rows + r.dim(0), width};
 }
 
 void check_cancel(const EncodeOptions& o) {
@@ -164,119 +174,6 @@ AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int 
   return a;
 }
 
-void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out) {
-  ModelConfig c;
-  c.rope_theta = theta;
-  rope_tables(T, D, c, cos_out, sin_out);
-}
-
-namespace {
-
-// base ** (arange(0, D, 2).float() / D) in float32, as every rope init computes it first
-std::vector<float> rope_powers(float base, int D) {
-  std::vector<float> p(static_cast<size_t>(D / 2));
-  for (int i = 0; i < D / 2; ++i)
-    p[static_cast<size_t>(i)] = std::pow(base, static_cast<float>(2 * i) / static_cast<float>(D));
-  return p;
-}
-
-}  // namespace
-
-// Each line is transformers' (modeling_rope_utils.py, 5.24), in its order and its precision: the
-// tensors are float32 and a Python number meets them as a float32 (so a / x on a tensor is
-// reciprocal(x) * a, as torch's __rtruediv__); the scalars alone are Python doubles.
-RopeFrequencies rope_frequencies(const ModelConfig& c, int D, int T) {
-  const RopeScaling& r = c.rope_scaling;
-  const float base = c.rope_theta;
-  const std::vector<float> pw = rope_powers(base, D);
-  const size_t half = pw.size();
-  RopeFrequencies out;
-  out.inv_freq.resize(half);
-  auto recip = [](float x) { return 1.0f / x; };
-  for (size_t i = 0; i < half; ++i) out.inv_freq[i] = recip(pw[i]);  // the default
-  const int original = r.original_max > 0 ? r.original_max : c.max_len;
-  if (r.type == "default" || r.type == "dynamic") return out;
-  if (r.type == "linear") {
-    for (float& f : out.inv_freq) f /= static_cast<float>(r.factor);
-    return out;
-  }
-  if (r.type == "llama3") {
-    const double factor = r.factor, low = r.low_freq_factor, high = r.high_freq_factor, old_len = original;
-    const float low_wavelen = static_cast<float>(old_len / low), high_wavelen = static_cast<float>(old_len / high);
-    const float two_pi = static_cast<float>(2 * M_PI), f_factor = static_cast<float>(factor);
-    const float f_low = static_cast<float>(low), f_span = static_cast<float>(high - low),
-                f_old = static_cast<float>(old_len);
-    for (float& f : out.inv_freq) {
-      const float inv = f;
-      const float wavelen = recip(inv) * two_pi;
-      const float inv_llama = wavelen > low_wavelen ? inv / f_factor : inv;
-      const float smooth = (recip(wavelen) * f_old - f_low) / f_span;
-      const float smoothed = (1.0f - smooth) * inv_llama / f_factor + smooth * inv_llama;
-      const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
-      f = medium ? smoothed : inv_llama;
-    }
-    return out;
-  }
-  if (r.type == "yarn") {
-    const double factor = r.factor > 0 ? r.factor : static_cast<double>(c.max_len) / original;
-    auto get_mscale = [](double scale, double mscale) {
-      return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-    };
-    double attention = r.attention_factor;
-    if (attention < 0)
-      attention = (r.mscale != 0 && r.mscale_all_dim != 0)
-                      ? get_mscale(factor, r.mscale) / get_mscale(factor, r.mscale_all_dim)
-                      : get_mscale(factor, 1.0);
-    const double dbase = base;
-    auto correction_dim = [&](double rotations) {
-      return (D * std::log(original / (rotations * 2 * M_PI))) / (2 * std::log(dbase));
-    };
-    double lo = correction_dim(r.beta_fast), hi = correction_dim(r.beta_slow);
-    if (r.truncate) lo = std::floor(lo), hi = std::ceil(hi);
-    lo = std::max(lo, 0.0), hi = std::min(hi, static_cast<double>(D - 1));
-    if (lo == hi) hi += 0.001;  // transformers' guard against a zero-width ramp
-    const float f_lo = static_cast<float>(lo), f_span = static_cast<float>(hi - lo),
-                f_factor = static_cast<float>(factor);
-    for (size_t i = 0; i < half; ++i) {
-      const float extrapolation = recip(pw[i]);
-      const float interpolation = recip(f_factor * pw[i]);
-      const float ramp = std::clamp((static_cast<float>(i) - f_lo) / f_span, 0.0f, 1.0f);
-      const float extra_factor = 1.0f - ramp;
-      out.inv_freq[i] = interpolation * (1.0f - extra_factor) + extrapolation * extra_factor;
-    }
-    out.scale = static_cast<float>(attention);
-    return out;
-  }
-  if (r.type == "longrope") {
-    const double factor = r.factor > 0 ? r.factor : static_cast<double>(c.max_len) / original;
-    double attention = r.attention_factor;
-    if (attention < 0)
-      attention = factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
-    const std::vector<float>& ext = T > original ? r.long_factor : r.short_factor;
-    if (ext.size() != half) throw Error("rope_type longrope needs head_dim / 2 factors");
-    for (size_t i = 0; i < half; ++i) out.inv_freq[i] = recip(ext[i] * pw[i]);
-    out.scale = static_cast<float>(attention);
-    return out;
-  }
-  throw Error("rope_type \"" + r.type + "\" is not supported");
-}
-
-void rope_tables(int T, int D, const ModelConfig& c, Tensor& cos_out, Tensor& sin_out) {
-  const RopeFrequencies f = rope_frequencies(c, D, T);
-  const int half = D / 2;
-  cos_out = Tensor({T, half});
-  sin_out = Tensor({T, half});
-  for (int i = 0; i < half; ++i) {
-    const float inv = f.inv_freq[static_cast<size_t>(i)];
-    for (int t = 0; t < T; ++t) {
-      const float angle = static_cast<float>(t) * inv;  // float32 product, as torch's position_ids * inv_freq
-      // emb.cos() * attention_scaling: a float32 cos, then times the scale in float32 (1: unchanged)
-      cos_out.at(t, i) = static_cast<float>(std::cos(static_cast<double>(angle))) * f.scale;
-      sin_out.at(t, i) = static_cast<float>(std::sin(static_cast<double>(angle))) * f.scale;
-    }
-  }
-}
-
 Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
   if (!model.config.lm_head) throw Error("this model has no language-model head");
   const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
@@ -311,7 +208,7 @@ std::vector<std::string> embed_hook_names(const ModelConfig& c) {
 }
 
 Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
-                     NormState& norm, HookRun* hooks) {
+                     NormState& norm, HookRun* hooks, int first) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   const int N = static_cast<int>(ids.size()), E = c.embed_size;
@@ -319,12 +216,12 @@ Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, 
   // order. With hooks each part is made whole and named (hooks.h), so it can be kept or edited
   // before the sum; without, its rows are added straight into x (no buffer per part: training
   // and every pass run this).
-  const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, N), E) : Tensor();
+  const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, first + N), E) : Tensor();
   std::vector<std::function<const float*(int)>> parts = {
       [&](int n) { return w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E; }};
   if (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal) {
     const Tensor& table = c.positional == Positional::Sinusoidal ? pe : w.pos_embedding;
-    parts.push_back([&table, T, E](int n) { return table.ptr() + static_cast<int64_t>(n % T) * E; });
+    parts.push_back([&table, T, E, first](int n) { return table.ptr() + static_cast<int64_t>((first + n) % T) * E; });
   }
   if (c.type_vocab_size > 0)
     parts.push_back([&](int n) {
@@ -608,7 +505,16 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         if (keep_scores && a.B != 1) throw Error("attention scores can be kept for a single sequence only");
         Tensor hooked_p;  // the probabilities an edit needs when nobody keeps them
         Tensor* P = run.for_backward ? &st.P : run.probs ? run.probs : edited ? &hooked_p : nullptr;
-        const Tensor &K = st.v[static_cast<size_t>(s.in[1])], &V = st.v[static_cast<size_t>(s.in[2])];
+        const Tensor* kp = &st.v[static_cast<size_t>(s.in[1])];
+        const Tensor* vp = &st.v[static_cast<size_t>(s.in[2])];
+        if (run.kv) {  // the new positions' keys and values after the cached ones; attend over all
+          Tensor& ck = run.kv->k[static_cast<size_t>(run.layer)];
+          Tensor& cv = run.kv->v[static_cast<size_t>(run.layer)];
+          append_rows(ck, *kp);
+          append_rows(cv, *vp);
+          kp = &ck, vp = &cv;
+        }
+        const Tensor &K = *kp, &V = *vp;
         ops.attention(a, in0, K, &V, P, &out);
         if (edited || keep_scores)
           attention_hooks(block, a, in0, K, V, *run.hooks, P, out);
@@ -643,8 +549,10 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         break;
       }
       case OpKind::Rope: {
-        if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T)
-          rope_tables(attn_in.T, attn_in.D, c, st.rope_cos, st.rope_sin);
+        if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T || st.rope_first != run.first) {
+          rope_tables(attn_in.T, attn_in.D, c, st.rope_cos, st.rope_sin, run.first);
+          st.rope_first = run.first;
+        }
         take_or_copy();
         ops.rope(out, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, false);
         break;
@@ -842,13 +750,35 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   if (options.start && (options.start->dim(0) != T || options.start->dim(1) != c.embed_size))
     throw Error("a resumed pass needs layer " + std::to_string(first) + "'s input as [" + std::to_string(T) + ", " +
                 std::to_string(c.embed_size) + "]");
-  // (T, E): the embedding, or the given input of layer `first`
   std::optional<HookRun> hooks;
   if (options.hooks && !options.hooks->empty()) hooks.emplace(*options.hooks);
-  Tensor x = options.start ? *options.start
-                           : embed_forward(model, ops, ids, options.token_types, T, norm, hooks ? &*hooks : nullptr);
-  AttnArgs attn = attention_args(c, model.weights, 1, T, T);
-  attn.mask = &mask;
+  // With a KV cache, positions 0..P-1 come from it: the pass runs the rows P..T-1 (n of them)
+  // against all T keys, with those rows of the mask.
+  KvCache* kv = options.kv;
+  int P = 0;
+  AttnMask rows_mask;
+  if (kv) {
+    if (!c.causal) throw Error("a KV cache is for causal language models (an encoder's positions see every other)");
+    if (hooks || !options.ablate.empty() || options.start || options.keep_layer_inputs ||
+        c.positional == Positional::Relative || !options.token_types.empty())
+      throw Error("internal: a KV-cached pass takes no hooks, ablation, resumed start, layer inputs or token types");
+    const std::vector<float> rope =
+        c.positional == Positional::Rotary ? rope_frequencies(c, c.head_dim(), T).inv_freq : std::vector<float>();
+    P = reuse_prefix(*kv, model, ids, mask, rope);
+    out.first_position = P;
+    rows_mask = mask_rows(mask, P);
+  }
+  const int n = T - P;
+  // (n, E): the embedding, or the given input of layer `first`
+  Tensor x;
+  if (options.start)
+    x = *options.start;
+  else if (P > 0)
+    x = embed_forward(model, ops, std::vector<int>(ids.begin() + P, ids.end()), {}, T, norm, nullptr, P);
+  else
+    x = embed_forward(model, ops, ids, options.token_types, T, norm, hooks ? &*hooks : nullptr);
+  AttnArgs attn = attention_args(c, model.weights, 1, n, T);
+  attn.mask = kv ? &rows_mask : &mask;
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
   std::vector<Tensor> patterns(static_cast<size_t>(c.num_layers));  // attn.hook_pattern kept for hooks only
   for (int l = first; l < c.num_layers; ++l) {
@@ -858,6 +788,8 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
     LayerRun run;
     run.layer = l;
     run.hooks = hooks ? &*hooks : nullptr;
+    run.kv = kv;
+    run.first = P;
     const std::string pattern = "blocks." + std::to_string(l) + ".attn.hook_pattern";
     const bool keep_pattern = hooks && hooks->kept(pattern);
     // Layers the caller does not keep never hold a [H, T, T] buffer.
@@ -874,7 +806,14 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
       if (keep_pattern) hooks->cache[pattern] = *run.probs;
     }
     if (options.keep_values)
-      out.values.push_back(state.v[static_cast<size_t>(plan.steps[static_cast<size_t>(plan.attention_step)].in[2])]);
+      out.values.push_back(
+          kv ? kv->v[static_cast<size_t>(l)]
+             : state.v[static_cast<size_t>(plan.steps[static_cast<size_t>(plan.attention_step)].in[2])]);
+  }
+  if (kv) {  // the cache now holds the whole sequence
+    kv->ids = ids;
+    kv->rows.resize(static_cast<size_t>(P));
+    for (int i = P; i < T; ++i) kv->rows.push_back(mask_row_hash(mask, i));
   }
   final_forward(model, ops, x, norm);
   if (hooks && c.final_norm) hooks->visit("ln_final.hook_normalized", x, x.shape);

@@ -13,6 +13,7 @@
 #include "engine/compute/backend.h"
 #include "engine/model/model.h"
 #include "engine/compute/ops.h"
+#include "engine/compute/rope.h"
 
 namespace attnlab {
 
@@ -80,6 +81,7 @@ struct LayerState {
   std::vector<std::vector<uint8_t>> keep;        // by step: dropout keep flags (Dropout, Attention)
   Tensor P;                                      // the attention probabilities (training)
   Tensor rope_cos, rope_sin;                     // [T, D / 2] rotary tables, made once per length
+  int rope_first = 0;                            // the position of the tables' first row (KV cache)
   const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
 };
 
@@ -92,6 +94,8 @@ struct LayerRun {
   Dropout* dropout = nullptr;                    // training only
   Tensor* probs = nullptr;                       // receives the (B, H, T, S) probabilities when not null
   const std::vector<uint8_t>* ablate = nullptr;  // [H]: 1 = the head's context is zeroed (head mask)
+  KvCache* kv = nullptr;                         // the attention appends k, v to the layer's and reads it all
+  int first = 0;                                 // the position of the first row (after the cache's prefix)
 };
 
 // AttnArgs of a model's attention for B sequences of T queries and S keys (no mask yet).
@@ -105,33 +109,15 @@ struct NormState {
 // The embedding for B sequences of T ids (ids and types are [B * T]; types empty = all 0):
 // token embedding + positional term [+ token-type embedding], then [embedding LayerNorm].
 // x (B*T, E). hooks (a single sequence): the parts' names (embed_hook_names) kept or edited.
+// first (a single sequence after a KV cache's prefix): ids are positions first, first + 1, ...
 Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
-                     NormState& norm, HookRun* hooks = nullptr);
+                     NormState& norm, HookRun* hooks = nullptr, int first = 0);
 // The embedding's hook names, in the order of its parts: hook_embed, [hook_pos_embed] (learned or
 // sinusoidal positions), [hook_token_type_embed]; under embed. for post-norm encoders.
 std::vector<std::string> embed_hook_names(const ModelConfig& c);
 // Accumulates d loss / d (embedding, learned positions, token types, embedding LayerNorm).
 void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, const std::vector<int>& types, int T,
                     Tensor dx, const NormState& norm, ModelWeights& grads);
-// Hugging Face's rotary tables for positions 0..T-1 and head size D (LlamaRotaryEmbedding, in
-// float32 as it computes them): inv_freq_i = 1 / theta^(2i / D), angle = t * inv_freq_i.
-void rope_tables(int T, int D, float theta, Tensor& cos_out, Tensor& sin_out);
-// The rotary frequencies and the cos / sin scale of a config's rope_type for a pass of T positions,
-// as transformers' ROPE_INIT_FUNCTIONS compute them in float32 (modeling_rope_utils.py, 5.x):
-// linear divides by the factor; llama3 divides the low frequencies and blends the middle ones;
-// yarn blends interpolated and extrapolated frequencies over its correction range and scales
-// cos / sin by its attention factor; longrope divides by short_factor, or long_factor past
-// original_max_position_embeddings (transformers' longrope_frequency_update picks by the pass's
-// length), with its attention factor; dynamic equals default up to max_position_embeddings (it
-// only rescales past it, and attnlab never runs past it).
-struct RopeFrequencies {
-  std::vector<float> inv_freq;  // [D / 2]
-  float scale = 1.0f;           // attention_scaling: cos and sin are multiplied by it
-};
-RopeFrequencies rope_frequencies(const ModelConfig& c, int D, int T);
-// Tables for a config: cos = cos(t inv_freq) x scale, and the same for sin.
-void rope_tables(int T, int D, const ModelConfig& c, Tensor& cos_out, Tensor& sin_out);
-
 // Language models: the LM head's logits for hidden rows x (N, E) -> (N, vocab), through
 // lm_head or the tied embedding.
 Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x);

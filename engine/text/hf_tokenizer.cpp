@@ -216,6 +216,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_tokenizer_json(const std::s
       }
     };
     if (j.contains("pre_tokenizer")) add_pre(j["pre_tokenizer"]);
+    if (j.contains("decoder")) t->parse_decoder(j["decoder"], where);
 
     // added tokens
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
@@ -329,6 +330,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_txt(const std::string
     fail("tokenizer_config.json", e.what());
   }
   t->pre_ = {{PreStep::Bert}};
+  t->decoder_ = {DecodeStep::WordPiece};  // BertTokenizerFast's decoder: "##" joins, cleanup on
   t->unk_ = str("unk_token", "[UNK]");
   const std::string cls = str("cls_token", "[CLS]"), sep = str("sep_token", "[SEP]");
   for (const std::string& sp : {str("pad_token", "[PAD]"), t->unk_, cls, sep, str("mask_token", "[MASK]")}) {
@@ -419,6 +421,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_vocab_json(const std::strin
     st.re = std::make_shared<Regex>(kGpt2Pattern, where);
     t->pre_ = {st};
     t->byte_level_ = true;
+    t->decoder_ = {DecodeStep::ByteLevel};  // GPT2TokenizerFast's decoder
     auto str = [&](const char* key, const char* fallback) { return config_string(cfg, key, fallback); };
     std::set<int> ids;
     if (auto it = cfg.find("added_tokens_decoder"); it != cfg.end() && it->is_object()) {

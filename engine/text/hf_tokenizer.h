@@ -73,6 +73,11 @@ class HfTokenizer {
   // (only_second without a pair, a text too short to lose enough). `cut` says what was removed.
   Encoding encode(const std::string& text, const std::string* pair, int max_length, Truncation how,
                   TruncationCut* cut = nullptr) const;
+  // ids back to text as tokenizers' Tokenizer.decode does it (skip_special_tokens=False): each
+  // id's token through the tokenizer.json decoder (ByteLevel, Metaspace, WordPiece, or a Sequence
+  // of Replace, ByteFallback, Fuse, Strip), joined; without a decoder, the tokens joined by spaces.
+  // Invalid UTF-8 comes out as U+FFFD, as there. Error for an id outside the vocabulary.
+  std::string decode(const std::vector<int>& ids) const;
   // Tokens the template adds to one text or to a pair ([CLS] and [SEP]: 2 and 3 for BERT).
   int added_tokens(bool pair) const;
   // The stages on their own, for `attnlab-cli tokenize --stage` and the tests.
@@ -125,6 +130,15 @@ class HfTokenizer {
     bool invert = false;
     bool add_prefix_space = false, use_regex = true;  // ByteLevel
   };
+  struct DecodeStep {
+    enum Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, WordPiece } kind;
+    DecodeStep(Kind k) : kind(k) {}  // NOLINT: {DecodeStep::Fuse} reads as the step it is
+    std::string from, to;            // Replace (a literal pattern); Metaspace: the replacement character
+    int start = 0, stop = 0;         // Strip: leading and trailing characters to remove
+    bool prepend = true;             // Metaspace: a space was prepended (strip it from the first token)
+    bool cleanup = true;             // WordPiece: tokenizers' cleanup of spaces before punctuation
+  };
+  void parse_decoder(const nlohmann::json& d, const std::string& where);
   struct Bpe {
     std::unordered_map<uint64_t, std::pair<int, int>> merges;  // (left id, right id) -> (rank, merged id)
     bool byte_fallback = false, ignore_merges = false, fuse_unk = false, has_unk = false;
@@ -158,6 +172,7 @@ class HfTokenizer {
   // Added tokens as matched: (pattern, index into added_), raw ones and normalised ones apart.
   std::vector<std::pair<std::u32string, size_t>> raw_patterns_, norm_patterns_;
   std::vector<TemplatePiece> single_, pair_;
+  std::vector<DecodeStep> decoder_;  // tokenizer.json's decoder, flattened; empty: join with spaces
   std::unordered_map<std::string, std::vector<int>> template_ids_;  // special token name -> ids
 };
 

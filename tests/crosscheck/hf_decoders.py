@@ -103,7 +103,9 @@ def train_byte_level(kind):
 def train_sentencepiece_bpe():
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    # TinyLlama's decoder: the prepended space stripped again
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
     trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<unk>", "<s>", "</s>"] + byte_tokens,
                                   show_progress=False, limit_alphabet=200)
@@ -141,8 +143,9 @@ def hard_strings():
     return s
 
 
-def check_tokenizer(name, folder, encode, strings):
-    """ids of every string through `tokenize` (one call per string with a newline, --lines otherwise)."""
+def check_tokenizer(name, folder, encode, strings, decode=None):
+    """ids of every string through `tokenize` (one call per string with a newline, --lines otherwise);
+    with `decode` (tokenizers' Tokenizer.decode, skip_special_tokens=False), the ids back to text too."""
     plain = [t for t in strings if "\n" not in t and "\r" not in t and "\x00" not in t]
     special = [t for t in strings if t not in plain and "\x00" not in t]
     got = {}
@@ -168,7 +171,11 @@ def check_tokenizer(name, folder, encode, strings):
             bad += 1
             if bad <= 8:
                 fail(f"{name}: {t!r}: attnlab {have} {got.get(t, {}).get('error', '')}, tokenizers {want}")
-    print(f"{name}: ids of {len(plain) + len(special)} strings: {bad} differ")
+        elif decode is not None and have and got[t].get("decoded") != decode(have):
+            bad += 1
+            if bad <= 8:
+                fail(f"{name}: {t!r} decoded: attnlab {got[t].get('decoded')!r}, tokenizers {decode(have)!r}")
+    print(f"{name}: ids{' and decoded text' if decode else ''} of {len(plain) + len(special)} strings: {bad} differ")
     if bad:
         fail(f"{name}: {bad} strings tokenized differently")
 
@@ -921,6 +928,80 @@ def check_dla(name, folder, model, T, vocab):
         fail(f"{name}: logit attribution {msg}")
 
 
+def check_generate(name, folder, model, T, vocab, new=12):
+    """generate --greedy against transformers' generate(do_sample=False) (its KV cache, float32):
+    the same tokens, except where transformers' two likeliest were closer than the two float32
+    passes' difference could explain (then the texts may part, and the rest is not compared). And a
+    sampled run: its every step's distribution is transformers' warpers (Temperature, TopK, TopP,
+    MinP, in its order) on the float64 logits of the same prefix, kept set and probabilities."""
+    g = torch.Generator().manual_seed(T + 101)
+    ids = torch.randint(3, vocab, (T,), generator=g).tolist()
+    fresh = type(model).from_pretrained(folder, attn_implementation="eager")  # the folder, as a user opens it
+    if getattr(model.config, "sliding_window", None) is not None:  # 4.40's window as the caller set it (main)
+        fresh.config.sliding_window = model.config.sliding_window
+    model = fresh
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=new, do_sample=False, output_scores=True,
+                             return_dict_in_generate=True)
+    want = out.sequences[0, T:].tolist()
+    j = json.loads(run(["generate", "--model", folder, "--ids", ",".join(map(str, ids)), "--max-new", str(new),
+                        "--ignore-eos", "--json", "--json-top", "2"]).stdout)
+    have = j["generated_ids"]
+    if j["ids"] != ids + have or len(have) != new:
+        fail(f"{name}: generate --json ids {j['ids']} are not the prompt plus {new} generated ids")
+    for k, (a, b) in enumerate(zip(have, want)):
+        if a == b:
+            continue
+        top2 = torch.topk(out.scores[k][0].double(), 2).values
+        if float(top2[0] - top2[1]) > 1e-4:
+            fail(f"{name}: greedy token {k}: attnlab {a}, transformers {b} (margin {float(top2[0] - top2[1]):.2e})")
+        break
+    # sampled: the warped distributions
+    from transformers.generation import logits_process as lp
+    settings = [(0.7, 40, 0.9, None), (1.0, 8, 1.0, None)]
+    if hasattr(lp, "MinPLogitsWarper"):  # since 4.41: the 5.x run checks min-p
+        settings.append((1.3, 0, 0.95, 0.05))
+    for temp, k, p, mp in settings:
+        flags = ["--temperature", str(temp), "--top-k", str(k), "--top-p", str(p), "--seed", "5"]
+        if mp is not None:
+            flags += ["--min-p", str(mp)]
+        args = ["generate", "--model", folder, "--ids", ",".join(map(str, ids)), "--max-new", "4", "--ignore-eos",
+                "--json", "--json-top", "0"] + flags
+        j = json.loads(run(args).stdout)
+        if json.loads(run(args).stdout)["ids"] != j["ids"]:
+            fail(f"{name}: generate {' '.join(flags)}: two runs with one seed differ")
+        warpers = lp.LogitsProcessorList()
+        if temp != 1.0:
+            warpers.append(lp.TemperatureLogitsWarper(temp))
+        if k:
+            warpers.append(lp.TopKLogitsWarper(k))
+        if p < 1.0:
+            warpers.append(lp.TopPLogitsWarper(p))
+        if mp is not None:
+            warpers.append(lp.MinPLogitsWarper(mp))
+        m64 = copy.deepcopy(model).double()
+        for step, st in enumerate(j["steps"]):
+            prefix = j["ids"][:T + step]
+            with torch.no_grad():
+                try:
+                    logits = m64(torch.tensor([prefix])).logits[:, -1, :].float()
+                except RuntimeError:  # 4.40's sliding-window mask cannot be float64: the float32 model
+                    logits = model(torch.tensor([prefix])).logits[:, -1, :]
+                probs = torch.softmax(warpers(torch.tensor([prefix]), logits), dim=-1)[0]
+            kept = {int(i): float(probs[i]) for i in torch.nonzero(probs > 0).flatten()}
+            ours = {int(i): float(q) for i, q in st["top"]}
+            if set(kept) != set(ours) or max(abs(kept[i] - ours[i]) for i in kept) > 1e-4:
+                fail(f"{name}: {' '.join(flags)} step {step}: kept {sorted(ours)[:12]}... of {len(ours)}, "
+                     f"transformers {sorted(kept)[:12]}... of {len(kept)}")
+                break
+            if st["id"] not in ours or abs(st["prob"] - ours[st["id"]]) > 1e-7:
+                fail(f"{name}: {' '.join(flags)} step {step}: the chosen token {st['id']} is not one it kept")
+    print(f"{name}: generate: greedy {have == want and 'equal to' or 'parts from'} transformers' generate over {new} "
+          f"tokens; sampled steps' distributions equal its warpers'")
+
+
 def main():
     root = tempfile.mkdtemp(prefix="attnlab-decoders-")
     try:
@@ -942,6 +1023,7 @@ def main():
         check_sae("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"], root)
         check_detectors("GPT2LMHeadModel (tied)", g, m, 20)
         check_dla("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"])
+        check_generate("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"])
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -965,6 +1047,7 @@ def main():
         check_sae("LlamaForCausalLM (GQA 8/2)", ll, m, 9, V["llama3"], root)
         check_detectors("LlamaForCausalLM (GQA 8/2)", ll, m, 30)
         check_dla("LlamaForCausalLM (GQA 8/2)", ll, m, 7, V["llama3"])
+        check_generate("LlamaForCausalLM (GQA 8/2)", ll, m, 9, V["llama3"])
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))
@@ -1066,6 +1149,7 @@ def main():
             m.config.sliding_window = 5
         compare_decoder("MistralForCausalLM (window 6)", mi, m, [4, 30], V["llama3"])
         check_grad_attention("MistralForCausalLM (window 6)", mi, m, 20, V["llama3"])
+        check_generate("MistralForCausalLM (window 6)", mi, m, 5, V["llama3"])
 
         qw = os.path.join(root, "qwen2")
         m = randomize(Qwen2ForCausalLM(Qwen2Config(**dict(lcfg, vocab_size=V["qwen2"], num_key_value_heads=4,
@@ -1077,7 +1161,8 @@ def main():
         # ---- tokenizers: tokenizer.json (the model folders above) and the slow files
         for kind, folder in (("gpt2", g), ("llama3", ll), ("qwen2", qw)):
             t = toks[kind]
-            check_tokenizer(f"byte-level BPE ({kind}) tokenizer.json", folder, lambda s, t=t: t.encode(s).ids, strings)
+            check_tokenizer(f"byte-level BPE ({kind}) tokenizer.json", folder, lambda s, t=t: t.encode(s).ids, strings,
+                            lambda ids, t=t: t.decode(ids, skip_special_tokens=False))
             check_labels(kind, folder)
         for kind in ("gpt2", "llama3"):
             folder = os.path.join(root, f"{kind}-slow")
@@ -1085,11 +1170,14 @@ def main():
             toks[kind].model.save(folder)  # vocab.json + merges.txt
             fast = GPT2TokenizerFast.from_pretrained(folder)  # as a user opens the folder (4.40 and 5.x)
             check_tokenizer(f"byte-level BPE ({kind}) vocab.json + merges.txt", folder,
-                            lambda s, f=fast: f(s)["input_ids"], strings)
+                            lambda s, f=fast: f(s)["input_ids"], strings,
+                            lambda ids, f=fast: f.decode(ids, skip_special_tokens=False,
+                                                         clean_up_tokenization_spaces=False))
         spf = os.path.join(root, "sp-bpe")
         m = randomize(LlamaForCausalLM(LlamaConfig(**dict(lcfg, vocab_size=sp.get_vocab_size()))))
         save(m, spf, sp)
-        check_tokenizer("SentencePiece-style BPE (byte fallback)", spf, lambda s: sp.encode(s).ids, strings)
+        check_tokenizer("SentencePiece-style BPE (byte fallback)", spf, lambda s: sp.encode(s).ids, strings,
+                        lambda ids: sp.decode(ids, skip_special_tokens=False))
 
         # ---- bad folders
         def variant(name, edit, drop=()):

@@ -86,6 +86,7 @@ class OpenClBackend final : public Backend {
     if (!fallback_ && !o.ablate.empty()) return host("head ablation")->encode(m, ids, mask, o);
     if (!fallback_ && o.hooks && !o.hooks->empty()) return host("named activations (hooks)")->encode(m, ids, mask, o);
     if (!fallback_ && o.start) return host("a resumed pass")->encode(m, ids, mask, o);
+    if (!fallback_ && o.kv) return host("a KV-cached pass")->encode(m, ids, mask, o);
     model_notice_.clear();
     if (!fallback_) {
       try {

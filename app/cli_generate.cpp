@@ -1,0 +1,138 @@
+// attnlab-cli generate: a causal language model writes, one token a step over a KV cache, with
+// transformers' sampling warpers; the text streams to stdout, --json gives every step's
+// distribution, --attn-out the final sequence's attention.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli_args.h"
+#include "app/cli_common.h"
+#include "engine/compute/generate.h"
+#include "engine/compute/kv_cache.h"
+#include "engine/formats/npy.h"
+
+namespace attnlab::cli {
+
+namespace {
+
+// The generated part of the text: decode(prompt + generated) after decode(prompt), so a token
+// that starts with a space keeps it (SentencePiece decoders strip the first token's).
+std::string generated_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids) {
+  if (!model.tokenizer) {
+    std::string out;
+    for (size_t k = prompt.size(); k < ids.size(); ++k) out += " " + model.token_name(ids[k]);
+    return out;
+  }
+  const std::string all = model.tokenizer->decode(ids), base = model.tokenizer->decode(prompt);
+  if (all.compare(0, base.size(), base) == 0) return all.substr(base.size());
+  return model.tokenizer->decode(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end()));
+}
+
+bool ends_in_partial_char(const std::string& s) {  // decode's U+FFFD for a character not yet complete
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
+
+}  // namespace
+
+int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv,
+               with(kModelValued, {"--text", "--ids", "--max-new", "--temperature", "--top-k", "--top-p", "--min-p",
+                                   "--seed", "--stop", "--attn-out", "--json-top"}),
+               {"--greedy", "--sample", "--json", "--random-init", "--ignore-eos"});
+  const Model model = resolve_model(a, argv0);
+  const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
+  if (in.ids.empty()) throw Error("generate needs --text \"...\" or --ids ...");
+  GenerateRequest req;
+  req.prompt = in.ids;
+  req.max_new = a.get_int("--max-new", 20);
+  const bool sampling = a.has("--sample") || a.has("--temperature") || a.has("--top-k") || a.has("--top-p") ||
+                        a.has("--min-p") || a.has("--seed");
+  if (sampling && a.has("--greedy"))
+    throw Error("--greedy takes the likeliest token; it cannot be combined with sampling flags");
+  SamplingOptions& s = req.sampling;
+  s.greedy = !sampling;
+  s.temperature = static_cast<float>(a.get_double("--temperature", 1.0));
+  s.top_k = a.get_int("--top-k", 0);
+  s.top_p = static_cast<float>(a.get_double("--top-p", 1.0));
+  s.min_p = static_cast<float>(a.get_double("--min-p", 0.0));
+  s.seed = static_cast<uint64_t>(a.get_int("--seed", 0));
+  check_sampling(s);
+  if (!a.has("--ignore-eos")) req.stop_ids = end_of_text_ids(model);
+  req.keep_attention = a.has("--attn-out");
+  const std::vector<std::string> stops = a.all("--stop");
+  for (const std::string& st : stops)
+    if (st.empty()) throw Error("--stop needs a non-empty text");
+  const bool json_out = a.has("--json");
+  const int json_top = a.get_int("--json-top", 100);
+  if (json_top < 0) throw Error("--json-top must be 0 (every token) or more");
+  std::vector<int> ids = req.prompt;
+  size_t printed = 0;
+  req.on_step = [&](const GenerateStep& step) {
+    ids.push_back(step.id);
+    const std::string text = generated_text(model, req.prompt, ids);
+    if (!json_out && !ends_in_partial_char(text) && text.size() > printed) {
+      std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
+      std::fflush(stdout);
+      printed = text.size();
+    }
+    for (const std::string& st : stops)
+      if (text.find(st) != std::string::npos) return false;
+    return true;
+  };
+  auto backend = make_backend(a.get("--backend", "cpu"));
+  const GenerateResult r = generate(model, *backend, req);
+  const std::string text = generated_text(model, req.prompt, r.ids);
+  if (a.has("--attn-out")) {
+    const ModelConfig& c = model.config;
+    const int64_t T = r.attention.empty() ? 0 : r.attention[0].dim(1);
+    Tensor all({c.num_layers, c.num_heads, T, T});
+    for (size_t l = 0; l < r.attention.size(); ++l)
+      std::copy(r.attention[l].data.begin(), r.attention[l].data.end(),
+                all.data.begin() + static_cast<std::ptrdiff_t>(l * r.attention[l].data.size()));
+    save_npy(a.get("--attn-out"), all);
+  }
+  if (!json_out) {
+    if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
+    std::printf("\n");
+    const double kb = static_cast<double>(r.cache_bytes) / 1e3;
+    std::fprintf(stderr, "(%zu tokens, stopped: %s; KV cache %.1f %s)\n", r.steps.size(), r.stopped.c_str(),
+                 kb >= 1e3 ? kb / 1e3 : kb, kb >= 1e3 ? "MB" : "kB");
+    return 0;
+  }
+  using json = nlohmann::json;
+  json j;
+  j["model"] = model.source;
+  j["backend"] = backend->name();
+  j["prompt_ids"] = req.prompt;
+  j["ids"] = r.ids;
+  j["generated_ids"] = std::vector<int>(r.ids.begin() + static_cast<std::ptrdiff_t>(req.prompt.size()), r.ids.end());
+  j["text"] = text;
+  j["stopped"] = r.stopped;
+  j["sampling"] = s.greedy ? json{{"greedy", true}} : json{{"greedy", false},  {"temperature", s.temperature},
+                                                           {"top_k", s.top_k}, {"top_p", s.top_p},
+                                                           {"min_p", s.min_p}, {"seed", s.seed}};
+  j["kv_cache_bytes"] = r.cache_bytes;
+  j["kv_bytes_per_token"] = kv_bytes_per_position(model.config);
+  json steps = json::array();
+  for (const GenerateStep& st : r.steps) {
+    json top = json::array();
+    for (const auto& [id, p] : st.dist.kept) {
+      if (json_top > 0 && top.size() >= static_cast<size_t>(json_top)) break;
+      top.push_back({id, p});
+    }
+    steps.push_back({{"id", st.id},
+                     {"token", model.token_name(st.id)},
+                     {"label", model.readable_token(st.id)},
+                     {"prob", st.prob},
+                     {"raw_prob", st.raw_prob},
+                     {"entropy", st.dist.entropy},
+                     {"kept", st.dist.kept.size()},
+                     {"top", top}});
+  }
+  j["steps"] = steps;
+  std::cout << j.dump(1) << "\n";
+  return 0;
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,227 @@
+// Generation over a KV cache with transformers' sampling warpers (see generate.h).
+#include "engine/compute/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/compute/forward.h"
+#include "engine/compute/lm.h"
+
+namespace attnlab {
+
+void check_sampling(const SamplingOptions& o) {
+  if (o.greedy) return;
+  if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature))
+    throw Error("--temperature must be a positive number (got " + std::to_string(o.temperature) + ")");
+  if (o.top_k < 0) throw Error("--top-k must be 0 (off) or more");
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw Error("--top-p must be in (0, 1]");
+  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) throw Error("--min-p must be in [0, 1]");
+}
+
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// torch.softmax over float32 scores (-inf: 0), in double then rounded
+std::vector<float> softmax_of(const std::vector<float>& s) {
+  float m = kMinusInf;
+  for (float v : s) m = std::max(m, v);
+  std::vector<float> p(s.size(), 0.0f);
+  if (m == kMinusInf) return p;
+  double sum = 0;
+  std::vector<double> e(s.size());
+  for (size_t k = 0; k < s.size(); ++k) sum += (e[k] = s[k] == kMinusInf ? 0.0 : std::exp(double(s[k]) - m));
+  for (size_t k = 0; k < s.size(); ++k) p[k] = static_cast<float>(e[k] / sum);
+  return p;
+}
+
+}  // namespace
+
+NextTokenDistribution warp_logits(const std::vector<float>& logits, const SamplingOptions& o) {
+  check_sampling(o);
+  NextTokenDistribution d;
+  d.raw = softmax_of(logits);
+  std::vector<float> scores = logits;
+  const size_t V = scores.size();
+  if (!o.greedy) {
+    // TemperatureLogitsWarper: scores / temperature (applied unless it is 1)
+    if (o.temperature != 1.0f)
+      for (float& v : scores) v = v / o.temperature;
+    // TopKLogitsWarper: remove scores < the k-th largest
+    if (o.top_k > 0 && static_cast<size_t>(o.top_k) < V) {
+      std::vector<float> sorted = scores;
+      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<float>());
+      const float kth = sorted[static_cast<size_t>(o.top_k - 1)];
+      for (float& v : scores)
+        if (v < kth) v = kMinusInf;
+    }
+    // TopPLogitsWarper: sorted ascending, cumulative softmax; remove where it is <= 1 - top_p,
+    // the largest always kept (min_tokens_to_keep 1)
+    if (o.top_p < 1.0f) {
+      std::vector<size_t> order(V);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+      const std::vector<float> p = softmax_of(scores);
+      float cum = 0.0f;  // float32 cumsum, as torch's
+      std::vector<uint8_t> remove(V, 0);
+      for (size_t r = 0; r < V; ++r) {
+        cum += p[order[r]];
+        remove[order[r]] = cum <= 1.0f - o.top_p && r + 1 < V;
+      }
+      for (size_t k = 0; k < V; ++k)
+        if (remove[k]) scores[k] = kMinusInf;
+    }
+    // MinPLogitsWarper: remove probabilities < min_p x the largest (the largest kept)
+    if (o.min_p > 0.0f) {
+      const std::vector<float> p = softmax_of(scores);
+      const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+      const float cut = o.min_p * p[best];
+      for (size_t k = 0; k < V; ++k)
+        if (p[k] < cut && k != best) scores[k] = kMinusInf;
+    }
+  }
+  const std::vector<float> p = o.greedy ? d.raw : softmax_of(scores);
+  for (size_t k = 0; k < V; ++k)
+    if (p[k] > 0.0f) {
+      d.kept.emplace_back(static_cast<int>(k), p[k]);
+      d.entropy -= static_cast<double>(p[k]) * std::log(static_cast<double>(p[k]));
+    }
+  std::stable_sort(d.kept.begin(), d.kept.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return d;
+}
+
+double SampleRng::uniform() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int choose_token(const NextTokenDistribution& d, const SamplingOptions& o, SampleRng& rng) {
+  if (d.kept.empty()) throw Error("the next-token distribution is empty (the logits are not finite)");
+  if (o.greedy) return d.kept.front().first;
+  double total = 0;
+  for (const auto& kp : d.kept) total += kp.second;
+  const double u = rng.uniform() * total;
+  double cum = 0;
+  for (const auto& [id, p] : d.kept)
+    if ((cum += p) > u) return id;
+  return d.kept.back().first;
+}
+
+std::vector<int> end_of_text_ids(const Model& model) {
+  std::vector<int> ids;
+  auto add = [&](const nlohmann::json& j) {
+    auto it = j.find("eos_token_id");
+    if (it == j.end()) return false;
+    ids.clear();
+    if (it->is_number_integer()) ids.push_back(it->get<int>());
+    if (it->is_array())
+      for (const auto& v : *it)
+        if (v.is_number_integer()) ids.push_back(v.get<int>());
+    return true;
+  };
+  bool found = false;
+  if (!model.hf.config_text.empty()) {
+    const nlohmann::json j = nlohmann::json::parse(model.hf.config_text, nullptr, false);
+    if (j.is_object()) found = add(j);
+  }
+  // generation_config.json, as transformers' generate reads it, over config.json's
+  const std::filesystem::path gen = std::filesystem::path(model.source) / "generation_config.json";
+  std::error_code ec;
+  if (!model.source.empty() && std::filesystem::is_regular_file(gen, ec)) {
+    std::ifstream f(gen);
+    std::stringstream text;
+    text << f.rdbuf();
+    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_object() && add(j)) found = true;
+  }
+  if (!found)
+    for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>"})
+      if (const int id = model.vocab.id(name); id >= 0) ids.push_back(id);
+  ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int id) { return id < 0 || id >= model.config.vocab_size; }),
+            ids.end());
+  return ids;
+}
+
+GenerateResult generate(const Model& model, Backend& backend, const GenerateRequest& req) {
+  const ModelConfig& c = model.config;
+  if (!c.lm_head || !c.causal) throw Error("generate needs a causal language model (one with an LM head)");
+  if (req.prompt.empty()) throw Error("generate needs a prompt of at least one token");
+  if (static_cast<int>(req.prompt.size()) >= c.max_len)
+    throw Error("the prompt has " + std::to_string(req.prompt.size()) + " tokens; the model has " +
+                std::to_string(c.max_len) + " positions, none left to generate into");
+  if (req.max_new < 0) throw Error("--max-new must be 0 or more");
+  check_sampling(req.sampling);
+  GenerateResult out;
+  out.ids = req.prompt;
+  out.stopped = "max_new";
+  KvCache cache;
+  SampleRng rng(req.sampling.seed);
+  // the final sequence's probabilities: rows filled as each pass computes them, cut to size at the end
+  const int most = std::min(c.max_len, static_cast<int>(req.prompt.size()) + std::max(req.max_new - 1, 0));
+  if (req.keep_attention) out.attention.assign(static_cast<size_t>(c.num_layers), Tensor({c.num_heads, most, most}));
+  int T = 0;
+  for (int step = 0; step < req.max_new; ++step) {
+    if (static_cast<int>(out.ids.size()) >= c.max_len) {
+      out.stopped = "max_len";
+      break;
+    }
+    ForwardRequest fr;
+    fr.ids = out.ids;
+    fr.kv = &cache;
+    fr.cancel = req.cancel;
+    fr.keep_attention.assign(static_cast<size_t>(c.num_layers), req.keep_attention);
+    const ForwardResult r = run_forward(model, backend, fr);
+    T = static_cast<int>(out.ids.size());
+    const int P = r.first_position;
+    if (req.keep_attention)
+      for (int l = 0; l < c.num_layers; ++l) {
+        const Tensor& rows = r.attention[static_cast<size_t>(l)];  // [H, T - P, T]
+        Tensor& full = out.attention[static_cast<size_t>(l)];
+        for (int h = 0; h < c.num_heads; ++h)
+          for (int i = P; i < T; ++i)
+            std::copy_n(rows.ptr() + (static_cast<int64_t>(h) * (T - P) + (i - P)) * T, T,
+                        full.ptr() + (static_cast<int64_t>(h) * most + i) * most);
+      }
+    GenerateStep s;
+    s.dist = warp_logits(next_token_logits(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1), req.sampling);
+    s.id = choose_token(s.dist, req.sampling, rng);
+    for (const auto& [id, p] : s.dist.kept)
+      if (id == s.id) s.prob = p;
+    s.raw_prob = s.dist.raw[static_cast<size_t>(s.id)];
+    out.ids.push_back(s.id);
+    out.steps.push_back(s);
+    const bool go_on = !req.on_step || req.on_step(out.steps.back());
+    if (std::find(req.stop_ids.begin(), req.stop_ids.end(), s.id) != req.stop_ids.end()) {
+      out.stopped = "stop token";
+      break;
+    }
+    if (!go_on) {
+      out.stopped = "stop text";
+      break;
+    }
+  }
+  if (req.keep_attention) {  // [H, most, most] -> [H, T, T]
+    for (Tensor& full : out.attention) {
+      Tensor cut({c.num_heads, T, T});
+      for (int h = 0; h < c.num_heads; ++h)
+        for (int i = 0; i < T; ++i)
+          std::copy_n(full.ptr() + (static_cast<int64_t>(h) * most + i) * most, T,
+                      cut.ptr() + (static_cast<int64_t>(h) * T + i) * T);
+      full = std::move(cut);
+    }
+  }
+  out.cache_bytes = cache.bytes();
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,92 @@
+// Generation for causal language models: the next-token distribution warped as transformers'
+// sampling warpers do it (temperature, then top-k, then top-p, then min-p), a seeded sampler,
+// and a loop that extends the text one token at a time over a KV cache (kv_cache.h), so each
+// step computes one position.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/compute/backend.h"
+#include "engine/compute/kv_cache.h"
+#include "engine/model/model.h"
+
+namespace attnlab {
+
+// transformers' GenerationConfig fields of the same names (generation/logits_process.py); the
+// "off" values are 5.x's defaults (None): temperature 1, top_k 0, top_p 1, min_p 0.
+struct SamplingOptions {
+  bool greedy = true;        // argmax of the raw logits (do_sample=False); the warpers are then unused
+  float temperature = 1.0f;  // scores / temperature (> 0)
+  int top_k = 0;             // keep scores >= the k-th largest (ties with it kept); 0 = off
+  float top_p = 1.0f;        // keep the smallest set whose probability exceeds top_p; 1 = off
+  float min_p = 0.0f;        // drop tokens below min_p x the largest probability; 0 = off
+  uint64_t seed = 0;         // the sampler's seed: one seed, one text
+};
+
+// One step's distribution: what the warpers kept, renormalised.
+struct NextTokenDistribution {
+  std::vector<std::pair<int, float>> kept;  // (id, p) with p > 0, likeliest first (ties: lower id first)
+  std::vector<float> raw;                   // softmax of the raw logits over the vocabulary
+  double entropy = 0;                       // of the kept distribution, in nats
+};
+
+// The warpers on one position's logits; Error for a temperature <= 0, top_p outside (0, 1] or
+// min_p outside [0, 1]. Greedy: the raw distribution itself.
+NextTokenDistribution warp_logits(const std::vector<float>& logits, const SamplingOptions& o);
+// Checks the options (the same errors as warp_logits) before a run starts.
+void check_sampling(const SamplingOptions& o);
+
+// splitmix64 draws in [0, 1): the sampler's stream, reproducible from its seed.
+class SampleRng {
+ public:
+  explicit SampleRng(uint64_t seed) : state_(seed) {}
+  double uniform();
+
+ private:
+  uint64_t state_;
+};
+// Greedy: the likeliest kept token; else a draw from the kept distribution (inverse CDF in the
+// order of `kept`).
+int choose_token(const NextTokenDistribution& d, const SamplingOptions& o, SampleRng& rng);
+
+struct GenerateStep {
+  int id = -1;
+  float prob = 0;      // its probability in the distribution it was drawn from
+  float raw_prob = 0;  // its probability before the warpers
+  NextTokenDistribution dist;
+};
+
+struct GenerateRequest {
+  std::vector<int> prompt;  // non-empty
+  int max_new = 20;
+  SamplingOptions sampling;
+  std::vector<int> stop_ids;    // tokens that end the text once produced (the model's end-of-text)
+  bool keep_attention = false;  // the final sequence's [layers][heads, T, T], generated rows included
+  const std::atomic<bool>* cancel = nullptr;
+  // Told of each step as it is made; returning false stops after it (a stop text was produced).
+  std::function<bool(const GenerateStep&)> on_step;
+};
+
+struct GenerateResult {
+  std::vector<int> ids;  // prompt + generated
+  std::vector<GenerateStep> steps;
+  std::vector<Tensor> attention;  // when asked: per layer [heads, T, T] with T = ids.size() - 1
+                                  // (the last token chosen is never run through the model)
+  std::string stopped;            // "max_new", "stop token", "stop text", "max_len"
+  int64_t cache_bytes = 0;        // the KV cache's size at the end
+};
+
+// Runs the prompt once, then one position per step. Error for a model without an LM head or a
+// causal mask, a prompt that is empty or as long as the model's positions.
+GenerateResult generate(const Model& model, Backend& backend, const GenerateRequest& request);
+
+// The model's end-of-text tokens: config.json's eos_token_id (a number or a list) where the
+// folder gives one, else the tokenizer's "<|endoftext|>" / "</s>" / "<|end_of_text|>" if present.
+std::vector<int> end_of_text_ids(const Model& model);
+
+}  // namespace attnlab
