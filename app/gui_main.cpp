@@ -66,7 +66,8 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
   p.addOption({"perf-log", "Record keystroke-to-repaint latency to FILE (TSV).", "FILE"});
   p.addOption({"no-settings", "Neither read nor write saved settings."});
-  p.addOption({"type-text", "Benchmark: type TEXT into the text box one key at a time, then exit.", "TEXT"});
+  p.addOption({"type-text", "Benchmark: type TEXT into the text box one key at a time (after --text), then exit.",
+               "TEXT"});
   p.addOption({"type-interval", "Milliseconds between simulated keystrokes (default 80).", "MS"});
 }
 
@@ -364,9 +365,11 @@ int main(int argc, char** argv) {
     });
   }
   if (p.isSet("type-text")) {
-    // Real key events through the event loop, as a typist would send them.
-    e->setText("");
+    // Real key events through the event loop, as a typist would send them: into an empty box, or
+    // at the end of --text (typing after a long prompt).
+    if (!p.isSet("text")) e->setText("");
     auto* edit = e->findChild<QLineEdit*>("text");
+    edit->end(false);
     const QString text = p.value("type-text");
     auto* timer = new QTimer(&app);
     timer->setInterval(p.isSet("type-interval") ? p.value("type-interval").toInt() : 80);

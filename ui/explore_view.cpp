@@ -263,10 +263,12 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   QString ablated;
   for (const auto& [l, h] : state_->ablated())
     ablated += (ablated.isEmpty() ? " | ablated " : ", ") + QString("%1:%2").arg(l).arg(h);
-  emit status(QString("backend %1 (%2) | %3 | forward %4 ms%5%6")
+  // a pass that started from the last one's KV cache says how much it did not compute again
+  const QString reused = out.reused > 0 ? QString(" (%1 cached)").arg(out.reused) : QString();
+  emit status(QString("backend %1 (%2) | %3 | forward %4%5%6")
                   .arg(out.backend, out.device)
                   .arg(count)
-                  .arg(r.millis, 0, 'f', 1)
+                  .arg(QString::number(r.millis, 'f', 1) + " ms" + reused)
                   .arg(ablated)
                   .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
   if (perf_log_) {

@@ -2,6 +2,11 @@
 #include "ui/forward_runner.h"
 
 #include <QCoreApplication>
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "engine/compute/hooks.h"
 
 namespace attnlab {
 
@@ -39,22 +44,51 @@ void ForwardRunner::start(ForwardJob job) {
   // The pass reports every ending itself (a cancelled one as cancelled), so the runner always
   // knows when the next may start: the job's own cancel is only for shutdown.
   job_.start<ForwardOutcome>(
-      [job = std::move(job)](const std::atomic<bool>*, const BackgroundJob::Post&) mutable {
+      [job = std::move(job), prefix = prefix_](const std::atomic<bool>*, const BackgroundJob::Post&) mutable {
         ForwardOutcome out;
         out.id = job.id;
         out.submitted_ns = job.submitted_ns;
         try {
           auto backend = make_backend(job.backend);
           job.request.cancel = job.cancel.get();
+          // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
+          static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;
+          const bool reuse = !disabled && reusable(*job.model, job.request) && !job.token_view;
+          if (reuse) {
+            Prefix& p = *prefix;
+            if (p.model != job.model || p.backend != job.backend) p = Prefix{job.model, job.backend, {}, nullptr};
+            // the cached rows can be merged only from a result that kept every layer this pass keeps
+            bool rows = p.last && p.last->attention.size() == static_cast<size_t>(job.model->config.num_layers);
+            for (size_t l = 0; rows && l < p.last->attention.size(); ++l)
+              rows = p.last->attention[l].numel() > 0 ||
+                     (!job.request.keep_attention.empty() && !job.request.keep_attention[l]);
+            if (!rows) p.kv.clear();
+            job.request.kv = &p.kv;
+            job.request.token_types.clear();  // all 0 (checked by reusable)
+          } else {
+            *prefix = Prefix{};  // nothing kept for a pass of another kind
+          }
           ForwardResult r = run_forward(*job.model, *backend, job.request);
+          out.reused = r.first_position;
+          if (reuse && r.first_position > 0) merge_cached_rows(*prefix->last, r);
           if (job.token_view) apply_token_view(r, job.token_view->first, job.token_view->second);
           out.token_view = job.token_view;
           out.result = std::make_shared<const ForwardResult>(std::move(r));
+          if (reuse) prefix->last = out.result;
           out.backend = QString::fromStdString(backend->name());
           out.device = QString::fromStdString(backend->device());
           const int L = job.model->config.num_layers, H = job.model->config.num_heads;
-          for (int l = 0; l < L; ++l)
-            for (int h = 0; h < H; ++h) out.heads.push_back(head_heatmap(out.result, l, h, job.display_cells));
+          // every head's pooled map, over the cores (each reads its own [T, S] and fills its own slot)
+          out.heads.resize(static_cast<size_t>(L) * H);
+          const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4);
+          auto pool = [&](int first) {
+            for (int k = first; k < L * H; k += workers)
+              out.heads[static_cast<size_t>(k)] = head_heatmap(out.result, k / H, k % H, job.display_cells);
+          };
+          std::vector<std::thread> helpers;
+          for (int w = 1; w < workers; ++w) helpers.emplace_back(pool, w);
+          pool(0);
+          for (std::thread& t : helpers) t.join();
           out.mask = mask_heatmap(out.result, 0, job.display_cells);
           if (!out.result->is_cross()) out.patterns = head_patterns(*out.result);
         } catch (const Cancelled&) {
@@ -69,6 +103,14 @@ void ForwardRunner::start(ForwardJob job) {
         return out;
       },
       [this](std::shared_ptr<const ForwardOutcome> out, const QString&) { onDone(*out); });
+}
+
+bool ForwardRunner::reusable(const Model& model, const ForwardRequest& r) {
+  const ModelConfig& c = model.config;
+  if (!c.causal || c.num_classes > 0 || c.positional == Positional::Relative) return false;
+  if (!r.cross_ids.empty() || !r.ablate.empty() || (r.hooks && !r.hooks->empty()) || r.start || r.keep_layer_inputs)
+    return false;
+  return std::all_of(r.token_types.begin(), r.token_types.end(), [](int t) { return t == 0; });
 }
 
 void ForwardRunner::onDone(const ForwardOutcome& out) {

@@ -4,6 +4,8 @@
 // no result has been delivered for max_result_gap_ms the pass in flight is left to finish, so
 // continuous typing still shows intermediate results. Results carry the request's id so the
 // receiver can drop stale ones. Inputs are copied in, results come back as immutable values.
+// For a causal model the runner keeps the last pass's KV cache, so typing at the end of a long
+// text recomputes a few positions, not the whole text (the result is the same).
 #pragma once
 
 #include <QElapsedTimer>
@@ -14,6 +16,7 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/kv_cache.h"
 #include "engine/text/token_view.h"
 #include "ui/background_job.h"
 #include "ui/heatmap_data.h"
@@ -43,6 +46,7 @@ struct ForwardOutcome {
   std::optional<std::pair<TokenGroups, TokenGroups>> token_view;
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
+  int reused = 0;           // positions taken from the previous pass's KV cache (causal models)
   qint64 submitted_ns = 0;
   bool cancelled = false;  // never delivered
 };
@@ -57,6 +61,9 @@ class ForwardRunner : public QObject {
   // A pass in flight is restarted by newer input unless no result was delivered for this long.
   static constexpr qint64 max_result_gap_ms = 250;
   int cancelledCount() const { return cancelled_; }  // passes stopped in flight (tests)
+  // Whether a pass of this request can start from the previous pass's KV cache: a causal model's
+  // plain self-attention pass (no hooks, ablation, cross sequence, token types).
+  static bool reusable(const Model& model, const ForwardRequest& request);
   // Blocks until the current and pending jobs have finished, delivering their results (tests).
   void waitForIdle();
   // For the owner's destructor: drops the waiting job, waits for the running one and delivers
@@ -70,6 +77,16 @@ class ForwardRunner : public QObject {
   void start(ForwardJob job);
   void onDone(const ForwardOutcome& out);
 
+  // Prefix reuse while typing (causal models): the keys and values of the last pass and its result,
+  // so an edit at token p recomputes positions >= p only (engine/compute/kv_cache.h). Touched by
+  // one pass at a time, on the job's thread.
+  struct Prefix {
+    std::shared_ptr<const Model> model;
+    std::string backend;
+    KvCache kv;
+    std::shared_ptr<const ForwardResult> last;  // the full result the cache's ids belong to
+  };
+  std::shared_ptr<Prefix> prefix_ = std::make_shared<Prefix>();
   BackgroundJob job_{this};  // one pass at a time; a cancelled one still reports that it ended
   std::optional<ForwardJob> pending_;
   std::shared_ptr<std::atomic<bool>> current_cancel_;

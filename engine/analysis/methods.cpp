@@ -366,19 +366,22 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
     }
     punct[static_cast<size_t>(j)] = any && all;
   }
-  std::vector<std::vector<HeadPattern>> out;
-  for (const Tensor& P : r.attention) {
-    std::vector<HeadPattern> layer;
-    if (P.empty()) {
-      out.push_back(layer);
-      continue;
+  // one task per (layer, head), over the threads: each reads its own [T, T] and writes its own slot
+  std::vector<std::vector<HeadPattern>> out(r.attention.size());
+  std::vector<std::pair<int, int>> tasks;
+  for (size_t l = 0; l < r.attention.size(); ++l)
+    if (!r.attention[l].empty()) {
+      out[l].resize(static_cast<size_t>(r.attention[l].dim(0)));
+      for (int h = 0; h < r.attention[l].dim(0); ++h) tasks.emplace_back(static_cast<int>(l), h);
     }
-    const int H = static_cast<int>(P.dim(0));
+#pragma omp parallel for schedule(dynamic, 1) if (static_cast <double>(tasks.size()) * T * T > 1e6)
+  for (size_t task = 0; task < tasks.size(); ++task) {
+    const auto [l, h] = tasks[task];
+    const Tensor& P = r.attention[static_cast<size_t>(l)];
     std::vector<double> column(static_cast<size_t>(T));
-    for (int h = 0; h < H; ++h) {
+    {
       HeadPattern p;
       int rows = 0;
-      std::fill(column.begin(), column.end(), 0.0);
       for (int i = 0; i < T; ++i) {
         const float* row = P.ptr() + (static_cast<size_t>(h) * T + i) * T;
         double sum = 0, ent = 0;
@@ -410,9 +413,8 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
         if (T > 1 && v > best) best = v, p.label = name;
       if (p.label.empty() && T > 1 && p.focus_share > 0.5) p.label = "token";
       if (p.label.empty() && T > 1 && p.entropy >= 0.9 * std::log(static_cast<double>(T))) p.label = "broad";
-      layer.push_back(p);
+      out[static_cast<size_t>(l)][static_cast<size_t>(h)] = p;
     }
-    out.push_back(layer);
   }
   return out;
 }

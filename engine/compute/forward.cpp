@@ -310,23 +310,34 @@ void merge_cached_rows(const ForwardResult& previous, ForwardResult& partial) {
   std::copy_n(previous.hidden.ptr(), static_cast<size_t>(P * E), hidden.ptr());
   std::copy(partial.hidden.data.begin(), partial.hidden.data.end(), hidden.ptr() + P * E);
   partial.hidden = std::move(hidden);
-  for (size_t l = 0; l < partial.attention.size(); ++l) {
-    Tensor& rows = partial.attention[l];
+  const size_t L = partial.attention.size();
+  std::vector<Tensor> full(L);
+  std::vector<std::pair<int, int>> tasks;  // (layer, head): one copy each, over the threads
+  for (size_t l = 0; l < L; ++l) {
+    const Tensor& rows = partial.attention[l];
     if (rows.empty()) continue;
     const Tensor* before = l < previous.attention.size() ? &previous.attention[l] : nullptr;
     if (!before || before->empty())
       throw Error("internal: a KV-cached result needs the previous pass's layer " + std::to_string(l) + " attention");
-    const int H = static_cast<int>(rows.dim(0)), Sp = static_cast<int>(before->dim(2));
-    Tensor full({H, T, T});  // rows i < P see keys 0..i only (causal): the previous pass's first P columns
-    for (int h = 0; h < H; ++h) {
-      for (int i = 0; i < P; ++i)
-        std::copy_n(before->ptr() + (static_cast<int64_t>(h) * before->dim(1) + i) * Sp, std::min(P, Sp),
-                    full.ptr() + (static_cast<int64_t>(h) * T + i) * T);
-      std::copy_n(rows.ptr() + static_cast<int64_t>(h) * (T - P) * T, static_cast<size_t>(T - P) * T,
-                  full.ptr() + (static_cast<int64_t>(h) * T + P) * T);
-    }
-    rows = std::move(full);
+    full[l] = Tensor({rows.dim(0), T, T});
+    for (int h = 0; h < rows.dim(0); ++h) tasks.emplace_back(static_cast<int>(l), h);
   }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t task = 0; task < tasks.size(); ++task) {
+    const auto [l, h] = tasks[task];
+    const Tensor &rows = partial.attention[static_cast<size_t>(l)],
+                 &before = previous.attention[static_cast<size_t>(l)];
+    const int64_t Sp = before.dim(2);
+    float* dst = full[static_cast<size_t>(l)].ptr() + static_cast<int64_t>(h) * T * T;
+    // rows i < P see keys 0..i only (causal): the previous pass's first P columns
+    for (int i = 0; i < P; ++i)
+      std::copy_n(before.ptr() + (h * before.dim(1) + i) * Sp, std::min<int64_t>(i + 1, Sp),
+                  dst + static_cast<int64_t>(i) * T);
+    std::copy_n(rows.ptr() + static_cast<int64_t>(h) * (T - P) * T, static_cast<size_t>(T - P) * T,
+                dst + static_cast<int64_t>(P) * T);
+  }
+  for (size_t l = 0; l < L; ++l)
+    if (!full[l].empty()) partial.attention[l] = std::move(full[l]);
   partial.first_position = 0;
 }
 

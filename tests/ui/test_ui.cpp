@@ -46,6 +46,7 @@
 #include "ui/mask_editor.h"
 #include "ui/token_model.h"
 #include "tests/engine/hf_test_model.h"
+#include "tests/engine/pass_bound.h"
 #include "tests/ui/ui_test_util.h"
 
 using namespace attnlab;
@@ -363,6 +364,67 @@ TEST_CASE("the forward runner: newest wins, a cancelled pass never delivers, shu
     QApplication::processEvents();
     CHECK(delivered == 0);
   }
+}
+
+TEST_CASE("the forward runner: typing into a causal model recomputes only after the edit, same result",
+          "[ui][runner]") {
+  const std::string dir = test::scratch_dir("ui", "prefix");
+  const auto m = std::make_shared<const Model>(test::tiny_decoder(dir));
+  ForwardRunner runner;
+  std::vector<ForwardOutcome> got;
+  QObject::connect(&runner, &ForwardRunner::finished, [&](const ForwardOutcome& o) { got.push_back(o); });
+  const std::vector<int> ids = test::random_ids(30, m->config.vocab_size, 8);
+  auto job = [&](std::vector<int> seq, quint64 id) {
+    ForwardJob j;
+    j.model = m;
+    j.id = id;
+    j.request.ids = std::move(seq);
+    j.request.token_types.assign(j.request.ids.size(), 0);  // what the controller passes for one text
+    return j;
+  };
+  runner.submit(job(std::vector<int>(ids.begin(), ids.end() - 1), 1));
+  runner.waitForIdle();
+  runner.submit(job(ids, 2));  // one token typed at the end
+  runner.waitForIdle();
+  std::vector<int> edited = ids;
+  edited[20] = (edited[20] + 1) % m->config.vocab_size;
+  runner.submit(job(edited, 3));  // an edit in the middle
+  runner.waitForIdle();
+  REQUIRE(got.size() == 3);
+  CHECK(got[0].reused == 0);
+  CHECK(got[1].reused == 29);
+  CHECK(got[2].reused == 20);
+  auto cpu = make_backend("cpu");
+  for (size_t k = 1; k < 3; ++k) {
+    ForwardRequest full;
+    full.ids = k == 1 ? ids : edited;
+    const ForwardResult want = run_forward(*m, *cpu, full);
+    const ForwardResult& have = *got[k].result;
+    const test::PassBound tol = test::pass_bound(*m, full, want);
+    REQUIRE(have.hidden.shape == want.hidden.shape);
+    CHECK(test::max_abs_diff(have.hidden, want.hidden) <= tol.hidden);
+    for (int l = 0; l < m->config.num_layers; ++l) {
+      REQUIRE(have.attention[l].shape == want.attention[l].shape);
+      CHECK(test::max_abs_diff(have.attention[l], want.attention[l]) <= tol.probs[static_cast<size_t>(l)]);
+    }
+    // what the views draw comes from the merged result: every head's map, every row
+    REQUIRE(got[k].heads.size() == static_cast<size_t>(m->config.num_layers * m->config.num_heads));
+    CHECK(got[k].heads[0].rows == 30);
+  }
+  // an encoder is never reused
+  const auto bert = std::make_shared<const Model>(test::tiny_bert(dir + "/bert"));
+  ForwardJob e;
+  e.model = bert;
+  e.id = 4;
+  e.request.ids = {2, 5, 6, 3};
+  runner.submit(e);
+  runner.waitForIdle();
+  e.id = 5;
+  runner.submit(e);
+  runner.waitForIdle();
+  REQUIRE(got.size() == 5);
+  CHECK(got[4].reused == 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale results are dropped", "[ui][runner]") {
