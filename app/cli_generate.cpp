@@ -16,19 +16,6 @@ namespace attnlab::cli {
 
 namespace {
 
-// The generated part of the text: decode(prompt + generated) after decode(prompt), so a token
-// that starts with a space keeps it (SentencePiece decoders strip the first token's).
-std::string generated_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids) {
-  if (!model.tokenizer) {
-    std::string out;
-    for (size_t k = prompt.size(); k < ids.size(); ++k) out += " " + model.token_name(ids[k]);
-    return out;
-  }
-  const std::string all = model.tokenizer->decode(ids), base = model.tokenizer->decode(prompt);
-  if (all.compare(0, base.size(), base) == 0) return all.substr(base.size());
-  return model.tokenizer->decode(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end()));
-}
-
 bool ends_in_partial_char(const std::string& s) {  // decode's U+FFFD for a character not yet complete
   return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
 }
@@ -54,7 +41,7 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   s.greedy = !sampling;
   s.temperature = static_cast<float>(a.get_double("--temperature", 1.0));
   s.top_k = a.get_int("--top-k", 0);
-  s.top_p = static_cast<float>(a.get_double("--top-p", 1.0));
+  s.top_p = a.get_double("--top-p", 1.0);
   s.min_p = static_cast<float>(a.get_double("--min-p", 0.0));
   s.seed = static_cast<uint64_t>(a.get_int("--seed", 0));
   check_sampling(s);
@@ -66,11 +53,12 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   const bool json_out = a.has("--json");
   const int json_top = a.get_int("--json-top", 100);
   if (json_top < 0) throw Error("--json-top must be 0 (every token) or more");
+  req.keep_top = json_out ? json_top : 1;  // what the output shows of each step's distribution
   std::vector<int> ids = req.prompt;
   size_t printed = 0;
   req.on_step = [&](const GenerateStep& step) {
     ids.push_back(step.id);
-    const std::string text = generated_text(model, req.prompt, ids);
+    const std::string text = continuation_text(model, req.prompt, ids);
     if (!json_out && !ends_in_partial_char(text) && text.size() > printed) {
       std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
       std::fflush(stdout);
@@ -82,7 +70,7 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   };
   auto backend = make_backend(a.get("--backend", "cpu"));
   const GenerateResult r = generate(model, *backend, req);
-  const std::string text = generated_text(model, req.prompt, r.ids);
+  const std::string text = continuation_text(model, req.prompt, r.ids);
   if (a.has("--attn-out")) {
     const ModelConfig& c = model.config;
     const int64_t T = r.attention.empty() ? 0 : r.attention[0].dim(1);
@@ -127,7 +115,7 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
                      {"prob", st.prob},
                      {"raw_prob", st.raw_prob},
                      {"entropy", st.dist.entropy},
-                     {"kept", st.dist.kept.size()},
+                     {"kept", st.dist.kept_total},
                      {"top", top}});
   }
   j["steps"] = steps;

@@ -15,6 +15,7 @@
 #include "engine/analysis/sae.h"
 #include "ui/explore/circuits_page.h"
 #include "ui/explore/features_page.h"
+#include "ui/explore/generate_page.h"
 #include "ui/explore/steering_page.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
@@ -60,14 +61,18 @@ void add_options(QCommandLineParser& p) {
                "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
+  p.addOption({"generate", "Generate N tokens after the text on the Generate tab (language models; opens it).", "N"});
+  p.addOption({"sampling",
+               "With --generate: sample instead of greedy, e.g. temperature=0.8,top-k=40,top-p=0.9,min-p=0.05,seed=1.",
+               "SPEC"});
   p.addOption({"backend", "Backend: cpu, cpu-bf16 (built with oneDNN), reference, opencl or opencl:N.", "NAME"});
   p.addOption({"size", "Window size WxH (for screenshots).", "WxH"});
   p.addOption({"tour-step", "Open step N of Help > Tour (1-based; the articles, step by step).", "N"});
   p.addOption({"screenshot", "Render the window to FILE.png and exit.", "FILE"});
   p.addOption({"perf-log", "Record keystroke-to-repaint latency to FILE (TSV).", "FILE"});
   p.addOption({"no-settings", "Neither read nor write saved settings."});
-  p.addOption({"type-text", "Benchmark: type TEXT into the text box one key at a time (after --text), then exit.",
-               "TEXT"});
+  p.addOption(
+      {"type-text", "Benchmark: type TEXT into the text box one key at a time (after --text), then exit.", "TEXT"});
   p.addOption({"type-interval", "Milliseconds between simulated keystrokes (default 80).", "MS"});
 }
 
@@ -325,6 +330,44 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (p.isSet("generate")) {
+    auto* g = qobject_cast<attnlab::GeneratePage*>(e->page("generate"));
+    bool ok = false;
+    const int n = p.value("generate").toInt(&ok);
+    if (!g || !e->showPage("generate") || !ok || n < 1) {
+      std::fprintf(stderr, "attnlab: --generate needs a causal language model and a count of 1 or more\n");
+      return 2;
+    }
+    if (p.isSet("sampling")) {
+      attnlab::SamplingOptions o;
+      o.greedy = false;
+      for (const QString& kv : p.value("sampling").split(',', Qt::SkipEmptyParts)) {
+        const QString key = kv.section('=', 0, 0).trimmed(), value = kv.section('=', 1).trimmed();
+        bool number = false;
+        const double v = value.toDouble(&number);
+        if (!number || !QStringList{"temperature", "top-k", "top-p", "min-p", "seed"}.contains(key)) {
+          std::fprintf(stderr, "attnlab: --sampling: expected temperature=, top-k=, top-p=, min-p= or seed=, got %s\n",
+                       qPrintable(kv));
+          return 2;
+        }
+        if (key == "temperature") o.temperature = static_cast<float>(v);
+        if (key == "top-k") o.top_k = static_cast<int>(v);
+        if (key == "top-p") o.top_p = v;
+        if (key == "min-p") o.min_p = static_cast<float>(v);
+        if (key == "seed") o.seed = static_cast<uint64_t>(v);
+      }
+      try {
+        attnlab::check_sampling(o);
+      } catch (const std::exception& ex) {
+        std::fprintf(stderr, "attnlab: --sampling: %s\n", ex.what());
+        return 2;
+      }
+      g->setSampling(o);
+    }
+    e->flush();
+    g->generate(n);
+    g->wait();
+  }
   if (p.isSet("tour-step")) {
     bool ok = false;
     const int step = p.value("tour-step").toInt(&ok) - 1;

@@ -4,6 +4,7 @@
 #include <QCoreApplication>
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 #include "engine/compute/hooks.h"
@@ -53,7 +54,9 @@ void ForwardRunner::start(ForwardJob job) {
           job.request.cancel = job.cancel.get();
           // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
           static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;
-          const bool reuse = !disabled && reusable(*job.model, job.request) && !job.token_view;
+          // the cpu backends run a cached pass (OpenCL would hand it to the host: its passes stay whole)
+          const bool host = job.backend == "cpu" || job.backend == "cpu-bf16" || job.backend == "reference";
+          const bool reuse = !disabled && host && reusable(*job.model, job.request) && !job.token_view;
           if (reuse) {
             Prefix& p = *prefix;
             if (p.model != job.model || p.backend != job.backend) p = Prefix{job.model, job.backend, {}, nullptr};
@@ -81,14 +84,21 @@ void ForwardRunner::start(ForwardJob job) {
           // every head's pooled map, over the cores (each reads its own [T, S] and fills its own slot)
           out.heads.resize(static_cast<size_t>(L) * H);
           const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4);
+          std::vector<std::exception_ptr> failed(static_cast<size_t>(workers));
           auto pool = [&](int first) {
-            for (int k = first; k < L * H; k += workers)
-              out.heads[static_cast<size_t>(k)] = head_heatmap(out.result, k / H, k % H, job.display_cells);
+            try {
+              for (int k = first; k < L * H; k += workers)
+                out.heads[static_cast<size_t>(k)] = head_heatmap(out.result, k / H, k % H, job.display_cells);
+            } catch (...) {  // out of memory on a helper: reported as the pass's error, not a crash
+              failed[static_cast<size_t>(first)] = std::current_exception();
+            }
           };
           std::vector<std::thread> helpers;
           for (int w = 1; w < workers; ++w) helpers.emplace_back(pool, w);
           pool(0);
           for (std::thread& t : helpers) t.join();
+          for (const std::exception_ptr& e : failed)
+            if (e) std::rethrow_exception(e);
           out.mask = mask_heatmap(out.result, 0, job.display_cells);
           if (!out.result->is_cross()) out.patterns = head_patterns(*out.result);
         } catch (const Cancelled&) {
@@ -97,8 +107,10 @@ void ForwardRunner::start(ForwardJob job) {
           out.heads.clear();
         } catch (const std::bad_alloc&) {
           out.error = "out of memory: the input is too long for this machine";
+          *prefix = Prefix{};  // a pass that failed after its forward leaves no cache behind
         } catch (const std::exception& e) {
           out.error = QString::fromStdString(e.what());
+          *prefix = Prefix{};
         }
         return out;
       },

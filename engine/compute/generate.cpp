@@ -2,6 +2,7 @@
 #include "engine/compute/generate.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "engine/compute/forward.h"
 #include "engine/compute/lm.h"
+#include "engine/core/memory.h"
 
 namespace attnlab {
 
@@ -21,7 +23,7 @@ void check_sampling(const SamplingOptions& o) {
   if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature))
     throw Error("--temperature must be a positive number (got " + std::to_string(o.temperature) + ")");
   if (o.top_k < 0) throw Error("--top-k must be 0 (off) or more");
-  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw Error("--top-p must be in (0, 1]");
+  if (!(o.top_p > 0.0 && o.top_p <= 1.0)) throw Error("--top-p must be in (0, 1]");
   if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) throw Error("--min-p must be in [0, 1]");
 }
 
@@ -64,16 +66,19 @@ NextTokenDistribution warp_logits(const std::vector<float>& logits, const Sampli
     }
     // TopPLogitsWarper: sorted ascending, cumulative softmax; remove where it is <= 1 - top_p,
     // the largest always kept (min_tokens_to_keep 1)
-    if (o.top_p < 1.0f) {
+    if (o.top_p < 1.0) {
       std::vector<size_t> order(V);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
       const std::vector<float> p = softmax_of(scores);
-      float cum = 0.0f;  // float32 cumsum, as torch's
+      // torch's cumsum on the CPU adds in double and rounds each partial sum to float; the
+      // Python scalar 1 - top_p meets the float tensor as a float32
+      const float cut = static_cast<float>(1.0 - o.top_p);
+      double cum = 0.0;
       std::vector<uint8_t> remove(V, 0);
       for (size_t r = 0; r < V; ++r) {
         cum += p[order[r]];
-        remove[order[r]] = cum <= 1.0f - o.top_p && r + 1 < V;
+        remove[order[r]] = static_cast<float>(cum) <= cut && r + 1 < V;
       }
       for (size_t k = 0; k < V; ++k)
         if (remove[k]) scores[k] = kMinusInf;
@@ -94,6 +99,7 @@ NextTokenDistribution warp_logits(const std::vector<float>& logits, const Sampli
       d.entropy -= static_cast<double>(p[k]) * std::log(static_cast<double>(p[k]));
     }
   std::stable_sort(d.kept.begin(), d.kept.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  d.kept_total = static_cast<int>(d.kept.size());
   return d;
 }
 
@@ -115,6 +121,17 @@ int choose_token(const NextTokenDistribution& d, const SamplingOptions& o, Sampl
   for (const auto& [id, p] : d.kept)
     if ((cum += p) > u) return id;
   return d.kept.back().first;
+}
+
+std::string continuation_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids) {
+  if (!model.tokenizer) {
+    std::string out;
+    for (size_t k = prompt.size(); k < ids.size(); ++k) out += " " + model.token_name(ids[k]);
+    return out;
+  }
+  const std::string all = model.tokenizer->decode(ids), base = model.tokenizer->decode(prompt);
+  if (all.compare(0, base.size(), base) == 0) return all.substr(base.size());
+  return model.tokenizer->decode(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end()));
 }
 
 std::vector<int> end_of_text_ids(const Model& model) {
@@ -165,10 +182,26 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
   out.ids = req.prompt;
   out.stopped = "max_new";
   KvCache cache;
+  // relative positions are not cached (a query's terms depend on its own position): whole passes
+  const bool cached = c.positional != Positional::Relative;
   SampleRng rng(req.sampling.seed);
-  // the final sequence's probabilities: rows filled as each pass computes them, cut to size at the end
+  // the final sequence's probabilities: each pass's new rows, kept per step and assembled at the
+  // end; checked before the first step against the memory there is, for the longest text it can become
   const int most = std::min(c.max_len, static_cast<int>(req.prompt.size()) + std::max(req.max_new - 1, 0));
-  if (req.keep_attention) out.attention.assign(static_cast<size_t>(c.num_layers), Tensor({c.num_heads, most, most}));
+  if (req.keep_attention) {
+    const double need = 1.5 * c.num_layers * static_cast<double>(c.num_heads) * most * most * sizeof(float);
+    const double have = available_bytes();
+    if (have > 0 && need > 0.9 * have) {
+      char msg[300];
+      std::snprintf(msg, sizeof msg,
+                    "keeping the attention of up to %d tokens needs %.1f GB, more than the %.1f GB available; "
+                    "generate fewer tokens or leave out --attn-out",
+                    most, need / 1e9, have / 1e9);
+      throw Error(msg);
+    }
+  }
+  std::vector<std::vector<Tensor>> rows_by_step;  // [step][layer]: (heads, the pass's new rows, T then)
+  std::vector<int> first_of_step;
   int T = 0;
   for (int step = 0; step < req.max_new; ++step) {
     if (static_cast<int>(out.ids.size()) >= c.max_len) {
@@ -177,27 +210,24 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
     }
     ForwardRequest fr;
     fr.ids = out.ids;
-    fr.kv = &cache;
+    fr.kv = cached ? &cache : nullptr;
     fr.cancel = req.cancel;
     fr.keep_attention.assign(static_cast<size_t>(c.num_layers), req.keep_attention);
-    const ForwardResult r = run_forward(model, backend, fr);
+    ForwardResult r = run_forward(model, backend, fr);
     T = static_cast<int>(out.ids.size());
-    const int P = r.first_position;
-    if (req.keep_attention)
-      for (int l = 0; l < c.num_layers; ++l) {
-        const Tensor& rows = r.attention[static_cast<size_t>(l)];  // [H, T - P, T]
-        Tensor& full = out.attention[static_cast<size_t>(l)];
-        for (int h = 0; h < c.num_heads; ++h)
-          for (int i = P; i < T; ++i)
-            std::copy_n(rows.ptr() + (static_cast<int64_t>(h) * (T - P) + (i - P)) * T, T,
-                        full.ptr() + (static_cast<int64_t>(h) * most + i) * most);
-      }
+    if (req.keep_attention) {
+      rows_by_step.push_back(std::move(r.attention));  // per layer [H, T - P, T]
+      first_of_step.push_back(r.first_position);
+    }
     GenerateStep s;
     s.dist = warp_logits(next_token_logits(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1), req.sampling);
     s.id = choose_token(s.dist, req.sampling, rng);
     for (const auto& [id, p] : s.dist.kept)
       if (id == s.id) s.prob = p;
     s.raw_prob = s.dist.raw[static_cast<size_t>(s.id)];
+    s.dist.raw = {};  // ~V floats a step: the caller has raw_prob
+    if (req.keep_top > 0 && s.dist.kept.size() > static_cast<size_t>(req.keep_top))
+      s.dist.kept.resize(static_cast<size_t>(req.keep_top));
     out.ids.push_back(s.id);
     out.steps.push_back(s);
     const bool go_on = !req.on_step || req.on_step(out.steps.back());
@@ -210,14 +240,20 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
       break;
     }
   }
-  if (req.keep_attention) {  // [H, most, most] -> [H, T, T]
-    for (Tensor& full : out.attention) {
-      Tensor cut({c.num_heads, T, T});
-      for (int h = 0; h < c.num_heads; ++h)
-        for (int i = 0; i < T; ++i)
-          std::copy_n(full.ptr() + (static_cast<int64_t>(h) * most + i) * most, T,
-                      cut.ptr() + (static_cast<int64_t>(h) * T + i) * T);
-      full = std::move(cut);
+  if (req.keep_attention) {  // each step's rows into [H, T, T] (a row's keys after it stay 0: causal)
+    out.attention.assign(static_cast<size_t>(c.num_layers), Tensor());
+    for (int l = 0; l < c.num_layers; ++l) {
+      Tensor full({c.num_heads, T, T});
+      for (size_t k = 0; k < rows_by_step.size(); ++k) {  // later steps overwrite rows a whole pass repeats
+        Tensor& rows = rows_by_step[k][static_cast<size_t>(l)];
+        const int P = first_of_step[k], n = static_cast<int>(rows.dim(1)), S = static_cast<int>(rows.dim(2));
+        for (int h = 0; h < c.num_heads; ++h)
+          for (int i = 0; i < n; ++i)
+            std::copy_n(rows.ptr() + (static_cast<int64_t>(h) * n + i) * S, S,
+                        full.ptr() + (static_cast<int64_t>(h) * T + P + i) * T);
+        rows = Tensor();
+      }
+      out.attention[static_cast<size_t>(l)] = std::move(full);
     }
   }
   out.cache_bytes = cache.bytes();

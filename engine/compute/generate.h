@@ -23,7 +23,8 @@ struct SamplingOptions {
   bool greedy = true;        // argmax of the raw logits (do_sample=False); the warpers are then unused
   float temperature = 1.0f;  // scores / temperature (> 0)
   int top_k = 0;             // keep scores >= the k-th largest (ties with it kept); 0 = off
-  float top_p = 1.0f;        // keep the smallest set whose probability exceeds top_p; 1 = off
+  double top_p = 1.0;        // keep the smallest set whose probability exceeds top_p; 1 = off (a Python
+                             // float there: 1 - top_p is taken in double, then met as a float32)
   float min_p = 0.0f;        // drop tokens below min_p x the largest probability; 0 = off
   uint64_t seed = 0;         // the sampler's seed: one seed, one text
 };
@@ -32,6 +33,7 @@ struct SamplingOptions {
 struct NextTokenDistribution {
   std::vector<std::pair<int, float>> kept;  // (id, p) with p > 0, likeliest first (ties: lower id first)
   std::vector<float> raw;                   // softmax of the raw logits over the vocabulary
+  int kept_total = 0;                       // how many tokens the warpers kept (kept may hold fewer: keep_top)
   double entropy = 0;                       // of the kept distribution, in nats
 };
 
@@ -67,6 +69,10 @@ struct GenerateRequest {
   SamplingOptions sampling;
   std::vector<int> stop_ids;    // tokens that end the text once produced (the model's end-of-text)
   bool keep_attention = false;  // the final sequence's [layers][heads, T, T], generated rows included
+  // How many of each step's kept tokens its distribution keeps in the result (0: all); the raw
+  // distribution over the vocabulary is dropped once the step is made (a step would otherwise
+  // hold ~1 MB for a 128k vocabulary).
+  int keep_top = 0;
   const std::atomic<bool>* cancel = nullptr;
   // Told of each step as it is made; returning false stops after it (a stop text was produced).
   std::function<bool(const GenerateStep&)> on_step;
@@ -84,6 +90,12 @@ struct GenerateResult {
 // Runs the prompt once, then one position per step. Error for a model without an LM head or a
 // causal mask, a prompt that is empty or as long as the model's positions.
 GenerateResult generate(const Model& model, Backend& backend, const GenerateRequest& request);
+
+// The text the tokens after `prompt` add to it: decode(ids) after decode(prompt) with the model's
+// tokenizer (so a token that starts with a space keeps it: SentencePiece decoders strip the
+// first token's); a vocabulary without a tokenizer joins its tokens with spaces. ids begins with
+// prompt. Ends in U+FFFD while a character is split over tokens not all produced yet.
+std::string continuation_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids);
 
 // The model's end-of-text tokens: config.json's eos_token_id (a number or a list) where the
 // folder gives one, else the tokenizer's "<|endoftext|>" / "</s>" / "<|end_of_text|>" if present.

@@ -76,7 +76,8 @@ class HfTokenizer {
   // ids back to text as tokenizers' Tokenizer.decode does it (skip_special_tokens=False): each
   // id's token through the tokenizer.json decoder (ByteLevel, Metaspace, WordPiece, or a Sequence
   // of Replace, ByteFallback, Fuse, Strip), joined; without a decoder, the tokens joined by spaces.
-  // Invalid UTF-8 comes out as U+FFFD, as there. Error for an id outside the vocabulary.
+  // Invalid UTF-8 comes out as U+FFFD, as there; an id outside the vocabulary (models pad their
+  // embedding past it) is left out, as tokenizers' id_to_token gives it nothing.
   std::string decode(const std::vector<int>& ids) const;
   // Tokens the template adds to one text or to a pair ([CLS] and [SEP]: 2 and 3 for BERT).
   int added_tokens(bool pair) const;

@@ -138,12 +138,8 @@ void HfTokenizer::parse_decoder(const json& d, const std::string& where) {
 std::string HfTokenizer::decode(const std::vector<int>& ids) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
-  for (int id : ids) {
-    if (id < 0 || id >= vocab_.size())
-      throw Error("token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(vocab_.size()) +
-                  " tokens)");
-    tokens.push_back(vocab_.token(id));
-  }
+  for (int id : ids)  // an id without a token (an embedding row past the vocabulary) is left out, as there
+    if (id >= 0 && id < vocab_.size()) tokens.push_back(vocab_.token(id));
   std::string out;
   if (decoder_.empty()) {  // tokenizers without a decoder: the tokens joined by spaces
     for (size_t k = 0; k < tokens.size(); ++k) out += (k ? " " : "") + tokens[k];
@@ -223,10 +219,8 @@ std::string HfTokenizer::decode(const std::vector<int>& ids) const {
       }
       case DecodeStep::Metaspace:
         next = tokens;
-        for (size_t k = 0; k < next.size(); ++k) {
-          replace_all(next[k], st.from, " ");
-          if (k == 0 && st.prepend && !next[k].empty() && next[k][0] == ' ') next[k].erase(0, 1);
-        }
+        for (size_t k = 0; k < next.size(); ++k)  // the first token's replacements are the prepended space: dropped
+          replace_all(next[k], st.from, k == 0 && st.prepend ? "" : " ");
         break;
       case DecodeStep::WordPiece:
         next = tokens;

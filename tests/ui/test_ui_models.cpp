@@ -33,12 +33,15 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/generate.h"
 #include "engine/text/input.h"
 #include "engine/compute/lm.h"
 #include "engine/formats/npy.h"
 #include "engine/compute/ops.h"
 #include "engine/train/trainer.h"
+#include "ui/bar_view.h"
 #include "ui/colormaps.h"
+#include "ui/explore/generate_page.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
 #include "ui/tour.h"
@@ -352,4 +355,81 @@ TEST_CASE("Help: About names the version, Qt, Eigen, the backends and the model;
   bool help = false;
   for (QAction* a : w.menuBar()->actions()) help = help || a->text() == "&Help";
   CHECK(help);
+}
+
+TEST_CASE(
+    "the Generate page: steps append the likeliest token, the chart marks it, undo takes it back, a seed "
+    "repeats a sampled text",
+    "[ui][decoders][generate]") {
+  QTemporaryDir tmp;
+  const std::string dir = (tmp.path() + "/tiny-llama").toStdString();
+  const Model lm = test::tiny_decoder(dir);
+  MainWindow w;
+  REQUIRE(w.openModel(QString::fromStdString(dir)));
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("the the w");
+  e->flush();
+  REQUIRE(e->showPage("generate"));
+  auto* g = e->findChild<GeneratePage*>();
+  REQUIRE(g);
+  CHECK(g->isEnabled());
+  const std::vector<int> prompt = e->result()->ids;
+  g->step();
+  g->wait();
+  REQUIRE(g->steps() == 1);
+  const GeneratePage::Step& s = g->history()[0];
+  // greedy: the likeliest next token of a full pass over the prompt
+  const auto top = top_next_tokens(lm, e->result()->hidden, static_cast<int>(prompt.size()) - 1, 2);
+  if (top[0].second - top[1].second > 1e-4) CHECK(s.id == top[0].first);
+  CHECK(std::abs(s.prob - top[0].second) < 1e-4);
+  CHECK(s.raw_prob == s.prob);  // greedy draws from the raw distribution
+  // the token is appended to the text, and the views follow it
+  CHECK(e->text() == "the the w" + QString::fromStdString(continuation_text(lm, prompt, [&] {
+                       auto ids = prompt;
+                       ids.push_back(s.id);
+                       return ids;
+                     }())));
+  e->flush();
+  CHECK(e->result()->ids.size() > prompt.size());
+  // the chart: both distributions, the chosen token marked, at most 12 tokens
+  BarView* chart = g->chart();
+  REQUIRE(chart->count() >= 1);
+  CHECK(chart->count() <= 13);
+  int marked = 0;
+  for (const QString& l : chart->labels())
+    marked += l == QString::fromUtf8("\u25B6 ") + QString::fromStdString(lm.readable_token(s.id));
+  CHECK(marked == 1);
+  CHECK(g->table()->rowCount() == 1);
+  CHECK(g->summary().contains("Step 1 of 1"));
+  // more steps, then undo: the text and the table go back one step
+  g->generate(3);
+  g->wait();
+  CHECK(g->steps() == 4);
+  const QString after4 = e->text();
+  g->undo();
+  CHECK(g->steps() == 3);
+  CHECK(g->table()->rowCount() == 3);
+  CHECK(e->text() != after4);
+  CHECK(after4.startsWith(e->text()));
+  // sampling: top-k 3 keeps at most 3 tokens (more only on ties); one seed, one text
+  auto sampled_text = [&] {
+    while (g->steps() > 0) g->undo();
+    SamplingOptions o;
+    o.greedy = false;
+    o.temperature = 1.5f;
+    o.top_k = 3;
+    o.seed = 11;
+    g->setSampling(o);
+    g->generate(5);
+    g->wait();
+    for (const auto& st : g->history()) CHECK(st.kept <= 3);
+    return e->text();
+  };
+  const QString first = sampled_text();
+  CHECK(first.startsWith("the the w"));
+  CHECK(sampled_text() == first);
+  // an encoder has no Generate page
+  w.useModel(test_model(), "test");
+  CHECK_FALSE(e->showPage("generate"));
 }

@@ -6,6 +6,7 @@
 #include "engine/core/config.h"
 #include "ui/explore/analysis_pages.h"
 #include "ui/explore/circuits_page.h"
+#include "ui/explore/generate_page.h"
 #include "ui/explore/heads_page.h"
 #include "ui/explore/input_bar.h"
 #include "ui/explore/features_page.h"
@@ -19,6 +20,10 @@
 namespace attnlab {
 
 namespace {
+
+bool is_causal_lm(const ModelConfig& c) {
+  return c.lm_head && c.causal;
+}
 
 bool has_lm_head(const ModelConfig& c) {
   return c.lm_head;
@@ -102,6 +107,16 @@ const std::vector<ExplorePageRow>& explore_pages() {
       {"lens", "logit-lens", "Logit lens", "Each layer's guess of the next token", has_lm_head,
        "the logit lens reads a language model's LM head; this model has none",
        [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
+      {"generate", "", "Generate",
+       "Let the model write, one token a step: its next-token distribution before and after temperature, top-k, "
+       "top-p and min-p",
+       is_causal_lm, "generation needs a causal language model (one with an LM head); this model is not one",
+       [](ExploreView& v) -> QWidget* {
+         auto* page = new GeneratePage(v.state());
+         page->setTextSource([&v] { return v.text(); });
+         QObject::connect(page, &GeneratePage::textRequested, page, [&v](const QString& text) { v.setText(text); });
+         return page;
+       }},
       {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
        "", [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
       {"circuits", "patching", "Circuits",

@@ -1,0 +1,98 @@
+// GeneratePage: a language model writes, one token a step, and each step's next-token
+// distribution is drawn before and after the sampling warpers (as Transformer Explainer does),
+// the chosen token marked. The warpers are transformers' (temperature, top-k, top-p, min-p, in
+// that order; engine/compute/generate.h); the seed makes a run reproducible. Each token is
+// appended to the explored text, so every view grows with it (the text is the truth: it is
+// tokenized again, as if typed; the pass reuses the last one's KV cache). Undo takes a step back.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/compute/generate.h"
+#include "ui/background_job.h"
+#include "ui/explore/explore_page.h"
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+
+namespace attnlab {
+
+class BarView;
+
+class GeneratePage : public ExplorePage {
+  Q_OBJECT
+ public:
+  explicit GeneratePage(ExploreState* state, QWidget* parent = nullptr);
+  // Where the explored text comes from (the view's text box); set by the page table.
+  void setTextSource(std::function<QString()> text) { text_ = std::move(text); }
+  void step();           // one token
+  void generate(int n);  // n tokens, one after another; stop() ends it after the step in flight
+  void stop();
+  void undo();  // the last step taken back (its text, and the sampler as it was)
+  void wait();  // until no step is in flight (tests)
+  int steps() const { return static_cast<int>(steps_.size()); }
+  void showStep(int k);  // the chart and summary of step k
+  SamplingOptions sampling() const;
+  void setSampling(const SamplingOptions& o);
+  QTableWidget* table() const { return table_; }
+  BarView* chart() const { return chart_; }
+  QString summary() const;
+
+  // One step, as the table and the chart show it (the distribution itself is not kept: ~1 MB a
+  // step for a 128k vocabulary).
+  struct Step {
+    int id = -1;
+    float prob = 0, raw_prob = 0;
+    double entropy = 0;
+    int kept = 0;  // tokens the warpers left
+    QString label;
+    QStringList chart_labels;  // the chart's categories: the likeliest before and after the warpers
+    std::vector<double> before, after;
+    int marked = -1;
+    QString text_before;  // the explored text before the token was appended
+    SampleRng rng_before{0};
+    // A character split over tokens (a byte-level emoji, byte-fallback CJK) is appended once it is
+    // whole: until then its tokens wait here, and each step runs on the text's ids plus them.
+    std::vector<int> pending_before;
+    bool pending = false;  // this token waits for the rest of its character
+  };
+  const std::vector<Step>& history() const { return steps_; }
+
+ signals:
+  // The explored text with the step's token appended (or, after undo, taken away again).
+  void textRequested(const QString& text);
+
+ protected:
+  void refresh() override {}
+  void modelChanged() override;
+
+ private:
+  void finishStep(const Step& s, const QString& added);
+  void setBusy(bool busy);
+
+  std::function<QString()> text_;
+  QCheckBox* greedy_;
+  QDoubleSpinBox *temperature_, *top_p_, *min_p_;
+  QSpinBox *top_k_, *seed_, *count_;
+  QPushButton *step_, *run_, *stop_, *undo_;
+  QLabel* summary_;
+  BarView* chart_;
+  QTableWidget* table_;
+  BackgroundJob job_{this};
+  std::shared_ptr<KvCache> cache_ = std::make_shared<KvCache>();
+  SampleRng rng_{0};
+  uint64_t rng_seed_ = 0;
+  std::vector<Step> steps_;
+  std::vector<int> pending_;  // tokens of a character not yet whole (see Step)
+  QString last_text_;         // the text the page last set: another text means the user edited it
+  std::vector<int> stops_;    // the model's end-of-text tokens
+  int remaining_ = 0;         // tokens still to make in this Generate run
+  bool busy_ = false;
+};
+
+}  // namespace attnlab
