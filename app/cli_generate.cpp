@@ -1,6 +1,7 @@
 // attnlab-cli generate: a causal language model writes, one token a step over a KV cache, with
 // transformers' sampling warpers; the text streams to stdout, --json gives every step's
 // distribution, --attn-out the final sequence's attention.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -69,7 +70,9 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
     return true;
   };
   auto backend = make_backend(a.get("--backend", "cpu"));
+  const auto t0 = std::chrono::steady_clock::now();
   const GenerateResult r = generate(model, *backend, req);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text = continuation_text(model, req.prompt, r.ids);
   if (a.has("--attn-out")) {
     const ModelConfig& c = model.config;
@@ -101,6 +104,7 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
                                                            {"top_k", s.top_k}, {"top_p", s.top_p},
                                                            {"min_p", s.min_p}, {"seed", s.seed}};
   j["kv_cache_bytes"] = r.cache_bytes;
+  j["generate_seconds"] = seconds;  // the prompt's pass and every step, the model's loading not included
   j["kv_bytes_per_token"] = kv_bytes_per_position(model.config);
   json steps = json::array();
   for (const GenerateStep& st : r.steps) {

@@ -279,7 +279,10 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.warnings = mask_warnings(r.mask, "cross-attention mask");
   }
   r.logits = classify(model, r.hidden, r.ids);
-  if (c.lm_head) r.next_tokens = top_next_tokens(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1, 10);
+  if (c.lm_head) {  // the LM head once: generation reads the logits, the views the top 10
+    r.next_logits = next_token_logits(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1);
+    r.next_tokens = top_of_logits(r.next_logits, 10);
+  }
   if (const std::string n = backend.notice(); !n.empty()) r.warnings.push_back(n);
   if (!r.logits.empty()) {
     r.class_probs = softmax(r.logits);

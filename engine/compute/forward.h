@@ -44,6 +44,7 @@ struct ForwardResult {
   // Language models: the 10 likeliest next tokens after the last position (id, probability),
   // best first (engine/compute/lm.h for other positions).
   std::vector<std::pair<int, float>> next_tokens;
+  std::vector<float> next_logits;       // language models: the LM head's logits after the last position [vocab]
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
   std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them

@@ -220,7 +220,7 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
       first_of_step.push_back(r.first_position);
     }
     GenerateStep s;
-    s.dist = warp_logits(next_token_logits(model, r.hidden, static_cast<int>(r.hidden.dim(0)) - 1), req.sampling);
+    s.dist = warp_logits(r.next_logits, req.sampling);
     s.id = choose_token(s.dist, req.sampling, rng);
     for (const auto& [id, p] : s.dist.kept)
       if (id == s.id) s.prob = p;

@@ -58,9 +58,13 @@ double next_token_probability(const Model& model, const Tensor& hidden, int posi
 }
 
 std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Tensor& hidden, int position, int k) {
-  const Tensor logits = logits_at(model, hidden, position);
-  const int V = static_cast<int>(logits.dim(1));
-  const float* l = logits.ptr();
+  return top_of_logits(next_token_logits(model, hidden, position), k);
+}
+
+std::vector<std::pair<int, float>> top_of_logits(const std::vector<float>& logits, int k) {
+  const int V = static_cast<int>(logits.size());
+  if (V == 0) return {};
+  const float* l = logits.data();
   const float mx = *std::max_element(l, l + V);
   double sum = 0;
   for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v]) - mx);

@@ -14,6 +14,8 @@ namespace attnlab {
 // softmax(lm_head(hidden[position])) -> the k likeliest (id, probability), best first (ties:
 // lower id first). hidden is the final hidden state [T, E] (after the final norm).
 std::vector<std::pair<int, float>> top_next_tokens(const Model& model, const Tensor& hidden, int position, int k);
+// The same from one position's logits (the LM head already run).
+std::vector<std::pair<int, float>> top_of_logits(const std::vector<float>& logits, int k);
 
 // softmax(lm_head(hidden[position]))[id], in double: one token's probability.
 // The LM head's logits over the vocabulary at one position of hidden [T, E].

@@ -1023,7 +1023,7 @@ def main():
         check_sae("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"], root)
         check_detectors("GPT2LMHeadModel (tied)", g, m, 20)
         check_dla("GPT2LMHeadModel (tied)", g, m, 8, V["gpt2"])
-        check_generate("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"])
+        check_generate("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"], new=24)
         g2 = os.path.join(root, "gpt2-untied")
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
@@ -1047,7 +1047,7 @@ def main():
         check_sae("LlamaForCausalLM (GQA 8/2)", ll, m, 9, V["llama3"], root)
         check_detectors("LlamaForCausalLM (GQA 8/2)", ll, m, 30)
         check_dla("LlamaForCausalLM (GQA 8/2)", ll, m, 7, V["llama3"])
-        check_generate("LlamaForCausalLM (GQA 8/2)", ll, m, 9, V["llama3"])
+        check_generate("LlamaForCausalLM (GQA 8/2)", ll, m, 9, V["llama3"], new=24)
         ll_bf16 = os.path.join(root, "llama-bf16")
         m.to(torch.bfloat16).save_pretrained(ll_bf16, safe_serialization=True)
         toks["llama3"].save(os.path.join(ll_bf16, "tokenizer.json"))
@@ -1157,6 +1157,7 @@ def main():
         save(m, qw, toks["qwen2"])
         compare_decoder("Qwen2ForCausalLM (biases, tied)", qw, m, [3, 40], V["qwen2"])
         check_grad_attention("Qwen2ForCausalLM (biases, tied)", qw, m, 11, V["qwen2"])
+        check_generate("Qwen2ForCausalLM (biases, tied)", qw, m, 8, V["qwen2"], new=24)
 
         # ---- tokenizers: tokenizer.json (the model folders above) and the slow files
         for kind, folder in (("gpt2", g), ("llama3", ll), ("qwen2", qw)):

@@ -102,6 +102,18 @@ TEST_CASE("KV cache: appended, edited, one token at a time and with a changed ma
     CHECK(edited_part.first_position == 5);
     check_rows(m, edited_full_req, edited_full, edited_part);
 
+    // every split point: the first p positions cached, the rest computed
+    for (int p = 1; p < 23; ++p) {
+      KvCache split;
+      ForwardRequest a;
+      a.kv = &split;
+      a.ids.assign(ids.begin(), ids.begin() + p);
+      run_forward(m, *cpu, a);
+      a.ids = ids;
+      const ForwardResult r = run_forward(m, *cpu, a);
+      REQUIRE(r.first_position == p);
+      check_rows(m, full_req, full, r);
+    }
     // one token at a time from scratch
     KvCache steps;
     ForwardRequest one;

@@ -41,6 +41,7 @@
 #include "engine/train/trainer.h"
 #include "ui/bar_view.h"
 #include "ui/colormaps.h"
+#include "ui/curve_view.h"
 #include "ui/explore/generate_page.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
@@ -410,6 +411,8 @@ TEST_CASE(
   g->undo();
   CHECK(g->steps() == 3);
   CHECK(g->table()->rowCount() == 3);
+  CHECK(g->curve()->pointCount(0) == 3);  // p and entropy per step
+  CHECK(g->curve()->pointCount(1) == 3);
   CHECK(e->text() != after4);
   CHECK(after4.startsWith(e->text()));
   // sampling: top-k 3 keeps at most 3 tokens (more only on ties); one seed, one text

@@ -19,6 +19,7 @@
 #include "engine/compute/kv_cache.h"
 #include "engine/compute/lm.h"
 #include "ui/bar_view.h"
+#include "ui/curve_view.h"
 #include "ui/explore_controller.h"
 
 namespace attnlab {
@@ -123,7 +124,19 @@ GeneratePage::GeneratePage(ExploreState* state, QWidget* parent) : ExplorePage(s
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);  // the token
   table_->verticalHeader()->setDefaultSectionSize(20);
-  split->addWidget(table_, 2);
+  auto* right = new QVBoxLayout;
+  right->addWidget(table_, 3);
+  // each step's probability and entropy, as a small curve under the steps
+  curve_ = new CurveView("step", this);
+  curve_->setObjectName("genCurve");
+  curve_->addSeries("p of the chosen token", QColor(230, 120, 20), false, true);
+  curve_->addSeries("entropy (nats)", QColor(50, 110, 190), true, true);
+  curve_->setAxisLabels("p", "entropy");
+  curve_->setYRange(0, 1);
+  curve_->setIntegerX(1);
+  curve_->setMinimumHeight(150);
+  right->addWidget(curve_, 2);
+  split->addLayout(right, 2);
   v->addLayout(split, 1);
   auto sampled = [this] {
     for (QWidget* w : {static_cast<QWidget*>(temperature_), static_cast<QWidget*>(top_k_),
@@ -170,6 +183,7 @@ void GeneratePage::modelChanged() {
   pending_.clear();
   table_->setRowCount(0);
   chart_->clear();
+  curve_->clear();
   remaining_ = 0;
   const std::shared_ptr<const Model>& m = state_->model();
   const bool lm = m && m->config.lm_head && m->config.causal;
@@ -232,6 +246,7 @@ void GeneratePage::step() {
     steps_.clear();
     pending_.clear();
     table_->setRowCount(0);
+    curve_->clear();
   }
   // the pass the Explore view runs (its mask), on the text's ids plus any tokens of a split character
   ForwardRequest req = state_->analysisRequest();
@@ -274,8 +289,7 @@ void GeneratePage::step() {
         r.keep_attention.assign(static_cast<size_t>(model->config.num_layers), false);  // the views have theirs
         auto b = make_backend(backend);
         const ForwardResult result = run_forward(*model, *b, r);
-        const NextTokenDistribution d =
-            warp_logits(next_token_logits(*model, result.hidden, static_cast<int>(result.hidden.dim(0)) - 1), o);
+        const NextTokenDistribution d = warp_logits(result.next_logits, o);
         StepOutcome out;
         Step& s = out.step;
         SampleRng draw = rng;
@@ -345,6 +359,7 @@ void GeneratePage::finishStep(const Step& s, const QString& added) {
     table_->setCurrentCell(row, 0);
   }
   showStep(row);
+  redrawCurve();
   if (s.pending) {
     pending_.push_back(s.id);
   } else {
@@ -379,6 +394,7 @@ void GeneratePage::undo() {
     chart_->clear(), summary_->setText("");
   else
     showStep(static_cast<int>(steps_.size()) - 1);
+  redrawCurve();
   if (!last.pending) {
     last_text_ = last.text_before;
     emit textRequested(last_text_);
@@ -390,6 +406,14 @@ void GeneratePage::wait() {
   while (busy_ || remaining_ > 0) {
     job_.wait();
     QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  }
+}
+
+void GeneratePage::redrawCurve() {
+  curve_->clear();
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    curve_->append(0, static_cast<double>(k + 1), steps_[k].prob);
+    curve_->append(1, static_cast<double>(k + 1), steps_[k].entropy);
   }
 }
 

@@ -23,6 +23,7 @@ class QTableWidget;
 namespace attnlab {
 
 class BarView;
+class CurveView;
 
 class GeneratePage : public ExplorePage {
   Q_OBJECT
@@ -41,6 +42,7 @@ class GeneratePage : public ExplorePage {
   void setSampling(const SamplingOptions& o);
   QTableWidget* table() const { return table_; }
   BarView* chart() const { return chart_; }
+  CurveView* curve() const { return curve_; }
   QString summary() const;
 
   // One step, as the table and the chart show it (the distribution itself is not kept: ~1 MB a
@@ -74,6 +76,7 @@ class GeneratePage : public ExplorePage {
  private:
   void finishStep(const Step& s, const QString& added);
   void setBusy(bool busy);
+  void redrawCurve();
 
   std::function<QString()> text_;
   QCheckBox* greedy_;
@@ -82,6 +85,7 @@ class GeneratePage : public ExplorePage {
   QPushButton *step_, *run_, *stop_, *undo_;
   QLabel* summary_;
   BarView* chart_;
+  CurveView* curve_;
   QTableWidget* table_;
   BackgroundJob job_{this};
   std::shared_ptr<KvCache> cache_ = std::make_shared<KvCache>();
