@@ -83,6 +83,15 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
                 all.data.begin() + static_cast<std::ptrdiff_t>(l * r.attention[l].data.size()));
     save_npy(a.get("--attn-out"), all);
   }
+  if (model.tokenizer) {  // ids past the tokenizer's vocabulary (an embedding padded past it) have no text
+    int silent = 0;
+    for (size_t k = req.prompt.size(); k < r.ids.size(); ++k) silent += r.ids[k] >= model.tokenizer->vocab_size();
+    if (silent > 0)
+      std::fprintf(stderr,
+                   "warning: %d generated token(s) have no text: their ids are past the tokenizer's %d tokens (the "
+                   "model's embedding has %d rows)\n",
+                   silent, model.tokenizer->vocab_size(), model.config.vocab_size);
+  }
   if (!json_out) {
     if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
     std::printf("\n");
@@ -100,9 +109,13 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   j["generated_ids"] = std::vector<int>(r.ids.begin() + static_cast<std::ptrdiff_t>(req.prompt.size()), r.ids.end());
   j["text"] = text;
   j["stopped"] = r.stopped;
-  j["sampling"] = s.greedy ? json{{"greedy", true}} : json{{"greedy", false},  {"temperature", s.temperature},
-                                                           {"top_k", s.top_k}, {"top_p", s.top_p},
-                                                           {"min_p", s.min_p}, {"seed", s.seed}};
+  j["sampling"] = s.greedy ? json{{"greedy", true}}
+                           : json{{"greedy", false},
+                                  {"temperature", a.get_double("--temperature", 1.0)},  // as given, not as float32
+                                  {"top_k", s.top_k},
+                                  {"top_p", s.top_p},
+                                  {"min_p", a.get_double("--min-p", 0.0)},
+                                  {"seed", s.seed}};
   j["kv_cache_bytes"] = r.cache_bytes;
   j["generate_seconds"] = seconds;  // the prompt's pass and every step, the model's loading not included
   j["kv_bytes_per_token"] = kv_bytes_per_position(model.config);

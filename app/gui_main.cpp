@@ -334,10 +334,18 @@ int main(int argc, char** argv) {
     auto* g = qobject_cast<attnlab::GeneratePage*>(e->page("generate"));
     bool ok = false;
     const int n = p.value("generate").toInt(&ok);
-    if (!g || !e->showPage("generate") || !ok || n < 1) {
-      std::fprintf(stderr, "attnlab: --generate needs a causal language model and a count of 1 or more\n");
+    if (!ok || n < 1) {
+      std::fprintf(stderr, "attnlab: --generate: expected a count of 1 or more, got %s\n",
+                   qPrintable(p.value("generate")));
       return 2;
     }
+    // the Generate tab, unless --tab asks for another view (which grows with the text as well)
+    if (!g || !g->isEnabled()) {
+      std::fprintf(stderr, "attnlab: --generate needs a causal language model (one with an LM head); %s is not one\n",
+                   e->model() ? e->model()->summary().c_str() : "this");
+      return 2;
+    }
+    if (!p.isSet("tab")) e->showPage("generate");
     if (p.isSet("sampling")) {
       attnlab::SamplingOptions o;
       o.greedy = false;
@@ -367,6 +375,10 @@ int main(int argc, char** argv) {
     e->flush();
     g->generate(n);
     g->wait();
+  }
+  if (p.isSet("sampling") && !p.isSet("generate")) {
+    std::fprintf(stderr, "attnlab: --sampling goes with --generate N\n");
+    return 2;
   }
   if (p.isSet("tour-step")) {
     bool ok = false;

@@ -18,6 +18,12 @@ void TokenListModel::setTokens(const std::vector<std::string>& tokens, const std
   endResetModel();
 }
 
+void TokenListModel::setGeneratedFrom(int position) {
+  generated_from_ = position;
+  if (!tokens_.empty())
+    emit dataChanged(index(0), index(static_cast<int>(tokens_.size()) - 1), {Qt::ForegroundRole, Qt::ToolTipRole});
+}
+
 void TokenListModel::setGlobalPositions(const std::vector<int>& positions) {
   global_ = {positions.begin(), positions.end()};
   if (!tokens_.empty()) emit dataChanged(index(0), index(static_cast<int>(tokens_.size()) - 1), {Qt::CheckStateRole});
@@ -37,11 +43,15 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
       return QString("%1\n%2").arg(t).arg(ids_[r]);
     }
     case Qt::ToolTipRole:
-      return QString("position %1, id %2%3%4")
+      return QString("position %1, id %2%3%4%5")
           .arg(index.row())
           .arg(ids_[r])
           .arg(unknown_[r] ? ", not in the vocabulary ([UNK])" : "")
-          .arg(global_.count(index.row()) ? ", global token" : "");
+          .arg(global_.count(index.row()) ? ", global token" : "")
+          .arg(generated(index.row()) ? ", generated (the Generate tab)" : "");
+    case Qt::ForegroundRole:
+      if (generated(index.row())) return QBrush(kGeneratedColor);
+      return {};
     case Qt::BackgroundRole:
       if (unknown_[r]) return QBrush(QColor(255, 214, 153));
       if (global_.count(index.row())) return QBrush(QColor(190, 220, 255));

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <QAbstractListModel>
+#include <QColor>
 #include <set>
 
 #include "engine/text/tokenizer.h"
 
 namespace attnlab {
+
+// The colour of generated tokens' text in the strip (and its legend).
+inline const QColor kGeneratedColor(170, 60, 150);
 
 class TokenListModel : public QAbstractListModel {
   Q_OBJECT
@@ -16,6 +20,10 @@ class TokenListModel : public QAbstractListModel {
   using QAbstractListModel::QAbstractListModel;
 
   void setTokens(const std::vector<std::string>& tokens, const std::vector<int>& ids, const std::vector<bool>& unknown);
+  // Tokens from this position on were generated (the Generate tab), drawn in their own colour; -1: none.
+  void setGeneratedFrom(int position);
+  int generatedFrom() const { return generated_from_; }
+  bool anyGenerated() const { return generated_from_ >= 0 && generated_from_ < static_cast<int>(tokens_.size()); }
   std::vector<int> globalPositions() const { return {global_.begin(), global_.end()}; }
   void setGlobalPositions(const std::vector<int>& positions);
 
@@ -31,6 +39,8 @@ class TokenListModel : public QAbstractListModel {
   std::vector<std::string> tokens_;
   std::vector<int> ids_;
   std::vector<bool> unknown_;
+  int generated_from_ = -1;
+  bool generated(int row) const { return generated_from_ >= 0 && row >= generated_from_; }
   std::set<int> global_;
 };
 

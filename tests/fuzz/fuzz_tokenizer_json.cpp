@@ -1,5 +1,5 @@
 // libFuzzer harness: a Hugging Face tokenizer.json (parse, then encode a text and a pair with it,
-// and label the tokens), and the input as text through a fixed BERT tokenizer (UTF-8, Unicode
+// label the tokens and decode them), and the input as text through a fixed BERT tokenizer (UTF-8, Unicode
 // data, added tokens) and a fixed byte-level BPE (a Llama-3-style Split regex through PCRE2,
 // merges, readable labels of split characters).
 #include <cstdint>
@@ -26,6 +26,7 @@ const char* kByteLevel = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, 
     {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      "behavior": "Isolated", "invert": false},
     {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+  "decoder": {"type": "ByteLevel"},
   "added_tokens": [{"id": 8, "content": "<|s|>", "special": true, "normalized": false}],
   "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|s|>", "type_id": 0}},
     {"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}},
@@ -40,6 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const attnlab::Encoding e = bytes->encode(input);  // unknown bytes are dropped (no [UNK]), never a crash
     if (bytes->readable(e).size() != e.size()) __builtin_trap();
     for (int id : e.ids) bytes->readable_token(id);
+    bytes->decode(e.ids);  // the ids back to text (invalid UTF-8 as U+FFFD), never a crash
   } catch (const attnlab::Error&) {
   }
   try {
@@ -53,6 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string text = "The café [MASK] 東京 abbb.";
     const attnlab::Encoding e = t->encode(text);
     t->readable(e);
+    t->decode(e.ids);  // through the input's own decoder
+    t->decode({-1, 0, 1, 1 << 30});
     if (t->has_pair_template()) t->encode(text, &text);
   } catch (const attnlab::Error&) {
   }

@@ -43,6 +43,7 @@
 #include "ui/colormaps.h"
 #include "ui/curve_view.h"
 #include "ui/explore/generate_page.h"
+#include "ui/explore/input_bar.h"
 #include "ui/explore/page_table.h"
 #include "ui/explore_view.h"
 #include "ui/tour.h"
@@ -403,6 +404,12 @@ TEST_CASE(
   CHECK(marked == 1);
   CHECK(g->table()->rowCount() == 1);
   CHECK(g->summary().contains("Step 1 of 1"));
+  // the strip colours the generated tokens, and says so
+  const TokenListModel* strip = e->inputBar()->tokenModel();
+  CHECK(strip->generatedFrom() == static_cast<int>(prompt.size()));
+  CHECK(strip->data(strip->index(static_cast<int>(prompt.size())), Qt::ForegroundRole).isValid());
+  CHECK_FALSE(strip->data(strip->index(0), Qt::ForegroundRole).isValid());
+  CHECK(e->findChild<QLabel*>("tokenLegend")->text().contains("generated"));
   // more steps, then undo: the text and the table go back one step
   g->generate(3);
   g->wait();
@@ -432,6 +439,20 @@ TEST_CASE(
   const QString first = sampled_text();
   CHECK(first.startsWith("the the w"));
   CHECK(sampled_text() == first);
+  // hot sampling over a byte-level vocabulary draws bytes of characters not yet whole: they wait
+  // for the rest, and the run goes on (the history keeps every step)
+  while (g->steps() > 0) g->undo();
+  SamplingOptions hot;
+  hot.greedy = false;
+  hot.temperature = 5.0f;
+  hot.seed = 2;
+  g->setSampling(hot);
+  g->generate(10);
+  g->wait();
+  CHECK(g->steps() == 10);
+  int waiting = 0;
+  for (const auto& st : g->history()) waiting += st.pending;
+  CHECK(waiting > 0);  // the case this checks did happen
   // an encoder has no Generate page
   w.useModel(test_model(), "test");
   CHECK_FALSE(e->showPage("generate"));

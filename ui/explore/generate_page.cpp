@@ -20,6 +20,8 @@
 #include "engine/compute/lm.h"
 #include "ui/bar_view.h"
 #include "ui/curve_view.h"
+
+#include <qcustomplot.h>
 #include "ui/explore_controller.h"
 
 namespace attnlab {
@@ -33,6 +35,11 @@ struct StepOutcome {
   GeneratePage::Step step;
   QString added;  // the text the token adds
 };
+
+// 0.976, or 5.2e-04 below a thousandth (never a misleading 0.000)
+QString probability(double p) {
+  return p >= 1e-3 || p == 0 ? QString::number(p, 'f', 3) : QString::number(p, 'e', 1);
+}
 
 QString shown(const Model& m, int id) {
   return QString::fromStdString(m.readable_token(id));
@@ -242,11 +249,13 @@ void GeneratePage::step() {
   const std::shared_ptr<const Model> model = state_->model();
   if (busy_ || !model || !model->config.lm_head || !model->config.causal) return;
   const QString before = text_ ? text_() : QString();
+  if (steps_.empty()) last_text_ = before;        // a history starts from the text as it is
   if (!steps_.empty() && before != last_text_) {  // the user edited the text: the history is of another text
     steps_.clear();
     pending_.clear();
     table_->setRowCount(0);
     curve_->clear();
+    emit generatedFrom(-1);
   }
   // the pass the Explore view runs (its mask), on the text's ids plus any tokens of a split character
   ForwardRequest req = state_->analysisRequest();
@@ -257,6 +266,7 @@ void GeneratePage::step() {
     return;
   }
   const std::vector<int> base = req.ids;
+  if (steps_.empty()) prompt_tokens_ = static_cast<int>(base.size());
   req.ids.insert(req.ids.end(), pending_.begin(), pending_.end());
   if (static_cast<int>(req.ids.size()) >= model->config.max_len) {
     summary_->setText(
@@ -300,6 +310,7 @@ void GeneratePage::step() {
         s.entropy = d.entropy;
         s.kept = d.kept_total;
         s.label = shown(*model, s.id);
+        s.greedy = o.greedy;
         chart_of(*model, d, s);
         s.rng_before = draw;  // the sampler after this draw (swapped on the GUI thread)
         s.text_before = before;
@@ -326,9 +337,10 @@ void GeneratePage::step() {
         if (out->added.isEmpty()) {  // the text is the truth: a token without text cannot join it
           remaining_ = 0;
           setBusy(false);
-          summary_->setText(QString("The model chose %1 (id %2), which has no text in the tokenizer (the model's "
-                                    "embedding is larger than its vocabulary): it cannot be appended. Sample with "
-                                    "top-k or top-p to leave such tokens out.")
+          summary_->setText(QString("The model chose %1 (id %2), which has no text in the tokenizer: the model's "
+                                    "embedding has rows past its tokenizer's vocabulary, and the text cannot hold "
+                                    "such a token. Sample (untick greedy) to draw another, or open a folder whose "
+                                    "tokenizer covers the embedding.")
                                 .arg(s.label)
                                 .arg(s.id));
           return;
@@ -345,8 +357,8 @@ void GeneratePage::finishStep(const Step& s, const QString& added) {
   steps_.push_back(s);
   const int row = table_->rowCount();
   table_->insertRow(row);
-  const QString values[] = {s.label, QString::number(s.prob, 'f', 3), QString::number(s.raw_prob, 'f', 3),
-                            QString::number(s.entropy, 'f', 2), QString::number(s.kept)};
+  const QString values[] = {s.label, probability(s.prob), probability(s.raw_prob), QString::number(s.entropy, 'f', 2),
+                            QString::number(s.kept)};
   for (int c = 0; c < 5; ++c) table_->setItem(row, c, new QTableWidgetItem(values[c]));
   table_->item(row, 0)->setToolTip(QString("step %1: id %2%3")
                                        .arg(row + 1)
@@ -366,6 +378,7 @@ void GeneratePage::finishStep(const Step& s, const QString& added) {
     pending_.clear();
     last_text_ = s.text_before + added;
     emit textRequested(last_text_);
+    emit generatedFrom(prompt_tokens_);
   }
   remaining_ = std::max(0, remaining_ - 1);
   if (std::find(stops_.begin(), stops_.end(), s.id) != stops_.end()) remaining_ = 0;  // the model ended its text
@@ -375,6 +388,7 @@ void GeneratePage::finishStep(const Step& s, const QString& added) {
 
 void GeneratePage::generate(int n) {
   remaining_ = std::max(1, n);
+  count_->setValue(remaining_);
   step();
 }
 
@@ -399,6 +413,7 @@ void GeneratePage::undo() {
     last_text_ = last.text_before;
     emit textRequested(last_text_);
   }
+  emit generatedFrom(steps_.empty() ? -1 : prompt_tokens_);
   setBusy(false);
 }
 
@@ -411,10 +426,16 @@ void GeneratePage::wait() {
 
 void GeneratePage::redrawCurve() {
   curve_->clear();
+  double top = 1.0;
   for (size_t k = 0; k < steps_.size(); ++k) {
     curve_->append(0, static_cast<double>(k + 1), steps_[k].prob);
     curve_->append(1, static_cast<double>(k + 1), steps_[k].entropy);
+    top = std::max(top, steps_[k].entropy);
   }
+  // steps 1..n, and the entropy from 0 (nats: ln of the tokens it is spread over), padded
+  curve_->plot()->xAxis->setRange(0.5, std::max<double>(1, static_cast<double>(steps_.size())) + 0.5);
+  curve_->plot()->yAxis2->setRange(0, top * 1.1);
+  curve_->plot()->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void GeneratePage::showStep(int k) {
@@ -422,17 +443,27 @@ void GeneratePage::showStep(int k) {
   const Step& s = steps_[static_cast<size_t>(k)];
   chart_->setData(s.chart_labels, s.before, s.after, s.marked);
   const int vocab = state_->model() ? state_->model()->config.vocab_size : 0;
-  summary_->setText(QString("Step %1 of %2: \"%3\", p %4 in the distribution it was drawn from (%5 before the "
-                            "warpers); %6 of %7 tokens kept, entropy %8 nats.%9")
-                        .arg(k + 1)
-                        .arg(steps())
-                        .arg(s.label)
-                        .arg(s.prob, 0, 'f', 3)
-                        .arg(s.raw_prob, 0, 'f', 3)
-                        .arg(s.kept)
-                        .arg(vocab)
-                        .arg(s.entropy, 0, 'f', 2)
-                        .arg(s.pending ? " Part of a character: it joins the text with the rest of it." : ""));
+  const QString part = s.pending ? " Part of a character: it joins the text with the rest of it." : "";
+  if (s.greedy)
+    summary_->setText(QString("Step %1 of %2: \"%3\", the likeliest token (greedy), p %4; entropy %5 nats.%6")
+                          .arg(k + 1)
+                          .arg(steps())
+                          .arg(s.label)
+                          .arg(probability(s.prob))
+                          .arg(s.entropy, 0, 'f', 2)
+                          .arg(part));
+  else
+    summary_->setText(QString("Step %1 of %2: \"%3\", p %4 in the distribution it was drawn from (%5 before the "
+                              "warpers); %6 of %7 tokens kept, entropy %8 nats.%9")
+                          .arg(k + 1)
+                          .arg(steps())
+                          .arg(s.label)
+                          .arg(probability(s.prob))
+                          .arg(probability(s.raw_prob))
+                          .arg(s.kept)
+                          .arg(vocab)
+                          .arg(s.entropy, 0, 'f', 2)
+                          .arg(part));
 }
 
 QString GeneratePage::summary() const {

@@ -56,6 +56,7 @@ class GeneratePage : public ExplorePage {
     QStringList chart_labels;  // the chart's categories: the likeliest before and after the warpers
     std::vector<double> before, after;
     int marked = -1;
+    bool greedy = true;   // the likeliest (no warpers), or drawn from the warped distribution
     QString text_before;  // the explored text before the token was appended
     SampleRng rng_before{0};
     // A character split over tokens (a byte-level emoji, byte-fallback CJK) is appended once it is
@@ -68,6 +69,8 @@ class GeneratePage : public ExplorePage {
  signals:
   // The explored text with the step's token appended (or, after undo, taken away again).
   void textRequested(const QString& text);
+  // Tokens from this position on are this page's (-1: none): the token strip colours them.
+  void generatedFrom(int position);
 
  protected:
   void refresh() override {}
@@ -95,6 +98,7 @@ class GeneratePage : public ExplorePage {
   std::vector<int> pending_;  // tokens of a character not yet whole (see Step)
   QString last_text_;         // the text the page last set: another text means the user edited it
   std::vector<int> stops_;    // the model's end-of-text tokens
+  int prompt_tokens_ = 0;     // the text's tokens when the first step of the history was made
   int remaining_ = 0;         // tokens still to make in this Generate run
   bool busy_ = false;
 };

@@ -84,6 +84,7 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
   root->addWidget(notice_);
 
   for (QLineEdit* e : {text_, cross_text_, pair_text_}) connect(e, &QLineEdit::textChanged, this, &InputBar::changed);
+  connect(text_, &QLineEdit::textEdited, this, [this] { setGeneratedFrom(-1); });  // typed over: the user's text now
   connect(cross_on_, &QCheckBox::toggled, this, [this](bool on) {
     cross_text_->setEnabled(on);
     pair_text_->setEnabled(!on);  // a pair is one sequence; cross-attention is two
@@ -156,7 +157,7 @@ void InputBar::setTokenView(bool hide_special, bool merge_pieces) {
 }
 
 void InputBar::showPrepared(const PreparedInput& a) {
-  tokens_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));
+  tokens_->setTokens(a.tokens, a.ids, std::vector<bool>(a.unknown.begin(), a.unknown.end()));  // keeps generatedFrom
   any_unknown_ = std::any_of(a.unknown.begin(), a.unknown.end(), [](uint8_t u) { return u != 0; });
   updateLegend();
   // a cut to max_len is marked on the box that lost tokens (the notice says how many)
@@ -173,9 +174,23 @@ void InputBar::setNotice(const QString& text) {
   notice_->setText(text);
 }
 
-// The legend, while the strip has an unknown or a global token to explain.
+void InputBar::setGeneratedFrom(int position) {
+  tokens_->setGeneratedFrom(position);
+  updateLegend();
+}
+
+// The legend, while the strip has an unknown, a global or a generated token to explain.
 void InputBar::updateLegend() {
-  legend_->setVisible(any_unknown_ || !tokens_->globalPositions().empty());
+  QStringList parts;
+  if (any_unknown_)
+    parts << "<span style='background:#ffd699'>&nbsp;orange&nbsp;</span> not in the vocabulary (read as [UNK])";
+  if (!tokens_->globalPositions().empty())
+    parts << "<span style='background:#bedcff'>&nbsp;blue&nbsp;</span> global token (ticked)";
+  if (tokens_->anyGenerated())
+    parts << QString("<span style='color:%1'><b>coloured text</b></span> generated (the Generate tab)")
+                 .arg(kGeneratedColor.name());
+  legend_->setText(parts.join(" &nbsp; "));
+  legend_->setVisible(!parts.isEmpty());
 }
 
 // The strip is as tall as its rows of tokens (one row of a short sentence leaves the heatmaps

@@ -35,7 +35,10 @@ class InputBar : public QWidget {
   void showPrepared(const PreparedInput& prepared);
   void setNotice(const QString& text);
   void selectTokens(const std::vector<int>& positions);  // Error for one past the end
-  QString tokenViewNote() const;                         // what hide / merge did, for exports
+  // Tokens from this position on were generated (drawn in their own colour until the user edits
+  // the text); -1: none.
+  void setGeneratedFrom(int position);
+  QString tokenViewNote() const;  // what hide / merge did, for exports
 
  signals:
   void changed();  // anything the pass reads

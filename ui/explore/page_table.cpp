@@ -115,6 +115,7 @@ const std::vector<ExplorePageRow>& explore_pages() {
          auto* page = new GeneratePage(v.state());
          page->setTextSource([&v] { return v.text(); });
          QObject::connect(page, &GeneratePage::textRequested, page, [&v](const QString& text) { v.setText(text); });
+         QObject::connect(page, &GeneratePage::generatedFrom, v.inputBar(), &InputBar::setGeneratedFrom);
          return page;
        }},
       {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
