@@ -15,14 +15,6 @@
 
 namespace attnlab::cli {
 
-namespace {
-
-bool ends_in_partial_char(const std::string& s) {  // decode's U+FFFD for a character not yet complete
-  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
-}
-
-}  // namespace
-
 int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
                with(kModelValued, {"--text", "--ids", "--max-new", "--temperature", "--top-k", "--top-p", "--min-p",
@@ -60,7 +52,7 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   req.on_step = [&](const GenerateStep& step) {
     ids.push_back(step.id);
     const std::string text = continuation_text(model, req.prompt, ids);
-    if (!json_out && !ends_in_partial_char(text) && text.size() > printed) {
+    if (!json_out && !ends_mid_character(text) && text.size() > printed) {
       std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
       std::fflush(stdout);
       printed = text.size();

@@ -55,7 +55,7 @@ void ForwardRunner::start(ForwardJob job) {
           // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
           static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;
           // the cpu backends run a cached pass (OpenCL would hand it to the host: its passes stay whole)
-          const bool host = job.backend == "cpu" || job.backend == "cpu-bf16" || job.backend == "reference";
+          const bool host = backend_runs_kv_cache(job.backend);
           const bool reuse = !disabled && host && reusable(*job.model, job.request) && !job.token_view;
           if (reuse) {
             Prefix& p = *prefix;

@@ -134,6 +134,10 @@ std::string continuation_text(const Model& model, const std::vector<int>& prompt
   return model.tokenizer->decode(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end()));
 }
 
+bool ends_mid_character(const std::string& text) {
+  return text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
+
 std::vector<int> end_of_text_ids(const Model& model) {
   std::vector<int> ids;
   auto add = [&](const nlohmann::json& j) {

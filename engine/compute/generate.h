@@ -96,6 +96,8 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
 // first token's); a vocabulary without a tokenizer joins its tokens with spaces. ids begins with
 // prompt. Ends in U+FFFD while a character is split over tokens not all produced yet.
 std::string continuation_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids);
+// True when decoded text ends in U+FFFD: a character whose remaining tokens are not produced yet.
+bool ends_mid_character(const std::string& text);
 
 // The model's end-of-text tokens: config.json's eos_token_id (a number or a list) where the
 // folder gives one, else the tokenizer's "<|endoftext|>" / "</s>" / "<|end_of_text|>" if present.

@@ -39,6 +39,10 @@ int64_t KvCache::bytes() const {
   return n * static_cast<int64_t>(sizeof(float));
 }
 
+bool backend_runs_kv_cache(const std::string& backend) {
+  return backend == "cpu" || backend == "cpu-bf16" || backend == "reference";
+}
+
 int64_t kv_bytes_per_position(const ModelConfig& c) {
   return 2LL * c.num_layers * c.kv_heads() * c.head_dim() * static_cast<int64_t>(sizeof(float));
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/compute/mask.h"
@@ -29,6 +30,10 @@ struct KvCache {
   // Bytes the keys and values hold: 2 x layers x kv_heads x d_head x 4 per position.
   int64_t bytes() const;
 };
+
+// Whether a backend runs KV-cached passes itself: the host backends (cpu, cpu-bf16, reference).
+// OpenCL would hand such a pass to the host, so callers keep its passes whole.
+bool backend_runs_kv_cache(const std::string& backend);
 
 // Bytes of cache per position for a config (float32 keys and values of every layer).
 int64_t kv_bytes_per_position(const ModelConfig& c);

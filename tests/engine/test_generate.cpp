@@ -378,6 +378,9 @@ TEST_CASE("decode: byte-level text back exactly, SentencePiece spaces and byte f
   // a character split over tokens: its bytes alone are not valid UTF-8 (U+FFFD), together they are
   const Encoding e = m.tokenizer->encode("\xE6\x9D\xB1");
   CHECK(m.tokenizer->decode(e.ids).find("\xE6\x9D\xB1") != std::string::npos);
+  // its first byte alone decodes to U+FFFD: a character not yet whole
+  CHECK(ends_mid_character(m.tokenizer->decode({0xE6})));
+  CHECK_FALSE(ends_mid_character(m.tokenizer->decode(e.ids)));
   CHECK(m.tokenizer->decode({100000, 256}) == "he");  // an id without a token is left out
   // WordPiece (BERT): "##" pieces join, other tokens get a space, cleanup before punctuation
   const Model bert = tiny_bert(dir + "/bert");

@@ -239,10 +239,6 @@ void chart_of(const Model& m, const NextTokenDistribution& d, GeneratePage::Step
   }
 }
 
-bool partial_character(const QString& added) {
-  return added.endsWith(QChar(0xFFFD));
-}
-
 }  // namespace
 
 void GeneratePage::step() {
@@ -294,7 +290,7 @@ void GeneratePage::step() {
                                                                   const BackgroundJob::Post&) {
         ForwardRequest r = req;
         // the KV cache serves plain passes (no ablation); the cpu backends run it
-        if (r.ablate.empty() && r.token_types.empty() && backend.rfind("opencl", 0) != 0) r.kv = cache.get();
+        if (r.ablate.empty() && r.token_types.empty() && backend_runs_kv_cache(backend)) r.kv = cache.get();
         r.cancel = cancel;
         r.keep_attention.assign(static_cast<size_t>(model->config.num_layers), false);  // the views have theirs
         auto b = make_backend(backend);
@@ -348,7 +344,7 @@ void GeneratePage::step() {
         rng_ = s.rng_before;  // the sampler moves on
         s.rng_before = rng;   // and the step remembers it as it was, for undo
         // a character's first bytes wait for the rest (at most 4 bytes of UTF-8)
-        s.pending = partial_character(out->added) && pending_.size() < 3;
+        s.pending = ends_mid_character(out->added.toStdString()) && pending_.size() < 3;
         finishStep(s, out->added);
       });
 }
