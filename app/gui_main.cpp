@@ -62,6 +62,10 @@ void add_options(QCommandLineParser& p) {
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
   p.addOption({"generate", "Generate N tokens after the text on the Generate tab (language models; opens it).", "N"});
+  p.addOption({"why",
+               "With --generate: why the last token and not this one (a token of its chart, or text that is one "
+               "token), per head and MLP.",
+               "TOKEN"});
   p.addOption({"sampling",
                "With --generate: sample instead of greedy, e.g. temperature=0.8,top-k=40,top-p=0.9,min-p=0.05,seed=1.",
                "SPEC"});
@@ -375,11 +379,23 @@ int main(int argc, char** argv) {
     e->flush();
     g->generate(n);
     g->wait();
+    if (p.isSet("why")) {
+      if (!g->explainTyped(p.value("why"))) {
+        std::fprintf(stderr, "attnlab: --why: %s\n", qPrintable(g->contrastText()));
+        return 2;
+      }
+      g->wait();
+      if (!g->contrast()) {
+        std::fprintf(stderr, "attnlab: --why: %s\n", qPrintable(g->contrastText()));
+        return 2;
+      }
+    }
   }
-  if (p.isSet("sampling") && !p.isSet("generate")) {
-    std::fprintf(stderr, "attnlab: --sampling goes with --generate N\n");
-    return 2;
-  }
+  for (const char* option : {"sampling", "why"})
+    if (p.isSet(option) && !p.isSet("generate")) {
+      std::fprintf(stderr, "attnlab: --%s goes with --generate N\n", option);
+      return 2;
+    }
   if (p.isSet("tour-step")) {
     bool ok = false;
     const int step = p.value("tour-step").toInt(&ok) - 1;

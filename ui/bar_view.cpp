@@ -3,6 +3,7 @@
 
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 #include <qcustomplot.h>
 
 namespace attnlab {
@@ -34,7 +35,11 @@ BarView::BarView(const QString& first, const QString& second, QWidget* parent) :
   plot_->legend->setFont(QFont(font().family(), 8));
   plot_->legend->setBorderPen(Qt::NoPen);
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-  setMinimumHeight(200);
+  setMinimumHeight(160);
+  connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
+    const int k = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(e->pos().x())));
+    if (k >= 0 && k < count_) emit categoryClicked(k);
+  });
 }
 
 void BarView::setData(const QStringList& labels, const std::vector<double>& first, const std::vector<double>& second,

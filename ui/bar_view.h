@@ -1,6 +1,7 @@
 // BarView: the one bar-chart widget (QCustomPlot): labelled categories with two series side by
 // side (a distribution before and after something changes it), one category marked. The
-// Generate page draws the next-token distribution before and after the sampling warpers with it.
+// Generate page draws the next-token distribution before and after the sampling warpers with it,
+// and a click on a category picks that token.
 #pragma once
 
 #include <QStringList>
@@ -24,6 +25,9 @@ class BarView : public QWidget {
   int count() const { return count_; }
   QStringList labels() const { return labels_; }  // as the axis shows them (the marked one with its arrow)
   QCustomPlot* plot() const { return plot_; }
+
+ signals:
+  void categoryClicked(int k);  // a click on category k's bars (or its label)
 
  private:
   QCustomPlot* plot_;

@@ -31,7 +31,9 @@
 #include <set>
 #include <thread>
 
+#include "engine/analysis/attribution.h"
 #include "engine/analysis/methods.h"
+#include "engine/analysis/patching.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/generate.h"
 #include "engine/text/input.h"
@@ -404,6 +406,60 @@ TEST_CASE(
   CHECK(marked == 1);
   CHECK(g->table()->rowCount() == 1);
   CHECK(g->summary().contains("Step 1 of 1"));
+  // the generated token, selected in the strip, is its step; its attention row is the row of the
+  // position that chose it, every head of the layer, read from the explored result
+  const int n = static_cast<int>(prompt.size());
+  CHECK(g->stepAt(n) == 0);
+  CHECK(g->stepAt(n - 1) == -1);  // a prompt token
+  e->inputBar()->selectTokens({n});
+  CHECK(g->table()->currentRow() == 0);
+  {
+    const HeatmapData& row = g->rowView()->data();
+    const Tensor& a = e->result()->attention[static_cast<size_t>(e->state()->layer())];
+    const int T = static_cast<int>(a.dim(1));
+    REQUIRE(row.rows == lm.config.num_heads);
+    REQUIRE(row.cols == n);
+    for (int h = 0; h < row.rows; ++h)
+      for (int j = 0; j < n; ++j) CHECK(row.value(h, j) == a.data[(static_cast<size_t>(h) * T + (n - 1)) * T + j]);
+  }
+  // why this token and not another: a click on another token's bars attributes their logit
+  // difference at that step, per head and MLP
+  int other_bar = -1;
+  for (size_t c = 0; c < s.chart_ids.size() && other_bar < 0; ++c)
+    if (s.chart_ids[c] != s.id) other_bar = static_cast<int>(c);
+  REQUIRE(other_bar >= 0);
+  const int other = s.chart_ids[static_cast<size_t>(other_bar)];
+  QCustomPlot* bars = chart->plot();
+  const QPoint at(static_cast<int>(bars->xAxis->coordToPixel(other_bar)),
+                  static_cast<int>(bars->yAxis->coordToPixel(0)) - 2);
+  QTest::mouseClick(bars, Qt::LeftButton, {}, at);
+  g->wait();
+  REQUIRE(g->contrast());
+  const LogitAttribution& why = *g->contrast();
+  {
+    ForwardRequest r;
+    r.ids = s.ids;
+    auto cpu = make_backend("cpu");
+    const double full = logit_difference(lm, run_forward(lm, *cpu, r), s.id, other);
+    double magnitude = std::fabs(why.embedding) + std::fabs(why.biases);
+    for (float v : why.parts.data) magnitude += std::fabs(v);
+    // the same float32 pass over the same ids: the logit difference agrees with a pass of its own
+    // to rounding of the LM head's sum of E terms (and its sum of parts to twice that: norm, head)
+    CHECK(std::fabs(why.logit_diff - full) <= sum_bound(lm.config.embed_size, magnitude) + 1e-6 * magnitude);
+    CHECK(std::fabs(why.total - why.logit_diff) <= 2 * sum_bound(lm.config.embed_size, magnitude) + 1e-6 * magnitude);
+    if (s.greedy) CHECK(full >= 0);  // greedy chose the likeliest: nothing in the chart beats it
+  }
+  const HeatmapData& parts = g->contrastView()->data();
+  REQUIRE(parts.rows == lm.config.num_layers);
+  REQUIRE(parts.cols == lm.config.num_heads + 1);
+  CHECK(parts.col_labels.back() == "MLP");
+  for (int l = 0; l < parts.rows; ++l)
+    for (int c = 0; c < parts.cols; ++c)
+      CHECK(parts.value(l, c) == why.parts.data[static_cast<size_t>(l) * parts.cols + c]);
+  CHECK(g->contrastText().contains(QString::fromStdString(lm.readable_token(other))));
+  // a head of the map opens its pattern
+  emit g->contrastView()->cellClicked(lm.config.num_layers - 1, 0);
+  CHECK(e->state()->layer() == lm.config.num_layers - 1);
   // the strip colours the generated tokens, and says so
   const TokenListModel* strip = e->inputBar()->tokenModel();
   CHECK(strip->generatedFrom() == static_cast<int>(prompt.size()));

@@ -2,24 +2,32 @@
 #include "ui/explore/generate_page.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QDoubleSpinBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
+#include "engine/analysis/attribution.h"
+#include "engine/analysis/patching.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/kv_cache.h"
 #include "engine/compute/lm.h"
 #include "ui/bar_view.h"
 #include "ui/curve_view.h"
+#include "ui/heatmap_data.h"
+#include "ui/heatmap_view.h"
 
 #include <qcustomplot.h>
 #include "ui/explore_controller.h"
@@ -47,7 +55,8 @@ QString shown(const Model& m, int id) {
 
 }  // namespace
 
-GeneratePage::GeneratePage(ExploreState* state, QWidget* parent) : ExplorePage(state, 0, /*eager=*/false, parent) {
+GeneratePage::GeneratePage(ExploreState* state, QWidget* parent)
+    : ExplorePage(state, OnResult | OnLayer | OnDisplay, /*eager=*/false, parent) {
   auto* v = new QVBoxLayout(this);
   auto* grid = new QGridLayout;
   greedy_ = new QCheckBox("greedy", this);
@@ -117,10 +126,54 @@ GeneratePage::GeneratePage(ExploreState* state, QWidget* parent) : ExplorePage(s
   summary_->setObjectName("genSummary");
   summary_->setWordWrap(true);
   v->addWidget(summary_);
+  // the shown step, as tabs (its distribution, what it attended to, why it and not another) | the
+  // steps over the curve
   auto* split = new QHBoxLayout;
-  chart_ = new BarView("before the warpers", "after (sampled from)", this);
+  detail_ = new QTabWidget(this);
+  QTabWidget* detail = detail_;
+  detail->setObjectName("genDetail");
+  chart_ = new BarView("before the warpers", "after (sampled from)", detail);
   chart_->setObjectName("genChart");
-  split->addWidget(chart_, 3);
+  chart_->setToolTip("Click a token's bars: why the model chose its token and not that one");
+  detail->addTab(chart_, "Distribution");
+  auto* row_page = new QWidget(detail);
+  auto* rl = new QVBoxLayout(row_page);
+  rl->setContentsMargins(2, 2, 2, 2);
+  row_text_ = new QLabel(row_page);
+  row_text_->setWordWrap(true);
+  rl->addWidget(row_text_);
+  row_ = new HeatmapView(row_page);
+  row_->setObjectName("genRow");
+  row_->setPlaceholder("Choose a step: what the position that chose its token attended to");
+  rl->addWidget(row_, 1);
+  detail->addTab(row_page, "Its attention");
+  auto* why_page = new QWidget(detail);
+  auto* wl = new QVBoxLayout(why_page);
+  wl->setContentsMargins(2, 2, 2, 2);
+  auto* pick = new QHBoxLayout;
+  pick->addWidget(new QLabel("and not", why_page));
+  against_ = new QComboBox(why_page);
+  against_->setObjectName("genAgainst");
+  against_->setEditable(true);  // one of the chart's tokens, or any text that is one token
+  against_->setInsertPolicy(QComboBox::NoInsert);
+  against_->setToolTip("The other token: one of the chart's (or click its bars), or type any text that is one token");
+  pick->addWidget(against_, 1);
+  why_ = new QPushButton("Why?", why_page);
+  why_->setObjectName("genWhy");
+  why_->setToolTip(
+      "Each head's and MLP's direct share of the logit difference at this step (direct logit attribution)");
+  pick->addWidget(why_);
+  wl->addLayout(pick);
+  contrast_text_ = new QLabel(why_page);
+  contrast_text_->setObjectName("genContrastText");
+  contrast_text_->setWordWrap(true);
+  wl->addWidget(contrast_text_);
+  contrast_ = new HeatmapView(why_page);
+  contrast_->setObjectName("genContrast");
+  contrast_->setPlaceholder("Pick another token and press Why?");
+  wl->addWidget(contrast_, 1);
+  detail->addTab(why_page, "Why this, not that");
+  split->addWidget(detail, 3);
   table_ = new QTableWidget(this);
   table_->setObjectName("genTable");
   table_->setColumnCount(5);
@@ -145,6 +198,20 @@ GeneratePage::GeneratePage(ExploreState* state, QWidget* parent) : ExplorePage(s
   right->addWidget(curve_, 2);
   split->addLayout(right, 2);
   v->addLayout(split, 1);
+  connect(chart_, &BarView::categoryClicked, this, [this](int c) {
+    if (shown_ < 0) return;
+    const Step& s = steps_[static_cast<size_t>(shown_)];
+    if (c < 0 || c >= static_cast<int>(s.chart_ids.size()) || s.chart_ids[static_cast<size_t>(c)] == s.id) return;
+    explain(shown_, s.chart_ids[static_cast<size_t>(c)]);
+  });
+  connect(why_, &QPushButton::clicked, this, [this] { explainTyped(); });
+  connect(against_->lineEdit(), &QLineEdit::returnPressed, this, [this] { explainTyped(); });
+  connect(contrast_, &HeatmapView::cellClicked, this, [this](int row, int col) {
+    const std::shared_ptr<const Model>& m = state_->model();
+    if (!m || !contrast_result_ || col >= m->config.num_heads) return;  // the MLP column has no pattern
+    state_->setLayer(row);
+    state_->openHead(col);
+  });
   auto sampled = [this] {
     for (QWidget* w : {static_cast<QWidget*>(temperature_), static_cast<QWidget*>(top_k_),
                        static_cast<QWidget*>(top_p_), static_cast<QWidget*>(min_p_), static_cast<QWidget*>(seed_)})
@@ -191,6 +258,14 @@ void GeneratePage::modelChanged() {
   table_->setRowCount(0);
   chart_->clear();
   curve_->clear();
+  contrast_job_.cancel();
+  contrast_result_.reset();
+  contrast_->setData(HeatmapData());
+  contrast_text_->clear();
+  row_->setData(HeatmapData());
+  row_text_->clear();
+  against_->clear();
+  shown_ = -1;
   remaining_ = 0;
   const std::shared_ptr<const Model>& m = state_->model();
   const bool lm = m && m->config.lm_head && m->config.causal;
@@ -230,6 +305,7 @@ void chart_of(const Model& m, const NextTokenDistribution& d, GeneratePage::Step
   std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return raw(a) > raw(b); });
   for (int id : ids) {
     s.chart_labels << shown(m, id);
+    s.chart_ids.push_back(id);
     s.before.push_back(raw(id));
     double p = 0;
     for (const auto& [kid, kp] : d.kept)
@@ -311,6 +387,7 @@ void GeneratePage::step() {
         s.rng_before = draw;  // the sampler after this draw (swapped on the GUI thread)
         s.text_before = before;
         s.pending_before = pending;
+        s.ids = r.ids;
         std::vector<int> after = r.ids;
         after.push_back(s.id);
         out.added = QString::fromStdString(continuation_text(*model, base, after));
@@ -400,9 +477,13 @@ void GeneratePage::undo() {
   rng_ = last.rng_before;
   pending_ = last.pending_before;
   table_->removeRow(table_->rowCount() - 1);
-  if (steps_.empty())
+  if (steps_.empty()) {
     chart_->clear(), summary_->setText("");
-  else
+    shown_ = -1;
+    against_->clear();
+    row_->setData(HeatmapData());
+    row_text_->clear();
+  } else
     showStep(static_cast<int>(steps_.size()) - 1);
   redrawCurve();
   if (!last.pending) {
@@ -414,8 +495,9 @@ void GeneratePage::undo() {
 }
 
 void GeneratePage::wait() {
-  while (busy_ || remaining_ > 0) {
+  while (busy_ || remaining_ > 0 || contrast_job_.running()) {
     job_.wait();
+    contrast_job_.wait();
     QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
   }
 }
@@ -438,6 +520,16 @@ void GeneratePage::showStep(int k) {
   if (k < 0 || k >= steps()) return;
   const Step& s = steps_[static_cast<size_t>(k)];
   chart_->setData(s.chart_labels, s.before, s.after, s.marked);
+  if (k != shown_) {  // another step: its own contrast
+    contrast_job_.cancel();
+    contrast_result_.reset();
+    contrast_->setData(HeatmapData());
+    contrast_text_->setText(
+        QString("Why \"%1\" and not another token? Pick one, or click its bars in the chart.").arg(s.label));
+  }
+  shown_ = k;
+  fillAgainst(k);
+  drawRow();
   const int vocab = state_->model() ? state_->model()->config.vocab_size : 0;
   const QString part = s.pending ? " Part of a character: it joins the text with the rest of it." : "";
   if (s.greedy)
@@ -464,6 +556,191 @@ void GeneratePage::showStep(int k) {
 
 QString GeneratePage::summary() const {
   return summary_->text();
+}
+
+QString GeneratePage::contrastText() const {
+  return contrast_text_->text();
+}
+
+void GeneratePage::fillAgainst(int k) {
+  const Step& s = steps_[static_cast<size_t>(k)];
+  const QSignalBlocker block(against_);
+  const int keep = against_->currentData().isValid() ? against_->currentData().toInt() : -1;
+  against_->clear();
+  for (size_t c = 0; c < s.chart_ids.size(); ++c)
+    if (s.chart_ids[c] != s.id)
+      against_->addItem(QString("%1 (p %2)").arg(s.chart_labels[static_cast<int>(c)], probability(s.before[c])),
+                        s.chart_ids[c]);
+  const int again = against_->findData(keep);
+  against_->setCurrentIndex(again >= 0 ? again : 0);  // the likeliest other token first
+  why_->setEnabled(against_->count() > 0);
+}
+
+int GeneratePage::stepAt(int position) const {
+  const std::shared_ptr<const ForwardResult> r = state_->result();
+  if (!r || position <= 0 || position >= static_cast<int>(r->ids.size())) return -1;
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& s = steps_[k];
+    if (static_cast<int>(s.ids.size()) == position && r->ids[static_cast<size_t>(position)] == s.id &&
+        std::equal(s.ids.begin(), s.ids.end(), r->ids.begin()))
+      return static_cast<int>(k);
+  }
+  return -1;
+}
+
+bool GeneratePage::selectPosition(int position) {
+  const int k = stepAt(position);
+  if (k < 0) return false;
+  table_->setCurrentCell(k, 0);  // shows it
+  return true;
+}
+
+void GeneratePage::refresh() {
+  drawRow();
+}
+
+// What the position that chose the shown step's token attended to, every head of the layer. A
+// causal model's rows before the last do not change as the text grows, so the explored result
+// (the text with every step appended) holds the row the step's own pass computed.
+void GeneratePage::drawRow() {
+  const std::shared_ptr<const ForwardResult> r = state_->result();
+  const std::shared_ptr<const Model>& m = state_->model();
+  if (shown_ < 0 || !r || !m) return row_->setData(HeatmapData());
+  const Step& s = steps_[static_cast<size_t>(shown_)];
+  const int n = static_cast<int>(s.ids.size()), layer = state_->layer();
+  const bool same = static_cast<int>(r->ids.size()) >= n && std::equal(s.ids.begin(), s.ids.end(), r->ids.begin());
+  if (!same || r->is_cross() || layer < 0 || layer >= static_cast<int>(r->attention.size()) ||
+      r->attention[static_cast<size_t>(layer)].empty()) {
+    row_->setData(HeatmapData());
+    row_text_->setText(same ? "This layer's attention is not kept; choose a kept layer."
+                            : "The explored text no longer starts with this step's text (it was edited, or "
+                              "tokenizes differently now); undo or generate again to see its attention.");
+    return;
+  }
+  const Tensor& a = r->attention[static_cast<size_t>(layer)];  // [heads, T, T]
+  const int H = static_cast<int>(a.dim(0)), T = static_cast<int>(a.dim(1));
+  std::vector<float> values(static_cast<size_t>(H) * n);
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < n; ++j)
+      values[static_cast<size_t>(h) * n + j] = a.data[(static_cast<size_t>(h) * T + (n - 1)) * T + j];
+  HeatmapData d = owned_heatmap(std::move(values), {}, H, n, 512);
+  for (int h = 0; h < H; ++h) d.row_labels << QString::number(h);
+  for (int j = 0; j < n && j < static_cast<int>(r->tokens.size()); ++j)
+    d.col_labels << QString::fromStdString(r->tokens[static_cast<size_t>(j)]);
+  d.row_axis = "head";
+  d.col_axis = "keys";
+  d.title = QString("Layer %1: what \"%2\" attended to when it chose \"%3\"")
+                .arg(layer)
+                .arg(n - 1 < static_cast<int>(r->tokens.size()) ? QString::fromStdString(r->tokens[n - 1]) : "")
+                .arg(s.label);
+  row_->setGradient(state_->colormap());
+  row_->setData(std::move(d));
+  row_text_->setText(QString("Step %1: position %2's attention over the %3 tokens before the new one, every head of "
+                             "layer %4 (the layer slider picks another).")
+                         .arg(shown_ + 1)
+                         .arg(n - 1)
+                         .arg(n)
+                         .arg(layer));
+}
+
+bool GeneratePage::explainTyped(const QString& typed) {
+  const std::shared_ptr<const Model>& m = state_->model();
+  if (shown_ < 0 || !m) return false;
+  const QString text = typed.isNull() ? against_->currentText() : typed;
+  if (!typed.isNull()) against_->setEditText(typed);
+  const int item = against_->findText(text);
+  int id = -1;
+  if (item >= 0) {
+    id = against_->itemData(item).toInt();
+  } else {
+    try {  // "(p 0.012)" left out, any text that is exactly one token
+      id = resolve_answer(*m, text.toStdString(), "the other token");
+    } catch (const std::exception& ex) {
+      contrast_->setData(HeatmapData());
+      contrast_result_.reset();
+      contrast_text_->setText(QString::fromUtf8(ex.what()));
+      return false;
+    }
+  }
+  if (id == steps_[static_cast<size_t>(shown_)].id) {
+    contrast_text_->setText("That is the token the model chose: pick another one.");
+    return false;
+  }
+  explain(shown_, id);
+  return true;
+}
+
+void GeneratePage::explain(int k, int other) {
+  const std::shared_ptr<const Model> model = state_->model();
+  if (!model || k < 0 || k >= steps()) return;
+  if (k != shown_) table_->setCurrentCell(k, 0);
+  const Step s = steps_[static_cast<size_t>(k)];
+  if (other == s.id || other < 0 || other >= model->config.vocab_size) return;
+  const int at = against_->findData(other);
+  if (at >= 0) {
+    const QSignalBlocker block(against_);
+    against_->setCurrentIndex(at);
+  }
+  ForwardRequest req = state_->analysisRequest();  // the Explore view's mask, on the step's own input
+  req.cross_ids.clear();
+  req.token_types.clear();
+  req.ablate.clear();
+  req.ids = s.ids;
+  const QString a = s.label, b = shown(*model, other);
+  detail_->setCurrentIndex(2);  // why this, not that
+  contrast_result_.reset();
+  contrast_text_->setText(QString("Attributing logit(\"%1\") - logit(\"%2\")...").arg(a, b));
+  contrast_job_.start<LogitAttribution>(
+      [model, req, s, other](const std::atomic<bool>*, const BackgroundJob::Post&) {
+        auto backend = make_backend("cpu");
+        return direct_logit_attribution(*model, *backend, req, s.id, other);
+      },
+      [this, model, k, a, b](std::shared_ptr<const LogitAttribution> d, const QString& error) {
+        if (state_->model() != model || k != shown_) return;
+        if (!d) {
+          contrast_->setData(HeatmapData());
+          contrast_text_->setText("No attribution: " + error);
+          return;
+        }
+        contrast_result_ = d;
+        const int L = static_cast<int>(d->parts.dim(0)), C = static_cast<int>(d->parts.dim(1));
+        HeatmapData map = owned_heatmap(std::vector<float>(d->parts.data.begin(), d->parts.data.end()), {}, L, C, 512);
+        map.diverging = true;  // a part can push either way
+        for (int l = 0; l < L; ++l) map.row_labels << QString::number(l);
+        for (int h = 0; h + 1 < C; ++h) map.col_labels << QString::number(h);
+        map.col_labels << "MLP";
+        map.row_axis = "layer";
+        map.col_axis = "head, then the MLP";
+        map.title = QString("logit(\"%1\") - logit(\"%2\"), each part's direct share").arg(a, b);
+        contrast_->setGradient(state_->colormap());
+        contrast_->setColourTop(0);
+        contrast_->setData(std::move(map));
+        // the parts that pushed most each way
+        int top_for = -1, top_against = -1;
+        for (int i = 0; i < L * C; ++i) {
+          const float x = d->parts.data[static_cast<size_t>(i)];
+          if (x > 0 && (top_for < 0 || x > d->parts.data[static_cast<size_t>(top_for)])) top_for = i;
+          if (x < 0 && (top_against < 0 || x < d->parts.data[static_cast<size_t>(top_against)])) top_against = i;
+        }
+        auto part = [&](int i) {
+          const int l = i / C, c = i % C;
+          return (c + 1 == C ? QString("MLP %1").arg(l) : QString("L%1 H%2").arg(l).arg(c)) +
+                 QString(" (%1%2)")
+                     .arg(d->parts.data[static_cast<size_t>(i)] > 0 ? "+" : "")
+                     .arg(d->parts.data[static_cast<size_t>(i)], 0, 'f', 2);
+        };
+        QString most;
+        if (top_for >= 0) most += QString(" Most for \"%1\": %2.").arg(a, part(top_for));
+        if (top_against >= 0) most += QString(" Most for \"%1\": %2.").arg(b, part(top_against));
+        contrast_text_->setText(QString("logit(\"%1\") - logit(\"%2\") = %3: the embedding adds %4, the biases and the "
+                                        "final norm's shift %5, each head and MLP what the map shows.%6 Click a head "
+                                        "to open its pattern.")
+                                    .arg(a, b)
+                                    .arg(d->logit_diff, 0, 'f', 3)
+                                    .arg(d->embedding, 0, 'f', 3)
+                                    .arg(d->biases, 0, 'f', 3)
+                                    .arg(most));
+      });
 }
 
 }  // namespace attnlab

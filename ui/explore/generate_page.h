@@ -4,6 +4,13 @@
 // that order; engine/compute/generate.h); the seed makes a run reproducible. Each token is
 // appended to the explored text, so every view grows with it (the text is the truth: it is
 // tokenized again, as if typed; the pass reuses the last one's KV cache). Undo takes a step back.
+//
+// A step chosen in the table (or a generated token selected in the strip while this page shows)
+// shows its distribution and, under it, what the position that chose it attended to (every head
+// of the layer, from the explored result: a causal model's earlier rows do not change as the text
+// grows) and "why this token and not that one": the direct logit attribution of their logit
+// difference at that step, per head and MLP (engine/analysis/attribution.h). Clicking a bar of
+// the chart picks the other token.
 #pragma once
 
 #include <memory>
@@ -14,16 +21,20 @@
 #include "ui/explore/explore_page.h"
 
 class QCheckBox;
+class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QPushButton;
 class QSpinBox;
+class QTabWidget;
 class QTableWidget;
 
 namespace attnlab {
 
 class BarView;
 class CurveView;
+class HeatmapView;
+struct LogitAttribution;
 
 class GeneratePage : public ExplorePage {
   Q_OBJECT
@@ -44,6 +55,22 @@ class GeneratePage : public ExplorePage {
   BarView* chart() const { return chart_; }
   CurveView* curve() const { return curve_; }
   QString summary() const;
+  // The step whose token sits at `position` of the explored result (-1: none, or the text
+  // tokenizes differently now than when it was generated).
+  int stepAt(int position) const;
+  // Shows the step of the token at `position` (false when no step made it).
+  bool selectPosition(int position);
+  // "Why step k's token, and not `other`": the logit attribution, computed in the background
+  // (wait() waits for it too).
+  void explain(int k, int other);
+  // The same for the shown step against the chooser's text (`typed`, or what the box holds): a
+  // token of the chart, or any text that is exactly one token. False, with the reason shown, when
+  // it is neither.
+  bool explainTyped(const QString& typed = QString());
+  HeatmapView* rowView() const { return row_; }
+  HeatmapView* contrastView() const { return contrast_; }
+  const LogitAttribution* contrast() const { return contrast_result_.get(); }
+  QString contrastText() const;
 
   // One step, as the table and the chart show it (the distribution itself is not kept: ~1 MB a
   // step for a 128k vocabulary).
@@ -53,7 +80,9 @@ class GeneratePage : public ExplorePage {
     double entropy = 0;
     int kept = 0;  // tokens the warpers left
     QString label;
-    QStringList chart_labels;  // the chart's categories: the likeliest before and after the warpers
+    QStringList chart_labels;    // the chart's categories: the likeliest before and after the warpers
+    std::vector<int> chart_ids;  // their ids
+    std::vector<int> ids;        // the pass's input: the chosen token was to follow them
     std::vector<double> before, after;
     int marked = -1;
     bool greedy = true;   // the likeliest (no warpers), or drawn from the warped distribution
@@ -73,13 +102,16 @@ class GeneratePage : public ExplorePage {
   void generatedFrom(int position);
 
  protected:
-  void refresh() override {}
+  void refresh() override;  // the attention row of the shown step
   void modelChanged() override;
 
  private:
   void finishStep(const Step& s, const QString& added);
   void setBusy(bool busy);
   void redrawCurve();
+  void drawRow();  // the shown step's attention row
+  void fillAgainst(int k);
+  int shown_ = -1;  // the step the chart shows
 
   std::function<QString()> text_;
   QCheckBox* greedy_;
@@ -90,7 +122,13 @@ class GeneratePage : public ExplorePage {
   BarView* chart_;
   CurveView* curve_;
   QTableWidget* table_;
-  BackgroundJob job_{this};
+  HeatmapView *row_, *contrast_;
+  QLabel *row_text_, *contrast_text_;
+  QComboBox* against_;
+  QTabWidget* detail_;  // its attention | why this, not that
+  QPushButton* why_;
+  std::shared_ptr<const LogitAttribution> contrast_result_;
+  BackgroundJob job_{this}, contrast_job_{this};
   std::shared_ptr<KvCache> cache_ = std::make_shared<KvCache>();
   SampleRng rng_{0};
   uint64_t rng_seed_ = 0;

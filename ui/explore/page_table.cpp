@@ -51,9 +51,12 @@ QWidget* make_methods(ExploreView& view) {
   });
   QObject::connect(s, &ExploreState::layerChanged, m, &MethodsView::setLayer);
   QObject::connect(s, &ExploreState::displayChanged, m, [m, s] { m->setGradient(s->colormap()); });
-  QObject::connect(view.inputBar(), &InputBar::selectionChanged, m, [m, s](const std::vector<int>& rows) {
+  QObject::connect(view.inputBar(), &InputBar::selectionChanged, m, [m, s, &view](const std::vector<int>& rows) {
     m->setSelection(rows);
     if (rows.empty()) return;
+    // a generated token selected while the Generate page shows: that page shows its step
+    const GeneratePage* g = view.findChild<GeneratePage*>();
+    if (g && g->isCurrent() && rows.size() == 1 && g->stepAt(rows[0]) >= 0) return;
     if (m->method() != MethodsView::SelectedQueries && m->method() != MethodsView::SelectedKeys)
       m->setMethod(MethodsView::SelectedQueries);
     emit s->pageRequested("methods");
@@ -109,13 +112,17 @@ const std::vector<ExplorePageRow>& explore_pages() {
        [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
       {"generate", "", "Generate",
        "Let the model write, one token a step: its next-token distribution before and after temperature, top-k, "
-       "top-p and min-p",
+       "top-p and min-p, what it attended to, and why it chose its token and not another",
        is_causal_lm, "generation needs a causal language model (one with an LM head); this model is not one",
        [](ExploreView& v) -> QWidget* {
          auto* page = new GeneratePage(v.state());
          page->setTextSource([&v] { return v.text(); });
          QObject::connect(page, &GeneratePage::textRequested, page, [&v](const QString& text) { v.setText(text); });
          QObject::connect(page, &GeneratePage::generatedFrom, v.inputBar(), &InputBar::setGeneratedFrom);
+         // a generated token clicked in the strip: its step (distribution, attention row, contrast)
+         QObject::connect(v.inputBar(), &InputBar::selectionChanged, page, [page](const std::vector<int>& rows) {
+           if (page->isCurrent() && rows.size() == 1) page->selectPosition(rows[0]);
+         });
          return page;
        }},
       {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
