@@ -20,6 +20,7 @@ PACKAGES=(
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
   libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   xvfb xauth clang libclang-rt-14-dev clang-format
+  fonts-wqy-microhei
   dpkg-dev desktop-file-utils appstream
   python3 python3-numpy python3-torch libopenblas0-pthread python3-venv
 )

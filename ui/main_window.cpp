@@ -208,9 +208,9 @@ void MainWindow::showTour(int step) {
     lay->addWidget(scroll, 1);
     lay->addWidget(next);
     dock->setWidget(body);
-    dock->setMinimumWidth(240);
+    dock->setMinimumWidth(200);  // beside the Explore view at 1280 wide (its own minimum is ~1060)
     addDockWidget(Qt::RightDockWidgetArea, dock);
-    resizeDocks({dock}, {270}, Qt::Horizontal);
+    resizeDocks({dock}, {214}, Qt::Horizontal);
     connect(list, &QListWidget::currentRowChanged, this, [this, text](int row) {
       if (row < 0) return;
       const TourStep& s = tour_steps()[static_cast<size_t>(row)];

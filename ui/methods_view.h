@@ -49,6 +49,7 @@ class MethodsView : public QWidget {
   // Compare (A - B): B is this text on the same model when text is not empty, else the same
   // text on `model` (another folder, e.g. a checkpoint). Needs the same token count.
   void setCompare(const QString& text, std::shared_ptr<const Model> model, const QString& model_name = QString());
+  QString compareName() const { return compare_model_ ? compare_model_name_ : QString(); }  // B's model, if any
   void setLayer(int layer);  // the layer of the per-layer maps (value-weighted, mean over heads)
   // The shown result (its attention, as drawn) and the token positions selected in the token
   // strip: the selection maps (heads x tokens) read them directly, no pass needed.

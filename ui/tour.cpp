@@ -9,6 +9,7 @@
 #include "ui/explore/circuits_page.h"
 #include "ui/explore_view.h"
 #include "ui/main_window.h"
+#include "ui/methods_view.h"
 #include "ui/train_view.h"
 
 namespace attnlab {
@@ -116,15 +117,22 @@ const std::vector<TourStep>& tour_steps() {
        "article 000, section 7.1",
        "A model trained with relative positions (Shaw et al. 2018): instead of adding a position to each "
        "token, every score gets a learned term for the distance between query and key, so a head can learn "
-       "\"look one to the left\" for any position. This is the negation classifier trained that way; compare "
-       "its heads with the default model's.",
+       "\"look one to the left\" for any position. This is the negation classifier trained that way, beside the "
+       "default model (the same task and data, absolute positions): the map is its attention minus the default "
+       "model's on the same text, the mean of the heads (red: the relative model attends more). Choose a head in "
+       "the second box to compare one head, or open Heads for its own maps.",
        "the film was not very good",
        "",
        {},
        0,
        0,
-       "heads",
-       "relative"},
+       "methods",
+       "relative",
+       "",
+       "",
+       "",
+       "",
+       "default"},
       {"Which heads carry the answer",
        "activation patching (Meng et al. 2022; Wang et al. 2022)",
        "The Circuits tab runs the sentence with \"not\" (negative) and the same sentence with \"really\" "
@@ -182,6 +190,18 @@ bool show_tour_step(MainWindow& w, int index, const QString& shipped_models) {
   e->setMaskArgs(s.masks);
   e->setLayer(s.layer);
   if (s.page != "train") e->showPage(s.page);
+  if (s.page == "methods" && !s.compare_model.isEmpty() && !shipped_models.isEmpty()) {
+    MethodsView* m = e->methodsView();
+    m->setMethod(MethodsView::Compare);
+    try {
+      m->setCompare({},
+                    std::make_shared<const Model>(
+                        load_model(QDir(shipped_models).absoluteFilePath(s.compare_model).toStdString())),
+                    s.compare_model);
+    } catch (const std::exception&) {
+      return false;  // a shipped model that does not open: the install is broken
+    }
+  }
   if (s.page == "circuits")
     if (auto* c = qobject_cast<CircuitsPage*>(e->page("circuits"))) {
       c->setPrompts(s.input, s.corrupted);

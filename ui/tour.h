@@ -25,6 +25,8 @@ struct TourStep {
   QString model = "";  // a shipped model other than the default (resources/models/NAME), "" = none
   // page "circuits": the corrupted prompt, the answer and what it is measured against, what is patched
   QString corrupted = "", answer = "", wrong = "", patch = "";
+  // page "methods": Compare, A - B, against this shipped model on the same text ("" = none)
+  QString compare_model = "";
 };
 
 const std::vector<TourStep>& tour_steps();

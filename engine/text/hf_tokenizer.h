@@ -91,7 +91,7 @@ class HfTokenizer {
   // WordPiece tokens are their own labels.
   std::vector<std::string> readable(const Encoding& e) const;
   // One vocabulary token on its own, readable; a token holding only part of a character shows
-  // its bytes ("<E2 80>").
+  // its bytes as byte-fallback vocabularies (Llama's, Mistral's) name them ("<0xE2><0x80>").
   std::string readable_token(int id) const;
 
   const Vocab& vocab() const { return vocab_; }

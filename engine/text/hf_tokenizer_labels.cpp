@@ -133,10 +133,10 @@ std::string HfTokenizer::readable_token(int id) const {
     auto it = byte_table().to_byte.find(c);
     const int b = it != byte_table().to_byte.end() ? it->second : -1;
     char buf[8];
-    std::snprintf(buf, sizeof buf, "%s%02X", hex.empty() ? "" : " ", b & 0xFF);
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b & 0xFF);  // as byte-fallback vocabularies name a byte
     hex += buf;
   }
-  return byte_level_ ? "<" + hex + ">" : e.tokens[0];
+  return byte_level_ ? hex : e.tokens[0];
 }
 
 }  // namespace attnlab

@@ -310,6 +310,11 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
     const QString shown = pages->tabText(pages->currentIndex()).toLower();
     REQUIRE(find_explore_page(s.page));
     CHECK(shown == QString(find_explore_page(s.page)->title).toLower());
+    if (!s.compare_model.isEmpty()) {  // beside the shipped model: A - B, B that model on the same text
+      MethodsView* m = e->methodsView();
+      CHECK(m->method() == MethodsView::Compare);
+      CHECK(m->compareName() == s.compare_model);
+    }
     if (s.page == "circuits") {  // patched on the default model: one row per layer, one column per head
       auto* c = static_cast<CircuitsPage*>(e->page("circuits"));
       c->wait();

@@ -6,6 +6,7 @@
 #include <QItemSelectionModel>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QPalette>
 #include <QLineEdit>
 #include <QListView>
 #include <QTimer>
@@ -70,6 +71,14 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
       "Tokens and ids. Orange: not in the vocabulary ([UNK]). Tick a token to make it a global token. Select "
       "tokens (click, Ctrl-click or Shift-click) to see every head's attention from or to them in Beyond attention.");
   strip_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  {  // selected tokens in dark grey: the style's dark blue read as "blue = global token"
+    QPalette pal = strip_->palette();
+    for (const QPalette::ColorGroup g : {QPalette::Active, QPalette::Inactive}) {
+      pal.setColor(g, QPalette::Highlight, QColor(70, 70, 70));
+      pal.setColor(g, QPalette::HighlightedText, Qt::white);
+    }
+    strip_->setPalette(pal);
+  }
   root->addWidget(strip_);
   legend_ = new QLabel(this);
   legend_->setObjectName("tokenLegend");
