@@ -16,7 +16,7 @@ LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, 
     throw Error(
         "logit attribution splits the residual stream of a pre-norm model; this one normalises after each "
         "residual (post-norm), so its output is not a sum of parts");
-  const int L = c.num_layers, H = c.num_heads, E = c.embed_size, D = E / H, V = c.vocab_size;
+  const int L = c.num_layers, H = c.num_heads, E = c.embed_size, D = c.head_dim(), V = c.vocab_size;
   for (int id : {answer, wrong})
     if (id >= V || (id < 0 && id != wrong)) throw Error("no token id " + std::to_string(id) + " in the vocabulary");
   const std::string last_post = "blocks." + std::to_string(L - 1) + ".hook_resid_post";

@@ -95,13 +95,15 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
     const Tensor v = r.values.size() == static_cast<size_t>(L)
                          ? r.values[static_cast<size_t>(l)]
                          : attention_values(model, *ops, l, r.layer_inputs[static_cast<size_t>(l)]);  // (T, KV*D)
-    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;                               // [E, E]
+    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;                               // [E, H*D]
+    const int64_t wo_cols = Wo.dim(1);
     const int group = H / KV;
     for (int h = 0; h < H; ++h) {
       const int g = h / group;
       // F = v^h W_O[:, hD:(h+1)D]^T, (T, E): row j is f^h(x_j); one matrix product per head
       for (int j = 0; j < T; ++j) std::copy_n(v.ptr() + static_cast<int64_t>(j) * KV * D + g * D, D, vh.ptr() + j * D);
-      for (int e = 0; e < E; ++e) std::copy_n(Wo.ptr() + static_cast<int64_t>(e) * E + h * D, D, wh.ptr() + e * D);
+      for (int e = 0; e < E; ++e)
+        std::copy_n(Wo.ptr() + static_cast<int64_t>(e) * wo_cols + h * D, D, wh.ptr() + e * D);
       ops->linear(vh, wh, Tensor(), f);
       for (int j = 0; j < T; ++j)
         norm[static_cast<size_t>(h) * T + j] = std::sqrt(sum_of_squares(f.ptr() + static_cast<int64_t>(j) * E, E));

@@ -136,7 +136,8 @@ void ModelConfig::validate() const {
   if (num_classes < 0) throw Error("num_classes must be >= 0, got " + std::to_string(num_classes));
   if (type_vocab_size < 0 || type_vocab_size > 1024)
     throw Error("type_vocab_size must be in [0, 1024], got " + std::to_string(type_vocab_size));
-  if (embed_size % num_heads != 0)
+  if (head_size < 0) throw Error("head_dim must be positive, got " + std::to_string(head_size));
+  if (head_size == 0 && embed_size % num_heads != 0)
     throw Error("num_heads (" + std::to_string(num_heads) + ") does not divide embed_size (" +
                 std::to_string(embed_size) + ")");
   if (positional == Positional::Sinusoidal && embed_size % 2 != 0)

@@ -84,11 +84,16 @@ struct ModelConfig {
   bool lm_head = false;    // a language-model head: logits over the vocabulary at every position
   bool tied_lm_head = false;  // its weight is the token embedding (tie_word_embeddings)
   float attn_scale = 0.0f;    // score scale; 0 = 1 / sqrt(head_dim)
+  int head_size = 0;          // a head's width when not embed_size / num_heads (head_dim above); 0 = that
 
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   bool is_language_model() const { return lm_head; }
 
-  int head_dim() const { return embed_size / num_heads; }
+  // Each head's width: embed_size / num_heads, or head_size when a config sets it apart from the
+  // hidden size (Hugging Face's head_dim: Qwen3-0.6B has 16 heads of 128 over a hidden size of
+  // 1,024); the queries then have num_heads * head_dim columns, the output projection as many inputs.
+  int head_dim() const { return head_size > 0 ? head_size : embed_size / num_heads; }
+  int attn_width() const { return num_heads * head_dim(); }  // the queries' and the heads' context width
   // Throws Error naming the first inconsistent value.
   void validate() const;
   // Number of float parameters the weights hold (from the weight table, engine/model/weights.cpp).

@@ -259,14 +259,15 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
   c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6));
   read_rope(k, j, c, where);
   c.tied_lm_head = k.boolean("tie_word_embeddings", false);
-  // Qwen3Config's head_dim defaults to 128 whatever the hidden size (Qwen3-0.6B: 1,024 / 16 heads
-  // of 128); attnlab's heads split the hidden size, so only head_dim = hidden_size / heads opens
-  if (auto it = j.find("head_dim"); (it != j.end() && it->is_number_integer()) || qwen3) {
-    const long long D = it != j.end() && it->is_number_integer() ? it->get<long long>() : 128;
-    if (c.num_heads > 0 && D != c.embed_size / c.num_heads)
-      throw Error(where + ": head_dim " + std::to_string(D) + " differs from hidden_size / num_attention_heads (" +
-                  std::to_string(c.embed_size) + " / " + std::to_string(c.num_heads) +
-                  "); attnlab's heads split the hidden size, so this model is not supported yet");
+  // head_dim (transformers 5.x's attention: getattr(config, "head_dim", hidden // heads), None
+  // meaning that): a head's width when it is set apart from the hidden size; Qwen3Config's
+  // defaults to 128 whatever the hidden size (Qwen3-0.6B: 16 heads of 128 over 1,024)
+  if (auto it = j.find("head_dim"); (it != j.end() && !it->is_null()) || qwen3) {
+    if (it != j.end() && !it->is_null() && !(it->is_number_integer() && it->get<long long>() > 0))
+      throw Error(where + ": head_dim must be a positive integer, got " + it->dump());
+    const long long D = it != j.end() && !it->is_null() ? it->get<long long>() : 128;
+    if (D > 4096) throw Error(where + ": head_dim " + std::to_string(D) + " is implausibly large");
+    if (c.num_heads <= 0 || D * c.num_heads != c.embed_size) c.head_size = static_cast<int>(D);
   }
   c.qk_norm = qwen3;  // Qwen3Attention's q_norm / k_norm over head_dim
   if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)

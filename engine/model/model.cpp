@@ -45,8 +45,9 @@ std::string Model::summary() const {
          std::to_string(c.num_heads) + (c.num_heads == 1 ? " head" : " heads") +
          // grouped-query attention: the query heads share fewer key/value heads (every query head is shown)
          (c.kv_heads() != c.num_heads ? " (" + std::to_string(c.kv_heads()) + " key/value heads)" : std::string()) +
-         ", hidden " + std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params +
-         " parameters";
+         // a head width set apart from hidden / heads (Qwen3-0.6B: 16 heads of 128 over 1,024)
+         (c.head_size > 0 ? ", " + std::to_string(c.head_dim()) + " wide" : std::string()) + ", hidden " +
+         std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params + " parameters";
 }
 
 namespace {

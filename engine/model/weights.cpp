@@ -22,7 +22,10 @@ bool has_ff(const ModelConfig& c) {
   return c.ff_dim > 0;
 }
 int64_t KV(const ModelConfig& c) {  // key/value width: kv_heads * head_dim
-  return static_cast<int64_t>(c.kv_heads()) * (c.num_heads > 0 ? c.embed_size / c.num_heads : 0);
+  return c.num_heads > 0 ? static_cast<int64_t>(c.kv_heads()) * c.head_dim() : 0;
+}
+int64_t A(const ModelConfig& c) {  // the queries' width: heads * head_dim (E unless head_dim is set apart)
+  return c.num_heads > 0 ? c.attn_width() : 0;
 }
 bool layer_norm_bias(const ModelConfig& c) {  // RMSNorm has a gain only
   return c.norm_kind == NormKind::LayerNorm;
@@ -55,10 +58,10 @@ const WeightSpec kTable[] = {
     // ---- per layer (the articles' MultiHeadAttention and FeedForward)
     {"attention.query.weight", nullptr, &LayerWeights::wq, Init::FanInUniform,
      [](const ModelConfig& c) {
-       return Shape{E(c), E(c)};
+       return Shape{A(c), E(c)};
      }},
     {"attention.query.bias", nullptr, &LayerWeights::bq, Init::FanInUniform,
-     [](const ModelConfig& c) { return c.qkv_bias ? Shape{E(c)} : Shape{}; }},
+     [](const ModelConfig& c) { return c.qkv_bias ? Shape{A(c)} : Shape{}; }},
     {"attention.key.weight", nullptr, &LayerWeights::wk, Init::FanInUniform,
      [](const ModelConfig& c) {
        return Shape{KV(c), E(c)};
@@ -77,7 +80,7 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) { return c.qk_norm ? Shape{c.head_dim()} : Shape{}; }},
     {"attention.fc_out.weight", nullptr, &LayerWeights::wo, Init::FanInUniform,
      [](const ModelConfig& c) {
-       return Shape{E(c), E(c)};
+       return Shape{E(c), A(c)};
      }},
     {"attention.fc_out.bias", nullptr, &LayerWeights::bo, Init::FanInUniform,
      [](const ModelConfig& c) { return c.out_bias ? Shape{E(c)} : Shape{}; }},

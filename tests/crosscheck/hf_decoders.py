@@ -243,8 +243,9 @@ def decoder_floors(model, T, hidden):
     magnitude max|hidden|."""
     c = model.config
     layers = getattr(c, "num_hidden_layers", None) or c.n_layer
+    heads_width = (getattr(c, "head_dim", None) or 0) * (getattr(c, "num_attention_heads", None) or 0)
     K = max(getattr(c, "intermediate_size", None) or getattr(c, "n_inner", None) or 4 * c.hidden_size,
-            c.hidden_size, T)
+            c.hidden_size, T, heads_width)  # heads_width: o_proj's reduction when head_dim is set apart
     return stack_floor(layers, K), stack_floor(layers, K, float(np.abs(hidden).max())), layers, K
 
 
@@ -1091,6 +1092,15 @@ def main():
             save(m, rf, toks["llama3"])
             compare_decoder(f"LlamaForCausalLM (rope_type {kind} {sorted(params)})", rf, m, lengths, V["llama3"])
 
+        # A head_dim set apart from hidden / heads (transformers 5.x reads it for Llama, Mistral, Qwen2
+        # and Phi-3; 4.40 ignores it): narrower heads than the split here (8 heads of 4 over 64)
+        if five:
+            lhd = os.path.join(root, "llama-head-dim")
+            m = randomize(LlamaForCausalLM(LlamaConfig(**dict(lcfg, head_dim=4))))
+            save(m, lhd, toks["llama3"])
+            compare_decoder("LlamaForCausalLM (head_dim 4 over hidden 64 / 8 heads)", lhd, m, [1, 21], V["llama3"])
+            check_grad_attention("LlamaForCausalLM (head_dim 4 over hidden 64 / 8 heads)", lhd, m, 9, V["llama3"])
+
         # Phi-3: q, k, v fused as qkv_proj and gate / up as gate_up_proj (grouped-query here, so the
         # slices have two sizes), no biases; with longrope (Phi-3's 128k configs) past its original
         # length. transformers has Phi-3 since 4.41: this part runs under the 5.x venv (hf_decoders_5x).
@@ -1132,10 +1142,24 @@ def main():
             m = randomize(Qwen3ForCausalLM(Qwen3Config(**dict(q3cfg, attention_bias=True, tie_word_embeddings=True))))
             save(m, q3b, toks["qwen2"])
             compare_decoder("Qwen3ForCausalLM (attention_bias, tied)", q3b, m, [25], V["qwen2"])
+            # Qwen3-0.6B's shape: heads wider than the hidden size splits (8 heads of 16 over 64:
+            # q_proj 64 -> 128, o_proj 128 -> 64), and Qwen3Config's own default of 128
             q3d = os.path.join(root, "qwen3-head-dim")
-            m = Qwen3ForCausalLM(Qwen3Config(**dict(q3cfg, head_dim=16)))
+            m = randomize(Qwen3ForCausalLM(Qwen3Config(**dict(q3cfg, head_dim=16))))
             save(m, q3d, toks["qwen2"])
-            expect_error("Qwen3 with a decoupled head_dim", q3d, "head_dim 16 differs from hidden_size / num_attention_heads")
+            compare_decoder("Qwen3ForCausalLM (head_dim 16 over hidden 64 / 8 heads)", q3d, m, [1, 15, 60], V["qwen2"])
+            check_grad_attention("Qwen3ForCausalLM (head_dim 16 over hidden 64 / 8 heads)", q3d, m, 11, V["qwen2"])
+            q3n = os.path.join(root, "qwen3-head-dim-default")
+            cfg = dict(q3cfg)
+            del cfg["head_dim"]
+            m = randomize(Qwen3ForCausalLM(Qwen3Config(**dict(cfg, num_attention_heads=2, num_key_value_heads=1))))
+            save(m, q3n, toks["qwen2"])
+            with open(os.path.join(q3n, "config.json")) as f:
+                saved = json.load(f)
+            saved.pop("head_dim", None)  # the class default (128) applies when the key is absent
+            with open(os.path.join(q3n, "config.json"), "w") as f:
+                json.dump(saved, f)
+            compare_decoder("Qwen3ForCausalLM (head_dim absent: Qwen3Config's 128)", q3n, m, [9], V["qwen2"])
         else:
             print(f"Qwen3ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x (hf_decoders_5x)")
 

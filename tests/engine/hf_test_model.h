@@ -114,7 +114,9 @@ inline std::string byte_level_tokenizer_json(bool bos) {
 // A tiny Llama-family causal LM folder (Hugging Face names, random weights): hidden 16, 4 query
 // heads sharing 2 key/value heads, 2 layers, RoPE, SwiGLU, untied lm_head; or GPT-2 (gpt2 = true);
 // qwen3: the same with Qwen3's per-head q_norm / k_norm (gains spread over 0.6 .. 1.0).
-inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding_window = 0, bool qwen3 = false) {
+// head_dim > 0: heads of that width apart from hidden / heads (16 / 4 = 4), as transformers 5.x reads it.
+inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding_window = 0, bool qwen3 = false,
+                          int head_dim = 0) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << byte_level_tokenizer_json(!gpt2);
   nlohmann::json cfg;
@@ -143,6 +145,7 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
       cfg["head_dim"] = 4;
       cfg["architectures"] = {"Qwen3ForCausalLM"};
     }
+    if (head_dim > 0) cfg["head_dim"] = head_dim;
   }
   std::ofstream(dir + "/config.json") << cfg.dump();
   HfInfo info;

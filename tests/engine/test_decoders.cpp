@@ -10,6 +10,7 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/hooks.h"
 #include "engine/text/input.h"
 #include "engine/compute/lm.h"
 #include "engine/compute/plan.h"
@@ -32,15 +33,24 @@ std::string scratch(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, window, q/k norm) at T = 1, 7, 63",
-          "[decoders]") {
+TEST_CASE(
+    "decoder layers: cpu matches reference (GQA, RoPE, SwiGLU, RMSNorm, window, q/k norm, head_dim apart) at T = 1, 7, "
+    "63",
+    "[decoders]") {
   const std::string dir = scratch("llama");
-  for (const int variant : {0, 5, -1}) {  // Llama, Mistral with a window of 5, Qwen3 (q_norm / k_norm)
-    const int window = std::max(0, variant);
+  // Llama, Mistral with a window of 5, Qwen3 (q_norm / k_norm), Qwen3 with heads of 6 over a hidden
+  // size of 16 (wider than 16 / 4 heads, as Qwen3-0.6B's), Llama with heads of 2 (narrower)
+  for (const int variant : {0, 5, -1, -6, -2}) {
+    const int window = std::max(0, variant), head_dim = variant < -1 ? -variant : 0;
+    const bool qwen3 = variant < 0 && variant != -2;
     CAPTURE(variant);
-    const Model m = tiny_decoder(dir, false, window, variant < 0);
-    REQUIRE(m.config.qk_norm == (variant < 0));
-    CHECK(m.summary().find("4 heads (2 key/value heads), hidden 16") != std::string::npos);
+    const Model m = tiny_decoder(dir, false, window, qwen3, head_dim);
+    REQUIRE(m.config.qk_norm == qwen3);
+    CHECK(m.summary().find(head_dim ? "4 heads (2 key/value heads), " + std::to_string(head_dim) + " wide, hidden 16"
+                                    : std::string("4 heads (2 key/value heads), hidden 16")) != std::string::npos);
+    REQUIRE(m.config.head_dim() == (head_dim ? head_dim : 4));
+    REQUIRE(m.weights.layers[0].wq.shape == std::vector<int64_t>{4 * m.config.head_dim(), 16});
+    REQUIRE(m.weights.layers[0].wo.shape == std::vector<int64_t>{16, 4 * m.config.head_dim()});
     REQUIRE(m.config.kv_heads() == 2);
     REQUIRE(m.config.num_heads == 4);
     for (const int T : {1, 7, 63}) {
@@ -228,6 +238,48 @@ TEST_CASE("decoders refuse training with a clear message", "[decoders][errors]")
   fs::remove_all(dir);
 }
 
+TEST_CASE("value norms with heads set apart from the hidden size read each head's slice of W_O",
+          "[decoders][analysis]") {
+  const std::string dir = scratch("analysis-head-dim");
+  const Model m = tiny_decoder(dir, false, 0, true, 6);  // 4 heads of 6 (2 key/value heads) over 16
+  const ModelConfig& c = m.config;
+  const int T = 5, H = c.num_heads, D = c.head_dim(), KV = c.kv_heads(), E = c.embed_size;
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.ids = random_ids(T, c.vocab_size, 4);
+  HookSpec keep;
+  keep.cache = {"blocks.*.attn.hook_v"};
+  ForwardRequest with = req;
+  with.hooks = &keep;
+  const ForwardResult r = run_forward(m, *cpu, with);
+  const Tensor vn = value_norm_attention(m, *cpu, req);
+  REQUIRE(vn.shape == std::vector<int64_t>{c.num_layers, H, T, T});
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Tensor& v = r.cache.at("blocks." + std::to_string(l) + ".attn.hook_v");  // (T, KV, D)
+    REQUIRE(v.numel() == static_cast<int64_t>(T) * KV * D);
+    const Tensor& Wo = m.weights.layers[static_cast<size_t>(l)].wo;  // [E, H * D]
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < T; ++j) {
+        // ||f^h(x_j)|| = ||W_O[:, hD:(h+1)D] v_j^g||, in double from the stored values
+        double n2 = 0;
+        for (int e = 0; e < E; ++e) {
+          double f = 0;
+          for (int d = 0; d < D; ++d)
+            f +=
+                static_cast<double>(Wo.at(e, h * D + d)) * v.data[(static_cast<size_t>(j) * KV + h / (H / KV)) * D + d];
+          n2 += f * f;
+        }
+        const double a = r.attention[static_cast<size_t>(l)].data[(static_cast<size_t>(h) * T + (T - 1)) * T + j];
+        const double got = vn.data[((static_cast<size_t>(l) * H + h) * T + (T - 1)) * T + j];
+        // the same values and probabilities; f's D-term products and the E-term norm in float32
+        // round within gamma(D) and gamma(E) relative (all terms of f^2 are non-negative), and
+        // a ||f|| once more
+        CHECK(got == Approx(a * std::sqrt(n2)).epsilon(2 * gamma32(D) + gamma32(E) + gamma32(2)).margin(1e-30));
+      }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("analysis on a grouped-query decoder: value norms, rollout, head importance of the next token",
           "[decoders][analysis]") {
   const std::string dir = scratch("analysis");
@@ -380,10 +432,11 @@ TEST_CASE("grouped-query attention forward and backward: cpu matches the referen
 
 TEST_CASE("decoder backward (RMSNorm, RoPE, SwiGLU, GQA, LM head) matches finite differences of a logit",
           "[decoders][fd]") {
-  for (const int kind : {0, 1, 2, 3}) {  // Llama (GQA), Mistral (window 3), GPT-2, Qwen3 (q/k norm)
+  // Llama (GQA), Mistral (window 3), GPT-2, Qwen3 (q/k norm), Qwen3 with heads of 6 over hidden 16
+  for (const int kind : {0, 1, 2, 3, 4}) {
     CAPTURE(kind);
     const std::string dir = scratch("fd" + std::to_string(kind));
-    Model m = tiny_decoder(dir, kind == 2, kind == 1 ? 3 : 0, kind == 3);
+    Model m = tiny_decoder(dir, kind == 2, kind == 1 ? 3 : 0, kind >= 3, kind == 4 ? 6 : 0);
     ForwardRequest req;
     req.ids = random_ids(6, m.config.vocab_size, 3);
     const int target = 17;

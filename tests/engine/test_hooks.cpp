@@ -361,7 +361,11 @@ TEST_CASE("head detectors: each score reads its diagonal of a hand-made pattern"
 
 TEST_CASE("logit attribution: the parts sum to the model's own logit difference", "[hooks][attribution]") {
   const std::string dir = scratch("dla");
-  const Model m = tiny_decoder(dir);  // pre-norm, RMSNorm, GQA, gated MLP, an LM head
+  // pre-norm, RMSNorm, GQA, gated MLP, an LM head; and heads of 6 over a hidden size of 16
+  // (W_O's columns are heads x 6, not the hidden size)
+  const int head_dim = GENERATE(0, 6);
+  CAPTURE(head_dim);
+  const Model m = tiny_decoder(dir, false, 0, head_dim > 0, head_dim);
   const ModelConfig& c = m.config;
   ForwardRequest req;
   req.ids = random_ids(9, c.vocab_size, 21);
