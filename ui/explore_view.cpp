@@ -243,6 +243,19 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
   input_->setNotice(all.join(" "));
 }
 
+// "memory: weights 0.5 GB, this pass 12 MB, 18.2 GB free": the estimate the pass was checked
+// against (engine/compute/forward.h), with a note when the pass takes over half of what is free.
+QString ExploreView::memoryText(const PassMemory& m) {
+  auto gb = [](double b) { return QString::fromStdString(memory_text(b)); };
+  QString text = QString("memory: weights %1, this pass %2").arg(gb(m.weights), gb(m.pass()));
+  if (m.available > 0) {
+    text += QString(", %1 free").arg(gb(m.available));
+    if (m.pass() > 0.5 * m.available)
+      text += " (over half of it: a longer text may not fit; keep fewer layers or shorten it)";
+  }
+  return text;
+}
+
 void ExploreView::onResult(const ForwardOutcome& out) {
   QElapsedTimer t;
   t.start();
@@ -265,11 +278,12 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     ablated += (ablated.isEmpty() ? " | ablated " : ", ") + QString("%1:%2").arg(l).arg(h);
   // a pass that started from the last one's KV cache says how much it did not compute again
   const QString reused = out.reused > 0 ? QString(" (%1 cached)").arg(out.reused) : QString();
-  emit status(QString("backend %1 (%2) | %3 | forward %4%5%6")
+  emit status(QString("backend %1 (%2) | %3 | forward %4%5 | %6%7")
                   .arg(out.backend, out.device)
                   .arg(count)
                   .arg(QString::number(r.millis, 'f', 1) + " ms" + reused)
                   .arg(ablated)
+                  .arg(memoryText(out.memory))
                   .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
   if (perf_log_) {
     const qint64 submitted = out.submitted_ns;

@@ -113,6 +113,7 @@ class ExploreView : public QWidget {
   // Writes the line view as shown to FILE (.png .svg).
   void exportLines(const QString& path);
   LineView* lineView() const;
+  static QString memoryText(const PassMemory& m);  // the status bar's memory part
 
  signals:
   void status(const QString& message);

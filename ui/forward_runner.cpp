@@ -71,6 +71,14 @@ void ForwardRunner::start(ForwardJob job) {
           } else {
             *prefix = Prefix{};  // nothing kept for a pass of another kind
           }
+          {  // the result held is a whole pass's (cached rows merged in), beside the cache the pass left
+            ForwardRequest whole = job.request;
+            whole.kv = nullptr;
+            out.memory = estimate_pass_memory(*job.model, whole);
+            if (reuse)
+              out.memory.kv_cache =
+                  static_cast<double>(kv_bytes_per_position(job.model->config)) * job.request.ids.size();
+          }
           ForwardResult r = run_forward(*job.model, *backend, job.request);
           out.reused = r.first_position;
           if (reuse && r.first_position > 0) merge_cached_rows(*prefix->last, r);

@@ -47,6 +47,7 @@ struct ForwardOutcome {
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
   int reused = 0;           // positions taken from the previous pass's KV cache (causal models)
+  PassMemory memory;        // what the result (a whole pass's worth) and the KV cache kept take, estimated
   qint64 submitted_ns = 0;
   bool cancelled = false;  // never delivered
 };

@@ -3,6 +3,7 @@
 #include "engine/compute/forward.h"
 
 #include "engine/compute/hooks.h"
+#include "engine/compute/kv_cache.h"
 #include "engine/core/memory.h"
 
 #include "engine/compute/lm.h"
@@ -125,28 +126,38 @@ std::vector<std::string> labels_for(const Model& model, const std::vector<int>& 
   return labels;
 }
 
-// Refuses a pass whose kept probabilities and named activations would not fit in memory, before
-// allocating.
-void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks) {
+PassMemory pass_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks,
+                       bool kv) {
+  PassMemory m;
   int layers = 0;
   for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
-  double cached = 0;  // the activations the hooks keep (float32)
-  if (hooks && !hooks->cache.empty()) {
+  if (hooks && !hooks->cache.empty()) {  // the activations the hooks keep (float32)
     const HookRun run(*hooks);
     for (const std::string& name : hook_names(c))
-      if (run.kept(name)) cached += static_cast<double>(hook_numel(c, name, T, S)) * 4.0;
+      if (run.kept(name)) m.hooks += static_cast<double>(hook_numel(c, name, T, S)) * 4.0;
   }
-  const double need = static_cast<double>(layers) * c.num_heads * T * static_cast<double>(S) * 4.0 +
-                      static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0 +  // mask + activations
-                      cached;
-  const double have = available_bytes();
-  if (have > 0 && cached > 0 && need > 0.9 * have) {
+  m.attention = static_cast<double>(layers) * c.num_heads * T * static_cast<double>(S) * 4.0;
+  m.activations = static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0;  // mask + activations
+  if (kv) m.kv_cache = static_cast<double>(kv_bytes_per_position(c)) * T;
+  m.weights = weight_bytes(c);
+  m.available = available_bytes();
+  return m;
+}
+
+// Refuses a pass whose kept probabilities and named activations would not fit in memory, before
+// allocating.
+void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks, bool kv) {
+  const PassMemory m = pass_memory(c, T, S, keep, hooks, kv);
+  const double need = m.pass(), have = m.available;
+  int layers = 0;
+  for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
+  if (have > 0 && m.hooks > 0 && need > 0.9 * have) {
     char msg[360];
     std::snprintf(msg, sizeof msg,
                   "the activations --cache names would take %.1f GB for %d tokens (%.1f GB with the pass), more "
                   "than the %.1f GB of memory available; name fewer (e.g. 'blocks.*.hook_resid_post') or shorten "
                   "the input",
-                  cached / 1e9, T, need / 1e9, have / 1e9);
+                  m.hooks / 1e9, T, need / 1e9, have / 1e9);
     throw Error(msg);
   }
   if (have > 0 && need > 0.9 * have) {
@@ -161,6 +172,23 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
 }
 
 }  // namespace
+
+PassMemory estimate_pass_memory(const Model& model, const ForwardRequest& req) {
+  const int T = static_cast<int>(req.ids.size());
+  return pass_memory(model.config, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()),
+                     req.keep_attention, req.hooks, req.kv != nullptr);
+}
+
+std::string memory_text(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  else if (bytes >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.0f MB", bytes / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f kB", std::max(bytes, 0.0) / 1e3);
+  return buf;
+}
 
 std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c) {
   std::vector<std::pair<int, int>> out;
@@ -223,7 +251,8 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.token_types = req.token_types;
   opts.ablate = ablation_flags(c, req.ablate);
 
-  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention, req.hooks);
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention, req.hooks,
+               req.kv != nullptr);
   if (req.start && !req.cross_ids.empty()) throw Error("a resumed pass is a self-attention pass");
   if (req.kv && !c.causal)
     throw Error("a KV cache is for causal language models (an encoder's positions see every other)");

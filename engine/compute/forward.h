@@ -63,6 +63,20 @@ struct ForwardResult {
   Tensor stacked_probs() const;
 };
 
+// What a pass takes in memory, estimated from its request before it runs (bytes): the kept
+// probabilities (kept layers x heads x T x S floats), the mask and working activations, the
+// activations hooks keep, and the KV cache the pass leaves (causal models, PassOptions::kv: every
+// layer's keys and values of T positions); beside them the model's float32 weights and the memory
+// the machine has available now (0 when unknown). run_forward refuses a pass over 90% of it.
+struct PassMemory {
+  double attention = 0, activations = 0, hooks = 0, kv_cache = 0;
+  double weights = 0, available = 0;
+  double pass() const { return attention + activations + hooks + kv_cache; }
+};
+PassMemory estimate_pass_memory(const Model& model, const ForwardRequest& request);
+// "12 MB", "4.4 GB": a byte count as the status bar and messages give it.
+std::string memory_text(double bytes);
+
 // Self mode: validates the ids (and token types) and builds the mask the attention applies: the
 // request's MaskSpec with the model's own (causal, sliding window).
 AttnMask self_attention_mask(const Model& model, const ForwardRequest& request);

@@ -12,6 +12,7 @@
 #include "engine/compute/generate.h"
 #include "engine/compute/kv_cache.h"
 #include "engine/compute/lm.h"
+#include "engine/core/memory.h"
 #include "tests/engine/hf_test_model.h"
 #include "tests/engine/pass_bound.h"
 #include "tests/engine/test_util.h"
@@ -80,6 +81,38 @@ void check_next_tokens(const Model& m, const ForwardRequest& full_req, const For
 }
 
 }  // namespace
+
+TEST_CASE("the memory a pass is estimated to take counts what it keeps", "[generate][memory]") {
+  const std::string dir = scratch_dir("gen", "memory");
+  const Model m = tiny_decoder(dir, false, 0, true, 6);  // Qwen3-style: head_dim 6 over hidden 16
+  auto cpu = make_backend("cpu");
+  const ModelConfig& c = m.config;
+  KvCache cache;
+  ForwardRequest req;
+  req.ids = random_ids(19, c.vocab_size, 2);
+  req.kv = &cache;
+  req.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
+  req.keep_attention[0] = true;  // one layer's probabilities kept
+  const PassMemory est = estimate_pass_memory(m, req);
+  const ForwardResult r = run_forward(m, *cpu, req);
+  double kept = 0;
+  for (const Tensor& a : r.attention) kept += static_cast<double>(a.numel()) * sizeof(float);
+  CHECK(kept > 0);
+  CHECK(est.attention == kept);                               // the probabilities the result holds
+  CHECK(est.kv_cache == static_cast<double>(cache.bytes()));  // the cache the pass left
+  CHECK(est.weights == weight_bytes(c));
+  CHECK(est.pass() == est.attention + est.activations + est.hooks + est.kv_cache);
+  CHECK(est.hooks == 0);
+  req.kv = nullptr;
+  req.keep_attention.clear();  // every layer now, and no cache
+  const PassMemory all = estimate_pass_memory(m, req);
+  CHECK(all.attention == est.attention * c.num_layers);
+  CHECK(all.kv_cache == 0);
+
+  CHECK(memory_text(512) == "1 kB");
+  CHECK(memory_text(12.4e6) == "12 MB");
+  CHECK(memory_text(4.44e9) == "4.4 GB");
+}
 
 TEST_CASE("KV cache: appended, edited, one token at a time and with a changed mask, the rows equal a full pass",
           "[generate]") {

@@ -30,6 +30,7 @@
 #include "engine/analysis/methods.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/lm.h"
+#include "engine/core/memory.h"
 #include "engine/formats/npy.h"
 #include "engine/compute/ops.h"
 #include "engine/train/trainer.h"
@@ -650,6 +651,10 @@ TEST_CASE("clearing the text clears the views, labels and token count", "[ui][st
   e->flush();
   REQUIRE(e->headView(0)->data().rows == 4);
   CHECK(last_status.contains("4 tokens"));
+  // the pass's memory as estimated before it ran (engine/compute/forward.h)
+  CHECK(
+      last_status.contains("memory: weights " + QString::fromStdString(memory_text(weight_bytes(e->model()->config)))));
+  CHECK(last_status.contains(", this pass "));
   e->setText("a");
   e->flush();
   CHECK(last_status.contains("| 1 token |"));
