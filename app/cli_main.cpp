@@ -87,6 +87,10 @@ usage:
                       [--warmup STEPS] [--cosine] [--seed S] [--vocab-size V] [--min-count N]
                       [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|cpu-bf16|reference]
                       [--init DIR [--freeze-encoder]]   fine-tune DIR's encoder (e.g. a Hugging Face BERT)
+  attnlab-cli train --objective lm --task induction --out DIR [--arch gpt2|llama] [--layers 2]
+                      [--heads 4] [--kv-heads K] [--dim 64] [--ff 0] [--task-seq 16] [--task-vocab 64]
+                      [--n 20000] (--steps N | --epochs E) [--lr 1e-3] [--warmup S] [--cosine]
+                      [--log-every 100]   a new decoder on next-token loss (docs/training.md)
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]
   attnlab-cli patch   [--model DIR] --clean "..." --corrupted "..." (--clean-ids / --corrupted-ids)

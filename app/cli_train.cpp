@@ -34,14 +34,106 @@ void print_eval(const Model& model, const EvalResult& ev) {
   }
 }
 
+// Optimiser flags both objectives share.
+void optimizer_from_flags(const Args& a, TrainConfig& tc, double default_lr, double default_dropout) {
+  tc.optimizer.lr = static_cast<float>(a.get_double("--lr", default_lr));
+  tc.checkpoint = a.has("--checkpoint");
+  tc.optimizer.weight_decay = static_cast<float>(a.get_double("--weight-decay", 0.0));
+  tc.optimizer.clip_norm = static_cast<float>(a.get_double("--clip", 1.0));
+  tc.optimizer.warmup_steps = a.get_int("--warmup", 0);
+  tc.optimizer.cosine = a.has("--cosine");
+  tc.dropout = static_cast<float>(a.get_double("--dropout", default_dropout));
+  tc.backend = a.get("--backend", "cpu");
+  if (!(tc.dropout >= 0.0f && tc.dropout < 1.0f)) throw Error("--dropout must be in [0, 1)");
+  if (!(tc.optimizer.lr > 0.0f)) throw Error("--lr must be positive");
+}
+
+// train --objective lm: a new GPT-2- or Llama-style decoder on a generated task, next-token loss.
+int train_lm(const Args& a) {
+  for (const char* f : {"--data", "--val-data", "--init", "--config", "--freeze-encoder", "--classes", "--pooling",
+                        "--tokenizer", "--positional", "--norm", "--activation"})
+    if (a.has(f))
+      throw Error(std::string(f) +
+                  " does not apply to --objective lm (a new decoder on --task; --arch sets its shape)");
+  if (!a.has("--task")) throw Error("train --objective lm needs --task induction");
+  if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
+  const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
+  LmTask task;
+  task.name = a.get("--task");
+  task.seq = a.get_int("--task-seq", 16);
+  task.vocab = a.get_int("--task-vocab", a.get_int("--vocab-size", 64));
+  LmShape shape;
+  shape.arch = a.get("--arch", "gpt2");
+  shape.layers = a.get_int("--layers", 2);
+  shape.heads = a.get_int("--heads", 4);
+  shape.kv_heads = a.get_int("--kv-heads", 0);
+  shape.dim = a.get_int("--dim", 64);
+  shape.ff = a.get_int("--ff", 0);
+  shape.vocab = task.vocab;
+  shape.max_len = a.get_int("--max-len", 2 * task.seq);
+  if (shape.max_len < 2 * task.seq)
+    throw Error("--max-len " + std::to_string(shape.max_len) +
+                " is shorter than the task's sequences (2 x --task-seq = " + std::to_string(2 * task.seq) + ")");
+  Model model = new_language_model(shape, seed);
+  model.source = a.get("--out");
+  const int n = a.get_int("--n", 20000);
+  if (n < 1) throw Error("--n must be positive");
+  const EncodedData train = make_lm_task(task, n, seed * 2 + 1);
+  const EncodedData val = make_lm_task(task, std::max(1, std::min(256, n / 10)), seed * 2 + 2);  // held out
+  TrainConfig tc;
+  tc.batch = a.get_int("--batch", 32);
+  const int steps = a.get_int("--steps", 0);
+  if (steps < 0 || (steps == 0 && !a.has("--epochs")))
+    throw Error("train --objective lm needs --steps N or --epochs N");
+  const int per_epoch = (n + tc.batch - 1) / std::max(1, tc.batch);
+  tc.epochs = steps > 0 ? (steps + per_epoch - 1) / per_epoch : a.get_int("--epochs", 1);
+  tc.max_steps = steps;
+  tc.seed = seed;
+  tc.keep_best = false;  // the last weights: a phase change is what the run is for
+  optimizer_from_flags(a, tc, 1e-3, 0.0);
+  const bool quiet = a.has("--quiet");
+  if (!quiet)
+    std::printf(
+        "training a %s-style language model (%d layers, %d heads, dim %d, %s) on the %s task: %d sequences of "
+        "%d, vocab %d, %lld parameters\n",
+        shape.arch.c_str(), shape.layers, shape.heads, shape.dim,
+        shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", task.name.c_str(), n,
+        2 * task.seq, task.vocab, model.config.parameter_count());
+  TrainCallbacks cb;
+  const int every = std::max(1, a.get_int("--log-every", 100));
+  cb.on_step = [&](const TrainProgress& p) {
+    if (quiet || (p.step % every != 0 && p.step != p.total_steps)) return;
+    std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
+    std::fflush(stdout);
+  };
+  cb.on_epoch = [&](const EpochReport& r) {
+    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
+                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
+    std::fflush(stdout);
+  };
+  const TrainResult res = train_model(model, train, val, tc, cb);
+  if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
+  save_model(model, a.get("--out"));
+  if (!quiet) std::printf("saved %s\n", a.get("--out").c_str());
+  return res.diverged ? 1 : 0;
+}
+
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& argv) {
-  const Args a(argv,
-               with(kModelValued, {"--data", "--val-data", "--val-split", "--out", "--config", "--epochs", "--batch",
-                                   "--lr", "--weight-decay", "--dropout", "--clip", "--warmup", "--min-count",
-                                   "--text-column", "--label-column", "--init"}),
-               {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
+  const Args a(
+      argv,
+      with(kModelValued, {"--data",      "--val-data",    "--val-split",    "--out",      "--config",    "--epochs",
+                          "--batch",     "--lr",          "--weight-decay", "--dropout",  "--clip",      "--warmup",
+                          "--min-count", "--text-column", "--label-column", "--init",     "--objective", "--task",
+                          "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",     "--n",
+                          "--log-every"}),
+      {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
+  const std::string objective = a.get("--objective", "classify");
+  if (objective == "lm") return train_lm(a);
+  if (objective != "classify") throw Error("--objective must be classify or lm, got \"" + objective + "\"");
+  for (const char* f : {"--task", "--task-seq", "--task-vocab", "--arch", "--kv-heads", "--steps", "--n"})
+    if (a.has(f)) throw Error(std::string(f) + " is for --objective lm");
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
@@ -111,18 +203,9 @@ int cmd_train(const std::vector<std::string>& argv) {
   tc.batch = a.get_int("--batch", 32);
   // Fine-tuning a whole pretrained encoder wants a small step (BERT's paper: 2e-5..5e-5).
   const double default_lr = a.has("--init") && !a.has("--freeze-encoder") ? 5e-5 : 1e-3;
-  tc.optimizer.lr = static_cast<float>(a.get_double("--lr", default_lr));
+  optimizer_from_flags(a, tc, default_lr, 0.1);
   tc.freeze_encoder = a.has("--freeze-encoder");
-  tc.checkpoint = a.has("--checkpoint");
-  tc.optimizer.weight_decay = static_cast<float>(a.get_double("--weight-decay", 0.0));
-  tc.optimizer.clip_norm = static_cast<float>(a.get_double("--clip", 1.0));
-  tc.optimizer.warmup_steps = a.get_int("--warmup", 0);
-  tc.optimizer.cosine = a.has("--cosine");
-  tc.dropout = static_cast<float>(a.get_double("--dropout", 0.1));
   tc.seed = seed;
-  tc.backend = a.get("--backend", "cpu");
-  if (!(tc.dropout >= 0.0f && tc.dropout < 1.0f)) throw Error("--dropout must be in [0, 1)");
-  if (!(tc.optimizer.lr > 0.0f)) throw Error("--lr must be positive");
 
   const bool quiet = a.has("--quiet");
   if (!quiet)

@@ -252,6 +252,26 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
     if (!it->is_boolean()) throw Error(where + ": \"add_cls\" must be true or false");
     c.add_cls = it->get<bool>();
   }
+  // Decoders (attnlab's own language models, engine/train): written only when there is an LM head.
+  get_bool("causal", c.causal);
+  get_bool("lm_head", c.lm_head);
+  get_bool("tied_lm_head", c.tied_lm_head);
+  get_bool("gated_ff", c.gated_ff);
+  get_bool("qkv_bias", c.qkv_bias);
+  get_bool("out_bias", c.out_bias);
+  get_bool("ff_bias", c.ff_bias);
+  get_int("num_kv_heads", c.num_kv_heads, false);
+  get_int("head_dim", c.head_size, false);
+  get_int("sliding_window", c.sliding_window, false);
+  try {
+    if (auto s = get_str("norm_kind"); !s.empty()) c.norm_kind = parse_norm_kind(s);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  if (auto it = j.find("rope_theta"); it != j.end()) {
+    if (!it->is_number()) throw Error(where + ": \"rope_theta\" must be a number");
+    c.rope_theta = it->get<float>();
+  }
   if (auto it = j.find("labels"); it != j.end()) {
     if (!it->is_array()) throw Error(where + ": \"labels\" must be an array of strings");
     for (const auto& l : *it) {
@@ -300,6 +320,20 @@ std::string config_to_json(const ModelConfig& c) {
   j["pooler"] = c.pooler;
   if (c.pooler) j["pooler_activation"] = c.pooler_relu ? "relu" : "tanh";
   j["labels"] = c.labels;
+  if (c.lm_head) {  // a language model trained here (engine/train)
+    j["causal"] = c.causal;
+    j["lm_head"] = true;
+    j["tied_lm_head"] = c.tied_lm_head;
+    j["norm_kind"] = to_string(c.norm_kind);
+    j["gated_ff"] = c.gated_ff;
+    j["qkv_bias"] = c.qkv_bias;
+    j["out_bias"] = c.out_bias;
+    j["ff_bias"] = c.ff_bias;
+    j["num_kv_heads"] = c.num_kv_heads;
+    if (c.head_size > 0) j["head_dim"] = c.head_size;
+    if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+    if (c.positional == Positional::Rotary) j["rope_theta"] = c.rope_theta;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -51,7 +51,10 @@ Vocab build_vocab(const std::vector<Example>& rows, TokenizerKind kind, bool low
 
 struct EncodedData {
   std::vector<std::vector<int>> seqs;
-  std::vector<int> labels;
+  std::vector<int> labels;  // classifiers: one per sequence; empty for a language model
+  // Language models: per sequence, the first position whose next token is scored (a task's prompt
+  // before it is context only); empty = every position.
+  std::vector<int> loss_from;
   int truncated = 0;  // sequences cut to max_len
   size_t size() const { return seqs.size(); }
 };

@@ -70,6 +70,37 @@ std::vector<Example> make_task(const std::string& name, int n, uint64_t seed) {
   throw Error("unknown task \"" + name + "\" (expected negation or first_last)");
 }
 
+EncodedData make_lm_task(const LmTask& t, int n, uint64_t seed) {
+  if (t.name != "induction") {
+    std::string names;
+    for (const std::string& k : lm_task_names()) names += (names.empty() ? "" : ", ") + k;
+    throw Error("unknown language-model task \"" + t.name + "\" (expected " + names + ")");
+  }
+  if (t.seq < 2) throw Error("the induction task needs a sequence of at least 2 tokens, got " + std::to_string(t.seq));
+  if (t.vocab - t.first_id < 2)
+    throw Error("the induction task needs at least 2 tokens to draw from (vocabulary " + std::to_string(t.vocab) + ")");
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> draw(t.first_id, t.vocab - 1);
+  // The copies' length varies (from seq / 2 to seq), after random filler that keeps every sequence
+  // 2 seq long: with one length, a head could find the earlier copy by position alone (attend
+  // back seq - 1) and no induction head would be needed.
+  std::uniform_int_distribution<int> length(std::max(2, t.seq / 2), t.seq);
+  EncodedData d;
+  for (int i = 0; i < n; ++i) {
+    const int L = length(rng), filler = 2 * (t.seq - L);
+    std::vector<int> s(static_cast<size_t>(2 * t.seq));
+    for (int k = 0; k < filler; ++k) s[static_cast<size_t>(k)] = draw(rng);
+    for (int k = 0; k < L; ++k) s[static_cast<size_t>(filler + k)] = s[static_cast<size_t>(filler + L + k)] = draw(rng);
+    d.seqs.push_back(std::move(s));
+    d.loss_from.push_back(filler + L);  // the second copy's first token predicts its second, and so on
+  }
+  return d;
+}
+
+std::vector<std::string> lm_task_names() {
+  return {"induction"};
+}
+
 std::string examples_to_tsv(const std::vector<Example>& rows) {
   std::string out = "text\tlabel\n";
   for (const auto& r : rows) out += r.text + "\t" + r.label + "\n";

@@ -17,6 +17,22 @@ std::vector<Example> make_negation_task(int n, uint64_t seed);
 std::vector<Example> make_first_last_task(int n, uint64_t seed);
 // "negation" | "first_last"; Error otherwise.
 std::vector<Example> make_task(const std::string& name, int n, uint64_t seed);
+// Language-model tasks (the sequences are token ids, drawn from [first_id, vocab); loss_from
+// marks where each one's scored part starts):
+//  - induction: L random tokens, then the same L again (Olsson et al. 2022), L from seq / 2 to seq,
+//    after random filler that makes every sequence 2 seq long; the second copy is scored, which
+//    only a head looking back to the token after the current one's first occurrence (an
+//    induction head, fed by a previous-token head) can predict.
+struct LmTask {
+  std::string name;
+  int seq = 16;      // the longest repeated part (the sequences are 2 seq long)
+  int vocab = 64;    // the model's vocabulary size (ids first_id .. vocab - 1 are drawn)
+  int first_id = 3;  // below it: [PAD], [UNK], [CLS], never drawn
+};
+EncodedData make_lm_task(const LmTask& task, int n, uint64_t seed);
+// The language-model tasks by name, for messages: "induction".
+std::vector<std::string> lm_task_names();
+
 // text<TAB>label lines with a header.
 std::string examples_to_tsv(const std::vector<Example>& rows);
 

@@ -10,7 +10,8 @@
 
 namespace attnlab {
 
-TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& seqs, const std::vector<int>& labels) {
+TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& seqs, const std::vector<int>& labels,
+                      const std::vector<int>& loss_from) {
   TrainBatch b;
   b.B = static_cast<int>(seqs.size());
   for (const auto& s : seqs) {
@@ -26,14 +27,61 @@ TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& s
       b.is_pad[static_cast<size_t>(i * b.T + t)] = 0;
     }
   b.labels = labels;
+  if (model.config.lm_head && model.config.num_classes == 0) {
+    b.targets.assign(b.ids.size(), -1);
+    for (int i = 0; i < b.B; ++i) {
+      const int n = std::min(static_cast<int>(seqs[static_cast<size_t>(i)].size()), b.T);
+      const int from = loss_from.empty() ? 0 : std::max(0, loss_from[static_cast<size_t>(i)]);
+      for (int t = from; t + 1 < n; ++t)
+        b.targets[static_cast<size_t>(i * b.T + t)] = b.ids[static_cast<size_t>(i * b.T + t + 1)];
+    }
+  }
   return b;
 }
+
+namespace {
+
+// Next-token cross-entropy over the scored rows of logits (N, V): the mean loss, how many rows'
+// argmax is the target, and d loss / d logits (softmax - one-hot, over the scored count; zero on
+// rows not scored). In double, as the classifier's.
+void lm_loss(const Tensor& logits, const std::vector<int>& targets, StepOutput& out, Tensor& dlogits) {
+  const int64_t N = logits.shape[0], V = logits.shape[1];
+  dlogits = Tensor({N, V});
+  for (int target : targets) out.scored += target >= 0;
+  if (out.scored == 0) return;
+  for (int64_t n = 0; n < N; ++n) {
+    const int y = targets[static_cast<size_t>(n)];
+    if (y < 0) continue;
+    if (y >= V) throw Error("a training target (" + std::to_string(y) + ") is outside the vocabulary");
+    const float* row = logits.data.data() + n * V;
+    float m = row[0];
+    int best = 0;
+    for (int64_t k = 1; k < V; ++k)
+      if (row[k] > m) m = row[k], best = static_cast<int>(k);
+    double z = 0;
+    for (int64_t k = 0; k < V; ++k) z += std::exp(static_cast<double>(row[k]) - m);
+    out.loss += -(static_cast<double>(row[y]) - m - std::log(z));
+    out.correct += best == y;
+    float* d = dlogits.data.data() + n * V;
+    for (int64_t k = 0; k < V; ++k)
+      d[k] = static_cast<float>((std::exp(static_cast<double>(row[k]) - m) / z - (k == y)) / out.scored);
+  }
+  out.loss /= out.scored;
+}
+
+}  // namespace
 
 StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, const StepOptions& opt,
                       ModelWeights* grads) {
   const ModelConfig& c = model.config;
   const ModelWeights& W = model.weights;
-  if (c.num_classes <= 0) throw Error("training needs a classifier (num_classes > 0)");
+  const bool lm = c.num_classes == 0 && c.lm_head;
+  if (c.num_classes <= 0 && !lm) throw Error("training needs a classifier (num_classes > 0) or a language-model head");
+  if (lm && batch.targets.size() != batch.ids.size()) throw Error("internal: a language model's batch without targets");
+  if (c.sliding_window > 0 && batch.T - 1 > c.sliding_window)
+    throw Error("training a model with a sliding window (" + std::to_string(c.sliding_window) +
+                ") on sequences longer than it is not built; cut them to " + std::to_string(c.sliding_window + 1) +
+                " tokens");
   const int B = batch.B, T = batch.T;
   const std::vector<int> types;  // single-segment inputs: token type 0 everywhere
 
@@ -42,7 +90,7 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   Tensor x = embed_forward(model, ops, batch.ids, types, T, embed_norm);  // (N, E)
   AttnArgs attn = attention_args(c, W, B, T, T);
   attn.key_blocked = &batch.is_pad;
-  attn.causal = opt.causal;
+  attn.causal = opt.causal || c.causal;  // a decoder's mask is part of the model
   std::optional<Dropout> dropout;
   if (opt.dropout > 0.0f) dropout.emplace(opt.dropout, opt.dropout_seed);
   const LayerPlan plan = make_layer_plan(c);
@@ -63,10 +111,42 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
       inputs.push_back(x);
       if (dropout) draws.push_back(*dropout);
     }
-    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x, states[checkpoint ? 0 : static_cast<size_t>(l)],
-                  run);
+    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x,
+                  states[checkpoint ? 0 : static_cast<size_t>(l)], run);
   }
   final_forward(model, ops, x, final_norm);
+
+  // The backward from d loss / d (the final norm's output) to every weight below it.
+  auto backward_layers = [&](Tensor& dx) {
+    ModelWeights& G = *grads;
+    final_backward(model, ops, final_norm, dx, G);
+    for (int l = c.num_layers - 1; l >= 0; --l) {
+      LayerState& st = states[checkpoint ? 0 : static_cast<size_t>(l)];
+      if (checkpoint) {  // the layer again from its input, drawing the same dropout masks
+        LayerRun again;
+        again.for_backward = true;
+        std::optional<Dropout> replay;
+        if (dropout) replay.emplace(draws[static_cast<size_t>(l)]);
+        again.dropout = replay ? &*replay : nullptr;
+        Tensor y = std::move(inputs[static_cast<size_t>(l)]);
+        layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, y, st, again);
+      }
+      layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn, st,
+                     dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
+    }
+    embed_backward(model, ops, batch.ids, types, T, std::move(dx), embed_norm, G);
+  };
+
+  if (lm) {  // ---- the LM head (lm_head or the tied embedding) and next-token cross-entropy
+    const Tensor& Wlm = c.tied_lm_head ? W.embedding : W.lm_head;
+    Tensor dlogits;
+    lm_loss(lm_logits(model, ops, x), batch.targets, out, dlogits);
+    if (!grads) return out;
+    Tensor dx, no_bias;
+    ops.linear_backward(x, Wlm, dlogits, &dx, c.tied_lm_head ? grads->embedding : grads->lm_head, no_bias);
+    backward_layers(dx);
+    return out;
+  }
 
   // ---- the head (pooling, [pooler], classifier), softmax cross-entropy
   const int C = c.num_classes;
@@ -88,30 +168,15 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
       dlogits.at(b, k) = static_cast<float>((std::exp(static_cast<double>(logits.at(b, k)) - m) / z - (k == y)) / B);
   }
   out.loss /= B;
+  out.scored = B;
   out.logits = logits;
   if (!grads) return out;
 
   // ---- backward: the same pieces in reverse
-  ModelWeights& G = *grads;
   Tensor dx;
-  head_backward(model, ops, head, dlogits, B, T, dx, G);
+  head_backward(model, ops, head, dlogits, B, T, dx, *grads);
   if (opt.head_only) return out;
-  final_backward(model, ops, final_norm, dx, G);
-  for (int l = c.num_layers - 1; l >= 0; --l) {
-    LayerState& st = states[checkpoint ? 0 : static_cast<size_t>(l)];
-    if (checkpoint) {  // the layer again from its input, drawing the same dropout masks
-      LayerRun again;
-      again.for_backward = true;
-      std::optional<Dropout> replay;
-      if (dropout) replay.emplace(draws[static_cast<size_t>(l)]);
-      again.dropout = replay ? &*replay : nullptr;
-      Tensor y = std::move(inputs[static_cast<size_t>(l)]);
-      layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, y, st, again);
-    }
-    layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn, st,
-                   dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
-  }
-  embed_backward(model, ops, batch.ids, types, T, std::move(dx), embed_norm, G);
+  backward_layers(dx);
   return out;
 }
 

@@ -1,6 +1,8 @@
 // The whole model's training pass: the layer plan (plan.h) run over a padded batch keeping what
-// the backward needs, pooling, the classifier and the cross-entropy loss, and the backward to
-// every weight through the same plan in reverse.
+// the backward needs, then the loss (a classifier's: pooling, the classifier and cross-entropy;
+// a language model's: the LM head and next-token cross-entropy at every scored position, as
+// transformers' ForCausalLMLoss on labels shifted by one), and the backward to every weight
+// through the same plan in reverse.
 #pragma once
 
 #include <cstdint>
@@ -16,17 +18,24 @@ struct TrainBatch {
   int B = 0, T = 0;
   std::vector<int> ids;         // [B * T]
   std::vector<uint8_t> is_pad;  // [B * T]
-  std::vector<int> labels;      // [B]
+  std::vector<int> labels;      // [B] (classifiers)
+  // Language models: the id each position is trained to predict, [B * T]: the next token of its
+  // sequence, -1 where nothing is scored (the last position, padding, a task's prompt).
+  std::vector<int> targets;
 };
 
-// Pads (and truncates to max_len) sequences into a batch. Error when a sequence is empty.
-TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& seqs, const std::vector<int>& labels);
+// Pads (and truncates to max_len) sequences into a batch. Error when a sequence is empty. For a
+// language model (an LM head, no classifier) the targets are each position's next token, scored
+// from position loss_from[i] of sequence i on (empty: from 0).
+TrainBatch make_batch(const Model& model, const std::vector<std::vector<int>>& seqs, const std::vector<int>& labels,
+                      const std::vector<int>& loss_from = {});
 
 struct StepOutput {
-  double loss = 0;  // mean cross-entropy over the batch
-  int correct = 0;
-  std::vector<int> predicted;     // [B]
-  Tensor logits;                  // [B, classes]
+  double loss = 0;                // mean cross-entropy over the batch (a language model's: over its scored positions)
+  int correct = 0;                // rows (a language model's scored positions) whose likeliest class (token) is right
+  int scored = 0;                 // the rows the loss is the mean of: B, or a language model's scored positions
+  std::vector<int> predicted;     // [B] (classifiers)
+  Tensor logits;                  // [B, classes] (classifiers)
   std::vector<Tensor> attention;  // per layer [B, heads, T, T], when StepOptions::keep_attention
 };
 

@@ -10,7 +10,50 @@
 
 namespace attnlab {
 
+namespace {
+
+// Rows [start, end) of data: sequences, labels (classifiers) and where each one's loss starts.
+TrainBatch batch_of(const Model& model, const EncodedData& data, const std::vector<size_t>& rows) {
+  std::vector<std::vector<int>> seqs;
+  std::vector<int> labels, loss_from;
+  for (size_t k : rows) {
+    seqs.push_back(data.seqs[k]);
+    if (!data.labels.empty()) labels.push_back(data.labels[k]);
+    if (!data.loss_from.empty()) loss_from.push_back(data.loss_from[k]);
+  }
+  return make_batch(model, seqs, labels, loss_from);
+}
+
+std::vector<size_t> range_of(size_t start, size_t end) {
+  std::vector<size_t> rows;
+  for (size_t k = start; k < end; ++k) rows.push_back(k);
+  return rows;
+}
+
+// A language model's validation: the mean next-token loss and accuracy over every scored position.
+EvalResult evaluate_lm(const Model& model, Ops& ops, const EncodedData& data, int batch) {
+  EvalResult r;
+  double loss = 0;
+  long long correct = 0, scored = 0;
+  for (size_t start = 0; start < data.size(); start += static_cast<size_t>(batch)) {
+    const size_t end = std::min(data.size(), start + static_cast<size_t>(batch));
+    const StepOutput s = train_step(model, ops, batch_of(model, data, range_of(start, end)), {}, nullptr);
+    loss += s.loss * s.scored;
+    correct += s.correct;
+    scored += s.scored;
+  }
+  r.count = data.size();
+  if (scored > 0) {
+    r.loss = loss / static_cast<double>(scored);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(scored);
+  }
+  return r;
+}
+
+}  // namespace
+
 EvalResult evaluate(const Model& model, Ops& ops, const EncodedData& data, int batch) {
+  if (model.config.num_classes == 0 && model.config.lm_head) return evaluate_lm(model, ops, data, batch);
   EvalResult r;
   const int C = model.config.num_classes;
   r.confusion.assign(static_cast<size_t>(C), std::vector<int>(static_cast<size_t>(C), 0));
@@ -101,6 +144,51 @@ TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::
   return s;
 }
 
+Model new_language_model(const LmShape& shape, uint64_t seed) {
+  if (shape.arch != "gpt2" && shape.arch != "llama")
+    throw Error("unknown architecture \"" + shape.arch + "\" for a new language model (expected gpt2 or llama)");
+  const bool gpt2 = shape.arch == "gpt2";
+  ModelConfig c;
+  c.vocab_size = shape.vocab, c.embed_size = shape.dim, c.num_heads = shape.heads, c.num_layers = shape.layers;
+  c.ff_dim = shape.ff, c.max_len = shape.max_len, c.num_kv_heads = gpt2 ? 0 : shape.kv_heads;
+  c.norm = NormPlacement::Pre;
+  c.final_norm = true;
+  c.causal = c.lm_head = true;
+  c.pooling = Pooling::Mean;
+  c.tokenizer = TokenizerKind::Word;
+  if (gpt2) {
+    c.positional = Positional::Learned;
+    c.activation = Activation::GeluTanh;
+    c.tied_lm_head = true;
+  } else {
+    c.positional = Positional::Rotary;
+    c.norm_kind = NormKind::RmsNorm;
+    c.layer_norm_eps = 1e-6f;
+    c.activation = Activation::Silu;
+    c.gated_ff = shape.ff > 0;
+    c.qkv_bias = c.out_bias = c.ff_bias = false;
+  }
+  c.validate();
+  Model m;
+  m.config = c;
+  m.vocab = default_vocab(c);
+  ModelWeights w = empty_weights(c);
+  std::mt19937_64 rng(seed);
+  const float residual = 0.02f / std::sqrt(2.0f * static_cast<float>(c.num_layers));
+  for (const WeightEntry& e : weight_entries(c)) {
+    Tensor& t = e.in(w);
+    t = Tensor(e.shape, e.spec->init == Init::Ones ? 1.0f : 0.0f);
+    if (e.shape.size() != 2) continue;  // biases 0, gains 1
+    const auto lm = e.spec->layer_member;
+    std::normal_distribution<float> normal(
+        0.0f, gpt2 && (lm == &LayerWeights::wo || lm == &LayerWeights::w2) ? residual : 0.02f);
+    for (float& v : t.data) v = normal(rng);
+  }
+  w.version = next_weights_version();
+  m.weights = std::move(w);
+  return m;
+}
+
 std::vector<bool> encoder_mask(const ModelConfig& c) {
   std::vector<bool> mask;
   for (const WeightEntry& e : weight_entries(c)) {
@@ -163,6 +251,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
       static_cast<int>((train.size() + static_cast<size_t>(cfg.batch) - 1) / static_cast<size_t>(cfg.batch));
   OptimizerConfig oc = cfg.optimizer;
   oc.total_steps = steps_per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0) oc.total_steps = std::min(oc.total_steps, cfg.max_steps);
   Adam adam(model.weights, oc);
   if (cfg.freeze_encoder) adam.set_frozen(encoder_mask(model.config));
   ModelWeights grads = zeros_like(model.weights);
@@ -184,21 +273,18 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
         result.message = "training stopped by the user after " + std::to_string(step) + " steps";
         break;
       }
+      if (step >= oc.total_steps) break;  // max_steps reached
       const size_t start = static_cast<size_t>(b) * static_cast<size_t>(cfg.batch);
       const size_t end = std::min(train.size(), start + static_cast<size_t>(cfg.batch));
-      std::vector<std::vector<int>> seqs;
-      std::vector<int> labels;
-      for (size_t k = start; k < end; ++k) {
-        seqs.push_back(train.seqs[order[k]]);
-        labels.push_back(train.labels[order[k]]);
-      }
+      std::vector<size_t> rows;
+      for (size_t k = start; k < end; ++k) rows.push_back(order[k]);
       for (Tensor* g : parameters(grads)) std::fill(g->data.begin(), g->data.end(), 0.0f);
       StepOptions so;
       so.dropout = cfg.dropout;
       so.dropout_seed = cfg.seed * 1000003ULL + static_cast<uint64_t>(step);
       so.head_only = cfg.freeze_encoder;
       so.checkpoint = cfg.checkpoint;
-      const StepOutput s = train_step(model, *ops, make_batch(model, seqs, labels), so, &grads);
+      const StepOutput s = train_step(model, *ops, batch_of(model, train, rows), so, &grads);
       const double gn = grad_norm(grads);
       if (!std::isfinite(s.loss) || !std::isfinite(gn)) {
         // The update is not applied: the weights are still the last good ones.
@@ -247,7 +333,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
       best = model.weights;
       result.best_epoch = epoch;
     }
-    if (result.cancelled || result.diverged) break;
+    if (result.cancelled || result.diverged || step >= oc.total_steps) break;
   }
   if (cfg.keep_best && result.best_epoch > 0) model.weights = best;
   return result;

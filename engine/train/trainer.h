@@ -23,9 +23,10 @@ struct TrainConfig {
   float dropout = 0.1f;
   uint64_t seed = 0;
   std::string backend = "cpu";
-  bool keep_best = true;  // end with the weights of the epoch with the best validation accuracy
+  bool keep_best = true;        // end with the weights of the epoch with the best validation accuracy
   bool freeze_encoder = false;  // train the head (pooler, classifier) only
   bool checkpoint = false;      // activation checkpointing (StepOptions::checkpoint)
+  int max_steps = 0;            // > 0: stop after this many steps (the schedule ends there)
 };
 
 struct TrainProgress {
@@ -100,6 +101,18 @@ TrainingSetup new_classifier(const std::vector<Example>& train_rows, const std::
 // base's tokenizer.
 TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& train_rows,
                               const std::vector<Example>& val_rows, uint64_t seed);
+// A new decoder language model to train from scratch: GPT-2's shape ("gpt2": learned positions,
+// pre-LayerNorm, GELU (tanh), tied LM head, biases) or Llama's ("llama": RoPE, RMSNorm, SwiGLU,
+// untied head, no biases, grouped-query heads when kv_heads divides heads); ff 0 = attention-only.
+// Initialised as transformers' _init_weights: normal(0, 0.02) weights and embeddings, zero biases,
+// unit norm gains, GPT-2's residual projections (attn.c_proj, mlp.c_proj) normal(0, 0.02 /
+// sqrt(2 layers)). Word-level vocabulary of `vocab` tokens: [PAD], [UNK], [CLS], w0, w1, ...
+struct LmShape {
+  std::string arch = "gpt2";
+  int layers = 2, heads = 4, kv_heads = 0, dim = 64, ff = 256, max_len = 128, vocab = 64;
+};
+Model new_language_model(const LmShape& shape, uint64_t seed);
+
 // Per parameter tensor (parameters() order): true for everything but the head (pooler, classifier).
 std::vector<bool> encoder_mask(const ModelConfig& config);
 

@@ -153,6 +153,26 @@ r = run("predict", "--text", "the film was not very good")
 check("the shipped default model is used without --model and gets negation right",
       r.returncode == 0 and r.stdout.startswith("negative"), r.stdout + r.stderr)
 
+# --- train --objective lm -> a language model folder that forward, generate and analyze open ---
+lm = os.path.join(tmp, "lm")
+r = run("train", "--objective", "lm", "--task", "induction", "--task-seq", "6", "--task-vocab", "24", "--arch", "llama",
+        "--heads", "2", "--kv-heads", "1", "--dim", "16", "--ff", "24", "--steps", "40", "--n", "400", "--log-every", "20",
+        "--out", lm, "--seed", "3")
+step_lines = [l for l in r.stdout.splitlines() if l.startswith("step ")]
+check("train --objective lm logs steps and epochs (40 steps of 13 per epoch: 4), and saves", r.returncode == 0 and len(step_lines) == 2 and
+      step_lines[-1].startswith("step 40/40 loss ") and any(l.startswith("epoch 4/4 ") for l in r.stdout.splitlines()) and
+      os.path.exists(os.path.join(lm, "config.json")), r.stdout + r.stderr)
+cfg = json.load(open(os.path.join(lm, "config.json"))) if r.returncode == 0 else {}
+check("the language model's config.json says what it is", cfg.get("lm_head") is True and cfg.get("causal") is True and
+      cfg.get("norm_kind") == "rms_norm" and cfg.get("num_kv_heads") == 1 and cfg.get("positional") == "rotary", str(cfg))
+r = run("forward", "--model", lm, "--text", "w1 w2 w3 w1 w2", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("forward opens it as a language model", len(j.get("next_tokens", [])) > 0, r.stdout + r.stderr)
+r = run("generate", "--model", lm, "--text", "w1 w2 w3 w1", "--max-new", "3", "--greedy", "--json")
+check("generate writes with it", r.returncode == 0 and len(json.loads(r.stdout)["generated_ids"]) == 3, r.stdout + r.stderr)
+r = run("analyze", "--model", lm, "--method", "induction", "--seq", "6")
+check("analyze --method induction scores it", r.returncode == 0 and r.stdout.startswith("induction scores"), r.stderr)
+
 for ext, magic in [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")]:
     out = os.path.join(tmp, "fig." + ext)
     r = run("export", *RANDOM, "--text", "hello", "--layer", "all", "--mask", "causal", "--out", out)
@@ -176,6 +196,14 @@ data_bad_cases = [
     ("export: unknown --scale", ["export", *RANDOM, "--text", "hi", "--scale", "log", "--out", os.path.join(tmp, "x.png")], "--scale: expected max or 0-1"),
     ("export: no such head", ["export", *RANDOM, "--text", "hi", "--head", "9", "--out", os.path.join(tmp, "x.png")], "head 9 does not exist"),
     ("eval: label unseen in training", ["eval", "--model", trained, "--data", unseen], "label \"neutral\" was not seen"),
+    ("train lm: no task", ["train", "--objective", "lm", "--steps", "5", "--out", os.path.join(tmp, "x")], "needs --task induction"),
+    ("train lm: unknown task", ["train", "--objective", "lm", "--task", "sort", "--steps", "5", "--out", os.path.join(tmp, "x")], "unknown language-model task \"sort\""),
+    ("train lm: --data does not apply", ["train", "--objective", "lm", "--task", "induction", "--data", data, "--steps", "5", "--out", os.path.join(tmp, "x")], "--data does not apply to --objective lm"),
+    ("train lm: no length", ["train", "--objective", "lm", "--task", "induction", "--out", os.path.join(tmp, "x")], "needs --steps N or --epochs N"),
+    ("train lm: max-len too short", ["train", "--objective", "lm", "--task", "induction", "--max-len", "8", "--steps", "5", "--out", os.path.join(tmp, "x")], "shorter than the task's sequences"),
+    ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),
+    ("train: unknown objective", ["train", "--objective", "mlm", "--data", data, "--out", os.path.join(tmp, "x")], "--objective must be classify or lm"),
+    ("train: --task is for lm", ["train", "--task", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--task is for --objective lm"),
 ]
 
 # --- OpenCL: the device list, agreement with cpu, and the fallbacks ----------------------------

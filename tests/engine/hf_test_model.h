@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/model/hf_model.h"
+#include "engine/model/model_folder.h"
 #include "engine/formats/safetensors.h"
 
 #include <nlohmann/json.hpp>
