@@ -48,27 +48,33 @@ void optimizer_from_flags(const Args& a, TrainConfig& tc, double default_lr, dou
   if (!(tc.optimizer.lr > 0.0f)) throw Error("--lr must be positive");
 }
 
-// train --objective lm: a new GPT-2- or Llama-style decoder on a generated task, next-token loss.
+// train --objective lm: a new GPT-2- or Llama-style decoder on a generated task, next-token loss;
+// --preset NAME starts from a row of lm_presets() (each flag given overrides it).
 int train_lm(const Args& a) {
   for (const char* f : {"--data", "--val-data", "--init", "--config", "--freeze-encoder", "--classes", "--pooling",
                         "--tokenizer", "--positional", "--norm", "--activation"})
     if (a.has(f))
       throw Error(std::string(f) +
                   " does not apply to --objective lm (a new decoder on --task; --arch sets its shape)");
-  if (!a.has("--task")) throw Error("train --objective lm needs --task induction");
+  LmPreset p;  // no preset: the flags' defaults
+  p.task.name.clear();
+  p.sequences = 20000;
+  if (a.has("--preset")) p = lm_preset(a.get("--preset"));
+  if (!a.has("--task") && p.task.name.empty())
+    throw Error("train --objective lm needs --task induction or --preset NAME");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
-  const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
-  LmTask task;
-  task.name = a.get("--task");
-  task.seq = a.get_int("--task-seq", 16);
-  task.vocab = a.get_int("--task-vocab", a.get_int("--vocab-size", 64));
-  LmShape shape;
-  shape.arch = a.get("--arch", "gpt2");
-  shape.layers = a.get_int("--layers", 2);
-  shape.heads = a.get_int("--heads", 4);
-  shape.kv_heads = a.get_int("--kv-heads", 0);
-  shape.dim = a.get_int("--dim", 64);
-  shape.ff = a.get_int("--ff", 0);
+  const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", static_cast<int>(p.seed)));
+  LmTask task = p.task;
+  task.name = a.get("--task", task.name);
+  task.seq = a.get_int("--task-seq", task.seq);
+  task.vocab = a.get_int("--task-vocab", a.get_int("--vocab-size", task.vocab));
+  LmShape shape = p.shape;
+  shape.arch = a.get("--arch", shape.arch);
+  shape.layers = a.get_int("--layers", shape.layers);
+  shape.heads = a.get_int("--heads", shape.heads);
+  shape.kv_heads = a.get_int("--kv-heads", shape.kv_heads);
+  shape.dim = a.get_int("--dim", shape.dim);
+  shape.ff = a.get_int("--ff", a.has("--preset") ? shape.ff : 0);
   shape.vocab = task.vocab;
   shape.max_len = a.get_int("--max-len", 2 * task.seq);
   if (shape.max_len < 2 * task.seq)
@@ -76,21 +82,23 @@ int train_lm(const Args& a) {
                 " is shorter than the task's sequences (2 x --task-seq = " + std::to_string(2 * task.seq) + ")");
   Model model = new_language_model(shape, seed);
   model.source = a.get("--out");
-  const int n = a.get_int("--n", 20000);
+  const int n = a.get_int("--n", p.sequences);
   if (n < 1) throw Error("--n must be positive");
   const EncodedData train = make_lm_task(task, n, seed * 2 + 1);
   const EncodedData val = make_lm_task(task, std::max(1, std::min(256, n / 10)), seed * 2 + 2);  // held out
   TrainConfig tc;
-  tc.batch = a.get_int("--batch", 32);
+  tc.batch = a.get_int("--batch", p.batch);
   const int steps = a.get_int("--steps", 0);
-  if (steps < 0 || (steps == 0 && !a.has("--epochs")))
+  if (steps < 0 || (steps == 0 && !a.has("--epochs") && p.epochs == 0))
     throw Error("train --objective lm needs --steps N or --epochs N");
   const int per_epoch = (n + tc.batch - 1) / std::max(1, tc.batch);
-  tc.epochs = steps > 0 ? (steps + per_epoch - 1) / per_epoch : a.get_int("--epochs", 1);
+  tc.epochs = steps > 0 ? (steps + per_epoch - 1) / per_epoch : a.get_int("--epochs", p.epochs);
   tc.max_steps = steps;
   tc.seed = seed;
   tc.keep_best = false;  // the last weights: a phase change is what the run is for
-  optimizer_from_flags(a, tc, 1e-3, 0.0);
+  optimizer_from_flags(a, tc, p.lr, 0.0);
+  if (!a.has("--warmup")) tc.optimizer.warmup_steps = p.warmup;
+  tc.optimizer.cosine = tc.optimizer.cosine || p.cosine;
   const bool quiet = a.has("--quiet");
   if (!quiet)
     std::printf(
@@ -127,12 +135,12 @@ int cmd_train(const std::vector<std::string>& argv) {
                           "--batch",     "--lr",          "--weight-decay", "--dropout",  "--clip",      "--warmup",
                           "--min-count", "--text-column", "--label-column", "--init",     "--objective", "--task",
                           "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",     "--n",
-                          "--log-every"}),
+                          "--log-every", "--preset"}),
       {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
   const std::string objective = a.get("--objective", "classify");
   if (objective == "lm") return train_lm(a);
   if (objective != "classify") throw Error("--objective must be classify or lm, got \"" + objective + "\"");
-  for (const char* f : {"--task", "--task-seq", "--task-vocab", "--arch", "--kv-heads", "--steps", "--n"})
+  for (const char* f : {"--task", "--task-seq", "--task-vocab", "--arch", "--kv-heads", "--steps", "--n", "--preset"})
     if (a.has(f)) throw Error(std::string(f) + " is for --objective lm");
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");

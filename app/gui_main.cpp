@@ -61,6 +61,10 @@ void add_options(QCommandLineParser& p) {
                "NAME"});
   p.addOption(
       {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
+  p.addOption({"train-preset",
+               "With --tab train: choose a language-model preset (induction) in place of a dataset; with "
+               "--train-epochs N, train it for N epochs.",
+               "NAME"});
   p.addOption({"generate", "Generate N tokens after the text on the Generate tab (language models; opens it).", "N"});
   p.addOption({"why",
                "With --generate: why the last token and not this one (a token of its chart, or text that is one "
@@ -408,6 +412,10 @@ int main(int argc, char** argv) {
   }
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());
+    if (p.isSet("train-preset") && !w.train()->chooseLmPreset(p.value("train-preset"))) {
+      std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.train()->message()));
+      return 2;
+    }
     if (p.isSet("train-epochs")) {
       w.train()->setEpochs(p.value("train-epochs").toInt());
       w.train()->startTraining();

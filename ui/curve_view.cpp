@@ -61,6 +61,11 @@ void CurveView::setYRange(double lo, double hi) {
   rescale();
 }
 
+void CurveView::setLegendColumns(int columns) {
+  plot_->legend->setWrap(columns);
+  plot_->xAxis->ticker()->setTickCount(4);  // a narrow chart: fewer step labels, none overlapping
+}
+
 void CurveView::setIntegerX(int first) {
   x_first_ = first;
   QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
@@ -95,7 +100,32 @@ void CurveView::rescale() {
   }
 }
 
+void CurveView::removeSeries() {
+  plot_->clearGraphs();
+  graphs_.clear();
+  clear();
+}
+
+void CurveView::addMarker(double x, const QString& label) {
+  auto* line = new QCPItemStraightLine(plot_);
+  line->setPen(QPen(QColor(90, 90, 90), 1.0, Qt::DashLine));
+  line->point1->setCoords(x, 0);
+  line->point2->setCoords(x, 1);
+  auto* text = new QCPItemText(plot_);
+  text->position->setTypeX(QCPItemPosition::ptPlotCoords);
+  text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+  text->position->setCoords(x, 0.02);
+  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  text->setText(" " + label);
+  text->setFont(QFont(font().family(), 8));
+  text->setColor(QColor(60, 60, 60));
+  ++markers_;
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
 void CurveView::clear() {
+  plot_->clearItems();
+  markers_ = 0;
   for (QCPGraph* g : graphs_) g->data()->clear();
   rescale();
   plot_->replot(QCustomPlot::rpQueuedReplot);

@@ -21,8 +21,14 @@ class CurveView : public QWidget {
   void setYRange(double lo, double hi);
   // Integer x ticks starting at `first` (epochs).
   void setIntegerX(int first);
+  void setLegendColumns(int columns);  // the legend wraps after this many entries (a narrow chart)
   void append(int series, double x, double y);
-  void clear();
+  void clear();         // the points and markers; the series stay
+  void removeSeries();  // every series (a chart whose series depend on the run)
+  int seriesCount() const { return static_cast<int>(graphs_.size()); }
+  // A vertical dashed line at x with a label at its top (an event: "phase change").
+  void addMarker(double x, const QString& label);
+  int markerCount() const { return markers_; }
   int pointCount(int series) const;
   // .png, .svg or .csv by extension; Error otherwise.
   void exportTo(const QString& path) const;
@@ -36,6 +42,7 @@ class CurveView : public QWidget {
   std::vector<QCPGraph*> graphs_;
   void rescale();
 
+  int markers_ = 0;
   QString x_label_;
   bool fixed_y_ = false;
   double y_lo_ = 0, y_hi_ = 1;

@@ -44,10 +44,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   train_ = new TrainView(tabs_);
   tabs_->addTab(train_, "Train");
   connect(train_, &TrainView::status, this, [this](const QString& s) { statusBar()->showMessage(s); });
-  connect(train_, &TrainView::openInExplore, this, [this](std::shared_ptr<const Model> m, const QString& name) {
-    useModel(std::move(m), name);
-    tabs_->setCurrentWidget(explore_);
-  });
+  connect(train_, &TrainView::openInExplore, this,
+          [this](std::shared_ptr<const Model> m, const QString& name, const QString& text) {
+            useModel(std::move(m), name);
+            if (!text.isEmpty()) explore_->setText(text);
+            tabs_->setCurrentWidget(explore_);
+          });
   setCentralWidget(tabs_);
 
   auto* tb = addToolBar("Model");

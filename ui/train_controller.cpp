@@ -5,6 +5,7 @@
 #include <QMetaObject>
 #include <QThread>
 
+#include "engine/analysis/detectors.h"
 #include "engine/text/input.h"
 
 namespace attnlab {
@@ -27,6 +28,12 @@ TrainController::~TrainController() {
 void TrainController::setProbeText(const std::string& text) {
   std::lock_guard<std::mutex> lock(probe_mutex_);
   probe_text_ = text;
+}
+
+void TrainController::setProbeIds(std::vector<int> ids, int seq) {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  probe_ids_ = std::move(ids);
+  probe_seq_ = seq;
 }
 
 void TrainController::start(TrainJob job) {
@@ -69,19 +76,31 @@ void TrainController::waitForFinish() {
 // On the worker: the probe sentence through the model as it is now, handed to the GUI as a value.
 void TrainController::snapshot(const Model& model, int step, const BackgroundJob::Post& post) {
   std::string text;
+  std::vector<int> ids;
+  int seq = 0;
   {
     std::lock_guard<std::mutex> lock(probe_mutex_);
     text = probe_text_;
+    ids = probe_ids_;
+    seq = probe_seq_;
   }
   try {
-    InputOptions o;
-    o.what = "probe sentence";
-    const PreparedInput in = prepare_text(model, text, o);  // cut at max_len, as everywhere
-    if (in.ids.empty()) return;
     auto backend = make_backend("cpu");
     ForwardRequest req;
-    req.ids = in.ids, req.tokens = in.tokens;
-    const Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(model, *backend, req))};
+    if (ids.empty()) {
+      InputOptions o;
+      o.what = "probe sentence";
+      const PreparedInput in = prepare_text(model, text, o);  // cut at max_len, as everywhere
+      if (in.ids.empty()) return;
+      req.ids = in.ids, req.tokens = in.tokens;
+    } else {
+      req.ids = ids;
+    }
+    Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(model, *backend, req)), {}, {}};
+    if (!ids.empty()) {
+      s.induction = head_detector_scores(*s.result, HeadDetector::Induction, seq);
+      s.previous_token = head_detector_scores(*s.result, HeadDetector::PreviousToken, seq);
+    }
     post([this, s] { emit snapshotTaken(s); });
   } catch (const Error&) {
     // a probe the model cannot read (no vocabulary match) is simply not shown

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/compute/forward.h"
 #include "engine/train/trainer.h"
@@ -19,6 +20,9 @@ namespace attnlab {
 struct Snapshot {
   int step = 0;
   std::shared_ptr<const ForwardResult> result;  // labelled by its own tokens
+  // A language-model preset's probe (a random sequence repeated, TrainController::setProbeIds):
+  // every head's detector scores on it, [layers, heads] (engine/analysis/detectors.h); else empty.
+  Tensor induction, previous_token;
 };
 
 struct TrainJob {
@@ -46,6 +50,9 @@ class TrainController : public QObject {
   bool running() const { return running_; }
   // The probe sentence: read by the worker at each snapshot.
   void setProbeText(const std::string& text);
+  // Instead of the sentence (a language-model task): these ids, seq random tokens repeated twice,
+  // scored by the head detectors at each snapshot. Empty: the sentence again.
+  void setProbeIds(std::vector<int> ids, int seq);
   // Processes events until the run has ended and its outcome is delivered (tests).
   void waitForFinish();
 
@@ -63,6 +70,8 @@ class TrainController : public QObject {
   bool running_ = false;
   std::mutex probe_mutex_;
   std::string probe_text_;
+  std::vector<int> probe_ids_;
+  int probe_seq_ = 0;
   BackgroundJob job_{this};  // last: stopped and waited for before the members it reads go
 };
 

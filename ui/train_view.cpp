@@ -10,6 +10,7 @@
 #include <QScrollBar>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <random>
 
 #include "engine/model/model_folder.h"
 #include "engine/train/tasks.h"
@@ -55,6 +56,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
     run_->setProbe(s.probe);
   });
   connect(data_, &DatasetPanel::loadRequested, this, &TrainView::loadDataset);
+  connect(data_, &DatasetPanel::lmPresetChosen, this, [this](const LmPreset& p) { chooseLmPreset(p.name); });
   connect(run_, &RunPanel::trainClicked, this, &TrainView::startTraining);
   connect(run_, &RunPanel::pauseToggled, this, &TrainView::setPaused);
   connect(run_, &RunPanel::stopClicked, this, &TrainView::stopTraining);
@@ -65,7 +67,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
     if (!dir.isEmpty()) saveModel(dir);
   });
   connect(run_, &RunPanel::exploreClicked, this, [this] {
-    if (trained_) emit openInExplore(trained_, "trained on " + QFileInfo(data_->path()).fileName());
+    if (trained_) emit openInExplore(trained_, "trained on " + trained_on_, probe_text_);
   });
   connect(run_, &RunPanel::probeChanged, this,
           [this](const QString& t) { controller_->setProbeText(t.toStdString()); });
@@ -110,6 +112,8 @@ bool TrainView::loadDataset(const QString& path) {
     run_->reset();
     trained_.reset();
   }
+  form_->useClassifier();
+  controller_->setProbeIds({}, 0);
   const QString problem = data_->load(path);
   if (!problem.isEmpty()) {
     fail(problem);
@@ -118,6 +122,47 @@ bool TrainView::loadDataset(const QString& path) {
   run_->clearMessage();
   return true;
 }
+
+bool TrainView::chooseLmPreset(const QString& name) {
+  if (isTraining()) {
+    fail("Stop the training run before choosing another dataset.");
+    return false;
+  }
+  const LmPreset* p = nullptr;
+  try {
+    p = &lm_preset(name.toStdString());
+  } catch (const Error& e) {
+    fail(QString::fromStdString(e.what()));
+    return false;
+  }
+  run_->reset();
+  trained_.reset();
+  data_->useLmPreset(*p);
+  form_->useLmPreset(*p);
+  run_->clearMessage();
+  return true;
+}
+
+CurveView* TrainView::scoresCurve() const {
+  return run_->scoresCurve();
+}
+int TrainView::phaseChangeStep() const {
+  return run_->phaseChangeStep();
+}
+
+namespace {
+
+// A language-model run's probe: seq tokens drawn from the task's ids (no special tokens, so its
+// text reads back as the same ids), then the same seq again, as the head detectors read.
+std::vector<int> lm_probe(const LmTask& task) {
+  std::mt19937_64 rng(0);
+  std::uniform_int_distribution<int> draw(task.first_id, task.vocab - 1);
+  std::vector<int> ids(static_cast<size_t>(2 * task.seq));
+  for (int k = 0; k < task.seq; ++k) ids[static_cast<size_t>(k)] = ids[static_cast<size_t>(k + task.seq)] = draw(rng);
+  return ids;
+}
+
+}  // namespace
 
 void TrainView::applyPreset(const QString& name) {
   form_->applyPreset(name);
@@ -166,21 +211,44 @@ bool TrainView::startTraining() {
     return false;
   }
   TrainJob job;
-  try {
-    std::vector<Example> tr, va;
-    split_dataset(data_->dataset().rows, data_->validationSplit(), form_->seed(), tr, va);
-    const bool tune = form_->fineTune();
-    TrainingSetup setup = tune ? fine_tune_setup(*form_->baseModel(), tr, va, form_->seed())
-                               : new_classifier(tr, va, form_->modelConfig(), form_->seed());
-    if (!tune) setup.model.source = "trained in attnlab";
-    job.model = std::make_shared<Model>(std::move(setup.model));
-    job.train = std::move(setup.train);
-    job.val = std::move(setup.val);
-    job.config = form_->trainConfig();
-  } catch (const Error& e) {
-    fail(QString::fromStdString(e.what()));
-    return false;
+  if (const LmPreset* p = data_->lmPreset()) {
+    try {
+      job.model = std::make_shared<Model>(new_language_model(form_->lmShape(), form_->seed()));
+      job.model->source = "trained in attnlab";
+      job.train = make_lm_task(p->task, p->sequences, 2 * form_->seed() + 1);
+      job.val = make_lm_task(p->task, 128, 2 * form_->seed() + 2);
+      job.config = form_->trainConfig();
+    } catch (const Error& e) {
+      fail(QString::fromStdString(e.what()));
+      return false;
+    }
+    const std::vector<int> probe = lm_probe(p->task);
+    controller_->setProbeIds(probe, p->task.seq);
+    QStringList words;
+    for (int id : probe) words << QString::fromStdString(job.model->vocab.token(id));
+    probe_text_ = words.join(' ');
+    run_->setProbe(probe_text_);
+    trained_on_ = QString("the %1 task").arg(p->task.name.c_str());
+  } else {
+    controller_->setProbeIds({}, 0);
+    probe_text_.clear();
+    trained_on_ = QFileInfo(data_->path()).fileName();
   }
+  if (!job.model) try {
+      std::vector<Example> tr, va;
+      split_dataset(data_->dataset().rows, data_->validationSplit(), form_->seed(), tr, va);
+      const bool tune = form_->fineTune();
+      TrainingSetup setup = tune ? fine_tune_setup(*form_->baseModel(), tr, va, form_->seed())
+                                 : new_classifier(tr, va, form_->modelConfig(), form_->seed());
+      if (!tune) setup.model.source = "trained in attnlab";
+      job.model = std::make_shared<Model>(std::move(setup.model));
+      job.train = std::move(setup.train);
+      job.val = std::move(setup.val);
+      job.config = form_->trainConfig();
+    } catch (const Error& e) {
+      fail(QString::fromStdString(e.what()));
+      return false;
+    }
   trained_.reset();
   const int batch = job.config.batch;
   run_->begin(job.model->config, job.config.epochs * static_cast<int>((job.train.size() + batch - 1) / batch));

@@ -31,6 +31,11 @@ class TrainView : public QWidget {
   void setDataDir(const QString& dir);  // where the shipped datasets are; loads the first
   // Loads a TSV/CSV for training. Problems are listed row by row; returns false if there are any.
   bool loadDataset(const QString& path);
+  // A language-model preset (engine/train/tasks.h's lm_presets, by name) in place of a dataset:
+  // its generated task, its architecture in the form, its heads scored as it trains.
+  bool chooseLmPreset(const QString& name);
+  CurveView* scoresCurve() const;
+  int phaseChangeStep() const;
   void applyPreset(const QString& name);  // "tiny (fast)", "article model (d=128, 8 heads)", "default"
   // The model open in Explore: "Start from" can fine-tune it (a new classifier on its encoder).
   void setBaseModel(std::shared_ptr<const Model> model, const QString& name);
@@ -56,7 +61,8 @@ class TrainView : public QWidget {
   QString datasetChoiceText() const;
 
  signals:
-  void openInExplore(std::shared_ptr<const attnlab::Model> model, const QString& name);
+  // text: what Explore should show it (a language-model preset's probe), or empty (keep the text).
+  void openInExplore(std::shared_ptr<const attnlab::Model> model, const QString& name, const QString& text);
   void status(const QString& message);
 
  protected:
@@ -72,6 +78,7 @@ class TrainView : public QWidget {
   RunPanel* run_;
   TrainController* controller_;
   std::shared_ptr<const Model> trained_;
+  QString trained_on_, probe_text_;  // the data's name; a language model's probe as text
 };
 
 }  // namespace attnlab

@@ -107,6 +107,35 @@ std::string examples_to_tsv(const std::vector<Example>& rows) {
   return out;
 }
 
+const std::vector<LmPreset>& lm_presets() {
+  static const std::vector<LmPreset> rows = [] {
+    LmPreset induction;
+    induction.name = "induction";
+    induction.label = "Induction heads (generated; a 2-layer attention-only language model)";
+    induction.task.name = "induction", induction.task.seq = 10, induction.task.vocab = 64;
+    induction.shape.arch = "llama", induction.shape.layers = 2, induction.shape.heads = 1, induction.shape.dim = 32;
+    induction.shape.ff = 0, induction.shape.max_len = 20, induction.shape.vocab = 64;
+    induction.sequences = 9600, induction.epochs = 10, induction.batch = 32;  // 300 steps an epoch
+    induction.lr = 3e-3f, induction.warmup = 100, induction.cosine = true, induction.seed = 4;
+    induction.what =
+        "Sequences of 20 tokens whose last part repeats an earlier part (5 to 10 random tokens, twice); only the "
+        "repeat is scored. Watch the loss sit near log 61 = 4.1, then fall within a few hundred steps (the phase "
+        "change), as layer 1's head starts to attend from each token to the one after its earlier occurrence: its "
+        "induction score crosses 0.5, fed by a previous-token head in layer 0 (Olsson et al. 2022).";
+    return std::vector<LmPreset>{induction};
+  }();
+  return rows;
+}
+
+const LmPreset& lm_preset(const std::string& name) {
+  std::string names;
+  for (const LmPreset& p : lm_presets()) {
+    if (name == p.name) return p;
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw Error("unknown language-model preset \"" + name + "\" (expected " + names + ")");
+}
+
 const std::vector<ShippedDataset>& shipped_datasets() {
   static const std::vector<ShippedDataset> rows = {
       {"negation.tsv", "negation sentiment (word level)", "word", 32, "the film was not very good"},

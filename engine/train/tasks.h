@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/train/dataset.h"
+#include "engine/train/trainer.h"
 
 namespace attnlab {
 
@@ -35,6 +36,32 @@ std::vector<std::string> lm_task_names();
 
 // text<TAB>label lines with a header.
 std::string examples_to_tsv(const std::vector<Example>& rows);
+
+// Language-model presets, one row each: a task, a model and a schedule that reproduce a paper's
+// effect at a size this machine trains in seconds (the Train tab lists them beside the shipped
+// datasets; attnlab-cli train --objective lm --preset NAME; docs/training.md says what each shows).
+struct LmPreset {
+  const char* name = "";   // --preset NAME
+  const char* label = "";  // how the Train tab lists it
+  LmTask task;
+  LmShape shape;
+  int sequences = 0;  // drawn once with the seed: an epoch's worth
+  int epochs = 0, batch = 32, warmup = 0;
+  float lr = 1e-3f;
+  bool cosine = false;
+  uint64_t seed = 0;
+  const char* what = "";  // what to watch for, shown when it is chosen
+  // The run the row describes: its epochs, batch, schedule and seed; no dropout; the last weights
+  // kept (the run is for the change, not the best epoch).
+  TrainConfig train_config() const {
+    TrainConfig tc;
+    tc.epochs = epochs, tc.batch = batch, tc.seed = seed, tc.dropout = 0.0f, tc.keep_best = false;
+    tc.optimizer.lr = lr, tc.optimizer.warmup_steps = warmup, tc.optimizer.cosine = cosine;
+    return tc;
+  }
+};
+const std::vector<LmPreset>& lm_presets();
+const LmPreset& lm_preset(const std::string& name);  // Error naming the presets there are
 
 // The datasets shipped in resources/data, one row each: the file, how the Train tab names it, the
 // tokenizer and max_len a new model on it gets, and a probe sentence whose heads it shows.

@@ -170,6 +170,12 @@ j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("forward opens it as a language model", len(j.get("next_tokens", [])) > 0, r.stdout + r.stderr)
 r = run("generate", "--model", lm, "--text", "w1 w2 w3 w1", "--max-new", "3", "--greedy", "--json")
 check("generate writes with it", r.returncode == 0 and len(json.loads(r.stdout)["generated_ids"]) == 3, r.stdout + r.stderr)
+r = run("train", "--objective", "lm", "--preset", "induction", "--epochs", "1", "--n", "320", "--out",
+        os.path.join(tmp, "preset"), "--quiet")
+cfg = json.load(open(os.path.join(tmp, "preset", "config.json"))) if r.returncode == 0 else {}
+check("train --preset induction builds the preset's model (2 layers of one head, attention-only, rotary)",
+      cfg.get("num_layers") == 2 and cfg.get("num_heads") == 1 and cfg.get("ff_dim") == 0 and
+      cfg.get("positional") == "rotary" and cfg.get("max_len") == 20, r.stdout + r.stderr + str(cfg))
 r = run("analyze", "--model", lm, "--method", "induction", "--seq", "6")
 check("analyze --method induction scores it", r.returncode == 0 and r.stdout.startswith("induction scores"), r.stderr)
 
@@ -202,6 +208,8 @@ data_bad_cases = [
     ("train lm: no length", ["train", "--objective", "lm", "--task", "induction", "--out", os.path.join(tmp, "x")], "needs --steps N or --epochs N"),
     ("train lm: max-len too short", ["train", "--objective", "lm", "--task", "induction", "--max-len", "8", "--steps", "5", "--out", os.path.join(tmp, "x")], "shorter than the task's sequences"),
     ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),
+    ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction)"),
+    ("train: --preset is for lm", ["train", "--preset", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--preset is for --objective lm"),
     ("train: unknown objective", ["train", "--objective", "mlm", "--data", data, "--out", os.path.join(tmp, "x")], "--objective must be classify or lm"),
     ("train: --task is for lm", ["train", "--task", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--task is for --objective lm"),
 ]

@@ -352,22 +352,18 @@ TEST_CASE("a new language model: transformers' initialisation, saved and opened 
 }
 
 TEST_CASE("the induction preset forms an induction head; the untrained model has none", "[trainer][lm][slow]") {
-  // Olsson et al. 2022 at a size the suite trains in seconds: 2 layers of one head, attention-only,
-  // rotary positions; copies of 5 to 10 random tokens from 61 (vocabulary 64). On this machine the
-  // loss falls from ~4 to ~0.2 (the phase change) within 500 of the 3,000 steps, for every seed
-  // tried (1-6); the score is the detector's over four of its sequences, as one sequence of 10
-  // tokens moves it by +-0.1.
-  LmTask task;
-  task.name = "induction", task.seq = 10, task.vocab = 64;
-  LmShape shape;
-  shape.arch = "llama", shape.layers = 2, shape.heads = 1, shape.dim = 32, shape.ff = 0;
-  shape.vocab = task.vocab, shape.max_len = 2 * task.seq;
-  Model m = new_language_model(shape, 4);
+  // Olsson et al. 2022 at a size the suite trains in seconds, the row the Train tab and
+  // `train --preset induction` run: 2 layers of one head, attention-only, rotary positions; copies
+  // of 5 to 10 random tokens from 61 (vocabulary 64), 3,000 steps. On this machine the loss falls
+  // from ~4 to ~0.2 (the phase change) within the first 500 steps for every seed tried; the score
+  // is the detector's over four of its sequences, as one sequence of 10 tokens moves it by +-0.1.
+  const LmPreset& p = lm_preset("induction");
+  Model m = new_language_model(p.shape, p.seed);
   auto cpu = make_backend("cpu");
   auto best_head = [&] {
     Tensor mean;
     for (uint64_t seed = 0; seed < 4; ++seed) {
-      const Tensor s = detect_heads(m, *cpu, HeadDetector::Induction, task.seq, seed);
+      const Tensor s = detect_heads(m, *cpu, HeadDetector::Induction, p.task.seq, seed);
       if (mean.numel() == 0) mean = Tensor(s.shape);
       for (size_t k = 0; k < s.data.size(); ++k) mean.data[k] += s.data[k] / 4.0f;
     }
@@ -376,25 +372,18 @@ TEST_CASE("the induction preset forms an induction head; the untrained model has
   const Tensor before = best_head();
   for (float v : before.data) CHECK(v < 0.1f);
 
-  TrainConfig tc;
-  tc.batch = 32;
-  tc.epochs = 1;
-  tc.max_steps = 3000;
-  tc.dropout = 0;
-  tc.keep_best = false;
-  tc.seed = 4;
-  tc.optimizer.lr = 3e-3f;
-  tc.optimizer.warmup_steps = 100;
-  tc.optimizer.cosine = true;
-  const EncodedData train = make_lm_task(task, 3000 * 32, 9), val = make_lm_task(task, 128, 10);
-  const TrainResult res = train_model(m, train, val, tc);
+  const EncodedData train = make_lm_task(p.task, p.sequences, 2 * p.seed + 1);
+  const EncodedData val = make_lm_task(p.task, 128, 2 * p.seed + 2);
+  const TrainResult res = train_model(m, train, val, p.train_config());
   REQUIRE_FALSE(res.diverged);
   const Tensor after = best_head();
   CAPTURE(after.data);
+  REQUIRE(after.shape == std::vector<int64_t>{2, 1});
   // the second layer's head (it reads the first's output: a previous-token head feeds it)
   CHECK(after.at(1, 0) >= 0.5f);
   CHECK(after.at(0, 0) < 0.2f);
-  // and the second copies are predicted: the validation accuracy over them
-  REQUIRE(res.epochs.size() == 1);
-  CHECK(res.epochs[0].val_acc > 0.9);
+  // and the second copies are predicted: the last epoch's validation accuracy over them
+  REQUIRE(res.epochs.size() == static_cast<size_t>(p.epochs));
+  CHECK(res.epochs.back().val_acc > 0.9);
+  CHECK_THROWS_WITH(lm_preset("grok"), Catch::Contains("induction"));
 }

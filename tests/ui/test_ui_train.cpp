@@ -55,6 +55,7 @@ using namespace attnlab::test;
 #include <QPushButton>
 
 #include "engine/core/io_util.h"
+#include "engine/analysis/detectors.h"
 #include "engine/train/tasks.h"
 #include "ui/curve_view.h"
 #include "ui/dataset_model.h"
@@ -91,6 +92,67 @@ TEST_CASE("training a tiny dataset adds curve points; the saved model opens in E
   REQUIRE(w.explore()->result());
   CHECK(w.explore()->model()->config.labels == std::vector<std::string>{"negative", "positive"});
   CHECK(w.explore()->headCount() == 4);
+}
+
+TEST_CASE(
+    "the induction preset in the Train tab: head scores as it trains, the phase change marked, Explore opens "
+    "it on the probe",
+    "[ui][train][lm]") {
+  MainWindow w;
+  TrainView* t = w.train();
+  const LmPreset& p = lm_preset("induction");
+  REQUIRE(t->chooseLmPreset("induction"));
+  CHECK(t->datasetChoiceText() == p.label);
+  auto* positions = t->findChild<QComboBox*>("startFrom");
+  REQUIRE(positions);
+  CHECK_FALSE(positions->isEnabled());  // a new decoder: nothing to fine-tune
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  const Model& m = *t->trainedModel();
+  CHECK(m.config.lm_head);
+  CHECK(m.config.num_layers == p.shape.layers);
+  CHECK(t->confusionTable()->isHidden());
+  CurveView* scores = t->scoresCurve();
+  CHECK(scores->isVisibleTo(t));
+  REQUIRE(scores->seriesCount() == 4);  // induction and previous-token for each of the 2 heads
+  REQUIRE(t->snapshotCount() >= 10);
+  CHECK(scores->pointCount(1) == t->snapshotCount());
+  // the phase change is marked on the loss curve, and the message says when
+  CHECK(t->phaseChangeStep() > 0);
+  CHECK(t->lossCurve()->markerCount() == 1);
+  CHECK(t->message().contains(QString("phase change came at step %1").arg(t->phaseChangeStep())));
+
+  // Explore opens the model on the probe, and the curve's last point is its layer-1 head's
+  // induction score on that text (the final weights; the same pass)
+  QList<QPushButton*> buttons = t->findChildren<QPushButton*>();
+  QPushButton* open = nullptr;
+  for (QPushButton* b : buttons)
+    if (b->text() == "Open in Explore") open = b;
+  REQUIRE(open);
+  open->click();
+  ExploreView* e = w.explore();
+  e->flush();
+  REQUIRE(e->result());
+  REQUIRE(e->result()->ids.size() == static_cast<size_t>(2 * p.task.seq));
+  const Tensor ind = head_detector_scores(*e->result(), HeadDetector::Induction, p.task.seq);
+  const QCPGraph* g = scores->plot()->graph(1);  // L1H0 induction
+  REQUIRE(g->dataCount() > 0);
+  CHECK(std::fabs(g->data()->at(g->dataCount() - 1)->value - ind.at(1, 0)) < 1e-5);
+  CHECK(ind.at(1, 0) >= 0.5f);
+
+  // a dataset again: the classifier's form and charts
+  QTemporaryDir dir;
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(60, 3)))));
+  CHECK(positions->isEnabled());
+  CHECK_FALSE(t->trainedModel());
+  CHECK(t->lossCurve()->markerCount() == 0);
+  t->setEpochs(1);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  CHECK(t->scoresCurve()->isHidden());
+  CHECK_FALSE(t->confusionTable()->isHidden());
+  CHECK(t->trainedModel()->config.num_classes == 2);
 }
 
 TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {

@@ -24,10 +24,16 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
   auto* dv = new QVBoxLayout(this);
   choice_ = new QComboBox(this);
   for (const ShippedDataset& s : shipped_datasets()) choice_->addItem(s.label, s.file);
+  for (const LmPreset& p : lm_presets()) {
+    choice_->addItem(p.label, QString("lm:") + p.name);
+    choice_->setItemData(choice_->count() - 1, p.what, Qt::ToolTipRole);
+  }
   choice_->addItem("Open a TSV / CSV file...", QString());
   choice_->setToolTip("A dataset shipped with attnlab, or your own TSV / CSV file (text and label columns)");
   dv->addWidget(choice_);
-  auto* cols = new QHBoxLayout;
+  columns_ = new QWidget(this);
+  auto* cols = new QHBoxLayout(columns_);
+  cols->setContentsMargins(0, 0, 0, 0);
   text_col_ = new QComboBox(this);
   label_col_ = new QComboBox(this);
   text_col_->setToolTip("The column that holds the text");
@@ -36,7 +42,7 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
   cols->addWidget(text_col_, 1);
   cols->addWidget(new QLabel("label column", this));
   cols->addWidget(label_col_, 1);
-  dv->addLayout(cols);
+  dv->addWidget(columns_);
   summary_ = new QLabel(this);
   summary_->setWordWrap(true);
   dv->addWidget(summary_);
@@ -53,7 +59,9 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
   issues_->setStyleSheet("color: #a00;");
   issues_->hide();
   dv->addWidget(issues_);
-  auto* vs = new QHBoxLayout;
+  split_row_ = new QWidget(this);
+  auto* vs = new QHBoxLayout(split_row_);
+  vs->setContentsMargins(0, 0, 0, 0);
   val_split_ = new QDoubleSpinBox(this);
   val_split_->setDecimals(2);
   val_split_->setRange(0.05, 0.5);
@@ -63,7 +71,7 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
   vs->addWidget(new QLabel("validation split", this));
   vs->addWidget(val_split_);
   vs->addStretch();
-  dv->addLayout(vs);
+  dv->addWidget(split_row_);
 
   // activated, not currentIndexChanged: choosing "Open a TSV / CSV file..." again opens the
   // dialog again.
@@ -78,6 +86,7 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
         showChoice();  // cancelled: back to what is loaded
       return;
     }
+    if (file.startsWith("lm:")) return emit lmPresetChosen(lm_preset(file.mid(3).toStdString()));
     const auto& shipped = shipped_datasets();
     if (i >= static_cast<int>(shipped.size())) return emit loadRequested(file);  // a file opened earlier
     emit shippedChosen(shipped[static_cast<size_t>(i)]);
@@ -105,7 +114,32 @@ QString DatasetPanel::choiceText() const {
   return choice_->currentText();
 }
 
+void DatasetPanel::showFileParts(bool on) {
+  for (QWidget* w : {columns_, static_cast<QWidget*>(preview_), split_row_}) w->setVisible(on);
+}
+
+void DatasetPanel::useLmPreset(const LmPreset& p) {
+  lm_ = &p;
+  dataset_ = {};
+  path_.clear();
+  preview_model_->setRows({});
+  issues_->clear();
+  issues_->hide();
+  showFileParts(false);
+  summary_->setTextFormat(Qt::RichText);
+  summary_->setText(QString("<b>%1</b><br>%2<br>Generated with the seed: %3 sequences of %4 tokens (an epoch), and "
+                            "128 more for validation.")
+                        .arg(QString(p.label).toHtmlEscaped(), QString(p.what).toHtmlEscaped())
+                        .arg(p.sequences)
+                        .arg(2 * p.task.seq));
+  QSignalBlocker block(choice_);
+  choice_->setCurrentIndex(choice_->findData(QString("lm:") + p.name));
+}
+
 QString DatasetPanel::load(const QString& path) {
+  lm_ = nullptr;
+  showFileParts(true);
+  summary_->setTextFormat(Qt::PlainText);
   DatasetOptions opt;
   opt.strict = false;
   if (path == path_) {
@@ -164,13 +198,14 @@ void DatasetPanel::showChoice() {
       return;
     }
   if (path_.isEmpty()) return;
+  const int user = shipped + static_cast<int>(lm_presets().size());  // the user's file: after the presets
   const int open_item = choice_->count() - 1;
-  if (open_item == shipped)  // no user file listed yet
-    choice_->insertItem(shipped, QFileInfo(path_).fileName(), path_);
+  if (open_item == user)  // no user file listed yet
+    choice_->insertItem(user, QFileInfo(path_).fileName(), path_);
   else
-    choice_->setItemText(shipped, QFileInfo(path_).fileName()), choice_->setItemData(shipped, path_);
-  choice_->setItemData(shipped, path_, Qt::ToolTipRole);
-  choice_->setCurrentIndex(shipped);
+    choice_->setItemText(user, QFileInfo(path_).fileName()), choice_->setItemData(user, path_);
+  choice_->setItemData(user, path_, Qt::ToolTipRole);
+  choice_->setCurrentIndex(user);
 }
 
 }  // namespace attnlab

@@ -1,6 +1,8 @@
-// DatasetPanel: the Train tab's data: a shipped dataset (engine/train/tasks.h's table) or a TSV / CSV
-// file, its preview and label counts, the text and label columns, parse problems row by row, and
-// the validation split. It reads files; the Train tab decides when a new one may be loaded.
+// DatasetPanel: the Train tab's data: a shipped dataset (engine/train/tasks.h's table), a
+// language-model preset's generated task (the same file's lm_presets table: what to watch for, in
+// place of the preview) or a TSV / CSV file, its preview and label counts, the text and label
+// columns, parse problems row by row, and the validation split. It reads files; the Train tab
+// decides when a new one may be loaded.
 #pragma once
 
 #include <QGroupBox>
@@ -17,6 +19,7 @@ namespace attnlab {
 
 class DatasetTableModel;
 struct ShippedDataset;
+struct LmPreset;
 
 class DatasetPanel : public QGroupBox {
   Q_OBJECT
@@ -29,16 +32,22 @@ class DatasetPanel : public QGroupBox {
   QString load(const QString& path);
   const Dataset& dataset() const { return dataset_; }
   QString path() const { return path_; }
-  bool ready() const { return !path_.isEmpty() && dataset_.issues.empty() && !dataset_.rows.empty(); }
+  bool ready() const { return lm_ || (!path_.isEmpty() && dataset_.issues.empty() && !dataset_.rows.empty()); }
+  // A language-model preset in place of a file (nothing to read: its task is generated); null
+  // when a dataset is loaded.
+  void useLmPreset(const LmPreset& preset);
+  const LmPreset* lmPreset() const { return lm_; }
   double validationSplit() const;
   QString choiceText() const;
 
  signals:
   void loadRequested(const QString& path);        // the user chose a file or a shipped dataset
   void shippedChosen(const ShippedDataset& row);  // before its loadRequested
+  void lmPresetChosen(const LmPreset& row);
 
  private:
   void showChoice();
+  void showFileParts(bool on);  // the columns, preview and split (a file), or not (a generated task)
 
   Dataset dataset_;
   QString path_, data_dir_;
@@ -48,6 +57,8 @@ class DatasetPanel : public QGroupBox {
   QLabel* summary_;
   QListWidget* issues_;
   QDoubleSpinBox* val_split_;
+  QWidget *columns_, *split_row_;
+  const LmPreset* lm_ = nullptr;
 };
 
 }  // namespace attnlab

@@ -5,6 +5,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
+#include <QLabel>
 #include <QSignalBlocker>
 #include <QSpinBox>
 
@@ -40,7 +41,7 @@ QComboBox* combo(const QStringList& items, const QString& value, QWidget* parent
 }  // namespace
 
 ModelForm::ModelForm(QWidget* parent) : QGroupBox("Model and optimiser", parent) {
-  auto* mf = new QFormLayout(this);
+  auto* mf = layout_ = new QFormLayout(this);
   start_from_ = new QComboBox(this);
   start_from_->setObjectName("startFrom");
   start_from_->addItem("a new model (the form below)");
@@ -110,6 +111,11 @@ ModelForm::ModelForm(QWidget* parent) : QGroupBox("Model and optimiser", parent)
     r.widget->setToolTip(r.tip);
     mf->addRow(r.label, r.widget);
   }
+  arch_ = new QLabel(this);
+  arch_->setWordWrap(true);
+  arch_->setObjectName("lmArchitecture");
+  mf->insertRow(mf->indexOf(layers_) >= 0 ? 2 : 0, "architecture", arch_);
+  mf->setRowVisible(arch_, false);
   if (!bf16_available()) {
     precision_->setEnabled(false);
     precision_->setToolTip(QString::fromStdString(bf16_notice()));
@@ -156,21 +162,67 @@ void ModelForm::setFineTune(bool on, bool freeze) {
 }
 
 bool ModelForm::fineTune() const {
-  return start_from_->currentIndex() == 1 && base_;
+  return start_from_->currentIndex() == 1 && base_ && !lm_;
 }
 
 // Fine-tuning takes the architecture from the base model: its fields are not used and say so;
 // the learning rate becomes a fine-tuning one (BERT's paper: 2e-5..5e-5; a head alone: 1e-3).
 void ModelForm::updateStartFrom() {
-  const bool tune = start_from_->currentIndex() == 1;
+  const bool tune = start_from_->currentIndex() == 1 && !lm_;
   freeze_->setEnabled(tune);
-  for (QWidget* w : std::initializer_list<QWidget*>{preset_, layers_, heads_, dim_, ff_, max_len_, positional_, norm_,
-                                                    activation_, tokenizer_, pooling_})
-    w->setEnabled(!tune);
+  start_from_->setEnabled(!lm_);
+  for (QWidget* w : std::initializer_list<QWidget*>{layers_, heads_, dim_, ff_}) w->setEnabled(!tune);
+  for (QWidget* w :
+       std::initializer_list<QWidget*>{preset_, max_len_, positional_, norm_, activation_, tokenizer_, pooling_})
+    w->setEnabled(!tune && !lm_);
   if (tune) {
     lr_->setValue(freeze_->isChecked() ? 1e-3 : 5e-5);
     epochs_->setValue(2);
   }
+}
+
+// The rows a language-model preset fixes are hidden (its architecture is said in their place);
+// the sizes and the optimiser stay.
+void ModelForm::showLmRows(bool lm) {
+  for (QWidget* w : std::initializer_list<QWidget*>{start_from_, freeze_, preset_, max_len_, positional_, norm_,
+                                                    activation_, tokenizer_, pooling_})
+    layout_->setRowVisible(w, !lm);
+  layout_->setRowVisible(arch_, lm);
+}
+
+void ModelForm::useLmPreset(const LmPreset& p) {
+  lm_ = &p;
+  const bool llama = p.shape.arch == "llama";
+  arch_->setText(QString("%1-style decoder: %2; causal, next-token loss over the repeats; %3 tokens")
+                     .arg(llama ? "Llama" : "GPT-2")
+                     .arg(llama ? "rotary positions, pre-RMSNorm, SwiGLU when the feed-forward is not 0"
+                                : "learned positions, pre-LayerNorm, GELU, the head tied to the embedding")
+                     .arg(p.shape.max_len));
+  showLmRows(true);
+  {
+    QSignalBlocker block(start_from_);
+    start_from_->setCurrentIndex(0);  // a new model: the preset's
+  }
+  layers_->setValue(p.shape.layers), heads_->setValue(p.shape.heads), dim_->setValue(p.shape.dim);
+  ff_->setValue(p.shape.ff), max_len_->setValue(p.shape.max_len);
+  lr_->setValue(p.lr), epochs_->setValue(p.epochs), batch_->setValue(p.batch),
+      seed_->setValue(static_cast<int>(p.seed));
+  dropout_->setValue(0.0);
+  updateStartFrom();
+}
+
+void ModelForm::useClassifier() {
+  if (!lm_) return;
+  lm_ = nullptr;
+  showLmRows(false);
+  applyPreset(preset_->currentText());  // the classifier's sizes again
+  updateStartFrom();
+}
+
+LmShape ModelForm::lmShape() const {
+  LmShape s = lm_ ? lm_->shape : LmShape{};
+  s.layers = layers_->value(), s.heads = heads_->value(), s.dim = dim_->value(), s.ff = ff_->value();
+  return s;
 }
 
 void ModelForm::setEpochs(int epochs) {
@@ -213,6 +265,11 @@ TrainConfig ModelForm::trainConfig() const {
   tc.seed = seed();
   tc.backend = precision_->currentIndex() == 1 ? "cpu-bf16" : "cpu";
   tc.freeze_encoder = fineTune() && freeze_->isChecked();
+  if (lm_) {  // the preset's schedule, the last weights (the run is for the change, not the best epoch)
+    tc.optimizer.warmup_steps = lm_->warmup;
+    tc.optimizer.cosine = lm_->cosine;
+    tc.keep_best = false;
+  }
   return tc;
 }
 

@@ -6,11 +6,14 @@
 #include <memory>
 
 #include "engine/model/model.h"
+#include "engine/train/tasks.h"
 #include "engine/train/trainer.h"
 
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QLabel;
 class QSpinBox;
 
 namespace attnlab {
@@ -27,20 +30,32 @@ class ModelForm : public QGroupBox {
   const std::shared_ptr<const Model>& baseModel() const { return base_; }
   void setEpochs(int epochs);
   void useShipped(const QString& tokenizer, int max_len);  // a shipped dataset's tokenizer and length
-  ModelConfig modelConfig() const;                         // a new model's architecture
-  TrainConfig trainConfig() const;                         // epochs, batch, optimiser, dropout, seed, backend
+  // A language-model preset: the form takes its layers, heads, width, feed-forward, learning
+  // rate, epochs, batch and seed (all still editable); the classifier's fields (positions, norm,
+  // activation, tokenizer, pooling, length, fine-tuning) are the preset's architecture's and are
+  // disabled. useClassifier() enables them again (a dataset was chosen).
+  void useLmPreset(const LmPreset& preset);
+  void useClassifier();
+  const LmPreset* lmPreset() const { return lm_; }
+  LmShape lmShape() const;          // the preset's architecture with the form's sizes
+  ModelConfig modelConfig() const;  // a new model's architecture
+  TrainConfig trainConfig() const;  // epochs, batch, optimiser, dropout, seed, backend
   uint64_t seed() const;
 
  private:
   void updateStartFrom();
+  void showLmRows(bool lm);
 
   std::shared_ptr<const Model> base_;
+  const LmPreset* lm_ = nullptr;
   QComboBox *start_from_, *preset_;
   QCheckBox* freeze_;
   QSpinBox *layers_, *heads_, *dim_, *ff_, *max_len_, *batch_, *epochs_, *seed_;
   QComboBox* precision_;  // fp32 or bf16 products (cpu-bf16)
   QComboBox *positional_, *norm_, *activation_, *tokenizer_, *pooling_;
   QDoubleSpinBox *dropout_, *lr_, *weight_decay_, *clip_;
+  QFormLayout* layout_;
+  QLabel* arch_;  // a language-model preset's architecture, in place of the classifier's rows
 };
 
 }  // namespace attnlab

@@ -60,8 +60,18 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   acc_->setAxisLabels("accuracy");
   acc_->setYRange(0.0, 1.0);  // accuracy is a fraction: a fixed axis, never -2..4 or a zoomed 0.806..0.864
   acc_->setIntegerX(1);       // epochs, from 1
+  scores_ = new CurveView("step", this);
+  scores_->setObjectName("headScores");
+  scores_->setAxisLabels("head score");
+  scores_->setYRange(0.0, 1.0);
+  scores_->setToolTip(
+      "Each head's induction score (attention from a token to the one after its earlier occurrence) and "
+      "previous-token score on a random sequence repeated twice, at every snapshot");
+  scores_->hide();
+  scores_->setLegendColumns(2);
   curves->addWidget(loss_, 3);
   curves->addWidget(acc_, 2);
+  curves->addWidget(scores_, 3);
   rv->addLayout(curves, 2);
   auto* cexp = new QHBoxLayout;
   auto* export_curves = new QPushButton("Export curves...", this);
@@ -128,6 +138,8 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
 void RunPanel::reset() {
   loss_->clear();
   acc_->clear();
+  scores_->clear();
+  phase_step_ = -1;
   smoothed_ = -1;
   snapshots_.clear();
   timeline_->setRange(0, 0);
@@ -146,7 +158,34 @@ void RunPanel::reset() {
 
 void RunPanel::begin(const ModelConfig& model, int total_steps) {
   reset();
+  lm_ = model.lm_head && model.num_classes == 0;
+  scores_->setVisible(lm_);
+  acc_->setVisible(!lm_);  // a language model's accuracy: in the message; its heads' scores instead
+  confusion_->setVisible(!lm_);
+  probe_->setReadOnly(lm_);
+  probe_->setToolTip(lm_ ? "A language model's probe: random tokens repeated twice, as the head detectors read "
+                           "(the scores on the right are its heads' on it)"
+                         : "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" "
+                           "find \"good\")");
+  scores_->removeSeries();
+  score_series_.clear();
+  if (lm_) {  // every head when they are few, else each layer's best head
+    const bool each = model.num_layers * model.num_heads <= 4;
+    static const QColor palette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
+                                     {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
+    int k = 0;
+    for (const bool induction : {true, false})
+      for (int l = 0; l < model.num_layers; ++l)
+        for (int h = 0; h < (each ? model.num_heads : 1); ++h, ++k) {
+          const QString who = each ? QString("L%1H%2").arg(l).arg(h) : QString("L%1 best").arg(l);
+          QColor c = palette[static_cast<size_t>((each ? l * model.num_heads + h : l) % 8)];
+          if (!induction) c = c.lighter(150);
+          scores_->addSeries(who + (induction ? " induction" : " prev-token"), c, false, !induction);
+          score_series_.push_back({induction, l, each ? h : -1});
+        }
+  }
   probe_layer_->setRange(0, model.num_layers - 1);
+  if (lm_) probe_layer_->setValue(model.num_layers - 1);  // where an induction head forms
   for (int h = 0; h < model.num_heads; ++h) {
     auto* v = new HeatmapView(this);
     v->setMaxCells(64);
@@ -217,6 +256,32 @@ void RunPanel::onEpoch(const EpochReport& r) {
 }
 
 void RunPanel::onSnapshot(const Snapshot& s) {
+  if (lm_ && s.induction.numel() > 0) {
+    for (size_t k = 0; k < score_series_.size(); ++k) {
+      const ScoreSeries& q = score_series_[k];
+      const Tensor& t = q.induction ? s.induction : s.previous_token;
+      float v = 0;
+      for (int h = 0; h < t.dim(1); ++h)
+        if (q.head < 0 || q.head == h) v = std::max(v, t.at(q.layer, h));
+      scores_->append(static_cast<int>(k), s.step, v);
+    }
+    // The phase change: the first snapshot where a head's induction score reaches 0.5.
+    int bl = 0, bh = 0;
+    for (int l = 0; l < s.induction.dim(0); ++l)
+      for (int h = 0; h < s.induction.dim(1); ++h)
+        if (s.induction.at(l, h) > s.induction.at(bl, bh)) bl = l, bh = h;
+    if (phase_step_ < 0 && s.induction.at(bl, bh) >= 0.5f) {
+      phase_step_ = s.step;
+      loss_->addMarker(s.step, "induction head");
+      scores_->addMarker(s.step, QString("step %1").arg(s.step));
+      message_->setStyleSheet("color: #060;");
+      message_->setText(QString("Phase change at step %1: layer %2 head %3's induction score reached %4 (>= 0.5).")
+                            .arg(s.step)
+                            .arg(bl)
+                            .arg(bh)
+                            .arg(s.induction.at(bl, bh), 0, 'f', 2));
+    }
+  }
   snapshots_.push_back(s);
   const bool at_end = timeline_->value() == timeline_->maximum();
   timeline_->setRange(0, static_cast<int>(snapshots_.size()) - 1);
@@ -239,13 +304,19 @@ void RunPanel::finish(const TrainOutcome& outcome) {
   explore_->setEnabled(outcome.model != nullptr);
   if (!r.message.empty()) {
     fail(QString::fromStdString(r.message));
+  } else if (lm_) {
+    message_->setStyleSheet("color: #060;");
+    message_->setText(QString("Done: next-token accuracy %1 on the validation sequences' scored positions. %2")
+                          .arg(ev.accuracy, 0, 'f', 4)
+                          .arg(phase_step_ >= 0 ? QString("The phase change came at step %1.").arg(phase_step_)
+                                                : QString("No head's induction score reached 0.5.")));
   } else {
     message_->setStyleSheet("color: #060;");
     message_->setText(
         QString("Done: validation accuracy %1 (weights of epoch %2).").arg(ev.accuracy, 0, 'f', 4).arg(r.best_epoch));
   }
   if (r.diverged) message_->setStyleSheet("color: #a00;");
-  if (!outcome.model) return;
+  if (!outcome.model || lm_) return;
   const int C = static_cast<int>(ev.confusion.size());
   confusion_->setRowCount(C);
   confusion_->setColumnCount(C + 1);

@@ -1,6 +1,8 @@
 // RunPanel: the Train tab's run: Train / Pause / Stop / Save / Open in Explore, progress, live
 // loss and accuracy curves, a probe sentence's heads refreshed during training with a timeline
-// of snapshots, and at the end the confusion matrix with per-class accuracy. It draws what the
+// of snapshots, and at the end the confusion matrix with per-class accuracy. A language model's
+// run draws its heads' induction and previous-token scores instead of the confusion matrix, and
+// marks the phase change: the first snapshot where a head's induction score reaches 0.5. It draws what the
 // TrainController reports; the Train tab starts and stops the run.
 #pragma once
 
@@ -44,6 +46,8 @@ class RunPanel : public QWidget {
   QString progressText() const;
   CurveView* lossCurve() const { return loss_; }
   CurveView* accuracyCurve() const { return acc_; }
+  CurveView* scoresCurve() const { return scores_; }
+  int phaseChangeStep() const { return phase_step_; }  // -1: none (yet)
   int snapshotCount() const { return static_cast<int>(snapshots_.size()); }
   QPushButton* trainButton() const { return train_; }
   QTableWidget* confusionTable() const { return confusion_; }
@@ -66,6 +70,14 @@ class RunPanel : public QWidget {
   QLabel* message_;
   CurveView* loss_;
   CurveView* acc_;
+  CurveView* scores_;
+  bool lm_ = false;
+  int phase_step_ = -1;
+  struct ScoreSeries {
+    bool induction;
+    int layer, head;  // head -1: the layer's best head
+  };
+  std::vector<ScoreSeries> score_series_;
   double smoothed_ = -1;
   qint64 start_ms_ = 0;
   QLineEdit* probe_;
