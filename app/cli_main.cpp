@@ -38,6 +38,7 @@ int cmd_train(const std::vector<std::string>& argv);
 int cmd_eval(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_make_data(const std::vector<std::string>& argv);
+int cmd_lm_loss(const std::vector<std::string>& argv, const std::string& argv0);
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0);  // cli_bench.cpp
 int cmd_devices(const std::vector<std::string>& argv);
 int cmd_sae(const std::vector<std::string>& argv, const std::string& argv0);       // cli_sae.cpp
@@ -129,6 +130,8 @@ usage:
                       the biases, their total and the model's logit difference
   attnlab-cli devices [--json]          backends and OpenCL devices
   attnlab-cli make-data --task negation|first_last --out FILE.tsv [--n 4000] [--seed 1]
+  attnlab-cli lm-loss [--model DIR] (--text "..." | --ids 1,2,3) [--grad-out G.safetensors] [--json]
+                      a language model's next-token loss, and its gradients in the folder's names
   attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
                       [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
                       [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate] [--scale max|0-1]
@@ -727,6 +730,7 @@ int main(int argc, char** argv) {
        }},
 #endif
       {"make-data", [](const std::vector<std::string>& a, const std::string&) { return cmd_make_data(a); }},
+      {"lm-loss", cmd_lm_loss},
       {"devices", [](const std::vector<std::string>& a, const std::string&) { return cmd_devices(a); }},
       {"bench", cmd_bench},
   };

@@ -8,6 +8,9 @@
 
 #include "app/cli_common.h"
 #include "engine/core/io_util.h"
+#include "engine/formats/safetensors.h"
+#include "engine/model/hf_model.h"
+#include "engine/train/train_model.h"
 #include "engine/train/tasks.h"
 #include "engine/train/trainer.h"
 
@@ -301,6 +304,31 @@ int cmd_predict(const std::vector<std::string>& argv, const std::string& argv0) 
     for (size_t k = 0; k < r.class_probs.size(); ++k)
       std::printf("  %-12s %.4f\n", model.label(static_cast<int>(k)).c_str(), r.class_probs[k]);
   }
+  return 0;
+}
+
+// lm-loss: a language model's next-token loss on one sequence, and its gradients (the training
+// step's backward, no update) in the folder's own tensor names, for checking against PyTorch.
+int cmd_lm_loss(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args a(argv, with(kModelValued, {"--text", "--ids", "--grad-out"}), {"--json", "--random-init"});
+  const Model model = resolve_model(a, argv0);
+  if (!model.config.lm_head || model.config.num_classes > 0)
+    throw Error("lm-loss reads a language model (an LM head); this model is " +
+                std::string(model.config.num_classes > 0 ? "a classifier: eval --data FILE.tsv" : "an encoder"));
+  const PreparedInput in = input_from_flags(a, model, "--text", "--ids");
+  if (in.ids.size() < 2) throw Error("lm-loss needs at least 2 tokens (each position predicts the next)");
+  auto ops = make_ops(a.get("--backend", "cpu"));
+  ModelWeights grads = zeros_like(model.weights);
+  const bool want_grads = a.has("--grad-out");
+  const StepOutput s = train_step(model, *ops, make_batch(model, {in.ids}, {}), {}, want_grads ? &grads : nullptr);
+  if (want_grads)
+    save_safetensors(a.get("--grad-out"),
+                     model.is_hf() ? hf_tensors(model, grads) : weights_to_tensors(model.config, grads));
+  if (a.has("--json"))
+    std::cout << json{{"loss", s.loss}, {"scored", s.scored}, {"correct", s.correct}, {"tokens", in.tokens}}.dump(2)
+              << "\n";
+  else
+    std::printf("loss %.6f over %d positions (%d predicted right)\n", s.loss, s.scored, s.correct);
   return 0;
 }
 

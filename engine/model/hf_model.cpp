@@ -561,6 +561,41 @@ Model load_hf_model(const std::string& dir_in) {
   return m;
 }
 
+namespace {
+
+// One parameter into its stored tensor: whole, a block of rows (c_attn, qkv_proj, gate_up_proj) or,
+// transposed, a block of columns (GPT-2's Conv1D stores [in, out]).
+void put_stored(TensorMap& tensors, const LayoutName& n, const std::string& name, const Tensor& t) {
+  if (!n.transposed && n.rows < 0) {
+    tensors[name] = t;
+    return;
+  }
+  Tensor& dst = tensors[name];
+  if (dst.shape != n.stored_shape) dst = Tensor(n.stored_shape);
+  if (n.transposed) {
+    const int64_t R = t.shape[0], C = t.shape.size() > 1 ? t.shape[1] : 1, ld = n.stored_shape.back();
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < C; ++k)
+        dst.data[static_cast<size_t>(k * ld + n.row0 + r)] = t.data[static_cast<size_t>(r * C + k)];
+  } else {
+    const int64_t row = t.numel() / std::max<int64_t>(1, n.rows);  // values per row of the stored tensor
+    std::copy(t.data.begin(), t.data.end(), dst.data.begin() + n.row0 * row);
+  }
+}
+
+}  // namespace
+
+TensorMap hf_tensors(const Model& model, const ModelWeights& w) {
+  if (!model.is_hf()) throw Error("internal: hf_tensors of a model that is not a Hugging Face folder's");
+  const HfArch& arch = arch_of(model.hf.model_type);
+  TensorMap out;
+  for (const WeightEntry& e : weight_entries(model.config)) {
+    const LayoutName n = layout_name(arch.layout, e, model.config);
+    put_stored(out, n, (n.head ? "" : model.hf.prefix) + n.name, e.in(w));
+  }
+  return out;
+}
+
 void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
   if (is_decoder_type(model.hf.model_type))

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "engine/formats/safetensors.h"
 #include "engine/model/model.h"
 
 namespace attnlab {
@@ -31,6 +32,11 @@ ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::st
 
 // The shard index's file names, in order of first use (exposed for the fuzz harness).
 std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where);
+
+// The tensors of w (the model's weights, or gradients shaped as them) under the names the model's
+// folder gives them: its layout and prefix, GPT-2's Conv1D weights transposed and c_attn fused,
+// Phi-3's qkv_proj and gate_up_proj fused (the stored tensors, as transformers' state_dict holds them).
+TensorMap hf_tensors(const Model& model, const ModelWeights& w);
 
 // Writes config.json, model.safetensors (in the Hugging Face names, a classifier model as
 // *ForSequenceClassification) and the tokenizer files copied from the source folder into dir.

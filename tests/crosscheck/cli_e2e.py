@@ -176,6 +176,11 @@ cfg = json.load(open(os.path.join(tmp, "preset", "config.json"))) if r.returncod
 check("train --preset induction builds the preset's model (2 layers of one head, attention-only, rotary)",
       cfg.get("num_layers") == 2 and cfg.get("num_heads") == 1 and cfg.get("ff_dim") == 0 and
       cfg.get("positional") == "rotary" and cfg.get("max_len") == 20, r.stdout + r.stderr + str(cfg))
+r = run("lm-loss", "--model", lm, "--ids", "5,9,7,5,9,7", "--json", "--grad-out", os.path.join(tmp, "g.safetensors"))
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("lm-loss gives the loss over T - 1 positions and writes a gradient per tensor",
+      j.get("scored") == 5 and j.get("loss", 0) > 0 and os.path.getsize(os.path.join(tmp, "g.safetensors")) > 1000,
+      r.stdout + r.stderr)
 r = run("analyze", "--model", lm, "--method", "induction", "--seq", "6")
 check("analyze --method induction scores it", r.returncode == 0 and r.stdout.startswith("induction scores"), r.stderr)
 
@@ -210,6 +215,8 @@ data_bad_cases = [
     ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),
     ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction)"),
     ("train: --preset is for lm", ["train", "--preset", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--preset is for --objective lm"),
+    ("lm-loss: a classifier", ["lm-loss", "--model", trained, "--text", "the film was good"], "lm-loss reads a language model"),
+    ("lm-loss: one token", ["lm-loss", "--model", lm, "--ids", "5"], "at least 2 tokens"),
     ("train: unknown objective", ["train", "--objective", "mlm", "--data", data, "--out", os.path.join(tmp, "x")], "--objective must be classify or lm"),
     ("train: --task is for lm", ["train", "--task", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--task is for --objective lm"),
 ]

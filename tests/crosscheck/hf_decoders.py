@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 import transformers
-from pyutil import CliChecks, U32, WorstShare, oracle_bound, save_safetensors, stack_floor
+from pyutil import CliChecks, U32, WorstShare, load_safetensors, oracle_bound, save_safetensors, stack_floor
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (GPT2Config, GPT2LMHeadModel, GPT2Model, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM,
                           LlamaModel, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
@@ -356,6 +356,60 @@ def check_grad_attention(name, folder, model, T, vocab):
         fail(f"{name}: grad-attention is the identity: the check would prove nothing")
     if err > bound:
         fail(f"{name}: grad-attention differs by {err:.3e} > {bound:.3e}")
+
+
+def check_lm_loss(name, folder, model, T, vocab):
+    """attnlab-cli lm-loss (the training step's loss and backward) against transformers: the loss of
+    model(ids, labels=ids) (ForCausalLMLoss: the labels shifted by one, the mean over T - 1
+    positions) and autograd's gradient of every parameter, named and laid out as the folder stores
+    them (GPT-2's Conv1D [in, out] and fused c_attn, Phi-3's fused qkv_proj / gate_up_proj)."""
+    ids = [int(x) for x in np.random.default_rng(5).integers(0, vocab, T)]
+
+    def loss_grads(m):
+        m.eval()  # no dropout, as lm-loss
+        m.zero_grad(set_to_none=True)
+        out = m(input_ids=torch.tensor([ids]), labels=torch.tensor([ids]))
+        out.loss.backward()
+        return float(out.loss), {n: p.grad.double().numpy() for n, p in m.named_parameters() if p.grad is not None}
+
+    try:
+        L64, G64 = loss_grads(copy.deepcopy(model).double())
+        L32, G32 = loss_grads(copy.deepcopy(model).float())
+    except RuntimeError:  # as reference_pair: the float32 model, and the perturbed one for float32's error
+        L64, G64 = loss_grads(copy.deepcopy(model).float())
+        L32, G32 = loss_grads(perturbed(model))
+    with tempfile.TemporaryDirectory() as d:
+        gout = os.path.join(d, "g.safetensors")
+        j = json.loads(run(["lm-loss", "--model", folder, "--ids", ",".join(map(str, ids)), "--grad-out", gout,
+                            "--json"]).stdout)
+        got = load_safetensors(gout)
+    _, _, layers, K = decoder_floors(model, T, np.zeros(1))
+    K = max(K, vocab)  # the LM head's softmax runs over the vocabulary
+    if j["scored"] != T - 1:
+        fail(f"{name}: lm-loss scored {j['scored']} positions, transformers {T - 1}")
+    # the loss: a mean of -log p, each through the stack and the head (layers + 1 reductions)
+    bound = oracle_bound(L32, L64, stack_floor(layers + 1, K, abs(L64)))
+    err = abs(j["loss"] - L64)
+    worst = (0.0, "")
+    if err > bound:
+        fail(f"{name}: lm-loss {j['loss']:.8f}, transformers {L64:.8f} (|diff| {err:.2e} > {bound:.2e})")
+    if set(got) != set(G64):
+        fail(f"{name}: lm-loss gradients name {sorted(set(got) ^ set(G64))[:6]} that transformers' parameters do not "
+             "(or miss them)")
+    for n in sorted(set(got) & set(G64)):
+        if got[n].shape != G64[n].shape:
+            fail(f"{name}: gradient {n} has shape {got[n].shape}, transformers' {G64[n].shape}")
+            continue
+        # the backward doubles the forward's reductions (2 L blocks, and the head)
+        b = oracle_bound(G32[n], G64[n], stack_floor(2 * layers + 1, K, float(np.abs(G64[n]).max())))
+        e = float(np.abs(got[n] - G64[n]).max())
+        worst = max(worst, (e / b, n))
+        if e > b:
+            fail(f"{name}: gradient {n} differs by {e:.3e} > {b:.3e}")
+    if max(float(np.abs(g).max()) for g in G64.values()) < 1e-6:
+        fail(f"{name}: every gradient is ~0: the check would prove nothing")
+    print(f"{name}: lm-loss {j['loss']:.6f} (|diff| {err:.2e}, bound {bound:.2e}); {len(got)} gradients, worst "
+          f"{worst[0]:.0%} of its bound ({worst[1]})")
 
 
 def randomize(model):
@@ -1018,6 +1072,7 @@ def main():
         save(m, g, toks["gpt2"])
         compare_decoder("GPT2LMHeadModel (tied)", g, m, [1, 7, 100], V["gpt2"])
         check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
+        check_lm_loss("GPT2LMHeadModel (tied)", g, m, 11, V["gpt2"])
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
         check_attribution("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"])
@@ -1029,6 +1084,7 @@ def main():
         m = randomize(GPT2LMHeadModel(GPT2Config(tie_word_embeddings=False, **cfg)))
         save(m, g2, toks["gpt2"])
         compare_decoder("GPT2LMHeadModel (untied)", g2, m, [5, 64], V["gpt2"])
+        check_lm_loss("GPT2LMHeadModel (untied)", g2, m, 8, V["gpt2"])
         g3 = os.path.join(root, "gpt2-base")
         m = randomize(GPT2Model(GPT2Config(**cfg)))
         save(m, g3, toks["gpt2"])
@@ -1042,6 +1098,7 @@ def main():
         save(m, ll, toks["llama3"])
         compare_decoder("LlamaForCausalLM (GQA 8/2)", ll, m, [1, 13, 200], V["llama3"])
         check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
+        check_lm_loss("LlamaForCausalLM (GQA 8/2)", ll, m, 14, V["llama3"])
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
         check_attribution("LlamaForCausalLM (GQA 8/2)", ll, m, 6, V["llama3"])
@@ -1112,6 +1169,7 @@ def main():
             save(m, ph, toks["llama3"])
             compare_decoder("Phi3ForCausalLM (GQA 8/2, fused qkv / gate_up)", ph, m, [1, 14, 90], V["llama3"])
             check_grad_attention("Phi3ForCausalLM (GQA 8/2, fused qkv / gate_up)", ph, m, 10, V["llama3"])
+            check_lm_loss("Phi3ForCausalLM (GQA 8/2, fused qkv / gate_up)", ph, m, 9, V["llama3"])
             rope = {"rope_type": "longrope", "rope_theta": 10000.0,
                     "short_factor": [1.0 + 0.05 * k for k in range(half)],
                     "long_factor": [1.0 + 1.5 * k for k in range(half)], "original_max_position_embeddings": 24}
@@ -1138,6 +1196,7 @@ def main():
             save(m, q3, toks["qwen2"])
             compare_decoder("Qwen3ForCausalLM (q/k norm, GQA 8/2)", q3, m, [1, 16, 70], V["qwen2"])
             check_grad_attention("Qwen3ForCausalLM (q/k norm, GQA 8/2)", q3, m, 12, V["qwen2"])
+            check_lm_loss("Qwen3ForCausalLM (q/k norm, GQA 8/2)", q3, m, 10, V["qwen2"])
             q3b = os.path.join(root, "qwen3-bias-tied")
             m = randomize(Qwen3ForCausalLM(Qwen3Config(**dict(q3cfg, attention_bias=True, tie_word_embeddings=True))))
             save(m, q3b, toks["qwen2"])

@@ -151,32 +151,18 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
   std::ofstream(dir + "/config.json") << cfg.dump();
   HfInfo info;
   ModelConfig c = parse_hf_config(cfg.dump(), info);
-  const ModelWeights w = random_weights(c, 9);
-  TensorMap tensors;
-  const WeightLayout layout = gpt2 ? WeightLayout::HfGpt2 : WeightLayout::HfLlama;
-  const std::string prefix = gpt2 ? "transformer." : "model.";
+  ModelWeights w = random_weights(c, 9);
   for (const WeightEntry& e : weight_entries(c)) {
-    const LayoutName n = layout_name(layout, e, c);
-    Tensor t = e.in(w);
+    Tensor& t = e.in(w);
     for (float& v : t.data) v *= 0.5f;  // keep the random logits tame
     if (e.spec->layer_member == &LayerWeights::q_norm || e.spec->layer_member == &LayerWeights::k_norm)
       for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = 0.6f + 0.1f * static_cast<float>((k + e.layer) % 5);
-    const std::string name = (n.head ? "" : prefix) + n.name;
-    if (n.transposed || n.rows >= 0) {  // GPT-2's Conv1D / fused c_attn: build the stored tensor
-      Tensor& dst = tensors[name];
-      if (dst.shape != n.stored_shape) dst = Tensor(n.stored_shape);
-      if (n.transposed) {
-        const int64_t R = e.shape[0], C = e.shape[1], ld = n.stored_shape[1];
-        for (int64_t r = 0; r < R; ++r)
-          for (int64_t k = 0; k < C; ++k)
-            dst.data[static_cast<size_t>(k * ld + n.row0 + r)] = t.data[static_cast<size_t>(r * C + k)];
-      } else {
-        std::copy(t.data.begin(), t.data.end(), dst.data.begin() + n.row0);
-      }
-    } else {
-      tensors[name] = t;
-    }
   }
+  Model named;  // what hf_tensors needs to name them: the folder's type and prefix
+  named.config = c;
+  named.hf.model_type = cfg["model_type"].get<std::string>();
+  named.hf.prefix = gpt2 ? "transformer." : "model.";
+  const TensorMap tensors = hf_tensors(named, w);
   save_safetensors(dir + "/model.safetensors", tensors);
   return load_model(dir);
 }
