@@ -88,6 +88,9 @@ usage:
                       [--warmup STEPS] [--cosine] [--seed S] [--vocab-size V] [--min-count N]
                       [--text-column NAME|N] [--label-column NAME|N] [--backend cpu|cpu-bf16|reference]
                       [--init DIR [--freeze-encoder]]   fine-tune DIR's encoder (e.g. a Hugging Face BERT)
+  attnlab-cli train --objective lm --preset induction --out DIR   the Train tab's preset (flags override it)
+  attnlab-cli train --objective lm --init DIR --data FILE.txt --out OUT [--seq 64] (--steps N | --epochs E)
+                      [--batch 8] [--lr 5e-5]   fine-tune a language model folder (GPT-2, Llama, ...) on a text
   attnlab-cli train --objective lm --task induction --out DIR [--arch gpt2|llama] [--layers 2]
                       [--heads 4] [--kv-heads K] [--dim 64] [--ff 0] [--task-seq 16] [--task-vocab 64]
                       [--n 20000] (--steps N | --epochs E) [--lr 1e-3] [--warmup S] [--cosine]
@@ -352,7 +355,8 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     const HeadDetector kind = row->id == MethodId::Induction       ? HeadDetector::Induction
                               : row->id == MethodId::PreviousToken ? HeadDetector::PreviousToken
                                                                    : HeadDetector::DuplicateToken;
-    const int seq = a.get_int("--seq", 50);
+    // 50 as TransformerLens, or as many as the model's positions hold twice
+    const int seq = a.get_int("--seq", std::max(1, std::min(50, model.config.max_len / 2)));
     const int seed = a.get_int("--seed", 0);
     auto backend = make_backend(a.get("--backend", "cpu"));
     const Tensor scores = detect_heads(model, *backend, kind, seq, static_cast<uint64_t>(seed));

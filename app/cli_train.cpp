@@ -53,7 +53,66 @@ void optimizer_from_flags(const Args& a, TrainConfig& tc, double default_lr, dou
 
 // train --objective lm: a new GPT-2- or Llama-style decoder on a generated task, next-token loss;
 // --preset NAME starts from a row of lm_presets() (each flag given overrides it).
+// train --objective lm --init DIR --data FILE.txt: fine-tune a language model folder (a Hugging
+// Face decoder or one trained here) on a text, saved in the folder's own kind.
+int fine_tune_lm(const Args& a) {
+  for (const char* f : {"--task", "--preset", "--arch", "--layers", "--heads", "--kv-heads", "--dim", "--ff",
+                        "--max-len", "--task-seq", "--task-vocab", "--n", "--val-data", "--config", "--freeze-encoder"})
+    if (a.has(f))
+      throw Error(std::string(f) + " does not apply with --init (the model is the folder's, the data --data)");
+  if (!a.has("--data")) throw Error("train --objective lm --init DIR needs --data FILE.txt (the text to train on)");
+  if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
+  Model model = load_model(a.get("--init"));
+  if (!model.config.lm_head || model.config.num_classes > 0)
+    throw Error(a.get("--init") + ": not a language model (no LM head); --objective lm fine-tunes decoders");
+  const int seq = a.get_int("--seq", std::min(64, model.config.max_len));
+  EncodedData all;
+  try {
+    all = encode_lm_text(model, read_file_bytes(a.get("--data")), seq);
+  } catch (const Error& e) {
+    throw Error(a.get("--data") + ": " + e.what());
+  }
+  // the last tenth of the sequences (at least one, when there are two) held out for validation
+  EncodedData train, val;
+  const size_t n_val = all.size() >= 2 ? std::max<size_t>(1, all.size() / 10) : 0;
+  train.seqs.assign(all.seqs.begin(), all.seqs.end() - static_cast<std::ptrdiff_t>(n_val));
+  val.seqs.assign(all.seqs.end() - static_cast<std::ptrdiff_t>(n_val), all.seqs.end());
+  TrainConfig tc;
+  tc.batch = a.get_int("--batch", 8);
+  const int steps = a.get_int("--steps", 0);
+  const int per_epoch = static_cast<int>((train.size() + static_cast<size_t>(tc.batch) - 1) / std::max(1, tc.batch));
+  tc.epochs = steps > 0 ? (steps + per_epoch - 1) / per_epoch : a.get_int("--epochs", 1);
+  tc.max_steps = steps;
+  tc.seed = static_cast<uint64_t>(a.get_int("--seed", 0));
+  tc.keep_best = false;
+  optimizer_from_flags(a, tc, 5e-5, 0.0);  // a pretrained model wants a small step
+  model.source = a.get("--out");
+  const bool quiet = a.has("--quiet");
+  if (!quiet)
+    std::printf("fine-tuning %s (%lld parameters) on %s: %zu train / %zu validation sequences of %d tokens\n",
+                a.get("--init").c_str(), model.config.parameter_count(), a.get("--data").c_str(), train.size(),
+                val.size(), seq);
+  TrainCallbacks cb;
+  const int every = std::max(1, a.get_int("--log-every", 10));
+  cb.on_step = [&](const TrainProgress& p) {
+    if (quiet || (p.step % every != 0 && p.step != p.total_steps)) return;
+    std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
+    std::fflush(stdout);
+  };
+  cb.on_epoch = [&](const EpochReport& r) {
+    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
+                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
+    std::fflush(stdout);
+  };
+  const TrainResult res = train_model(model, train, val, tc, cb);
+  if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
+  save_model(model, a.get("--out"));
+  if (!quiet) std::printf("saved %s\n", a.get("--out").c_str());
+  return res.diverged ? 1 : 0;
+}
+
 int train_lm(const Args& a) {
+  if (a.has("--init")) return fine_tune_lm(a);
   for (const char* f : {"--data", "--val-data", "--init", "--config", "--freeze-encoder", "--classes", "--pooling",
                         "--tokenizer", "--positional", "--norm", "--activation"})
     if (a.has(f))
@@ -138,7 +197,7 @@ int cmd_train(const std::vector<std::string>& argv) {
                           "--batch",     "--lr",          "--weight-decay", "--dropout",  "--clip",      "--warmup",
                           "--min-count", "--text-column", "--label-column", "--init",     "--objective", "--task",
                           "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",     "--n",
-                          "--log-every", "--preset"}),
+                          "--log-every", "--preset",      "--seq"}),
       {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
   const std::string objective = a.get("--objective", "classify");
   if (objective == "lm") return train_lm(a);

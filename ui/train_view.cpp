@@ -103,6 +103,27 @@ void TrainView::fail(const QString& message) {
   emit status(message);
 }
 
+namespace {
+
+// A language-model run's probe: seq tokens drawn from the task's ids (no special tokens, so its
+// text reads back as the same ids), then the same seq again, as the head detectors read.
+std::vector<int> lm_probe(const LmTask& task) {
+  std::mt19937_64 rng(0);
+  std::uniform_int_distribution<int> draw(task.first_id, task.vocab - 1);
+  std::vector<int> ids(static_cast<size_t>(2 * task.seq));
+  for (int k = 0; k < task.seq; ++k) ids[static_cast<size_t>(k)] = ids[static_cast<size_t>(k + task.seq)] = draw(rng);
+  return ids;
+}
+
+// The probe as the text Explore is given (the word tokenizer reads it back as the same ids).
+QString probe_words(const std::vector<int>& ids, const Vocab& vocab) {
+  QStringList words;
+  for (int id : ids) words << QString::fromStdString(vocab.token(id));
+  return words.join(' ');
+}
+
+}  // namespace
+
 bool TrainView::loadDataset(const QString& path) {
   if (isTraining()) {
     fail("Stop the training run before choosing another dataset.");
@@ -114,6 +135,9 @@ bool TrainView::loadDataset(const QString& path) {
   }
   form_->useClassifier();
   controller_->setProbeIds({}, 0);
+  // back from a preset: the sentence again, unless the shipped dataset chosen gave its own
+  if (data_->lmPreset() && run_->probe() == lm_probe_shown_) run_->setProbe(sentence_probe_);
+  run_->showCharts(false);
   const QString problem = data_->load(path);
   if (!problem.isEmpty()) {
     fail(problem);
@@ -135,11 +159,16 @@ bool TrainView::chooseLmPreset(const QString& name) {
     fail(QString::fromStdString(e.what()));
     return false;
   }
+  const bool was_preset = data_->lmPreset() != nullptr;
   run_->reset();
   trained_.reset();
   data_->useLmPreset(*p);
   form_->useLmPreset(*p);
   run_->clearMessage();
+  run_->showCharts(true);
+  if (!was_preset) sentence_probe_ = run_->probe();  // given back when a dataset is chosen again
+  lm_probe_shown_ = probe_words(lm_probe(p->task), default_vocab(new_language_model(p->shape, p->seed).config));
+  run_->setProbe(lm_probe_shown_);
   return true;
 }
 
@@ -149,20 +178,6 @@ CurveView* TrainView::scoresCurve() const {
 int TrainView::phaseChangeStep() const {
   return run_->phaseChangeStep();
 }
-
-namespace {
-
-// A language-model run's probe: seq tokens drawn from the task's ids (no special tokens, so its
-// text reads back as the same ids), then the same seq again, as the head detectors read.
-std::vector<int> lm_probe(const LmTask& task) {
-  std::mt19937_64 rng(0);
-  std::uniform_int_distribution<int> draw(task.first_id, task.vocab - 1);
-  std::vector<int> ids(static_cast<size_t>(2 * task.seq));
-  for (int k = 0; k < task.seq; ++k) ids[static_cast<size_t>(k)] = ids[static_cast<size_t>(k + task.seq)] = draw(rng);
-  return ids;
-}
-
-}  // namespace
 
 void TrainView::applyPreset(const QString& name) {
   form_->applyPreset(name);
@@ -224,9 +239,7 @@ bool TrainView::startTraining() {
     }
     const std::vector<int> probe = lm_probe(p->task);
     controller_->setProbeIds(probe, p->task.seq);
-    QStringList words;
-    for (int id : probe) words << QString::fromStdString(job.model->vocab.token(id));
-    probe_text_ = words.join(' ');
+    probe_text_ = probe_words(probe, job.model->vocab);
     run_->setProbe(probe_text_);
     trained_on_ = QString("the %1 task").arg(p->task.name.c_str());
   } else {

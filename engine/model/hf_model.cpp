@@ -598,11 +598,19 @@ TensorMap hf_tensors(const Model& model, const ModelWeights& w) {
 
 void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
-  if (is_decoder_type(model.hf.model_type))
-    throw Error("saving " + model.hf.model_type +
-                " models is not supported (attnlab reads them; training them is not built yet)");
   const HfArch& arch = arch_of(model.hf.model_type);
   json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
+  if (is_decoder_type(model.hf.model_type)) {  // a language model fine-tuned here: the same architecture
+    if (c.num_classes > 0) throw Error("internal: a classifier on a " + model.hf.model_type + " decoder");
+    if (!j.contains("architectures")) j["architectures"] = {model.hf.architecture};
+    write_file_atomic((fs::path(dir) / "model.safetensors").string(),
+                      serialize_safetensors(hf_tensors(model, model.weights)));
+    write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
+    if (model.hf.tokenizer_files.empty()) throw Error("internal: a Hugging Face model without its tokenizer files");
+    for (const auto& [name, bytes] : model.hf.tokenizer_files)
+      write_file_atomic((fs::path(dir) / name).string(), bytes);
+    return;
+  }
   const bool classifier = c.num_classes > 0;
   j["architectures"] = {classifier ? arch.task_class : arch.base_class};
   if (classifier) {

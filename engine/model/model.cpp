@@ -39,8 +39,15 @@ std::string Model::token_name(int id) const {
 std::string Model::summary() const {
   const ModelConfig& c = config;
   char params[32];
-  std::snprintf(params, sizeof params, "%.1f M", static_cast<double>(c.parameter_count()) / 1e6);
-  const std::string arch = is_hf() ? hf.architecture : c.num_classes > 0 ? "TextClassifier" : "Encoder";
+  const double n = static_cast<double>(c.parameter_count());
+  if (n < 1e5)  // a small model trained here: "12,384", not "0.0 M"
+    std::snprintf(params, sizeof params, "%s", thousands(c.parameter_count()).c_str());
+  else
+    std::snprintf(params, sizeof params, "%.1f M", n / 1e6);
+  const std::string arch = is_hf()             ? hf.architecture
+                           : c.num_classes > 0 ? "TextClassifier"
+                           : c.lm_head         ? "Language model (causal)"
+                                               : "Encoder";
   return arch + ": " + std::to_string(c.num_layers) + (c.num_layers == 1 ? " layer, " : " layers, ") +
          std::to_string(c.num_heads) + (c.num_heads == 1 ? " head" : " heads") +
          // grouped-query attention: the query heads share fewer key/value heads (every query head is shown)

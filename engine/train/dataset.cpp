@@ -263,4 +263,23 @@ EncodedData encode_examples(const Model& model, const std::vector<Example>& rows
   return out;
 }
 
+EncodedData encode_lm_text(const Model& model, const std::string& text, int seq) {
+  if (seq < 2) throw Error("a language model's training sequences need at least 2 tokens, got " + std::to_string(seq));
+  if (seq > model.config.max_len)
+    throw Error("sequences of " + std::to_string(seq) + " tokens are longer than the model's max_len (" +
+                std::to_string(model.config.max_len) + ")");
+  InputOptions o;
+  o.overflow = Overflow::Keep;
+  o.what = "training text";
+  const std::vector<int> ids = prepare_text(model, text, o).ids;
+  if (ids.size() < 2)
+    throw Error("the training text has " + std::to_string(ids.size()) + " token(s); it needs 2 or more");
+  EncodedData d;
+  for (size_t start = 0; start + static_cast<size_t>(seq) <= ids.size(); start += static_cast<size_t>(seq))
+    d.seqs.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(start),
+                        ids.begin() + static_cast<std::ptrdiff_t>(start) + seq);
+  if (d.seqs.empty()) d.seqs.push_back(ids);  // shorter than one sequence: the whole text
+  return d;
+}
+
 }  // namespace attnlab

@@ -63,4 +63,9 @@ struct EncodedData {
 // Error naming the row for a label the model does not know.
 EncodedData encode_examples(const Model& model, const std::vector<Example>& rows);
 
+// A language model's text: the whole of it tokenized as the model's tokenizer does (its special
+// tokens once, at the start), cut into sequences of `seq` tokens (the last shorter one dropped
+// unless it is the only one); every position scored. Error when the text has fewer than 2 tokens.
+EncodedData encode_lm_text(const Model& model, const std::string& text, int seq);
+
 }  // namespace attnlab

@@ -412,6 +412,26 @@ def check_lm_loss(name, folder, model, T, vocab):
           f"{worst[0]:.0%} of its bound ({worst[1]})")
 
 
+def check_fine_tune(name, folder, model, cls, root, vocab):
+    """train --objective lm --init FOLDER --data TEXT: a few steps on a text, saved as a Hugging Face
+    folder of the same kind; transformers' from_pretrained opens it and gives attnlab's
+    probabilities and hidden states (compare_decoder), and its weights moved."""
+    text = os.path.join(root, name.split()[0] + "-text.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus()[:400]))
+    out = os.path.join(root, name.split()[0] + "-tuned")
+    r = run(["train", "--objective", "lm", "--init", folder, "--data", text, "--seq", "32", "--steps", "4",
+             "--batch", "4", "--lr", "1e-3", "--out", out, "--quiet"])
+    tuned = cls.from_pretrained(out, attn_implementation="eager").eval()
+    before = dict(model.named_parameters())
+    moved = max(float((p - before[n]).abs().max()) for n, p in tuned.named_parameters())
+    print(f"{name}: fine-tuned 4 steps ({r.stdout.strip().splitlines()[-1] if r.stdout.strip() else 'quiet'}); "
+          f"largest weight change {moved:.2e}")
+    if moved < 1e-5:
+        fail(f"{name}: fine-tuning left the weights as they were (largest change {moved:.2e})")
+    compare_decoder(name + " fine-tuned, opened by transformers", out, tuned, [9], vocab)
+
+
 def randomize(model):
     with torch.no_grad():
         for p in model.parameters():
@@ -1073,6 +1093,7 @@ def main():
         compare_decoder("GPT2LMHeadModel (tied)", g, m, [1, 7, 100], V["gpt2"])
         check_grad_attention("GPT2LMHeadModel (tied)", g, m, 12, V["gpt2"])
         check_lm_loss("GPT2LMHeadModel (tied)", g, m, 11, V["gpt2"])
+        check_fine_tune("GPT2LMHeadModel (tied)", g, m, GPT2LMHeadModel, root, V["gpt2"])
         check_hooks("GPT2LMHeadModel (tied)", g, m, 9, V["gpt2"])
         check_patching("GPT2LMHeadModel (tied)", g, m, 6, V["gpt2"])
         check_attribution("GPT2LMHeadModel (tied)", g, m, 7, V["gpt2"])
@@ -1099,6 +1120,7 @@ def main():
         compare_decoder("LlamaForCausalLM (GQA 8/2)", ll, m, [1, 13, 200], V["llama3"])
         check_grad_attention("LlamaForCausalLM (GQA 8/2)", ll, m, 15, V["llama3"])
         check_lm_loss("LlamaForCausalLM (GQA 8/2)", ll, m, 14, V["llama3"])
+        check_fine_tune("LlamaForCausalLM (GQA 8/2)", ll, m, LlamaForCausalLM, root, V["llama3"])
         check_hooks("LlamaForCausalLM (GQA 8/2)", ll, m, 13, V["llama3"])
         check_patching("LlamaForCausalLM (GQA 8/2)", ll, m, 5, V["llama3"])
         check_attribution("LlamaForCausalLM (GQA 8/2)", ll, m, 6, V["llama3"])

@@ -387,3 +387,17 @@ TEST_CASE("the induction preset forms an induction head; the untrained model has
   CHECK(res.epochs.back().val_acc > 0.9);
   CHECK_THROWS_WITH(lm_preset("grok"), Catch::Contains("induction"));
 }
+
+TEST_CASE("a language model's text is cut into sequences of its tokens", "[dataset][lm]") {
+  LmShape shape;
+  shape.vocab = 20, shape.max_len = 8, shape.dim = 16, shape.heads = 2;
+  const Model m = new_language_model(shape, 1);
+  const EncodedData d = encode_lm_text(m, "w1 w2 w3 w4 w5 w6 w7", 3);
+  REQUIRE(d.size() == 2);  // 7 tokens: two of 3, the last one left over
+  CHECK(d.seqs[0] == std::vector<int>{m.vocab.id("w1"), m.vocab.id("w2"), m.vocab.id("w3")});
+  CHECK(d.seqs[1] == std::vector<int>{m.vocab.id("w4"), m.vocab.id("w5"), m.vocab.id("w6")});
+  CHECK(d.labels.empty());
+  CHECK(encode_lm_text(m, "w1 w2", 3).seqs == std::vector<std::vector<int>>{{m.vocab.id("w1"), m.vocab.id("w2")}});
+  CHECK_THROWS_WITH(encode_lm_text(m, "w1", 3), Catch::Contains("it needs 2 or more"));
+  CHECK_THROWS_WITH(encode_lm_text(m, "w1 w2 w3", 9), Catch::Contains("longer than the model's max_len"));
+}

@@ -106,6 +106,10 @@ TEST_CASE(
   auto* positions = t->findChild<QComboBox*>("startFrom");
   REQUIRE(positions);
   CHECK_FALSE(positions->isEnabled());  // a new decoder: nothing to fine-tune
+  // before the run, the charts it will draw: loss and head scores, no accuracy or confusion matrix
+  CHECK(t->accuracyCurve()->isHidden());
+  CHECK(t->confusionTable()->isHidden());
+  CHECK_FALSE(t->scoresCurve()->isHidden());
   REQUIRE(t->startTraining());
   t->waitForFinish();
   REQUIRE(t->trainedModel());
@@ -146,6 +150,8 @@ TEST_CASE(
   REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(60, 3)))));
   CHECK(positions->isEnabled());
   CHECK_FALSE(t->trainedModel());
+  CHECK(t->scoresCurve()->isHidden());
+  CHECK_FALSE(t->accuracyCurve()->isHidden());
   CHECK(t->lossCurve()->markerCount() == 0);
   t->setEpochs(1);
   REQUIRE(t->startTraining());

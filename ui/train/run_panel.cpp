@@ -156,9 +156,8 @@ void RunPanel::reset() {
   explore_->setEnabled(false);
 }
 
-void RunPanel::begin(const ModelConfig& model, int total_steps) {
-  reset();
-  lm_ = model.lm_head && model.num_classes == 0;
+void RunPanel::showCharts(bool language_model) {
+  lm_ = language_model;
   scores_->setVisible(lm_);
   acc_->setVisible(!lm_);  // a language model's accuracy: in the message; its heads' scores instead
   confusion_->setVisible(!lm_);
@@ -167,6 +166,11 @@ void RunPanel::begin(const ModelConfig& model, int total_steps) {
                            "(the scores on the right are its heads' on it)"
                          : "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" "
                            "find \"good\")");
+}
+
+void RunPanel::begin(const ModelConfig& model, int total_steps) {
+  reset();
+  showCharts(model.lm_head && model.num_classes == 0);
   scores_->removeSeries();
   score_series_.clear();
   if (lm_) {  // every head when they are few, else each layer's best head

@@ -31,6 +31,9 @@ class RunPanel : public QWidget {
   explicit RunPanel(QWidget* parent = nullptr);
   void reset();                                           // nothing of an earlier run or dataset stays on screen
   void begin(const ModelConfig& model, int total_steps);  // a run starts
+  // The charts for a language model's run (loss and head scores, no accuracy or confusion matrix)
+  // or a classifier's; before a run as well as at its start.
+  void showCharts(bool language_model);
   void setRunning(bool running);
   void setPaused(bool paused);
   void onStep(const TrainProgress& p);
