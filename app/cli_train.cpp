@@ -246,8 +246,8 @@ int cmd_train(const std::vector<std::string>& argv) {
     const Model base = load_model(a.get("--init"));
     if (base.config.causal)  // before the data is read: the model is what is refused
       throw Error(a.get("--init") + ": " + (base.is_hf() ? base.hf.architecture : std::string("this model")) +
-                  " is a causal language model; fine-tuning trains encoders (attnlab's own models, BERT, "
-                  "DistilBERT). Open it with forward / analyze, or in the app");
+                  " is a causal language model; a classifier fine-tunes encoders (attnlab's own models, BERT, "
+                  "DistilBERT). Fine-tune it on a text with train --objective lm --init DIR --data FILE.txt");
     try {
       setup = fine_tune_setup(base, train_rows, val_rows, seed);
     } catch (const Error& e) {

@@ -204,7 +204,8 @@ TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& tra
   if (base.config.causal)
     throw Error(base.source + ": fine-tuning trains encoders (attnlab's own models, BERT, DistilBERT); " +
                 (base.is_hf() ? base.hf.architecture : std::string("this model")) +
-                " is a causal language model, which attnlab opens for viewing only");
+                " is a causal language model: it fine-tunes on a text (attnlab-cli train --objective lm --init DIR "
+                "--data FILE.txt), not as a classifier");
   const std::vector<std::string> labels = classifier_labels(train_rows);
   TrainingSetup s;
   s.model = base;
