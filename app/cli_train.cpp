@@ -53,6 +53,30 @@ void optimizer_from_flags(const Args& a, TrainConfig& tc, double default_lr, dou
 
 // train --objective lm: a new GPT-2- or Llama-style decoder on a generated task, next-token loss;
 // --preset NAME starts from a row of lm_presets() (each flag given overrides it).
+// Both language-model runs: a line every --log-every steps and one per epoch, then the folder
+// saved (the last weights); exit 1 when the run diverged.
+int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& tc,
+           int log_every) {
+  const bool quiet = a.has("--quiet");
+  TrainCallbacks cb;
+  const int every = std::max(1, a.get_int("--log-every", log_every));
+  cb.on_step = [&](const TrainProgress& p) {
+    if (quiet || (p.step % every != 0 && p.step != p.total_steps)) return;
+    std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
+    std::fflush(stdout);
+  };
+  cb.on_epoch = [&](const EpochReport& r) {
+    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
+                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
+    std::fflush(stdout);
+  };
+  const TrainResult res = train_model(model, train, val, tc, cb);
+  if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
+  save_model(model, a.get("--out"));
+  if (!quiet) std::printf("saved %s\n", a.get("--out").c_str());
+  return res.diverged ? 1 : 0;
+}
+
 // train --objective lm --init DIR --data FILE.txt: fine-tune a language model folder (a Hugging
 // Face decoder or one trained here) on a text, saved in the folder's own kind.
 int fine_tune_lm(const Args& a) {
@@ -92,23 +116,7 @@ int fine_tune_lm(const Args& a) {
     std::printf("fine-tuning %s (%lld parameters) on %s: %zu train / %zu validation sequences of %d tokens\n",
                 a.get("--init").c_str(), model.config.parameter_count(), a.get("--data").c_str(), train.size(),
                 val.size(), seq);
-  TrainCallbacks cb;
-  const int every = std::max(1, a.get_int("--log-every", 10));
-  cb.on_step = [&](const TrainProgress& p) {
-    if (quiet || (p.step % every != 0 && p.step != p.total_steps)) return;
-    std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
-    std::fflush(stdout);
-  };
-  cb.on_epoch = [&](const EpochReport& r) {
-    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
-                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
-    std::fflush(stdout);
-  };
-  const TrainResult res = train_model(model, train, val, tc, cb);
-  if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
-  save_model(model, a.get("--out"));
-  if (!quiet) std::printf("saved %s\n", a.get("--out").c_str());
-  return res.diverged ? 1 : 0;
+  return run_lm(a, model, train, val, tc, 10);
 }
 
 int train_lm(const Args& a) {
@@ -169,23 +177,7 @@ int train_lm(const Args& a) {
         shape.arch.c_str(), shape.layers, shape.heads, shape.dim,
         shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", task.name.c_str(), n,
         2 * task.seq, task.vocab, model.config.parameter_count());
-  TrainCallbacks cb;
-  const int every = std::max(1, a.get_int("--log-every", 100));
-  cb.on_step = [&](const TrainProgress& p) {
-    if (quiet || (p.step % every != 0 && p.step != p.total_steps)) return;
-    std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
-    std::fflush(stdout);
-  };
-  cb.on_epoch = [&](const EpochReport& r) {
-    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
-                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
-    std::fflush(stdout);
-  };
-  const TrainResult res = train_model(model, train, val, tc, cb);
-  if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
-  save_model(model, a.get("--out"));
-  if (!quiet) std::printf("saved %s\n", a.get("--out").c_str());
-  return res.diverged ? 1 : 0;
+  return run_lm(a, model, train, val, tc, 100);
 }
 
 }  // namespace

@@ -67,7 +67,13 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
     if (!dir.isEmpty()) saveModel(dir);
   });
   connect(run_, &RunPanel::exploreClicked, this, [this] {
-    if (trained_) emit openInExplore(trained_, "trained on " + trained_on_, probe_text_);
+    // what it was trained on: the preset or the file still chosen (choosing other data drops trained_)
+    const LmPreset* p = data_->lmPreset();
+    if (trained_)
+      emit openInExplore(
+          trained_,
+          "trained on " + (p ? QString("the %1 task").arg(p->task.name.c_str()) : QFileInfo(data_->path()).fileName()),
+          p ? lm_probe_shown_ : QString());
   });
   connect(run_, &RunPanel::probeChanged, this,
           [this](const QString& t) { controller_->setProbeText(t.toStdString()); });
@@ -167,7 +173,9 @@ bool TrainView::chooseLmPreset(const QString& name) {
   run_->clearMessage();
   run_->showCharts(true);
   if (!was_preset) sentence_probe_ = run_->probe();  // given back when a dataset is chosen again
-  lm_probe_shown_ = probe_words(lm_probe(p->task), default_vocab(new_language_model(p->shape, p->seed).config));
+  ModelConfig words;  // the names new_language_model's vocabulary gives the ids (w0, w1, ...)
+  words.vocab_size = p->task.vocab;
+  lm_probe_shown_ = probe_words(lm_probe(p->task), default_vocab(words));
   run_->setProbe(lm_probe_shown_);
   return true;
 }
@@ -239,13 +247,8 @@ bool TrainView::startTraining() {
     }
     const std::vector<int> probe = lm_probe(p->task);
     controller_->setProbeIds(probe, p->task.seq);
-    probe_text_ = probe_words(probe, job.model->vocab);
-    run_->setProbe(probe_text_);
-    trained_on_ = QString("the %1 task").arg(p->task.name.c_str());
   } else {
     controller_->setProbeIds({}, 0);
-    probe_text_.clear();
-    trained_on_ = QFileInfo(data_->path()).fileName();
   }
   if (!job.model) try {
       std::vector<Example> tr, va;

@@ -78,8 +78,7 @@ class TrainView : public QWidget {
   RunPanel* run_;
   TrainController* controller_;
   std::shared_ptr<const Model> trained_;
-  QString trained_on_, probe_text_;          // the data's name; a language model's probe as text
-  QString lm_probe_shown_, sentence_probe_;  // a preset's probe in the box; the sentence it replaced
+  QString lm_probe_shown_, sentence_probe_;  // a preset's probe in the box (Explore's text); the sentence it replaced
 };
 
 }  // namespace attnlab

@@ -221,13 +221,17 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
     if (auto s = get_str("activation"); !s.empty()) c.activation = parse_activation(s);
     if (auto s = get_str("pooling"); !s.empty()) c.pooling = parse_pooling(s);
     if (auto s = get_str("tokenizer"); !s.empty()) c.tokenizer = parse_tokenizer(s);
+    if (auto s = get_str("norm_kind"); !s.empty()) c.norm_kind = parse_norm_kind(s);
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());
   }
-  if (auto it = j.find("layer_norm_eps"); it != j.end()) {
-    if (!it->is_number()) throw Error(where + ": \"layer_norm_eps\" must be a number");
-    c.layer_norm_eps = it->get<float>();
-  }
+  auto get_float = [&](const char* key, float& out) {
+    auto it = j.find(key);
+    if (it == j.end()) return;
+    if (!it->is_number()) throw Error(where + ": \"" + key + "\" must be a number");
+    out = it->get<float>();
+  };
+  get_float("layer_norm_eps", c.layer_norm_eps);
   if (auto it = j.find("lowercase"); it != j.end()) {
     if (!it->is_boolean()) throw Error(where + ": \"lowercase\" must be true or false");
     c.lowercase = it->get<bool>();
@@ -263,15 +267,7 @@ ModelConfig parse_config_json(const std::string& text, const std::string& where)
   get_int("num_kv_heads", c.num_kv_heads, false);
   get_int("head_dim", c.head_size, false);
   get_int("sliding_window", c.sliding_window, false);
-  try {
-    if (auto s = get_str("norm_kind"); !s.empty()) c.norm_kind = parse_norm_kind(s);
-  } catch (const Error& e) {
-    throw Error(where + ": " + e.what());
-  }
-  if (auto it = j.find("rope_theta"); it != j.end()) {
-    if (!it->is_number()) throw Error(where + ": \"rope_theta\" must be a number");
-    c.rope_theta = it->get<float>();
-  }
+  get_float("rope_theta", c.rope_theta);
   if (auto it = j.find("labels"); it != j.end()) {
     if (!it->is_array()) throw Error(where + ": \"labels\" must be an array of strings");
     for (const auto& l : *it) {

@@ -7,10 +7,9 @@
 #include <cstring>
 #include <map>
 
-#include "engine/compute/lm.h"
 #include "engine/compute/plan.h"
 #include "engine/train/train_model.h"
-#include "tests/engine/hf_test_model.h"
+#include "tests/engine/fd_check.h"
 #include "tests/engine/pass_bound.h"
 #include "tests/engine/test_util.h"
 #include "tests/engine/tolerance.h"
@@ -48,11 +47,6 @@ double central_diff(Tensor& x, size_t k, F f, float h = 1e-2f) {
 // central_diff_bound (the step h, the loss's float32 error f_err, a bound on |f'''| near x) plus
 // step_rounding_bound. The backward's own float error (a few u of its terms) is far below f_err / h,
 // which already counts u of the loss's terms a hundred times over (h = 1e-2), and is left in it.
-void check_grad(double fd, double an, double bound, const std::string& what) {
-  INFO(what << ": finite difference " << fd << ", backward " << an << ", bound " << bound);
-  CHECK(std::fabs(fd - an) <= bound);
-}
-
 // The reference attention rounds P to float (u each) before ctx = (dropped) P V in double, then
 // ctx once: |d ctx_id| <= u (sum_j keep sd P_ij |V_jd| + |ctx_id|), so dot(ctx, R) (in double)
 // errs by at most u sum_{i,d} |R_id| times that.
@@ -544,151 +538,15 @@ TEST_CASE("whole-model backward matches finite differences", "[train][fd]") {
     const auto params = parameters(m.weights);
     const auto gparams = parameters(grads);
     REQUIRE(params.size() == gparams.size());
-    std::mt19937 pick(1);
-    int checked = 0;
-    for (size_t p = 0; p < params.size(); ++p) {
-      // a few entries of every tensor (all of the small ones)
-      const size_t n = params[p]->data.size();
-      for (int r = 0; r < 4; ++r) {
-        const size_t k = n <= 4 ? static_cast<size_t>(r) : pick() % n;
-        if (k >= n) break;
-        Tensor& x = *params[p];
-        const float h = 1e-2f, keep = x.data[k];
-        auto at = [&](float d) {
-          x.data[k] = keep + d;
-          const double f = loss();
-          x.data[k] = keep;
-          return f;
-        };
-        const double up = at(h), down = at(-h), up2 = at(2 * h), down2 = at(-2 * h);
-        const double fd = (up - down) / (2.0 * h);
-        double bound = measured_central_diff_bound(h, keep, f_err, up, down, up2, down2);  // f''' measured
-        // ReLU makes f only piecewise smooth: where a unit switches inside +-h, the central difference
-        // averages the two one-sided slopes and misses the backward's by half their difference,
-        // which the one-sided differences measure: |f(x+h) - 2 f(x) + f(x-h)| / 2h, with its own
-        // rounding 2 f_err / h (one switching unit; it also counts h |f''| / 2 where f is smooth).
-        if (v.act == Activation::Relu) bound += std::fabs(up - 2 * base + down) / (2.0 * h) + 2 * f_err / h;
-        check_grad(fd, gparams[p]->data[k], bound, "parameter " + std::to_string(p));
-        ++checked;
-      }
-    }
+    const int checked = check_parameter_grads(params, gparams, loss, f_err, 1, [&](float h, double up, double down) {
+      // ReLU makes f only piecewise smooth: where a unit switches inside +-h, the central difference
+      // averages the two one-sided slopes and misses the backward's by half their difference,
+      // which the one-sided differences measure: |f(x+h) - 2 f(x) + f(x-h)| / 2h, with its own
+      // rounding 2 f_err / h (one switching unit; it also counts h |f''| / 2 where f is smooth).
+      return v.act == Activation::Relu ? std::fabs(up - 2 * base + down) / (2.0 * h) + 2 * f_err / h : 0.0;
+    });
     CHECK(checked > 60);
   }
-}
-
-namespace {
-
-// A language model's training loss over equal-length sequences (no padding) can err by: the mean
-// next-token cross-entropy has gradient (softmax - one-hot) / scored with respect to each scored
-// row's logits, of 1-norm at most 2 / scored, so it moves by at most 2 max |d logit|; a logit
-// h . W_v errs by ||W_v||_1 times the hidden state's bound (pass_bound) plus its own dot product's
-// rounding over E terms (twice: both passes round).
-double lm_loss_bound(const Model& m, const std::vector<std::vector<int>>& seqs, const PassSetup& setup) {
-  auto ref = make_backend("reference");
-  const Tensor& W = m.config.tied_lm_head ? m.weights.embedding : m.weights.lm_head;
-  const int E = m.config.embed_size;
-  double z_err = 0;
-  for (const auto& q : seqs) {
-    ForwardRequest req;
-    req.ids = q;
-    const ForwardResult r = run_forward(m, *ref, req);
-    const PassBound pb = pass_bound(m, req, r, setup);
-    for (int t = 0; t < static_cast<int>(q.size()); ++t)
-      for (int v = 0; v < m.config.vocab_size; ++v) {
-        double w1 = 0, terms = 0;
-        for (int e = 0; e < E; ++e) {
-          w1 += std::fabs(W.at(v, e));
-          terms += std::fabs(static_cast<double>(r.hidden.at(t, e)) * W.at(v, e));
-        }
-        z_err = std::max(z_err, w1 * pb.hidden + 2 * sum_bound(E, terms));
-      }
-  }
-  return 2 * z_err;
-}
-
-}  // namespace
-
-TEST_CASE("language-model training: next-token loss as a pass gives it, gradients by finite differences",
-          "[train][fd][lm]") {
-  const std::string dir = scratch_dir("train", "lm");
-  // GPT-2 (learned positions, LayerNorm, GELU, tied head), Llama (RoPE, RMSNorm, SwiGLU, 4 query
-  // heads over 2 key/value heads, untied head), Qwen3 (q/k norm, heads of 6 over a hidden size of 16)
-  for (const int kind : {0, 1, 2}) {
-    CAPTURE(kind);
-    const Model m0 = tiny_decoder(dir + "/" + std::to_string(kind), kind == 0, 0, kind == 2, kind == 2 ? 6 : 0);
-    Model m = m0;
-    auto ops = make_reference_ops();
-    const std::vector<std::vector<int>> seqs = {random_ids(6, m.config.vocab_size, 1),
-                                                random_ids(6, m.config.vocab_size, 2)};
-    const std::vector<int> loss_from = {0, 2};  // the second sequence scored from position 2 on
-    const TrainBatch batch = make_batch(m, seqs, {}, loss_from);
-    REQUIRE(batch.targets.size() == 12);
-    CHECK(batch.targets[0] == seqs[0][1]);
-    CHECK(batch.targets[5] == -1);  // the last position predicts nothing
-    CHECK(batch.targets[6 + 1] == -1);
-    CHECK(batch.targets[6 + 2] == seqs[1][3]);
-
-    // the loss is the mean of -log p(next token) that inference gives at each scored position
-    auto ref = make_backend("reference");
-    double expect = 0;
-    int scored = 0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      ForwardRequest req;
-      req.ids = seqs[i];
-      const ForwardResult r = run_forward(m, *ref, req);
-      for (int t = loss_from[i]; t + 1 < 6; ++t, ++scored)
-        expect -= std::log(next_token_probability(m, r.hidden, t, seqs[i][static_cast<size_t>(t + 1)]));
-    }
-    expect /= scored;
-    const double f_err = lm_loss_bound(m, seqs, kReferencePass);
-    const StepOutput out = train_step(m, *ops, batch, {}, nullptr);
-    CHECK(out.scored == scored);
-    CHECK(std::fabs(out.loss - expect) <= f_err);
-
-    ModelWeights grads = zeros_like(m.weights);
-    train_step(m, *ops, batch, {}, &grads);
-    auto loss = [&] { return train_step(m, *ops, batch, {}, nullptr).loss; };
-    const auto params = parameters(m.weights);
-    const auto gparams = parameters(grads);
-    REQUIRE(params.size() == gparams.size());
-    std::mt19937 pick(3);
-    int checked = 0;
-    for (size_t p = 0; p < params.size(); ++p) {
-      const size_t n = params[p]->data.size();
-      for (int r = 0; r < 4; ++r) {
-        // embedding rows the batch uses (the others' gradient is 0 through the tied head only)
-        const size_t k = n <= 4 ? static_cast<size_t>(r) : pick() % n;
-        if (k >= n) break;
-        Tensor& x = *params[p];
-        const float h = 1e-2f, keep = x.data[k];
-        auto at = [&](float d) {
-          x.data[k] = keep + d;
-          const double f = loss();
-          x.data[k] = keep;
-          return f;
-        };
-        const double up = at(h), down = at(-h), up2 = at(2 * h), down2 = at(-2 * h);
-        check_grad((up - down) / (2.0 * h), gparams[p]->data[k],
-                   measured_central_diff_bound(h, keep, f_err, up, down, up2, down2), "parameter " + std::to_string(p));
-        ++checked;
-      }
-    }
-    CHECK(checked > 40);
-    // the embedding rows of the batch's tokens get gradients (the input side), but for the last
-    // one's: under the causal mask it reaches only the last position, which predicts nothing
-    for (int id : std::vector<int>(seqs[0].begin(), seqs[0].end() - 1)) {
-      double g = 0;
-      for (int e = 0; e < m.config.embed_size; ++e) g += std::fabs(grads.embedding.at(id, e));
-      CHECK(g > 0);
-    }
-  }
-}
-
-TEST_CASE("a language model with a sliding window is not trained on longer sequences", "[train][lm]") {
-  const Model m = tiny_decoder(scratch_dir("train", "lm-window"), false, 3);
-  auto ops = make_reference_ops();
-  const TrainBatch batch = make_batch(m, {random_ids(8, m.config.vocab_size, 1)}, {});
-  CHECK_THROWS_WITH(train_step(m, *ops, batch, {}, nullptr), Catch::Contains("sliding window"));
 }
 
 TEST_CASE("cpu training step matches the reference step", "[train][cpu]") {
