@@ -446,6 +446,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
     j["shape"] = d.parts.shape;
     j["parts"] = std::vector<float>(d.parts.data.begin(), d.parts.data.end());
     j["embedding"] = d.embedding, j["biases"] = d.biases, j["total"] = d.total, j["logit_diff"] = d.logit_diff;
+    if (d.before_cap) j["logit_diff_before_softcap"] = true;
     j["answer"] = answer, j["wrong"] = wrong;
     if (!a.has("--json")) {
       const int L = static_cast<int>(d.parts.dim(0)), H = static_cast<int>(d.parts.dim(1)) - 1;
@@ -456,8 +457,8 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
         for (int h = 0; h <= H; ++h) std::printf(" %+9.4f", d.parts.at(l, h));
         std::printf("\n");
       }
-      std::printf("embedding %+.4f, biases %+.4f: total %+.4f (the model's logit difference %+.4f)\n", d.embedding,
-                  d.biases, d.total, d.logit_diff);
+      std::printf("embedding %+.4f, biases %+.4f: total %+.4f (the model's logit difference%s %+.4f)\n", d.embedding,
+                  d.biases, d.total, d.before_cap ? " before its soft cap" : "", d.logit_diff);
     }
   } else if (method == "head-importance") {
     const Tensor imp = head_importance(model, *backend, req, target);

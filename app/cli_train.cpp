@@ -374,7 +374,7 @@ int cmd_lm_loss(const std::vector<std::string>& argv, const std::string& argv0) 
   const StepOutput s = train_step(model, *ops, make_batch(model, {in.ids}, {}), {}, want_grads ? &grads : nullptr);
   if (want_grads)
     save_safetensors(a.get("--grad-out"),
-                     model.is_hf() ? hf_tensors(model, grads) : weights_to_tensors(model.config, grads));
+                     model.is_hf() ? hf_tensors(model, grads, true) : weights_to_tensors(model.config, grads));
   if (a.has("--json"))
     std::cout << json{{"loss", s.loss}, {"scored", s.scored}, {"correct", s.correct}, {"tokens", in.tokens}}.dump(2)
               << "\n";

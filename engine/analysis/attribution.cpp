@@ -71,20 +71,40 @@ LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, 
   for (int l = 0; l < L; ++l) {
     const LayerWeights& lw = model.weights.layers[static_cast<size_t>(l)];
     const Tensor& z = r.cache.at("blocks." + std::to_string(l) + ".attn.hook_z");  // [T, H, D]
+    std::vector<std::vector<double>> heads(static_cast<size_t>(H));
+    std::vector<double> sum(lw.bo.empty() ? std::vector<double>(static_cast<size_t>(E), 0.0)
+                                          : std::vector<double>(lw.bo.data.begin(), lw.bo.data.end()));
     for (int h = 0; h < H; ++h) {
-      std::vector<double> p(static_cast<size_t>(E), 0.0);  // z_h W_O^h: the output projection's columns of head h
+      std::vector<double>& p = heads[static_cast<size_t>(h)];  // z_h W_O^h: the output projection's columns of head h
+      p.assign(static_cast<size_t>(E), 0.0);
       const float* zh = z.ptr() + (static_cast<size_t>(t) * H + h) * D;
       for (int i = 0; i < E; ++i) {
         double s = 0;
         for (int d = 0; d < D; ++d) s += static_cast<double>(lw.wo.at(i, h * D + d)) * zh[d];
         p[static_cast<size_t>(i)] = s;
+        sum[static_cast<size_t>(i)] += s;
       }
-      out.parts.at(l, h) = static_cast<float>(part(p));
+    }
+    // Gemma 2's sandwich norm on the attention output (an RMSNorm: no centring) is linear in its
+    // input once its scale is frozen from the run, as the final norm's is: each head's part is
+    // g * p_h / rms(sum of the parts), and the parts still add up to what the layer adds
+    std::vector<double> post(static_cast<size_t>(E), 1.0);
+    if (c.sandwich_norm) {
+      double ms = 0;
+      for (double v : sum) ms += v * v;
+      const double rms = std::sqrt(ms / E + c.layer_norm_eps);
+      for (int i = 0; i < E; ++i) post[static_cast<size_t>(i)] = lw.ln1_post_g.data[static_cast<size_t>(i)] / rms;
+    }
+    auto through_post = [&](std::vector<double> p) {
+      for (int i = 0; i < E; ++i) p[static_cast<size_t>(i)] *= post[static_cast<size_t>(i)];
+      return p;
+    };
+    for (int h = 0; h < H; ++h) {
+      out.parts.at(l, h) = static_cast<float>(part(through_post(heads[static_cast<size_t>(h)])));
       total += out.parts.at(l, h);
     }
     if (!lw.bo.empty()) {
-      std::vector<double> b(lw.bo.data.begin(), lw.bo.data.end());
-      const double v = part(b);
+      const double v = part(through_post(std::vector<double>(lw.bo.data.begin(), lw.bo.data.end())));
       out.biases += v, total += v;
     }
     if (c.ff_dim > 0) {
@@ -94,6 +114,15 @@ LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, 
     }
   }
   out.total = total;
+  if (c.final_softcap > 0) {
+    // Gemma 2 caps the logits (cap * tanh(l / cap)), which no sum of parts follows: the parts add
+    // up to the difference of the logits before the cap, computed here from the final hidden state
+    double d = 0;
+    for (int j = 0; j < E; ++j) d += u[static_cast<size_t>(j)] * r.hidden.at(t, j);
+    out.logit_diff = d;
+    out.before_cap = true;
+    return out;
+  }
   const std::vector<float> logits = next_token_logits(model, r.hidden, t);
   out.logit_diff = static_cast<double>(logits[static_cast<size_t>(answer)]) -
                    (wrong >= 0 ? static_cast<double>(logits[static_cast<size_t>(wrong)]) : 0.0);

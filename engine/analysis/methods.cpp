@@ -169,6 +169,7 @@ PredictionGradients prediction_gradients(const Model& model, const ForwardReques
     run.layer = l;
     if (hooks) run.hooks = &*hooks;
     if (!ablate.empty() && !ablate[static_cast<size_t>(l)].empty()) run.ablate = &ablate[static_cast<size_t>(l)];
+    attn.mask = &layer_mask(mask, c, l);
     layer_forward(c, plan, W.layers[static_cast<size_t>(l)], *ops, attn, x, states[static_cast<size_t>(l)], run);
   }
   final_forward(model, *ops, x, final_norm);
@@ -207,11 +208,14 @@ PredictionGradients prediction_gradients(const Model& model, const ForwardReques
     // d y / d W_lm[id_k] = coef_k h_{T-1}
     const Tensor& Wlm = c.tied_lm_head ? W.embedding : W.lm_head;
     Tensor& Glm = c.tied_lm_head ? G.embedding : G.lm_head;
-    for (const auto& [id, coef] : pick(logits.data))
+    for (const auto& [id, coef_logit] : pick(logits.data)) {
+      // through Gemma 2's soft cap on the logit: times 1 - tanh^2
+      const float coef = coef_logit * lm_softcap_grad(c, logits.data[static_cast<size_t>(id)]);
       for (int e = 0; e < E; ++e) {
         dx.at(T - 1, e) += coef * Wlm.at(id, e);
         if (!Glm.empty()) Glm.at(id, e) += coef * last.data[static_cast<size_t>(e)];
       }
+    }
   }
 
   // ---- backward through the layers, keeping d y / d A_l (and the named activations' gradients)

@@ -100,7 +100,7 @@ double checked_span(const PatchResult& p) {
 bool batchable(const Model& model, const ForwardRequest& r, const Backend& backend, bool& causal) {
   if (backend.name() != "cpu" || !r.ablate.empty()) return false;
   const AttnMask m = self_attention_mask(model, r);
-  if (!m.additive.empty()) return false;
+  if (!m.additive.empty() || m.sliding) return false;  // a per-layer window is not the causal mask alone
   causal = !m.blocked.empty();
   if (!causal) return true;
   for (int p = 0; p < m.planes; ++p)

@@ -232,7 +232,7 @@ AttnMask self_attention_mask(const Model& model, const ForwardRequest& req) {
   check_types(model, req.token_types, req.ids.size(), "the sequence");
   const int T = static_cast<int>(req.ids.size());
   AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, model.vocab.pad_id());
-  if (c.sliding_window > 0) block_outside_window(mask, c.sliding_window);
+  apply_model_window(mask, c);
   return mask;
 }
 

@@ -86,7 +86,7 @@ LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int
   if (!c.lm_head) throw Error("the logit lens needs a language model (a model with an LM head)");
   const int T = static_cast<int>(ids.size());
   AttnMask mask = build_mask(model_mask(c, MaskSpec{}), T, T, c.num_heads, ids, model.vocab.pad_id());
-  if (c.sliding_window > 0) block_outside_window(mask, c.sliding_window);
+  apply_model_window(mask, c);
   EncodeOptions opts;
   opts.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
   opts.keep_layer_inputs = true;

@@ -217,8 +217,23 @@ void block_outside_window(AttnMask& mask, int window) {
       for (int j = 0; j + window < i; ++j) mask.blocked[mask.index(p, i, j)] = 1;
 }
 
+void apply_model_window(AttnMask& mask, const ModelConfig& c) {
+  if (c.sliding_window <= 0) return;
+  if (!c.mixed_windows()) return block_outside_window(mask, c.sliding_window);
+  auto windowed = std::make_shared<AttnMask>(mask);
+  windowed->sliding.reset();
+  block_outside_window(*windowed, c.sliding_window);
+  mask.sliding = std::move(windowed);
+}
+
+const AttnMask& layer_mask(const AttnMask& mask, const ModelConfig& c, int layer) {
+  if (!mask.sliding || !c.layer_slides(layer)) return mask;
+  return *mask.sliding;
+}
+
 AttnMask mask_rows(const AttnMask& mask, int first) {
   AttnMask out;
+  if (mask.sliding) out.sliding = std::make_shared<AttnMask>(mask_rows(*mask.sliding, first));
   out.planes = mask.planes, out.T = mask.T - first, out.S = mask.S;
   auto copy = [&](const auto& from, auto& to) {
     if (from.empty()) return;

@@ -5,6 +5,7 @@
 // whose keys are all blocked is all zeros (PyTorch gives NaN there) and is reported as a warning.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct AttnMask {
   int T = 0, S = 0;
   std::vector<uint8_t> blocked;  // [planes, T, S], empty when nothing is blocked
   std::vector<float> additive;   // [planes, T, S], empty when there is no additive term
+  // The mask of the layers with a sliding window when only some layers have one (Gemma 2's
+  // alternating layers, ModelConfig::mixed_windows): this mask plus the window. Null otherwise
+  // (the window, when every layer has it, is in this mask itself).
+  std::shared_ptr<const AttnMask> sliding;
 
   size_t index(int plane, int i, int j) const {
     return (static_cast<size_t>(plane) * static_cast<size_t>(T) + static_cast<size_t>(i)) * static_cast<size_t>(S) +
@@ -73,5 +78,10 @@ MaskSpec model_mask(const ModelConfig& c, MaskSpec spec);
 // Blocks keys more than `window` positions before their query (i - j > window): a decoder's
 // sliding window (Mistral), on top of its causal mask.
 void block_outside_window(AttnMask& mask, int window);
+// The model's own window on a pass's mask: blocked in place when every layer has it, else as
+// the mask's `sliding` copy for the layers that do (none when the model has no window).
+void apply_model_window(AttnMask& mask, const ModelConfig& c);
+// The mask layer l applies: the sliding copy for a windowed layer of a mixed model, else mask.
+const AttnMask& layer_mask(const AttnMask& mask, const ModelConfig& c, int layer);
 
 }  // namespace attnlab

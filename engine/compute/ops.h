@@ -26,12 +26,14 @@ struct AttnArgs {
   // Grouped-query attention: K and V hold KV heads (B*S, KV * D), query head h reads key/value
   // head h / (H / KV) (transformers' repeat_kv). 0 = H (every head its own).
   int KV = 0;
-  float scale = 0.0f;  // score scale; 0 = 1 / sqrt(D)
+  float scale = 0.0f;    // score scale; 0 = 1 / sqrt(D)
+  float softcap = 0.0f;  // > 0: scaled scores become softcap * tanh(score / softcap) before the mask (Gemma 2)
   // (a) any mask the engine builds, [planes, T, S] with additive terms; a single sequence (B == 1)
   const AttnMask* mask = nullptr;
   // (b) batches: 1 where the key is [PAD] ([B, S]; may be null), plus an optional causal mask
   const std::vector<uint8_t>* key_blocked = nullptr;
   bool causal = false;
+  int window = 0;  // with causal: key j is blocked for query i when i - j > window (a sliding layer); 0 = none
   const Tensor* rel = nullptr;  // relative table [2 * max_len - 1, E] or null
   int max_len = 0;
   const std::vector<uint8_t>* drop_keep = nullptr;  // [B, H, T, S] dropout keep flags on P; null = no dropout

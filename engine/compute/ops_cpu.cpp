@@ -291,11 +291,12 @@ class CpuOps final : public Ops {
             for (int j = 0; j < T; ++j)
               Pm(i, j) += Qb.row(i).dot(cm(*s.rel).row(relative_index(i, j, s.max_len)).segment(h * D, D));
         Pm *= scale;
+        if (s.softcap > 0) Pm = ((Pm.array() / s.softcap).tanh() * s.softcap).matrix();  // Gemma 2, before the mask
         for (int i = 0; i < T; ++i) {
           bool any = false;
           for (int j = 0; j < T; ++j) {
-            blocked[static_cast<size_t>(j)] =
-                (s.causal && j > i) || (s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * T + j)]);
+            blocked[static_cast<size_t>(j)] = (s.causal && j > i) || (s.window > 0 && i - j > s.window) ||
+                                              (s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * T + j)]);
             any |= blocked[static_cast<size_t>(j)] != 0;
           }
           kernels::masked_softmax_row(&Pm(i, 0), T, any ? blocked.data() : nullptr, nullptr, buf);
@@ -334,7 +335,7 @@ class CpuOps final : public Ops {
     for (auto& t : drel_local) t = Tensor(drel->shape);
 #pragma omp parallel
     {
-      RowMat Pd, dP, dS;
+      RowMat Pd, dP, dS, Zc;
       Eigen::VectorXf rowdot;
       Tensor* my_drel = drel_local.empty() ? nullptr : &drel_local[static_cast<size_t>(omp_get_thread_num())];
 #pragma omp for schedule(static)
@@ -355,6 +356,11 @@ class CpuOps final : public Ops {
         for (int i = 0; i < T; ++i) {
           const float dot = kernels::stable_sum(&dS(i, 0), T);
           dS.row(i) = (Pm.row(i).array() * (dP.row(i).array() - dot) * scale).matrix();
+        }
+        if (s.softcap > 0) {  // cap * tanh(z / cap): d/dz = 1 - tanh^2, z the scaled score (recomputed)
+          if (s.rel) throw Error("internal: soft-capped scores with a relative-position table");
+          Zc.noalias() = Qb * Kb.transpose();
+          dS.array() *= 1.0f - ((Zc.array() * scale) / s.softcap).tanh().square();
         }
         DQ.block(r0, h * D, T, D).noalias() = dS * Kb;
         DK.block(r0, h * D, T, D).noalias() = dS.transpose() * Qb;
@@ -462,6 +468,7 @@ class CpuOps final : public Ops {
             for (int j = 0; j < R; ++j) P(i, j) += G(i, relative_index(i0 + i, r0 + j, s.max_len) - lo);
         }
         P *= scale;
+        if (s.softcap > 0) P = ((P.array() / s.softcap).tanh() * s.softcap).matrix();
         for (int i = 0; i < n; ++i) {
           const size_t off = mask.index(plane, i0 + i, r0);
           kernels::masked_softmax_row(&P(i, 0), R, mask.blocked.empty() ? nullptr : mask.blocked.data() + off,

@@ -160,6 +160,7 @@ class ReferenceOps final : public Ops {
   static bool blocked(const AttnArgs& s, int b, int h, int i, int j) {
     if (s.mask) return s.mask->is_blocked(h, i, j);
     if (s.causal && j > i) return true;
+    if (s.window > 0 && i - j > s.window) return true;
     return s.key_blocked && (*s.key_blocked)[static_cast<size_t>(b * s.keys() + j)] != 0;
   }
   static double additive(const AttnArgs& s, int h, int i, int j) { return s.mask ? s.mask->add(h, i, j) : 0.0; }
@@ -179,14 +180,19 @@ class ReferenceOps final : public Ops {
   }
   // The score of query i and key j in head h of sequence b (blocked or not):
   // q_i . (k_j + r_(i-j)) / sqrt(d) + the additive mask (Shaw et al. for the relative term)
-  static double score(const AttnArgs& s, const Tensor& Q, const Tensor& K, int b, int h, int i, int j) {
+  // (Gemma 2: the scaled score soft-capped, cap * tanh(z / cap), before the mask)
+  static double scaled_score(const AttnArgs& s, const Tensor& Q, const Tensor& K, int b, int h, int i, int j) {
     double v = 0;
     for (int d = 0; d < s.D; ++d) {
       double k = kv(K, s, b, h, j, d);
       if (s.rel) k += s.rel->at(relative_index(i, j, s.max_len), h * s.D + d);
       v += el(Q, s, s.T, b, h, i, d) * k;
     }
-    return v * s.score_scale() + additive(s, h, i, j);
+    return v * s.score_scale();
+  }
+  static double score(const AttnArgs& s, const Tensor& Q, const Tensor& K, int b, int h, int i, int j) {
+    const double z = scaled_score(s, Q, K, b, h, i, j);
+    return (s.softcap > 0 ? std::tanh(z / s.softcap) * s.softcap : z) + additive(s, h, i, j);
   }
   static double keep(const AttnArgs& s, size_t pidx) {
     return s.drop_keep ? ((*s.drop_keep)[pidx] ? s.drop_scale : 0.0) : 1.0;
@@ -256,8 +262,12 @@ class ReferenceOps final : public Ops {
           }
           // softmax: dscore_ij = P_ij (dP_ij - sum_k P_ik dP_ik); score = scale * q_i . (k_j + r_ij)
           for (int j = 0; j < S; ++j) {
-            const double ds = P.data[row + j] * (dP[static_cast<size_t>(j)] - dot) * scale;
+            double ds = P.data[row + j] * (dP[static_cast<size_t>(j)] - dot) * scale;
             if (ds == 0.0) continue;
+            if (s.softcap > 0) {  // d (cap tanh(z / cap)) / dz = 1 - tanh^2
+              const double t = std::tanh(scaled_score(s, Q, K, b, h, i, j) / s.softcap);
+              ds *= 1.0 - t * t;
+            }
             for (int d = 0; d < D; ++d) {
               double k = kv(K, s, b, h, j, d);
               if (s.rel) {

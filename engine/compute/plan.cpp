@@ -100,7 +100,10 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   if (c.positional == Positional::Rotary)
     q = p.hook(p.rope(q), "attn.hook_rot_q"), k = p.hook(p.rope(k), "attn.hook_rot_k");
   const int ctx = p.hook(p.attention(q, k, v), "attn.hook_z");
-  const int o = p.dropout(p.hook(p.linear(ctx, &LW::wo, &LW::bo), "hook_attn_out"));
+  // Gemma 2's sandwich: the output projection's result normalised (post_attention_layernorm)
+  // before the residual; hook_attn_out is what is added to the stream, as TransformerLens names it
+  const int o_proj = p.linear(ctx, &LW::wo, &LW::bo);
+  const int o = p.dropout(p.hook(c.sandwich_norm ? norm(o_proj, &LW::ln1_post_g, nullptr) : o_proj, "hook_attn_out"));
   const int s1 = p.hook(p.residual(o, x), "hook_resid_mid");
   // post-norm (TransformerLens's BertBlock): LN1 of resid_mid is the MLP's input
   const int x1 = pre ? s1 : p.hook(norm(s1, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized");
@@ -111,7 +114,8 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   int a = p.activation(h);
   if (c.gated_ff) a = p.mul(a, p.hook(p.linear(f_in, &LW::w3, nullptr), "mlp.hook_pre_linear"));
   p.hook(a, "mlp.hook_post");
-  const int f = p.dropout(p.hook(p.linear(a, &LW::w2, &LW::b2), "hook_mlp_out"));
+  const int f_proj = p.linear(a, &LW::w2, &LW::b2);
+  const int f = p.dropout(p.hook(c.sandwich_norm ? norm(f_proj, &LW::ln2_post_g, nullptr) : f_proj, "hook_mlp_out"));
   const int s2 = p.hook(p.residual(f, x1), "hook_resid_post");
   return p.finish(pre ? s2 : p.hook(norm(s2, &LW::ln2_g, &LW::ln2_b), "hook_normalized_resid_post"));
 }
@@ -171,6 +175,7 @@ AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int 
   a.max_len = c.max_len;
   a.KV = c.kv_heads();
   a.scale = c.attn_scale;
+  a.softcap = c.attn_softcap;
   return a;
 }
 
@@ -179,7 +184,15 @@ Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
   const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
   Tensor logits;
   ops.linear(x, W, Tensor(), logits);
+  if (const float cap = model.config.final_softcap; cap > 0)  // Gemma 2: logits / cap, tanh, * cap
+    for (float& v : logits.data) v = std::tanh(v / cap) * cap;
   return logits;
+}
+
+float lm_softcap_grad(const ModelConfig& c, float logit) {
+  if (c.final_softcap <= 0) return 1.0f;
+  const float t = logit / c.final_softcap;  // tanh(raw / cap), from the capped logit
+  return 1.0f - t * t;
 }
 
 Tensor sinusoid_table(int T, int E) {
@@ -231,18 +244,25 @@ Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, 
   Tensor x({N, E});
   for (size_t k = 0; k < parts.size(); ++k) {
     Tensor part;
+    // Gemma: the token embedding times sqrt(hidden) (a float32 product, as its scaled embedding)
+    const bool scaled = k == 0 && c.embed_scale > 0;
     if (hooks) {
       part = Tensor({N, E});
       for (int n = 0; n < N; ++n) std::copy_n(parts[k](n), E, part.ptr() + static_cast<int64_t>(n) * E);
+      if (scaled)
+        for (float& v : part.data) v *= c.embed_scale;
       hooks->visit(names[k], part, part.shape);
     }
     for (int n = 0; n < N; ++n) {
       const float* row = hooks ? part.ptr() + static_cast<int64_t>(n) * E : parts[k](n);
       float* dst = x.ptr() + static_cast<int64_t>(n) * E;
-      if (k == 0)
+      if (k == 0) {
         std::copy_n(row, E, dst);
-      else
+        if (scaled && !hooks)
+          for (int e = 0; e < E; ++e) dst[e] *= c.embed_scale;
+      } else {
         for (int e = 0; e < E; ++e) dst[e] += row[e];
+      }
     }
   }
   if (c.embedding_norm) {
@@ -265,9 +285,10 @@ void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, c
   for (size_t n = 0; n < ids.size(); ++n) {
     const int id = ids[n], t = static_cast<int>(n) % T;
     const int type = types.empty() ? 0 : types[n];
+    const float token_scale = c.embed_scale > 0 ? c.embed_scale : 1.0f;
     for (int e = 0; e < E; ++e) {
       const float g = dx.at(static_cast<int64_t>(n), e);
-      G.embedding.at(id, e) += g;
+      G.embedding.at(id, e) += g * token_scale;
       if (c.positional == Positional::Learned) G.pos_embedding.at(t, e) += g;
       if (c.type_vocab_size > 0) G.type_embedding.at(type, e) += g;
     }
@@ -549,9 +570,19 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         break;
       }
       case OpKind::Rope: {
-        if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T || st.rope_first != run.first) {
-          rope_tables(attn_in.T, attn_in.D, c, st.rope_cos, st.rope_sin, run.first);
-          st.rope_first = run.first;
+        // Gemma 3: the sliding layers rotate with their own base, the full ones with rope_theta
+        // and its scaling (rope_parameters' sliding_attention and full_attention)
+        const bool local = c.layer_local_rope(run.layer);
+        if (st.rope_cos.empty() || st.rope_cos.dim(0) != attn_in.T || st.rope_first != run.first ||
+            st.rope_local != local) {
+          if (local) {
+            ModelConfig lc = c;
+            lc.rope_theta = c.local_rope_theta, lc.rope_scaling = RopeScaling{};
+            rope_tables(attn_in.T, attn_in.D, lc, st.rope_cos, st.rope_sin, run.first);
+          } else {
+            rope_tables(attn_in.T, attn_in.D, c, st.rope_cos, st.rope_sin, run.first);
+          }
+          st.rope_first = run.first, st.rope_local = local;
         }
         take_or_copy();
         ops.rope(out, st.rope_cos, st.rope_sin, attn_in.D, attn_in.T, false);
@@ -778,7 +809,7 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
   else
     x = embed_forward(model, ops, ids, options.token_types, T, norm, hooks ? &*hooks : nullptr);
   AttnArgs attn = attention_args(c, model.weights, 1, n, T);
-  attn.mask = kv ? &rows_mask : &mask;
+  const AttnMask& pass_mask = kv ? rows_mask : mask;
   LayerState state;  // reused by every layer: inference keeps nothing of a layer once it is done
   std::vector<Tensor> patterns(static_cast<size_t>(c.num_layers));  // attn.hook_pattern kept for hooks only
   for (int l = first; l < c.num_layers; ++l) {
@@ -799,6 +830,7 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
       run.probs = &patterns[static_cast<size_t>(l)];
     if (!options.ablate.empty() && !options.ablate[static_cast<size_t>(l)].empty())
       run.ablate = &options.ablate[static_cast<size_t>(l)];
+    attn.mask = &layer_mask(pass_mask, c, l);  // Gemma 2: windowed and full layers alternate
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
     if (hooks) {

@@ -82,6 +82,7 @@ struct LayerState {
   Tensor P;                                      // the attention probabilities (training)
   Tensor rope_cos, rope_sin;                     // [T, D / 2] rotary tables, made once per length
   int rope_first = 0;                            // the position of the tables' first row (KV cache)
+  bool rope_local = false;                       // the tables are of local_rope_theta (Gemma 3's sliding layers)
   const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
 };
 
@@ -121,6 +122,9 @@ void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, c
 // Language models: the LM head's logits for hidden rows x (N, E) -> (N, vocab), through
 // lm_head or the tied embedding.
 Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x);
+// d (capped logit) / d (the head's product) at a capped logit: 1 - tanh^2, or 1 without a cap
+// (Gemma 2's final_logit_softcapping).
+float lm_softcap_grad(const ModelConfig& c, float logit);
 
 // After the last layer: [final LayerNorm], in place; and its backward (dx in place).
 void final_forward(const Model& model, Ops& ops, Tensor& x, NormState& norm);

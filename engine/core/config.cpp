@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -169,6 +170,12 @@ void ModelConfig::validate() const {
                   std::to_string(r.long_factor.size()));
   }
   if (sliding_window < 0) throw Error("sliding_window must be >= 0");
+  if (!sliding_layers.empty() && static_cast<int>(sliding_layers.size()) != num_layers)
+    throw Error("layer_types lists " + std::to_string(sliding_layers.size()) + " layers but the model has " +
+                std::to_string(num_layers));
+  for (float cap : {attn_softcap, final_softcap})
+    if (cap < 0 || !std::isfinite(cap)) throw Error("a soft-capping value must be a positive number");
+  if (embed_scale < 0 || !std::isfinite(embed_scale)) throw Error("the embedding scale must be a positive number");
   if (tied_lm_head && !lm_head) throw Error("internal: a tied LM head without an LM head");
   if (!labels.empty() && static_cast<int>(labels.size()) != num_classes)
     throw Error("labels has " + std::to_string(labels.size()) + " entries but num_classes is " +
@@ -291,7 +298,19 @@ ModelConfig load_config(const std::string& path) {
   return parse_config_json(ss.str(), path);
 }
 
+bool ModelConfig::mixed_windows() const {
+  if (sliding_window <= 0 || sliding_layers.empty()) return false;
+  return std::find(sliding_layers.begin(), sliding_layers.end(), 0) != sliding_layers.end();
+}
+
 std::string config_to_json(const ModelConfig& c) {
+  // attnlab's own config.json has no keys for Gemma 2's parts: such a model is saved as the
+  // Hugging Face folder it came from (write_hf_folder), never as a config that would drop them
+  if (c.embed_scale > 0 || c.attn_softcap > 0 || c.final_softcap > 0 || c.sandwich_norm || c.norm_unit_offset ||
+      !c.sliding_layers.empty() || c.local_rope_theta > 0)
+    throw Error(
+        "this model (soft-capping, sandwich norms or per-layer windows, as Gemma 2) is saved as a Hugging Face folder, "
+        "not in attnlab's own format");
   json j;
   j["vocab_size"] = c.vocab_size;
   j["embed_size"] = c.embed_size;

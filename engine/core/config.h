@@ -3,6 +3,7 @@
 // that names the key.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,28 @@ struct ModelConfig {
   bool tied_lm_head = false;  // its weight is the token embedding (tie_word_embeddings)
   float attn_scale = 0.0f;    // score scale; 0 = 1 / sqrt(head_dim)
   int head_size = 0;          // a head's width when not embed_size / num_heads (head_dim above); 0 = that
+  // Gemma 2 (engine/model/hf_model.cpp's read_gemma2), each 0 / false / empty for every other model:
+  float embed_scale = 0.0f;       // the token embedding times this (Gemma: sqrt(hidden) in float32); 0 = 1
+  float attn_softcap = 0.0f;      // scores = cap * tanh(scores / cap) before the mask (attn_logit_softcapping)
+  float final_softcap = 0.0f;     // logits = cap * tanh(logits / cap) (final_logit_softcapping)
+  bool sandwich_norm = false;     // a norm on each sub-layer's output too (post_attention / post_feedforward_layernorm)
+  bool norm_unit_offset = false;  // RMSNorm scales by 1 + w: the folder stores w, the gains held here are 1 + w
+  // per layer: 1 where sliding_window applies (layer_types' "sliding_attention"); empty: every layer
+  std::vector<uint8_t> sliding_layers;
+  float local_rope_theta =
+      0.0f;  // Gemma 3: the rotary base of the sliding layers (their own, unscaled); 0 = rope_theta
 
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  // Whether layer l's attention has the sliding window (Gemma 2 alternates windowed and full layers).
+  bool layer_slides(int l) const {
+    return sliding_window > 0 && (sliding_layers.empty() || sliding_layers.at(static_cast<size_t>(l)) != 0);
+  }
+  // Whether layer l rotates with local_rope_theta (Gemma 3's sliding layers, window or not).
+  bool layer_local_rope(int l) const {
+    return local_rope_theta > 0 && !sliding_layers.empty() && sliding_layers.at(static_cast<size_t>(l)) != 0;
+  }
+  // Some layers slide and some do not: a pass needs both masks (AttnMask::sliding).
+  bool mixed_windows() const;
   bool is_language_model() const { return lm_head; }
 
   // Each head's width: embed_size / num_heads, or head_size when a config sets it apart from the

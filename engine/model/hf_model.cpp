@@ -4,6 +4,8 @@
 
 #include "engine/core/memory.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -320,6 +322,122 @@ void read_llama_family(const Keys& k, const json& j, const std::string& model_ty
   c.type_vocab_size = 0;
 }
 
+// Gemma 2 (modeling_gemma2.py, Gemma2Config's defaults for keys left out): Llama's rotary,
+// grouped-query and gated steps, with the token embedding times sqrt(hidden) (in float32, as
+// Gemma2TextScaledWordEmbedding's buffer), RMSNorm scaling by 1 + w, a norm on each sub-layer's
+// output as well (the "sandwich"), GeGLU (hidden_activation, the tanh GELU), scores scaled by
+// query_pre_attn_scalar^-1/2 and soft-capped (cap * tanh(s / cap)) before the mask, the logits
+// soft-capped too, and layer_types' alternating sliding-window and full layers.
+//
+// Gemma 3's text model (model_type gemma3_text, Gemma3ForCausalLM: Gemma 3 270M, 1B) takes the
+// same steps with Gemma2's q_norm / k_norm (1 + w, over each head), no score cap (Gemma3Attention
+// passes none to the attention, whatever the config says), five sliding layers to each full one
+// by default (sliding_window_pattern 6), and a rotary base per layer kind: 5.x's rope_parameters
+// {sliding_attention: {...}, full_attention: {...}}, 4.x's rope_local_base_freq for the sliding
+// layers and rope_theta / rope_scaling for the full ones (Gemma3TextConfig's defaults 1e4, 1e6).
+void read_gemma2(const Keys& k, const json& j, const std::string& model_type, ModelConfig& c,
+                 const std::string& where) {
+  const bool gemma3 = model_type == "gemma3_text";
+  c.vocab_size = k.integer("vocab_size", false, gemma3 ? 262208 : 256000);
+  c.embed_size = k.integer("hidden_size", false, 2304);
+  c.ff_dim = k.integer("intermediate_size", false, 9216);
+  c.num_layers = k.integer("num_hidden_layers", false, 26);
+  c.num_heads = k.integer("num_attention_heads", false, 8);
+  c.num_kv_heads = k.integer("num_key_value_heads", false, 4);
+  c.max_len = k.integer("max_position_embeddings", false, gemma3 ? 131072 : 8192);
+  c.activation = hf_activation(k.str("hidden_activation", k.str("hidden_act", "gelu_pytorch_tanh")), where);
+  c.layer_norm_eps = static_cast<float>(k.number("rms_norm_eps", 1e-6));
+  auto params = j.find("rope_parameters");
+  const bool per_kind = gemma3 && params != j.end() && params->is_object() &&
+                        (params->contains("full_attention") || params->contains("sliding_attention"));
+  if (!gemma3) {
+    read_rope(k, j, c, where);
+  } else {
+    // each kind's parameters as read_rope reads a single set
+    auto kind = [&](const char* name, double theta) {
+      json one = json::object();
+      one["rope_theta"] = theta;
+      if (per_kind) {
+        if (auto it = params->find(name); it != params->end() && it->is_object()) one["rope_parameters"] = *it;
+      } else if (std::string(name) == "full_attention") {
+        one["rope_theta"] = k.number("rope_theta", theta);
+        if (auto it = j.find("rope_scaling"); it != j.end()) one["rope_scaling"] = *it;
+      } else {
+        one["rope_theta"] = k.number("rope_local_base_freq", theta);
+      }
+      ModelConfig r;
+      read_rope(Keys{one, where}, one, r, where);
+      return r;
+    };
+    const ModelConfig full = kind("full_attention", 1e6), local = kind("sliding_attention", 1e4);
+    c.rope_theta = full.rope_theta, c.rope_scaling = full.rope_scaling;
+    if (!local.rope_scaling.is_default())
+      throw Error(where + ": a rope_type for the sliding layers (" + local.rope_scaling.type +
+                  ") is not supported (their default rotation is)");
+    c.local_rope_theta = local.rope_theta;
+  }
+  c.tied_lm_head = k.boolean("tie_word_embeddings", true);
+  const int D = k.integer("head_dim", false, 256);
+  if (D <= 0 || D > 4096) throw Error(where + ": head_dim must be a positive integer, got " + std::to_string(D));
+  if (c.num_heads <= 0 || D * c.num_heads != c.embed_size) c.head_size = D;
+  if (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0)
+    throw Error(where + ": num_key_value_heads (" + std::to_string(c.num_kv_heads) +
+                ") does not divide num_attention_heads (" + std::to_string(c.num_heads) + ")");
+  const bool bias = k.boolean("attention_bias", false);
+  c.qkv_bias = c.out_bias = bias;
+  c.ff_bias = false;
+  if (k.boolean("use_bidirectional_attention", false))
+    throw Error(where + ": use_bidirectional_attention (Gemma as an encoder) is not supported");
+  // self.scaling = query_pre_attn_scalar ** -0.5, a Python float the float32 scores are multiplied by
+  const double qpas = k.number("query_pre_attn_scalar", 256);
+  if (!(qpas > 0)) throw Error(where + ": query_pre_attn_scalar must be a positive number");
+  c.attn_scale = static_cast<float>(std::pow(qpas, -0.5));
+  c.attn_softcap = gemma3 ? 0.0f : static_cast<float>(k.number("attn_logit_softcapping", 50.0));
+  c.final_softcap = static_cast<float>(k.number("final_logit_softcapping", gemma3 ? 0.0 : 30.0));
+  if (j.contains("attn_logit_softcapping") && j["attn_logit_softcapping"].is_null()) c.attn_softcap = 0;
+  if (j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_null()) c.final_softcap = 0;
+  if (c.attn_softcap < 0 || c.final_softcap < 0) throw Error(where + ": a soft-capping value must be positive");
+  c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.embed_size)));  // torch.tensor(hidden ** 0.5)
+  c.sandwich_norm = true;
+  c.norm_unit_offset = true;
+  c.qk_norm = gemma3;  // Gemma3Attention's q_norm / k_norm (Gemma3RMSNorm over head_dim)
+  // layer_types (5.x), else Gemma2Config's pattern: even layers slide ((i + 1) % 2, as 4.x's
+  // not bool(layer_idx % 2)); the window covers the W keys i - W + 1 .. i (kv > q - W)
+  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), 0);
+  if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<int>(it->size()) != c.num_layers)
+      throw Error(where + ": layer_types must list one attention kind per layer (" + std::to_string(c.num_layers) +
+                  ")");
+    for (size_t l = 0; l < it->size(); ++l) {
+      const json& t = (*it)[l];
+      const std::string kind = t.is_string() ? t.get<std::string>() : "";
+      if (kind != "sliding_attention" && kind != "full_attention")
+        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + t.dump() +
+                    " (sliding_attention or full_attention)");
+      c.sliding_layers[l] = kind == "sliding_attention";
+    }
+  } else {
+    // Gemma2Config: (i + 1) % 2; Gemma3TextConfig: (i + 1) % sliding_window_pattern (6)
+    const int pattern = gemma3 ? k.integer("sliding_window_pattern", false, 6) : 2;
+    if (pattern <= 0) throw Error(where + ": sliding_window_pattern must be positive");
+    for (int l = 0; l < c.num_layers; ++l) c.sliding_layers[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
+  }
+  auto it = j.find("sliding_window");  // absent: the class default 4096; null: no window
+  const int W = it == j.end() ? 4096 : it->is_null() ? 0 : k.integer("sliding_window", false, 0);
+  if (W == 1) throw Error(where + ": sliding_window 1 (each token sees only itself) is not supported");
+  c.sliding_window = W > 0 ? W - 1 : 0;  // (0: no window; the layer kinds still pick Gemma 3's rotary bases)
+  c.positional = Positional::Rotary;
+  c.norm = NormPlacement::Pre;
+  c.norm_kind = NormKind::RmsNorm;
+  c.embedding_norm = false;
+  c.final_norm = true;
+  c.gated_ff = true;
+  c.causal = true;
+  c.lm_head = true;
+  c.pooling = Pooling::Mean;
+  c.type_vocab_size = 0;
+}
+
 // The architecture table (llama.cpp's src/llama-arch.cpp keeps its architectures the same way):
 // one row per model_type with what attnlab needs to know of it. Adding a family that reuses a
 // layout is a row; a new layout adds its WeightLayout column (engine/model/weights.cpp) and its reader.
@@ -351,6 +469,10 @@ const std::vector<HfArch>& arch_table() {
        read_llama_family},
       {"qwen3", true, "Qwen3Model", "Qwen3ForCausalLM", WeightLayout::HfLlama, "model.", "embed_tokens.weight",
        read_llama_family},
+      {"gemma2", true, "Gemma2Model", "Gemma2ForCausalLM", WeightLayout::HfGemma2, "model.", "embed_tokens.weight",
+       read_gemma2},
+      {"gemma3_text", true, "Gemma3TextModel", "Gemma3ForCausalLM", WeightLayout::HfGemma2, "model.",
+       "embed_tokens.weight", read_gemma2},
   };
   return rows;
 }
@@ -502,6 +624,9 @@ void load_decoder(Model& m, TensorMap& tensors, const fs::path& dir) {
   load_tokenizer(m, dir);
   std::set<std::string> used;
   m.weights = take_weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where);
+  if (c.norm_unit_offset)  // Gemma2RMSNorm: output * (1.0 + weight.float()), the same float32 sum once
+    for (Tensor* g : rms_gains(c, m.weights))
+      for (float& v : g->data) v = 1.0f + v;
   if (c.tied_lm_head && has_head) used.insert("lm_head.weight");  // tied: transformers uses the embedding
   note_unused(m, tensors, used, "attnlab shows the decoder and its LM head");
 }
@@ -585,13 +710,25 @@ void put_stored(TensorMap& tensors, const LayoutName& n, const std::string& name
 
 }  // namespace
 
-TensorMap hf_tensors(const Model& model, const ModelWeights& w) {
+TensorMap hf_tensors(const Model& model, const ModelWeights& w, bool gradients) {
   if (!model.is_hf()) throw Error("internal: hf_tensors of a model that is not a Hugging Face folder's");
   const HfArch& arch = arch_of(model.hf.model_type);
+  // Gemma's gains go back to the w the folder stores (1 + w - 1: w to within half a float32 step
+  // of 1); their gradients are the same for w and for 1 + w
+  std::vector<const Tensor*> offset;
+  if (model.config.norm_unit_offset && !gradients)
+    for (Tensor* g : rms_gains(model.config, const_cast<ModelWeights&>(w))) offset.push_back(g);
   TensorMap out;
   for (const WeightEntry& e : weight_entries(model.config)) {
     const LayoutName n = layout_name(arch.layout, e, model.config);
-    put_stored(out, n, (n.head ? "" : model.hf.prefix) + n.name, e.in(w));
+    const Tensor& t = e.in(w);
+    if (std::find(offset.begin(), offset.end(), &t) == offset.end()) {
+      put_stored(out, n, (n.head ? "" : model.hf.prefix) + n.name, t);
+      continue;
+    }
+    Tensor stored = t;
+    for (float& v : stored.data) v -= 1.0f;
+    put_stored(out, n, (n.head ? "" : model.hf.prefix) + n.name, stored);
   }
   return out;
 }

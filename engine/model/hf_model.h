@@ -36,7 +36,9 @@ std::vector<std::string> parse_shard_index(const std::string& text, const std::s
 // The tensors of w (the model's weights, or gradients shaped as them) under the names the model's
 // folder gives them: its layout and prefix, GPT-2's Conv1D weights transposed and c_attn fused,
 // Phi-3's qkv_proj and gate_up_proj fused (the stored tensors, as transformers' state_dict holds them).
-TensorMap hf_tensors(const Model& model, const ModelWeights& w);
+// Weights go back to what the folder stores (Gemma's RMSNorm gains as w, not the 1 + w held);
+// gradients (gradients = true) are written as they are.
+TensorMap hf_tensors(const Model& model, const ModelWeights& w, bool gradients = false);
 
 // Writes config.json, model.safetensors (in the Hugging Face names, a classifier model as
 // *ForSequenceClassification) and the tokenizer files copied from the source folder into dir.

@@ -88,6 +88,8 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) { return Shape{E(c)}; }},
     {"attention.layer_norm.bias", nullptr, &LayerWeights::ln1_b, Init::Zeros,
      [](const ModelConfig& c) { return layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
+    {"attention.post_norm.weight", nullptr, &LayerWeights::ln1_post_g, Init::Ones,
+     [](const ModelConfig& c) { return c.sandwich_norm ? Shape{E(c)} : Shape{}; }},
     {"ffn.fc1.weight", nullptr, &LayerWeights::w1, Init::FanInUniform,
      [](const ModelConfig& c) {
        return has_ff(c) ? Shape{c.ff_dim, E(c)} : Shape{};
@@ -108,6 +110,8 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) { return has_ff(c) ? Shape{E(c)} : Shape{}; }},
     {"ffn.layer_norm.bias", nullptr, &LayerWeights::ln2_b, Init::Zeros,
      [](const ModelConfig& c) { return has_ff(c) && layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
+    {"ffn.post_norm.weight", nullptr, &LayerWeights::ln2_post_g, Init::Ones,
+     [](const ModelConfig& c) { return has_ff(c) && c.sandwich_norm ? Shape{E(c)} : Shape{}; }},
     // ---- after the layers: the final LayerNorm, the pooler, the classifier (TextClassifier.fc)
     {"final_norm.weight", &ModelWeights::final_ln_g, nullptr, Init::Ones,
      [](const ModelConfig& c) { return c.final_norm ? Shape{E(c)} : Shape{}; }},
@@ -160,6 +164,16 @@ Tensor& WeightEntry::in(ModelWeights& w) const {
 }
 const Tensor& WeightEntry::in(const ModelWeights& w) const {
   return in(const_cast<ModelWeights&>(w));
+}
+
+std::vector<Tensor*> rms_gains(const ModelConfig& c, ModelWeights& w) {
+  std::vector<Tensor*> out;
+  if (c.norm_kind != NormKind::RmsNorm) return out;
+  for (LayerWeights& L : w.layers)
+    for (Tensor* g : {&L.ln1_g, &L.ln2_g, &L.ln1_post_g, &L.ln2_post_g, &L.q_norm, &L.k_norm})
+      if (!g->empty()) out.push_back(g);
+  if (!w.final_ln_g.empty()) out.push_back(&w.final_ln_g);
+  return out;
 }
 
 std::vector<WeightEntry> weight_entries(const ModelConfig& c) {
@@ -257,6 +271,8 @@ LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName
       {"ffn.fc2.bias", "mlp.c_proj.bias", "mlp.down_proj.bias", -1, false},
       {"ffn.layer_norm.weight", "ln_2.weight", "post_attention_layernorm.weight", -1, false},
       {"ffn.layer_norm.bias", "ln_2.bias", nullptr, -1, false},
+      {"attention.post_norm.weight", nullptr, "post_attention_layernorm.weight", -1, false},  // Gemma 2's
+      {"ffn.post_norm.weight", nullptr, "post_feedforward_layernorm.weight", -1, false},
       {"final_norm.weight", "ln_f.weight", "norm.weight", -1, false},
       {"final_norm.bias", "ln_f.bias", nullptr, -1, false},
       {"lm_head.weight", "lm_head.weight", "lm_head.weight", -1, false},
@@ -269,6 +285,10 @@ LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName
     n.name = name;
     n.head = own == "lm_head.weight";
     if (e.layer >= 0) n.name = (gpt2 ? "h." : "layers.") + std::to_string(e.layer) + "." + n.name;
+    // modeling_gemma2.py: post_attention_layernorm is the attention output's norm; the one before
+    // the MLP (Llama's post_attention_layernorm) is pre_feedforward_layernorm
+    if (layout == WeightLayout::HfGemma2 && own == "ffn.layer_norm.weight")
+      n.name = "layers." + std::to_string(e.layer) + ".pre_feedforward_layernorm.weight";
     if (layout == WeightLayout::HfPhi3 && e.layer >= 0) {
       // modeling_phi3.py: qkv_proj's rows are q (heads x D), k, v (kv heads x D each), read as
       // qkv[..., :query_pos] etc.; gate_up_proj's first half is the gate, its second the up
@@ -313,7 +333,8 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelCon
     if (e.spec->model_member == &ModelWeights::final_ln_b) n.name = "norm.bias";
   }
   if (layout == WeightLayout::HfBert || layout == WeightLayout::HfDistilBert) return hf_name(layout, e, n);
-  if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama || layout == WeightLayout::HfPhi3)
+  if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama || layout == WeightLayout::HfPhi3 ||
+      layout == WeightLayout::HfGemma2)
     return hf_decoder_name(layout, e, n, c);
   if (layout == WeightLayout::Article || e.layer < 0) return n;
   const std::string own = e.spec->name;

@@ -22,6 +22,7 @@ struct LayerWeights {
   Tensor w1, b1, w2, b2;          // feed-forward [F, E], [F], [E, F], [E]; empty when ff_dim == 0
   Tensor w3;                      // gated feed-forward's up projection [F, E] (w1 is the gate)
   Tensor ln2_g, ln2_b;            // the feed-forward sub-layer's LayerNorm
+  Tensor ln1_post_g, ln2_post_g;  // sandwich norms on the attention's and the feed-forward's outputs (Gemma 2)
 };
 
 struct ModelWeights {
@@ -87,6 +88,7 @@ enum class WeightLayout {
   HfLlama,             // Hugging Face LlamaModel / LlamaForCausalLM (and Mistral, Qwen2: same names)
   HfPhi3,              // Hugging Face Phi3Model / Phi3ForCausalLM: Llama's names, q/k/v fused as qkv_proj
                        // and gate/up as gate_up_proj
+  HfGemma2,            // Hugging Face Gemma2Model / Gemma2ForCausalLM: Llama's names, four norms a layer
 };
 
 // A tensor's name in a layout, and the rows of it that hold this parameter (a fused tensor such
@@ -100,6 +102,10 @@ struct LayoutName {
   bool transposed = false;            // stored as [in, out] (GPT-2's Conv1D); row0/rows then count its columns
 };
 LayoutName layout_name(WeightLayout layout, const WeightEntry& entry, const ModelConfig& config);
+
+// The RMSNorm gains of an RMSNorm model that exist in w (each layer's, the sandwich norms', the
+// q/k norms', the final norm's): what Gemma's 1 + w offset applies to.
+std::vector<Tensor*> rms_gains(const ModelConfig& config, ModelWeights& w);
 
 // Every tensor of w, in weight_entries order (empty ones skipped).
 std::vector<Tensor*> parameters(ModelWeights& w);

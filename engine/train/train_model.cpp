@@ -78,10 +78,6 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   const bool lm = c.num_classes == 0 && c.lm_head;
   if (c.num_classes <= 0 && !lm) throw Error("training needs a classifier (num_classes > 0) or a language-model head");
   if (lm && batch.targets.size() != batch.ids.size()) throw Error("internal: a language model's batch without targets");
-  if (c.sliding_window > 0 && batch.T - 1 > c.sliding_window)
-    throw Error("training a model with a sliding window (" + std::to_string(c.sliding_window) +
-                ") on sequences longer than it is not built; cut them to " + std::to_string(c.sliding_window + 1) +
-                " tokens");
   const int B = batch.B, T = batch.T;
   const std::vector<int> types;  // single-segment inputs: token type 0 everywhere
 
@@ -105,13 +101,20 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   run.dropout = dropout ? &*dropout : nullptr;
   StepOutput out;
   if (opt.keep_attention) out.attention.resize(static_cast<size_t>(c.num_layers));
+  // each layer's window (Mistral's on every layer, Gemma 2's on every other)
+  auto layer_attn = [&](int l) {
+    AttnArgs a = attn;
+    a.window = c.layer_slides(l) ? c.sliding_window : 0;
+    return a;
+  };
   for (int l = 0; l < c.num_layers; ++l) {
     run.probs = opt.keep_attention ? &out.attention[static_cast<size_t>(l)] : nullptr;
+    run.layer = l;  // the layer's own rotary base (Gemma 3)
     if (checkpoint) {
       inputs.push_back(x);
       if (dropout) draws.push_back(*dropout);
     }
-    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, x,
+    layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, layer_attn(l), x,
                   states[checkpoint ? 0 : static_cast<size_t>(l)], run);
   }
   final_forward(model, ops, x, final_norm);
@@ -125,14 +128,15 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
       if (checkpoint) {  // the layer again from its input, drawing the same dropout masks
         LayerRun again;
         again.for_backward = true;
+        again.layer = l;
         std::optional<Dropout> replay;
         if (dropout) replay.emplace(draws[static_cast<size_t>(l)]);
         again.dropout = replay ? &*replay : nullptr;
         Tensor y = std::move(inputs[static_cast<size_t>(l)]);
-        layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, attn, y, st, again);
+        layer_forward(c, plan, W.layers[static_cast<size_t>(l)], ops, layer_attn(l), y, st, again);
       }
-      layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, attn, st,
-                     dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
+      layer_backward(c, plan, W.layers[static_cast<size_t>(l)], G.layers[static_cast<size_t>(l)], ops, layer_attn(l),
+                     st, dropout ? dropout->scale() : 1.0f, dx, &G.rel_pos);
     }
     embed_backward(model, ops, batch.ids, types, T, std::move(dx), embed_norm, G);
   };
@@ -140,8 +144,11 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   if (lm) {  // ---- the LM head (lm_head or the tied embedding) and next-token cross-entropy
     const Tensor& Wlm = c.tied_lm_head ? W.embedding : W.lm_head;
     Tensor dlogits;
-    lm_loss(lm_logits(model, ops, x), batch.targets, out, dlogits);
+    const Tensor logits = lm_logits(model, ops, x);
+    lm_loss(logits, batch.targets, out, dlogits);
     if (!grads) return out;
+    if (c.final_softcap > 0)  // Gemma 2's cap on the logits: d capped / d product = 1 - tanh^2
+      for (size_t k = 0; k < dlogits.data.size(); ++k) dlogits.data[k] *= lm_softcap_grad(c, logits.data[k]);
     Tensor dx, no_bias;
     ops.linear_backward(x, Wlm, dlogits, &dx, c.tied_lm_head ? grads->embedding : grads->lm_head, no_bias);
     backward_layers(dx);

@@ -15,7 +15,10 @@
    first-principles floor); the top-10 next tokens and the logit lens (top-1 per layer and
    position) equal to what transformers' hidden states give. BF16 weights converted on load.
    Phi-3 (fused qkv_proj and gate_up_proj, grouped-query, longrope, a window) and Qwen3 (per-head
-   q_norm / k_norm; attention_bias and tied; a decoupled head_dim refused) under 5.x.
+   q_norm / k_norm; attention_bias and tied; a decoupled head_dim) under 5.x; Gemma 2 (soft caps
+   on scores and logits, sandwich norms, 1 + w gains, the scaled embedding, alternating windowed
+   layers) under 5.x with the loss, hooks, logit attribution, generation and fine-tuning too;
+   Gemma 3's text model (q/k norms, a rotary base per layer kind) under 5.x.
    Rotary scaling: rope_type linear and dynamic (4.40 and 5.x), llama3, yarn (with and without
    truncation, mscale) and longrope (its short and long factors) under 5.x, each a folder as
    that version writes it (rope_scaling or rope_parameters).
@@ -249,6 +252,12 @@ def decoder_floors(model, T, hidden):
     return stack_floor(layers, K), stack_floor(layers, K, float(np.abs(hidden).max())), layers, K
 
 
+def softcapped(m, logits):
+    """Gemma 2's final_logit_softcapping, as Gemma2ForCausalLM applies it after lm_head (the lens too)."""
+    cap = getattr(m.config, "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
 def compare_decoder(name, folder, model, lengths, vocab):
     model.eval()
     worst = WorstShare("p", "h", "n")
@@ -260,7 +269,7 @@ def compare_decoder(name, folder, model, lengths, vocab):
     if head is None and model.config.tie_word_embeddings:  # a base model: its tied head is the embedding
         head = lambda h, m: h @ m.get_input_embeddings().weight.T  # noqa: E731
     elif head is not None:
-        head = lambda h, m: m.get_output_embeddings()(h)  # noqa: E731
+        head = lambda h, m: softcapped(m, m.get_output_embeddings()(h))  # noqa: E731
     for T in lengths:
         ids = [int(x) for x in rng.integers(0, vocab, T)]
         j, attn, hidden = forward_cli(folder, ids)
@@ -460,7 +469,7 @@ def hook_activations(model, ids):
     base = model.transformer if hasattr(model, "transformer") else getattr(model, "model", model)
     gpt2 = hasattr(base, "h")
     E, H = c.hidden_size, c.num_attention_heads
-    D = E // H
+    D = getattr(c, "head_dim", None) or E // H
     KV = getattr(c, "num_key_value_heads", None) or H
     T = len(ids)
     acts, handles, rope = {}, [], {}
@@ -512,13 +521,16 @@ def hook_activations(model, ids):
                 handles.append(at.rotary_emb.register_forward_hook(
                     lambda m, i, o: rope.__setitem__("cos_sin", o)))
             in_hook(at.o_proj, b + "attn.hook_z", (T, H, D))
-            out_hook(at.o_proj, b + "hook_attn_out")
-            in_hook(blk.post_attention_layernorm, b + "hook_resid_mid")
-            out_hook(blk.post_attention_layernorm, b + "ln2.hook_normalized")
+            sandwich = hasattr(blk, "pre_feedforward_layernorm")  # Gemma 2: a norm on each output too
+            # TransformerLens's hook_attn_out / hook_mlp_out: what is added to the stream (after ln1_post / ln2_post)
+            out_hook(blk.post_attention_layernorm if sandwich else at.o_proj, b + "hook_attn_out")
+            ln2 = blk.pre_feedforward_layernorm if sandwich else blk.post_attention_layernorm
+            in_hook(ln2, b + "hook_resid_mid")
+            out_hook(ln2, b + "ln2.hook_normalized")
             out_hook(blk.mlp.gate_proj, b + "mlp.hook_pre")
             out_hook(blk.mlp.up_proj, b + "mlp.hook_pre_linear")
             in_hook(blk.mlp.down_proj, b + "mlp.hook_post")
-            out_hook(blk.mlp, b + "hook_mlp_out")
+            out_hook(blk.post_feedforward_layernorm if sandwich else blk.mlp, b + "hook_mlp_out")
     if not gpt2 and hasattr(base, "rotary_emb"):  # transformers 4.48 and 5.x: one rotary module per model
         handles.append(base.rotary_emb.register_forward_hook(lambda m, i, o: rope.__setitem__("cos_sin", o)))
     out_hook(base.ln_f if gpt2 else base.norm, "ln_final.hook_normalized")
@@ -543,8 +555,15 @@ def hook_activations(model, ids):
         b = f"blocks.{l}."
         q = acts[b + ("attn.hook_q" if gpt2 else "attn.hook_rot_q")]
         k = np.repeat(acts[b + ("attn.hook_k" if gpt2 else "attn.hook_rot_k")], H // KV, axis=1)
-        scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(D)
+        # (Gemma 2: scaled by query_pre_attn_scalar^-1/2, soft-capped, and a window on its sliding layers)
+        scale = getattr(c, "query_pre_attn_scalar", None) or D
+        scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(scale)
+        cap = getattr(c, "attn_logit_softcapping", None)
+        if cap:
+            scores = np.tanh(scores / cap) * cap
         scores[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf
+        if (getattr(c, "layer_types", None) or [""] * (l + 1))[l] == "sliding_attention" and c.sliding_window:
+            scores[:, np.tril(np.ones((T, T), dtype=bool), -c.sliding_window)] = -np.inf
         acts[b + "attn.hook_attn_scores"] = scores
     return acts
 
@@ -957,27 +976,38 @@ def torch_dla(model, ids, answer, wrong):
     blocks = base.h if gpt2 else base.layers
     acts = hook_activations(model, ids)
     E, H = model.config.hidden_size, model.config.num_attention_heads
-    D, L = E // H, len(blocks)
+    D, L = getattr(model.config, "head_dim", None) or E // H, len(blocks)
     w = lambda t: t.detach().double().numpy()  # noqa: E731
+    gemma = hasattr(blocks[0], "pre_feedforward_layernorm")  # RMSNorms scale by 1 + w
     W_U = w(model.get_output_embeddings().weight)
     u = W_U[answer] - W_U[wrong]
     x = acts[f"blocks.{L - 1}.hook_resid_post"][-1]
     norm = base.ln_f if gpt2 else base.norm
-    g = w(norm.weight)
+    g = w(norm.weight) + (1 if gemma else 0)
     if gpt2:
         scale = np.sqrt(x.var() + norm.eps)
         f = lambda p: float(np.sum((p - p.mean()) / scale * g * u))  # noqa: E731
     else:
-        scale = np.sqrt(np.mean(x * x) + norm.variance_epsilon)
+        scale = np.sqrt(np.mean(x * x) + (norm.eps if gemma else norm.variance_epsilon))
         f = lambda p: float(np.sum(p / scale * g * u))  # noqa: E731
     out = np.zeros((L, H + 1))
     for l, blk in enumerate(blocks):
         z = acts[f"blocks.{l}.attn.hook_z"][-1]  # [H, D]
         WO = w(blk.attn.c_proj.weight) if gpt2 else w(blk.self_attn.o_proj.weight).T  # [in = H*D, out = E]
+        heads = [z[h] @ WO[h * D:(h + 1) * D] for h in range(H)]
+        post = 1.0
+        if gemma:  # post_attention_layernorm on the heads' sum, its scale frozen from the run
+            pn = blk.post_attention_layernorm
+            total = sum(heads)
+            post = (w(pn.weight) + 1) / np.sqrt(np.mean(total * total) + pn.eps)
         for h in range(H):
-            out[l, h] = f(z[h] @ WO[h * D:(h + 1) * D])
+            out[l, h] = f(post * heads[h])
         out[l, H] = f(acts[f"blocks.{l}.hook_mlp_out"][-1])
-    logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    out_m = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+    if getattr(model.config, "final_logit_softcapping", None):  # the parts explain the logits before the cap
+        logits = (out_m.hidden_states[-1][0, -1].double() @ model.get_output_embeddings().weight.double().T)
+    else:
+        logits = out_m.logits[0, -1].double()
     return {"parts": out, "diff": float(logits[answer] - logits[wrong])}
 
 
@@ -1243,6 +1273,77 @@ def main():
             compare_decoder("Qwen3ForCausalLM (head_dim absent: Qwen3Config's 128)", q3n, m, [9], V["qwen2"])
         else:
             print(f"Qwen3ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x (hf_decoders_5x)")
+
+        # Gemma 2 (since transformers 4.42: 5.x only): the embedding times sqrt(hidden), RMSNorm by
+        # 1 + w, a norm on each sub-layer's output too, GeGLU, scores scaled by
+        # query_pre_attn_scalar^-1/2 and soft-capped, soft-capped logits, windowed layers between
+        # full ones (layer_types), heads wider than the hidden size splits (4 x 16 over 48). The caps
+        # are small so that they bite on these random weights (checked: without them transformers'
+        # probabilities move by far more than the bound), the window short of the lengths run.
+        if hasattr(transformers, "Gemma2ForCausalLM"):
+            from transformers import Gemma2Config, Gemma2ForCausalLM
+            gcfg = dict(vocab_size=V["llama3"], hidden_size=48, intermediate_size=80, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                        query_pre_attn_scalar=6, sliding_window=6, attn_logit_softcapping=1.5,
+                        final_logit_softcapping=2.0, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        attn_implementation="eager")
+            gm = os.path.join(root, "gemma2")
+            m = randomize(Gemma2ForCausalLM(Gemma2Config(**gcfg)))
+            save(m, gm, toks["llama3"])
+            gname = "Gemma2ForCausalLM (GQA 4/2, head_dim 16 over 48, caps 1.5 / 2, window 6 on layers 0, 2)"
+            uncapped = copy.deepcopy(m).eval()
+            uncapped.config.attn_logit_softcapping = None
+            uncapped.config.final_logit_softcapping = None
+            for layer in uncapped.model.layers:
+                layer.self_attn.attn_logit_softcapping = None
+            ids = [int(x) for x in np.random.default_rng(3).integers(0, V["llama3"], 20)]
+            with torch.no_grad():
+                a = m(input_ids=torch.tensor([ids]), output_attentions=True)
+                b = uncapped(input_ids=torch.tensor([ids]), output_attentions=True)
+            moved = max(float((x - y).abs().max()) for x, y in zip(a.attentions, b.attentions))
+            moved_logits = float((a.logits - b.logits).abs().max())
+            print(f"{gname}: the caps move transformers' probabilities by {moved:.2e}, its logits by {moved_logits:.2e}")
+            if moved < 1e-3 or moved_logits < 1e-2:
+                fail(f"{gname}: the soft caps barely change this model; the check would not see them")
+            compare_decoder(gname, gm, m, [1, 16, 40], V["llama3"])
+            check_grad_attention(gname, gm, m, 13, V["llama3"])
+            check_lm_loss(gname, gm, m, 12, V["llama3"])
+            check_hooks(gname, gm, m, 11, V["llama3"])
+            check_dla(gname, gm, m, 9, V["llama3"])
+            check_generate(gname, gm, m, 8, V["llama3"], new=12)
+            check_fine_tune(gname, gm, m, Gemma2ForCausalLM, root, V["llama3"])
+            # layer_types written out (5.x) with full attention first, and no caps (null)
+            gm2 = os.path.join(root, "gemma2-types")
+            m = randomize(Gemma2ForCausalLM(Gemma2Config(**dict(
+                gcfg, layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                attn_logit_softcapping=None, final_logit_softcapping=None, head_dim=12))))
+            save(m, gm2, toks["llama3"])
+            compare_decoder("Gemma2ForCausalLM (layer_types full, sliding, sliding, full; no caps)", gm2, m, [30],
+                            V["llama3"])
+        else:
+            print(f"Gemma2ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x")
+
+        # Gemma 3's text model (since transformers 4.50: 5.x only): Gemma 2's steps with q/k norms
+        # (1 + w), no score cap, a rotary base per layer kind (the full layers' scaled linearly here,
+        # as Gemma 3 4B's), two sliding layers to each full one (sliding_window_pattern 3)
+        if hasattr(transformers, "Gemma3ForCausalLM"):
+            from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+            g3cfg = dict(gcfg, num_hidden_layers=6, sliding_window=5, sliding_window_pattern=3,
+                         attn_logit_softcapping=None, final_logit_softcapping=None,
+                         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                          "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                             "rope_theta": 1000000.0}})
+            g3 = os.path.join(root, "gemma3")
+            m = randomize(Gemma3ForCausalLM(Gemma3TextConfig(**g3cfg)))
+            save(m, g3, toks["llama3"])
+            g3name = "Gemma3ForCausalLM (q/k norm, rope 1e4 local / 1e6 linear x4 full, window 5 on 4 of 6 layers)"
+            compare_decoder(g3name, g3, m, [1, 12, 45], V["llama3"])
+            check_grad_attention(g3name, g3, m, 14, V["llama3"])
+            check_lm_loss(g3name, g3, m, 13, V["llama3"])
+            check_dla(g3name, g3, m, 10, V["llama3"])
+            check_generate(g3name, g3, m, 7, V["llama3"], new=10)
+        else:
+            print(f"Gemma3ForCausalLM: not in transformers {transformers.__version__}; checked under 5.x")
 
         mi = os.path.join(root, "mistral")
         m = randomize(MistralForCausalLM(MistralConfig(**dict(lcfg, sliding_window=6))))

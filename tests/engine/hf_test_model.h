@@ -167,4 +167,42 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
   return load_model(dir);
 }
 
+// A tiny Gemma 2 folder (Hugging Face names, random weights): hidden 16, 4 query heads of 6 (wider
+// than 16 / 4) on 2 key/value heads, 3 layers (windowed, full, windowed, as layer_types lists
+// them), a window of 3 keys, GeGLU, scores scaled by 5^-1/2 and soft-capped at `cap`, logits at
+// 2 cap (cap 0: no caps, written as null), every RMSNorm gain (held as 1 + w) spread over 0.6 .. 1.0.
+inline Model tiny_gemma2(const std::string& dir, float cap = 1.0f, double query_scalar = 5) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << byte_level_tokenizer_json(true);
+  nlohmann::json cfg = {{"model_type", "gemma2"},
+                        {"vocab_size", 261},
+                        {"hidden_size", 16},
+                        {"intermediate_size", 24},
+                        {"num_hidden_layers", 3},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"head_dim", 6},
+                        {"max_position_embeddings", 64},
+                        {"query_pre_attn_scalar", query_scalar},
+                        {"sliding_window", 3},
+                        {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+                        {"architectures", {"Gemma2ForCausalLM"}}};
+  cfg["attn_logit_softcapping"] = cap > 0 ? nlohmann::json(cap) : nlohmann::json();
+  cfg["final_logit_softcapping"] = cap > 0 ? nlohmann::json(2 * cap) : nlohmann::json();
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  HfInfo info;
+  const ModelConfig c = parse_hf_config(cfg.dump(), info);
+  ModelWeights w = random_weights(c, 9);
+  for (Tensor* t : parameters(w))
+    for (float& v : t->data) v *= 0.5f;  // keep the random scores and logits tame, as tiny_decoder's
+  for (Tensor* g : rms_gains(c, w))
+    for (size_t k = 0; k < g->data.size(); ++k) g->data[k] = 0.6f + 0.1f * static_cast<float>(k % 5);
+  Model named;
+  named.config = c;
+  named.hf.model_type = "gemma2";
+  named.hf.prefix = "model.";
+  save_safetensors(dir + "/model.safetensors", hf_tensors(named, w));  // the gains stored as w = g - 1
+  return load_model(dir);
+}
+
 }  // namespace attnlab::test

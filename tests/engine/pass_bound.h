@@ -173,6 +173,7 @@ struct AttnInfo {
   Aff q, k, scores;  // errors of q, k and of the scores
   // largest per-head 2-norms of q, k and the relative rows, largest |q|, largest p and p (1 - p)
   double Q2 = 0, K2 = 0, R2 = 0, Qinf = 0, scale = 1, Pmax = 0, PQ = 0;
+  double cap = 0;  // Gemma 2's soft cap on the scores (0: none)
   int D = 1, S = 1;
   bool rel = false;
 };
@@ -181,9 +182,12 @@ struct AttnInfo {
 // terms (2 D with relative positions: q . k and q . r are two products, then added); 5 u of the
 // score and the mask's additive term cover the scale's own rounding, the scaling, the addition
 // and the shift by the row's maximum.
+// A soft cap, cap tanh(z / cap), has slope <= 1 (the scores' error passes through it no larger)
+// and rounds its division, tanh (Eigen's float tanh on the cpu, a few units; std::tanh in the
+// reference) and product: 8 u of cap, its largest value, counted for both sides.
 inline double scores_local(const AttnInfo& a, double addmax) {
   const double As = a.scale * a.Q2 * (a.K2 + a.R2);
-  return sum_bound_best(a.rel ? 2.0 * a.D : a.D, As) + 5 * kU32 * (As + addmax);
+  return sum_bound_best(a.rel ? 2.0 * a.D : a.D, As) + 5 * kU32 * (As + addmax) + 8 * kU32 * a.cap;
 }
 
 // ctx_i = sum_j p_ij v_j per head. First-order, dp_j = p_j (ds_j - sum_k p_k ds_k), so the score
@@ -198,7 +202,7 @@ inline Aff attention_err(const AttnArgs& a, const Tensor& q, const Tensor& k, co
                          const Aff& eq, const Aff& ek, const Aff& ev, const PassSetup& s, AttnInfo& info) {
   const int T = a.T, S = a.keys(), H = a.H, D = a.D;
   info.q = eq, info.k = ek;
-  info.scale = a.score_scale(), info.D = D, info.S = S, info.rel = a.rel != nullptr;
+  info.scale = a.score_scale(), info.D = D, info.S = S, info.rel = a.rel != nullptr, info.cap = a.softcap;
   info.Q2 = max_block_norm(q, D), info.K2 = max_block_norm(k, D), info.R2 = a.rel ? max_block_norm(*a.rel, D) : 0.0;
   info.Qinf = max_abs(q), info.Pmax = max_abs(P);
   const double ls = s.reference ? 0.0 : scores_local(info, max_additive(a.mask));
@@ -330,7 +334,8 @@ inline StackErr stack_err(const Model& m, const std::vector<int>& ids, const std
   raw.config.embedding_norm = false;
   NormState unused;
   Tensor x = embed_forward(raw, *ops, ids, types, T, unused);
-  double terms = max_abs(W.embedding) + max_abs(W.type_embedding);
+  // (Gemma's embedding times sqrt(hidden): one more rounding, within the 4 u of the scaled rows)
+  double terms = max_abs(W.embedding) * (c.embed_scale > 0 ? c.embed_scale : 1.0) + max_abs(W.type_embedding);
   if (c.positional == Positional::Learned) terms += max_abs(W.pos_embedding);
   if (c.positional == Positional::Sinusoidal) terms += 1.0;
   double embed = 4 * kU32 * terms;
@@ -342,12 +347,13 @@ inline StackErr stack_err(const Model& m, const std::vector<int>& ids, const std
   }
   const LayerPlan plan = make_layer_plan(c);
   AttnArgs attn = attention_args(c, W, 1, T, T);
-  attn.mask = &mask;
   for (int l = 0; l < c.num_layers; ++l) {
+    attn.mask = &layer_mask(mask, c, l);  // Gemma 2: windowed and full layers
     const size_t ul = static_cast<size_t>(l);
     LayerState st;
     LayerRun run;
     run.for_backward = true;  // keep every value
+    run.layer = l;
     if (ul < ablate.size() && !ablate[ul].empty()) run.ablate = &ablate[ul];
     layer_forward(c, plan, W.layers[ul], *ops, attn, x, st, run);
     st.v[static_cast<size_t>(plan.output)] = x;  // layer_forward hands the output back in x

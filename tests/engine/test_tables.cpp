@@ -76,8 +76,12 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
 }
 
 TEST_CASE("Hugging Face architecture table: names, decoders, class names, messages", "[tables][hf]") {
-  CHECK(supported_hf_model_types() == "bert, distilbert, gpt2, llama, mistral, qwen2, phi3, qwen3");
-  for (const char* t : {"gpt2", "llama", "mistral", "qwen2", "phi3", "qwen3"}) CHECK(is_decoder_type(t));
+  CHECK(supported_hf_model_types() ==
+        "bert, distilbert, gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text");
+  for (const char* t : {"gpt2", "llama", "mistral", "qwen2", "phi3", "qwen3", "gemma2", "gemma3_text"})
+    CHECK(is_decoder_type(t));
+  CHECK(hf_class_name("gemma2", true) == "Gemma2ForCausalLM");
+  CHECK(hf_class_name("gemma3_text", true) == "Gemma3ForCausalLM");
   CHECK(hf_class_name("phi3", true) == "Phi3ForCausalLM");
   for (const char* t : {"bert", "distilbert", "t5", ""}) CHECK_FALSE(is_decoder_type(t));
   CHECK(hf_class_name("bert", true) == "BertForSequenceClassification");

@@ -195,10 +195,28 @@ inline AttnGradBound attention_backward_bound(const AttnArgs& s, const Tensor& Q
         for (int j = 0; j < T; ++j) {
           const size_t ju = static_cast<size_t>(j);
           const double p = P_ref.data[row + ju];
-          const double dS = scale * p * (dP[ju] - dot);
-          const double eS = scale * (p * (edP[ju] + edot + 4 * u * (std::fabs(dP[ju]) + std::fabs(dot))) +
-                                     ddP[ju] * std::fabs(dP[ju] - dot) + p * pdp);
           const int64_t kj = static_cast<int64_t>(b) * T + j;
+          // a soft cap (Gemma 2) multiplies dS by f = 1 - tanh^2(z / cap), z = scale q . k, which the
+          // cpu recomputes in float32: z's D-term product and scaling, the division, tanh's own few
+          // units (8 u) and the square's and subtraction's rounding give f's error ef
+          double f = 1, ef = 0;
+          if (s.softcap > 0) {
+            double z = 0, az = 0;
+            for (int e = 0; e < D; ++e) {
+              const double t = static_cast<double>(Q.at(qi, h * D + e)) * K.at(kj, g * D + e);
+              z += t, az += std::fabs(t);
+            }
+            z *= scale, az *= scale;
+            const double t = std::tanh(z / s.softcap);
+            const double et = (sum_bound_best(D, az) + 2 * u * std::fabs(z)) / s.softcap + 8 * u * std::fabs(t);
+            f = 1 - t * t, ef = 2 * std::fabs(t) * et + 3 * u;
+          }
+          const double dS = scale * p * (dP[ju] - dot) * f;
+          const double eS = scale *
+                                (p * (edP[ju] + edot + 4 * u * (std::fabs(dP[ju]) + std::fabs(dot))) +
+                                 ddP[ju] * std::fabs(dP[ju] - dot) + p * pdp) *
+                                f +
+                            scale * p * std::fabs(dP[ju] - dot) * ef;
           const int r = s.rel ? relative_index(i, j, s.max_len) : 0;
           for (int e = 0; e < D; ++e) {
             const size_t q_at = static_cast<size_t>(qi * qw + h * D + e);
