@@ -52,7 +52,7 @@ void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const s
                    .arg(j)
                    .arg(csv_field(kt[static_cast<size_t>(j)]))
                    .arg(static_cast<double>(t.data[(static_cast<size_t>(p.head) * T + i) * S + j]), 0, 'g', 8)
-                   .arg(r.mask.is_blocked(p.head, i, j) ? 1 : 0);
+                   .arg(r.mask_of(p.layer).is_blocked(p.head, i, j) ? 1 : 0);
   }
   write_file_atomic(path.toStdString(), out.toStdString());
 }
@@ -214,7 +214,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     if (spec.annotate && T <= 16 && S <= 16)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < S; ++j) {
-          if (r.mask.is_blocked(p.head, i, j)) continue;
+          if (r.mask_of(p.layer).is_blocked(p.head, i, j)) continue;
           auto* txt = new QCPItemText(&plot);
           txt->setClipAxisRect(rect);
           txt->position->setAxes(x, y);

@@ -45,8 +45,8 @@ HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& r, int laye
   const size_t n = static_cast<size_t>(d.rows) * d.cols;
   d.owner = r;
   d.values = t.data.data() + static_cast<size_t>(head) * n;
-  if (!r->mask.blocked.empty())
-    d.blocked = r->mask.blocked.data() + static_cast<size_t>(r->mask.plane_of_head(head)) * n;
+  const AttnMask& m = r->mask_of(layer);  // a windowed layer's own (Gemma 2's alternate)
+  if (!m.blocked.empty()) d.blocked = m.blocked.data() + static_cast<size_t>(m.plane_of_head(head)) * n;
   draw(d, max_cells);
   return d;
 }

@@ -267,6 +267,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
         "language model");
   if (req.cross_ids.empty()) {
     r.mask = self_attention_mask(model, req);
+    if (r.mask.sliding) r.sliding_layers = c.sliding_layers;
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
     r.first_position = out.first_position;
     r.hidden = std::move(out.hidden);

@@ -51,6 +51,14 @@ struct ForwardResult {
   std::vector<Tensor> values;           // per layer [T, KV * D] when asked for and the backend keeps them
   std::map<std::string, Tensor> cache;  // named activations kept (PassOptions::hooks, engine/compute/hooks.h)
   AttnMask mask;                        // the effective mask of what `attention`/`cross_attention` show
+  std::vector<uint8_t> sliding_layers;  // the layers whose mask is mask.sliding (Gemma's windowed layers)
+  // The mask layer `layer` applied: mask, or its windowed copy on a windowed layer of a mixed model.
+  const AttnMask& mask_of(int layer) const {
+    return mask.sliding && layer >= 0 && layer < static_cast<int>(sliding_layers.size()) &&
+                   sliding_layers[static_cast<size_t>(layer)]
+               ? *mask.sliding
+               : mask;
+  }
   std::vector<std::string> warnings;
   double millis = 0;  // wall time of the forward pass
 

@@ -143,7 +143,8 @@ TEST_CASE("Gemma 2: cpu matches the reference at T = 1, 7, 63; windowed and full
     // against float64 transformers in hf_decoders, and the caps' kernels are checked above)
     INFO("largest probability bound " << bound << ", moved by the caps " << moved);
     if (T > 1) CHECK(moved > 0);
-    // layers 0 and 2 see the 3 keys i - 2 .. i; layer 1 every key before i
+    // layers 0 and 2 see the 3 keys i - 2 .. i; layer 1 every key before i; the result says which
+    // mask each layer applied (the views grey what it blocks)
     for (int l = 0; l < c.num_layers; ++l)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j) {
@@ -151,6 +152,7 @@ TEST_CASE("Gemma 2: cpu matches the reference at T = 1, 7, 63; windowed and full
           const bool visible = j <= i && (l == 1 || i - j < 3);
           if (!visible) CHECK(p == 0.0f);
           if (visible) CHECK(p > 0.0f);
+          CHECK(b.mask_of(l).is_blocked(0, i, j) == !visible);
         }
     // the next-token probabilities come from the capped logits (|logit| < 2)
     const std::vector<float> logits = next_token_logits(m, b.hidden, T - 1);

@@ -160,7 +160,7 @@ HeatmapData ExploreState::headData(int layer, int head, int max_cells) const {
     const float* src = vn_->ptr() + (static_cast<size_t>(layer) * vn_->dim(1) + head) * TT;
     std::vector<uint8_t> blocked(TT, 0);
     for (int i = 0; i < T; ++i)
-      for (int j = 0; j < T; ++j) blocked[static_cast<size_t>(i) * T + j] = r->mask.is_blocked(head, i, j);
+      for (int j = 0; j < T; ++j) blocked[static_cast<size_t>(i) * T + j] = r->mask_of(layer).is_blocked(head, i, j);
     d = owned_heatmap(std::vector<float>(src, src + TT), std::move(blocked), T, T,
                       max_cells > 0 ? max_cells : ForwardJob{}.display_cells);
   }
