@@ -68,8 +68,10 @@ LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, 
     for (int j = 0; j < E; ++j)
       out.biases += model.weights.final_ln_b.data[static_cast<size_t>(j)] * u[static_cast<size_t>(j)];
   double total = out.embedding + out.biases;
+  Tensor wo16;  // W_O widened when kept in 16 bits
   for (int l = 0; l < L; ++l) {
     const LayerWeights& lw = model.weights.layers[static_cast<size_t>(l)];
+    const Tensor& Wo = wide(lw, &LayerWeights::wo, wo16);
     const Tensor& z = r.cache.at("blocks." + std::to_string(l) + ".attn.hook_z");  // [T, H, D]
     std::vector<std::vector<double>> heads(static_cast<size_t>(H));
     std::vector<double> sum(lw.bo.empty() ? std::vector<double>(static_cast<size_t>(E), 0.0)
@@ -80,7 +82,7 @@ LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, 
       const float* zh = z.ptr() + (static_cast<size_t>(t) * H + h) * D;
       for (int i = 0; i < E; ++i) {
         double s = 0;
-        for (int d = 0; d < D; ++d) s += static_cast<double>(lw.wo.at(i, h * D + d)) * zh[d];
+        for (int d = 0; d < D; ++d) s += static_cast<double>(Wo.at(i, h * D + d)) * zh[d];
         p[static_cast<size_t>(i)] = s;
         sum[static_cast<size_t>(i)] += s;
       }

@@ -89,13 +89,13 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
   const int T = static_cast<int>(r.ids.size());
   auto ops = make_cpu_ops();
   Tensor out({L, H, T, T});
-  Tensor vh({T, D}), wh({E, D}), f;
+  Tensor vh({T, D}), wh({E, D}), f, wo16;
   std::vector<double> norm(static_cast<size_t>(H) * T);  // ||f^h(x_j)|| of one layer, by head
   for (int l = 0; l < L; ++l) {
     const Tensor v = r.values.size() == static_cast<size_t>(L)
                          ? r.values[static_cast<size_t>(l)]
                          : attention_values(model, *ops, l, r.layer_inputs[static_cast<size_t>(l)]);  // (T, KV*D)
-    const Tensor& Wo = model.weights.layers[static_cast<size_t>(l)].wo;                               // [E, H*D]
+    const Tensor& Wo = wide(model.weights.layers[static_cast<size_t>(l)], &LayerWeights::wo, wo16);   // [E, H*D]
     const int64_t wo_cols = Wo.dim(1);
     const int group = H / KV;
     for (int h = 0; h < H; ++h) {

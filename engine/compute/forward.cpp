@@ -175,8 +175,10 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
 
 PassMemory estimate_pass_memory(const Model& model, const ForwardRequest& req) {
   const int T = static_cast<int>(req.ids.size());
-  return pass_memory(model.config, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()),
-                     req.keep_attention, req.hooks, req.kv != nullptr);
+  PassMemory m = pass_memory(model.config, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()),
+                             req.keep_attention, req.hooks, req.kv != nullptr);
+  m.weights = resident_bytes(model.weights);  // what is held (a BF16 folder's matrices at 2 bytes)
+  return m;
 }
 
 std::string memory_text(double bytes) {

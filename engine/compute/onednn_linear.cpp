@@ -121,6 +121,12 @@ void OnednnLinear::set_weights_version(uint64_t version) {
   impl_->weights.clear();
 }
 
+void OnednnLinear::forget(const Tensor& W) {
+  auto& cached = impl_->weights;
+  for (auto it = cached.begin(); it != cached.end();)
+    it = std::get<0>(it->first) == W.ptr() ? cached.erase(it) : std::next(it);
+}
+
 void OnednnLinear::run(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) {
   Impl& m = *impl_;
   const int64_t N = x.dim(0), in = x.dim(1), out = W.dim(0);

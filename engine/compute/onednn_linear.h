@@ -27,6 +27,8 @@ class OnednnLinear {
                  int64_t ldb, float beta, float* C, int64_t ldc);
   // Weights of another version: converted (bf16) weights are dropped.
   void set_weights_version(uint64_t version);
+  // Drops the bf16 conversion cached for W's address (its buffer holds new values).
+  void forget(const Tensor& W);
   // "avx512_core_bf16", "avx512_core_amx", ...: the instruction set oneDNN's kernels use here.
   static std::string isa();
   // True when the CPU has bf16 instructions (AVX512-BF16 or AMX); false: oneDNN emulates them.

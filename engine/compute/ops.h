@@ -62,6 +62,9 @@ class Ops {
   // The weights the next calls read (ModelWeights::version; 0 = unknown): ops that keep converted
   // copies of weights (the bf16 path) drop them when it changes.
   virtual void set_weights_version(uint64_t) {}
+  // W's buffer now holds other values than at its last use (a 16-bit matrix's rows widened into a
+  // reused buffer): whatever was cached for its address is stale.
+  virtual void transient_weights(const Tensor& W) { (void)W; }
 
   // y = x W^T + b. x (N, in), W (out, in), b (out, or empty: no bias), y (N, out).
   virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;

@@ -124,6 +124,14 @@ class CpuOps final : public Ops {
 #endif
   }
 
+  void transient_weights(const Tensor& W) override {
+#ifdef ATTNLAB_WITH_ONEDNN
+    matmul_->forget(W);
+#else
+    (void)W;
+#endif
+  }
+
   void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) override {
 #ifdef ATTNLAB_WITH_ONEDNN
     // Passes over known weights (the backends set the version): matmul primitives per shape.

@@ -476,6 +476,39 @@ void attention_hooks(const std::string& block, const AttnArgs& a, const Tensor& 
   }
 }
 
+// y = x W^T + b with W kept in 16 bits: a block of W's rows at a time is widened into a float32
+// buffer of about kHalfBlock floats and multiplied by the backend's own linear, so the float32 copy
+// never exceeds one block (a few MB, in cache while it is used) and the memory read per pass is the
+// 16-bit matrix. Each output element is the same dot product over the full input as with W in
+// float32 (only the backend's blocking of the product may differ).
+constexpr int64_t kHalfBlock = int64_t(1) << 20;
+
+void linear_half(Ops& ops, const Tensor& x, const HalfTensor& W, const Tensor& b, Tensor& y, LayerState& st) {
+  const int64_t N = x.dim(0), out = W.shape[0], in = W.shape[1];
+  const int64_t rows = std::max<int64_t>(16, kHalfBlock / std::max<int64_t>(1, in) / 16 * 16);
+  if (rows >= out) {  // one block: straight into y
+    st.wide.reshape_for_overwrite({out, in});
+    widen_rows(W, 0, out, st.wide.ptr());
+    ops.transient_weights(st.wide);
+    ops.linear(x, st.wide, b, y);
+    return;
+  }
+  y.reshape_for_overwrite({N, out});
+  for (int64_t r0 = 0; r0 < out; r0 += rows) {
+    const int64_t r1 = std::min(out, r0 + rows), n = r1 - r0;
+    st.wide.reshape_for_overwrite({n, in});
+    widen_rows(W, r0, r1, st.wide.ptr());
+    if (!b.empty()) {
+      st.wide_b.reshape_for_overwrite({n});
+      std::copy(b.ptr() + r0, b.ptr() + r1, st.wide_b.ptr());
+    }
+    ops.transient_weights(st.wide);
+    ops.linear(x, st.wide, b.empty() ? b : st.wide_b, st.wide_y);
+    for (int64_t t = 0; t < N; ++t)
+      std::copy(st.wide_y.ptr() + t * n, st.wide_y.ptr() + (t + 1) * n, y.ptr() + t * out + r0);
+  }
+}
+
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
 void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
                LayerState& st, const LayerRun& run, const std::vector<int>& which) {
@@ -498,7 +531,10 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
     switch (s.op) {
       case OpKind::Linear: {
         static const Tensor kNoBias;
-        ops.linear(in0, L.*s.w, s.b ? L.*s.b : kNoBias, out);
+        if (const HalfTensor* h = half_of(L, s.w))
+          linear_half(ops, in0, *h, s.b ? L.*s.b : kNoBias, out, st);
+        else
+          ops.linear(in0, L.*s.w, s.b ? L.*s.b : kNoBias, out);
         break;
       }
       case OpKind::LayerNorm:
@@ -687,10 +723,10 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
     switch (s.op) {
       case OpKind::Linear:
         if (s.b) {
-          ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, G.*s.b);
+          ops.linear_backward(in0, wide(L, s.w, st.wide), dout, &g, G.*s.w, G.*s.b);
         } else {
           Tensor no_bias;
-          ops.linear_backward(in0, L.*s.w, dout, &g, G.*s.w, no_bias);
+          ops.linear_backward(in0, wide(L, s.w, st.wide), dout, &g, G.*s.w, no_bias);
         }
         accumulate(s.in[0], std::move(g));
         break;

@@ -84,6 +84,7 @@ struct LayerState {
   int rope_first = 0;                            // the position of the tables' first row (KV cache)
   bool rope_local = false;                       // the tables are of local_rope_theta (Gemma 3's sliding layers)
   const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
+  Tensor wide, wide_b, wide_y;                   // a 16-bit matrix's rows widened, its bias and output rows
 };
 
 class HookRun;

@@ -17,18 +17,20 @@ double available_bytes() {
   return 0;
 }
 
-double weight_bytes(const ModelConfig& c) {
-  return static_cast<double>(c.parameter_count()) * 4.0;
+double weight_bytes(const ModelConfig& c, bool half_matrices) {
+  const double all = static_cast<double>(c.parameter_count());
+  return half_matrices ? 4.0 * all - 2.0 * static_cast<double>(c.layer_matrix_count()) : 4.0 * all;
 }
 
-void check_weights_fit(const ModelConfig& c, double available, const std::string& where) {
-  const double need = weight_bytes(c);
+void check_weights_fit(const ModelConfig& c, double available, const std::string& where, bool half_matrices) {
+  const double need = weight_bytes(c, half_matrices);
   if (available <= 0 || need <= 0.9 * available) return;
   char msg[400];
   std::snprintf(msg, sizeof msg,
-                ": %.2f B parameters take %.1f GB as float32 weights, more than the %.1f GB of memory available "
-                "(attnlab keeps weights in float32; close other programs or open a smaller model)",
-                static_cast<double>(c.parameter_count()) / 1e9, need / 1e9, available / 1e9);
+                ": %.2f B parameters take %.1f GB as weights (%s), more than the %.1f GB of memory available "
+                "(close other programs or open a smaller model)",
+                static_cast<double>(c.parameter_count()) / 1e9, need / 1e9,
+                half_matrices ? "the layers' matrices in 16 bits, the rest float32" : "float32", available / 1e9);
   throw Error(where + msg);
 }
 

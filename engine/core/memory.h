@@ -11,11 +11,12 @@ namespace attnlab {
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).
 double available_bytes();
 
-// Bytes the model's weights take once loaded (float32, from the weight table).
-double weight_bytes(const ModelConfig& c);
+// Bytes the model's weights take once loaded, from the weight table: float32, or with each layer's
+// matrices in 16 bits (half_matrices: a BF16 / F16 folder's, LayerWeights::half).
+double weight_bytes(const ModelConfig& c, bool half_matrices = false);
 
 // Error (naming `where`, the size and what is available) when the weights would take more than
 // 90% of `available` bytes; available <= 0 (unknown) checks nothing.
-void check_weights_fit(const ModelConfig& c, double available, const std::string& where);
+void check_weights_fit(const ModelConfig& c, double available, const std::string& where, bool half_matrices = false);
 
 }  // namespace attnlab

@@ -45,62 +45,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   if (ec) throw Error(path + ": cannot rename into place (" + ec.message() + ")");
 }
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal half -> normal float
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | mant << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_float(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 namespace {
-
-// 16-bit floats to float32, over the threads for large tensors (each element on its own: the
-// same result in any split). BF16 is float32's top half; F16 goes through half_to_float.
-void widen(const char* p, float* out, uint64_t count, bool bf16) {
-  const int64_t n = static_cast<int64_t>(count);
-  if (bf16) {
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      const uint32_t bits = static_cast<uint32_t>(h) << 16;
-      std::memcpy(out + i, &bits, 4);
-    }
-  } else {
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out[i] = half_to_float(h);
-    }
-  }
-}
 
 // A file mapped read-only for the length of a parse (the page cache serves it; no copy of a
 // multi-gigabyte file into the heap). Empty when it cannot be mapped (then it is read).
@@ -142,7 +87,7 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where) 
 }
 
 TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& where,
-                            const std::function<void(const char*, size_t)>& consumed) {
+                            const std::function<void(const char*, size_t)>& consumed, HalfMap* halves) {
   if (size < 8) throw Error(where + ": too short to be a safetensors file");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
@@ -208,19 +153,30 @@ TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& w
       throw Error(at + ": shape " + shape_str(t.shape) + " of " + dtype + " needs " + std::to_string(count * elem) +
                   " bytes but data_offsets give " + std::to_string(end - begin));
     if (skip) continue;
-    t.data.resize(count);  // calloc: zero pages, written below
     const char* p = data + begin;
+    if (halves && elem == 2 && t.shape.size() == 2) {  // a matrix kept in its 16 bits
+      HalfTensor h;
+      h.shape = t.shape;
+      h.bf16 = dtype == "BF16";
+      h.bits.resize(count);
+      std::memcpy(h.bits.data(), p, count * 2);
+      if (consumed) consumed(p, end - begin);
+      halves->emplace(name, std::move(h));
+      out.emplace(name, std::move(t));  // its name and shape, no values: the bits are in halves
+      continue;
+    }
+    t.data.resize(count);  // calloc: zero pages, written below
     if (elem == 4)
       std::memcpy(t.data.data(), p, count * 4);  // the format is little-endian, as is every host we build on
     else
-      widen(p, t.data.data(), count, dtype == "BF16");
+      widen_bits(p, t.data.data(), static_cast<int64_t>(count), dtype == "BF16");
     if (consumed) consumed(p, end - begin);
     out.emplace(name, std::move(t));
   }
   return out;
 }
 
-TensorMap load_safetensors(const std::string& path) {
+TensorMap load_safetensors(const std::string& path, HalfMap* halves) {
   if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory, expected a file");
   const MappedFile f(path);
   // A tensor's file pages are given back once it is converted: the peak is the float32 weights,
@@ -231,8 +187,9 @@ TensorMap load_safetensors(const std::string& path) {
     const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
     if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
   };
-  if (f.data()) return parse_safetensors(f.data(), f.size(), path, release);
-  return parse_safetensors(read_file_bytes(path), path);  // not mappable (a pipe, an empty file): read it
+  if (f.data()) return parse_safetensors(f.data(), f.size(), path, release, halves);
+  const std::string bytes = read_file_bytes(path);  // not mappable (a pipe, an empty file): read it
+  return parse_safetensors(bytes.data(), bytes.size(), path, nullptr, halves);
 }
 
 std::string serialize_safetensors(const TensorMap& tensors) {

@@ -9,24 +9,27 @@
 #include <map>
 #include <string>
 
+#include "engine/core/half.h"
 #include "engine/core/tensor.h"
 
 namespace attnlab {
 
 using TensorMap = std::map<std::string, Tensor>;
+using HalfMap = std::map<std::string, HalfTensor>;
 
 TensorMap parse_safetensors(const std::string& bytes, const std::string& where = "model.safetensors");
 // consumed(p, n), when given, is told of each tensor's bytes once they are converted (a mapped
 // file gives those pages back).
+// halves, when given, receives the F16 / BF16 matrices (rank 2) as the file stores them instead of
+// widened into the result, whose entry for each keeps the name and shape with no values (a model
+// keeps them in 16 bits: engine/core/half.h).
 TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& where,
-                            const std::function<void(const char*, size_t)>& consumed = nullptr);
+                            const std::function<void(const char*, size_t)>& consumed = nullptr,
+                            HalfMap* halves = nullptr);
 // The file memory-mapped while it is parsed (read into memory where it cannot be mapped).
-TensorMap load_safetensors(const std::string& path);
+TensorMap load_safetensors(const std::string& path, HalfMap* halves = nullptr);
 std::string serialize_safetensors(const TensorMap& tensors);
 // Writes to PATH.tmp and renames into place, so a crash never leaves a half-written file.
 void save_safetensors(const std::string& path, const TensorMap& tensors);
-
-float half_to_float(uint16_t h);
-float bf16_to_float(uint16_t b);
 
 }  // namespace attnlab

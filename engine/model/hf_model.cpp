@@ -92,16 +92,16 @@ std::vector<std::string> hf_labels(const json& j) {
   return labels;
 }
 
-TensorMap load_weights(const fs::path& dir) {
+TensorMap load_weights(const fs::path& dir, HalfMap* halves) {
   const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
-  if (fs::exists(single)) return load_safetensors(single.string());
+  if (fs::exists(single)) return load_safetensors(single.string(), halves);
   if (fs::exists(index)) {
     TensorMap all;
     for (const std::string& file : parse_shard_index(read_file_bytes(index.string()), index.string())) {
       const fs::path shard = dir / file;
       if (!fs::exists(shard))
         throw Error(index.string() + ": shard \"" + file + "\" is listed but missing from the folder");
-      TensorMap part = load_safetensors(shard.string());
+      TensorMap part = load_safetensors(shard.string(), halves);
       for (auto& [name, t] : part) all[name] = std::move(t);
     }
     return all;
@@ -599,7 +599,7 @@ void note_unused(Model& m, const TensorMap& tensors, const std::set<std::string>
 // GPT-2 and the Llama family: the base model under "transformer." / "model." (causal-LM
 // models) or at the top level (base models), and an LM head: lm_head.weight, or the token
 // embedding when tie_word_embeddings says so (GPT-2's default).
-void load_decoder(Model& m, TensorMap& tensors, const fs::path& dir) {
+void load_decoder(Model& m, TensorMap& tensors, HalfMap& halves, const fs::path& dir) {
   const std::string where = dir.string();
   ModelConfig& c = m.config;
   const HfArch& arch = arch_of(m.hf.model_type);
@@ -623,7 +623,7 @@ void load_decoder(Model& m, TensorMap& tensors, const fs::path& dir) {
 
   load_tokenizer(m, dir);
   std::set<std::string> used;
-  m.weights = take_weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where);
+  m.weights = take_weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where, &halves);
   if (c.norm_unit_offset)  // Gemma2RMSNorm: output * (1.0 + weight.float()), the same float32 sum once
     for (Tensor* g : rms_gains(c, m.weights))
       for (float& v : g->data) v = 1.0f + v;
@@ -640,10 +640,19 @@ Model load_hf_model(const std::string& dir_in) {
   const std::string cfg_path = (dir / "config.json").string();
   const std::string cfg_text = read_file_bytes(cfg_path);
   m.config = parse_hf_config(cfg_text, m.hf, cfg_path);
-  check_weights_fit(m.config, available_bytes(), dir.string());  // before a byte of them is allocated
-  TensorMap tensors = load_weights(dir);
+  // A BF16 / F16 folder's layer matrices stay in 16 bits (engine/core/half.h)
+  std::string dtype;  // transformers 5.x writes dtype, 4.x torch_dtype
+  for (const json raw = json::parse(cfg_text); const char* key : {"dtype", "torch_dtype"})
+    if (raw.contains(key) && raw[key].is_string()) {
+      dtype = raw[key].get<std::string>();
+      break;
+    }
+  check_weights_fit(m.config, available_bytes(), dir.string(),
+                    dtype == "bfloat16" || dtype == "float16");  // before a byte of them is allocated
+  HalfMap halves;
+  TensorMap tensors = load_weights(dir, &halves);
   if (is_decoder_type(m.hf.model_type)) {
-    load_decoder(m, tensors, dir);
+    load_decoder(m, tensors, halves, dir);
     return m;
   }
   const std::string where = dir.string();
@@ -679,7 +688,7 @@ Model load_hf_model(const std::string& dir_in) {
 
   load_tokenizer(m, dir);
   std::set<std::string> used;
-  m.weights = take_weights_from_layout(c, tensors, layout, P, &used, where);
+  m.weights = take_weights_from_layout(c, tensors, layout, P, &used, where, &halves);
   note_unused(m, tensors, used,
               "attnlab shows the encoder" + std::string(c.num_classes ? " and its classifier" : "") +
                   "; pre-training heads are left out");
@@ -712,6 +721,11 @@ void put_stored(TensorMap& tensors, const LayoutName& n, const std::string& name
 
 TensorMap hf_tensors(const Model& model, const ModelWeights& w, bool gradients) {
   if (!model.is_hf()) throw Error("internal: hf_tensors of a model that is not a Hugging Face folder's");
+  if (has_half(w)) {  // saved as float32, as every folder attnlab writes
+    ModelWeights full = w;
+    widen_all(full);
+    return hf_tensors(model, full, gradients);
+  }
   const HfArch& arch = arch_of(model.hf.model_type);
   // Gemma's gains go back to the w the folder stores (1 + w - 1: w to within half a float32 step
   // of 1); their gradients are the same for w and for 1 + w
@@ -762,10 +776,13 @@ void write_hf_folder(const Model& model, const std::string& dir) {
   // A task model keeps its base under the model_type's prefix, as transformers saves it.
   const std::string prefix = classifier ? std::string(arch.prefix) : model.hf.prefix;
   const WeightLayout layout = arch.layout;
+  ModelWeights widened;  // a BF16 folder's 16-bit matrices saved as float32
+  if (has_half(model.weights)) widen_all(widened = model.weights);
+  const ModelWeights& w = has_half(model.weights) ? widened : model.weights;
   TensorMap tensors;
   for (const WeightEntry& e : weight_entries(c)) {
     const LayoutName n = layout_name(layout, e, c);
-    tensors[(n.head ? "" : prefix) + n.name] = e.in(model.weights);
+    tensors[(n.head ? "" : prefix) + n.name] = e.in(w);
   }
   write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
   write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");

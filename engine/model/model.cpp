@@ -85,7 +85,8 @@ namespace {
 // Both ways in: `movable` (when not null) is `tensors`, and a tensor only one weight reads as it
 // is stored is moved into the model instead of copied (a 1 B model's weights are not held twice).
 ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, TensorMap* movable, WeightLayout layout,
-                          const std::string& prefix, std::set<std::string>* used, const std::string& where) {
+                          const std::string& prefix, std::set<std::string>* used, const std::string& where,
+                          HalfMap* halves) {
   ModelWeights w = empty_weights(c);
   std::map<std::string, int> readers;  // how many weights read each stored name
   if (movable)
@@ -105,10 +106,36 @@ ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, Tensor
     if (it == tensors.end())
       throw Error(where + ": missing tensor \"" + name + "\" (expected shape " + shape_str(n.stored_shape) + ")");
     if (used) used->insert(it->first);
-    const Tensor& t = it->second;
-    if (t.shape != n.stored_shape)
-      throw Error(where + ": tensor \"" + it->first + "\" has shape " + shape_str(t.shape) + ", expected " +
+    if (it->second.shape != n.stored_shape)
+      throw Error(where + ": tensor \"" + it->first + "\" has shape " + shape_str(it->second.shape) + ", expected " +
                   shape_str(n.stored_shape));
+    const Tensor* src = &it->second;
+    Tensor widened;  // a 16-bit tensor this weight is not kept in 16 bits as (embeddings, Conv1D's)
+    HalfTensor* half = nullptr;
+    if (halves && src->empty())
+      if (auto hi = halves->find(it->first); hi != halves->end()) half = &hi->second;
+    if (half) {
+      HalfTensor& h = *half;
+      const bool alone = movable && readers[it->first] == 1;
+      if (e.layer >= 0 && e.shape.size() == 2 && !n.transposed) {  // a layer's matrix: kept in 16 bits
+        HalfTensor part;
+        if (n.rows < 0 && alone) {
+          part = std::move(h);
+        } else {
+          const int64_t r0 = n.rows < 0 ? 0 : n.row0, cols = e.shape[1];
+          part.shape = e.shape;
+          part.bf16 = h.bf16;
+          part.bits.assign(h.bits.begin() + r0 * cols, h.bits.begin() + (r0 + e.shape[0]) * cols);
+        }
+        w.layers[static_cast<size_t>(e.layer)].half.emplace_back(e.spec->layer_member, std::move(part));
+        continue;
+      }
+      widened = Tensor(h.shape);
+      widen_rows(h, 0, h.shape[0], widened.ptr());
+      if (alone) h = HalfTensor{};
+      src = &widened;
+    }
+    const Tensor& t = *src;
     Tensor& dst = e.in(w);
     if (n.transposed) {  // [in, out] (Conv1D), our rows [row0, row0 + rows) are its columns
       dst = Tensor(e.shape);
@@ -116,6 +143,8 @@ ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, Tensor
       for (int64_t r = 0; r < R; ++r)
         for (int64_t k = 0; k < C; ++k)
           dst.data[static_cast<size_t>(r * C + k)] = t.data[static_cast<size_t>(k * ld + n.row0 + r)];
+    } else if (n.rows < 0 && src == &widened) {
+      dst = std::move(widened);
     } else if (n.rows < 0 && movable && readers[it->first] == 1) {
       dst = std::move(movable->at(it->first));
     } else if (n.rows < 0) {
@@ -134,13 +163,13 @@ ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, Tensor
 
 ModelWeights weights_from_layout(const ModelConfig& c, const TensorMap& tensors, WeightLayout layout,
                                  const std::string& prefix, std::set<std::string>* used, const std::string& where) {
-  return fill_weights(c, tensors, nullptr, layout, prefix, used, where);
+  return fill_weights(c, tensors, nullptr, layout, prefix, used, where, nullptr);
 }
 
 ModelWeights take_weights_from_layout(const ModelConfig& c, TensorMap& tensors, WeightLayout layout,
-                                      const std::string& prefix, std::set<std::string>* used,
-                                      const std::string& where) {
-  return fill_weights(c, tensors, &tensors, layout, prefix, used, where);
+                                      const std::string& prefix, std::set<std::string>* used, const std::string& where,
+                                      HalfMap* halves) {
+  return fill_weights(c, tensors, &tensors, layout, prefix, used, where, halves);
 }
 
 ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors, WeightLayout* layout_out) {
@@ -150,6 +179,11 @@ ModelWeights weights_from_tensors(const ModelConfig& c, const TensorMap& tensors
 }
 
 TensorMap weights_to_tensors(const ModelConfig& c, const ModelWeights& w) {
+  if (has_half(w)) {  // float32, as every file attnlab writes
+    ModelWeights full = w;
+    widen_all(full);
+    return weights_to_tensors(c, full);
+  }
   TensorMap m;
   for (const WeightEntry& e : weight_entries(c)) m[e.name()] = e.in(w);
   return m;

@@ -60,8 +60,11 @@ ModelWeights weights_from_layout(const ModelConfig& config, const TensorMap& ten
                                  const std::string& prefix, std::set<std::string>* used, const std::string& where);
 // The same, moving each tensor that one weight reads as stored out of `tensors` (its entry stays,
 // empty): loading keeps one copy of the weights, not two. The names stay for unused-tensor notes.
+// halves holds the 16-bit matrices whose entries in tensors are shapes only (load_safetensors):
+// each layer's matrix is kept in 16 bits (LayerWeights::half), the rest widened to float32.
 ModelWeights take_weights_from_layout(const ModelConfig& config, TensorMap& tensors, WeightLayout layout,
-                                      const std::string& prefix, std::set<std::string>* used, const std::string& where);
+                                      const std::string& prefix, std::set<std::string>* used, const std::string& where,
+                                      HalfMap* halves = nullptr);
 // The articles' layout, which is what save_model writes.
 TensorMap weights_to_tensors(const ModelConfig& config, const ModelWeights& w);
 // Writes DIR/config.json, DIR/model.safetensors, DIR/vocab.txt (each file atomically) into an

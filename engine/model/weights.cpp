@@ -400,15 +400,66 @@ ModelWeights zeros_like(const ModelWeights& w) {
   walk(static_cast<int>(w.layers.size()), [&](const WeightSpec& s, int layer) {
     const Tensor& from = layer < 0 ? w.*(s.model_member) : w.layers[static_cast<size_t>(layer)].*(s.layer_member);
     Tensor& to = layer < 0 ? z.*(s.model_member) : z.layers[static_cast<size_t>(layer)].*(s.layer_member);
-    if (!from.empty()) to = Tensor(from.shape);
+    if (!from.empty())
+      to = Tensor(from.shape);
+    else if (layer >= 0)
+      if (const HalfTensor* h = half_of(w.layers[static_cast<size_t>(layer)], s.layer_member)) to = Tensor(h->shape);
   });
   return z;
+}
+
+const HalfTensor* half_of(const LayerWeights& L, Tensor LayerWeights::*member) {
+  for (const auto& [m, h] : L.half)
+    if (m == member) return &h;
+  return nullptr;
+}
+
+const Tensor& wide(const LayerWeights& L, Tensor LayerWeights::*member, Tensor& scratch) {
+  const HalfTensor* h = half_of(L, member);
+  if (!h) return L.*member;
+  scratch.reshape_for_overwrite(h->shape);
+  widen_rows(*h, 0, h->shape[0], scratch.ptr());
+  return scratch;
+}
+
+bool has_half(const ModelWeights& w) {
+  for (const LayerWeights& L : w.layers)
+    if (!L.half.empty()) return true;
+  return false;
+}
+
+void widen_all(ModelWeights& w) {
+  for (LayerWeights& L : w.layers) {
+    for (auto& [m, h] : L.half) {
+      Tensor t(h.shape);
+      widen_rows(h, 0, h.shape[0], t.ptr());
+      L.*m = std::move(t);
+    }
+    L.half.clear();
+  }
+}
+
+double resident_bytes(const ModelWeights& w) {
+  double n = 0;
+  for (const Tensor* t : parameters(w)) n += static_cast<double>(t->numel()) * 4.0;
+  for (const LayerWeights& L : w.layers)
+    for (const auto& [m, h] : L.half) n += static_cast<double>(h.numel()) * 2.0;
+  return n;
 }
 
 ModelWeights empty_weights(const ModelConfig& c) {
   ModelWeights w;
   w.layers.resize(static_cast<size_t>(std::max(0, c.num_layers)));
   return w;
+}
+
+long long ModelConfig::layer_matrix_count() const {
+  long long n = 0;
+  walk(1, [&](const WeightSpec& s, int layer) {
+    const Shape shape = s.shape(*this);
+    if (layer >= 0 && shape.size() == 2) n += Tensor::numel_of(shape) * num_layers;
+  });
+  return n;
 }
 
 long long ModelConfig::parameter_count() const {

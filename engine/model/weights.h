@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/core/config.h"
+#include "engine/core/half.h"
 #include "engine/core/tensor.h"
 
 namespace attnlab {
@@ -23,6 +24,10 @@ struct LayerWeights {
   Tensor w3;                      // gated feed-forward's up projection [F, E] (w1 is the gate)
   Tensor ln2_g, ln2_b;            // the feed-forward sub-layer's LayerNorm
   Tensor ln1_post_g, ln2_post_g;  // sandwich norms on the attention's and the feed-forward's outputs (Gemma 2)
+  // Matrices kept in 16 bits as a BF16 / F16 folder stores them, their float32 member then empty:
+  // the plan's linear layers widen them a block of rows at a time as they multiply, anything else
+  // reads them through wide(). Half the memory, the same values (widening is exact).
+  std::vector<std::pair<Tensor LayerWeights::*, HalfTensor>> half;
 };
 
 struct ModelWeights {
@@ -107,10 +112,23 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& entry, const Mode
 // q/k norms', the final norm's): what Gemma's 1 + w offset applies to.
 std::vector<Tensor*> rms_gains(const ModelConfig& config, ModelWeights& w);
 
-// Every tensor of w, in weight_entries order (empty ones skipped).
+// A layer's member kept in 16 bits, or null when it is float32 (or absent).
+const HalfTensor* half_of(const LayerWeights& L, Tensor LayerWeights::*member);
+// A layer's member as float32: itself, or its 16-bit matrix widened into scratch.
+const Tensor& wide(const LayerWeights& L, Tensor LayerWeights::*member, Tensor& scratch);
+// Whether any matrix of w is kept in 16 bits.
+bool has_half(const ModelWeights& w);
+// Every 16-bit matrix of w widened into its float32 member (what training, saving and a device
+// upload need: parameters() then sees every tensor).
+void widen_all(ModelWeights& w);
+// The bytes w holds (float32 tensors at 4, 16-bit matrices at 2).
+double resident_bytes(const ModelWeights& w);
+
+// Every tensor of w, in weight_entries order (empty ones skipped; 16-bit matrices are not in it:
+// widen_all first).
 std::vector<Tensor*> parameters(ModelWeights& w);
 std::vector<const Tensor*> parameters(const ModelWeights& w);
-// Same structure, all zeros.
+// Same structure, all zeros (float32, 16-bit matrices included).
 ModelWeights zeros_like(const ModelWeights& w);
 // Empty weights of the config's structure (layers allocated, tensors empty).
 ModelWeights empty_weights(const ModelConfig& config);

@@ -235,6 +235,7 @@ TrainingSetup fine_tune_setup(const Model& base, const std::vector<Example>& tra
       t = e.in(base.weights);
     }
   }
+  for (size_t l = 0; l < w.layers.size(); ++l) w.layers[l].half = base.weights.layers[l].half;  // widened by training
   w.version = next_weights_version();
   s.model.weights = std::move(w);
   s.train = encode_examples(s.model, train_rows);
@@ -253,6 +254,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
   OptimizerConfig oc = cfg.optimizer;
   oc.total_steps = steps_per_epoch * cfg.epochs;
   if (cfg.max_steps > 0) oc.total_steps = std::min(oc.total_steps, cfg.max_steps);
+  widen_all(model.weights);  // training updates float32 tensors: a BF16 folder's 16-bit matrices widened once
   Adam adam(model.weights, oc);
   if (cfg.freeze_encoder) adam.set_frozen(encoder_mask(model.config));
   ModelWeights grads = zeros_like(model.weights);

@@ -152,7 +152,13 @@ class OpenClBackend final : public Backend {
     e->version = version;
     e->w.entries = weight_entries(m.config);
     e->w.buffers.resize(e->w.entries.size());
-    for (size_t i = 0; i < e->w.entries.size(); ++i) up(e->w.buffers[i], e->w.entries[i].in(m.weights));
+    Tensor wide16;  // a matrix kept in 16 bits goes up as float32
+    for (size_t i = 0; i < e->w.entries.size(); ++i) {
+      const WeightEntry& we = e->w.entries[i];
+      up(e->w.buffers[i], we.layer >= 0
+                              ? wide(m.weights.layers[static_cast<size_t>(we.layer)], we.spec->layer_member, wide16)
+                              : we.in(m.weights));
+    }
     rt_->finish();
     cache[key] = e;  // one model at a time: a new model replaces the old one's buffers
     return e->w;
@@ -222,7 +228,9 @@ class OpenClBackend final : public Backend {
       };
       switch (s.op) {
         case OpKind::Linear: {
-          const int n_out = static_cast<int>((m.weights.layers[static_cast<size_t>(layer)].*s.w).dim(0));
+          const LayerWeights& lw = m.weights.layers[static_cast<size_t>(layer)];
+          const HalfTensor* h16 = half_of(lw, s.w);
+          const int n_out = static_cast<int>(h16 ? h16->shape[0] : (lw.*s.w).dim(0));
           linear(in0.buf, in0.rows, in0.cols, W(s.w), W(s.b), n_out, out.buf);
           out.rows = in0.rows, out.cols = n_out;
           break;

@@ -1,0 +1,141 @@
+// A BF16 / F16 folder's layer matrices kept in 16 bits (engine/core/half.h): the same values as
+// the float32 folder of the same numbers (widening is exact), half the bytes, the same pass
+// (bit for bit on the reference backend, whose dot products do not depend on blocking; within
+// float32 rounding on the cpu), widened for saving and training.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "engine/compute/forward.h"
+#include "engine/core/half.h"
+#include "engine/core/memory.h"
+#include "tests/engine/hf_test_model.h"
+#include "tests/engine/test_util.h"
+
+using namespace attnlab;
+using namespace attnlab::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+uint16_t to_bf16_bits(float f) {  // round to nearest even (finite values)
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// A safetensors file with every rank-2 tensor in BF16 (the others F32), as transformers writes a
+// bfloat16 model (its norms too; F32 ones here check a mixed file).
+void save_bf16(const std::string& path, const TensorMap& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [name, t] : tensors) {
+    const bool half = t.rank() == 2;
+    const size_t begin = data.size();
+    for (const float v : t.data) {
+      if (half) {
+        const uint16_t b = to_bf16_bits(v);
+        data.append(reinterpret_cast<const char*>(&b), 2);
+      } else {
+        data.append(reinterpret_cast<const char*>(&v), 4);
+      }
+    }
+    header[name] = {{"dtype", half ? "BF16" : "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string h = header.dump();
+  while (h.size() % 8) h.push_back(' ');
+  std::ofstream f(path, std::ios::binary);
+  const uint64_t n = h.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << h << data;
+}
+
+// A Llama folder twice: in BF16 (with dtype bfloat16) and in float32 holding the same bf16-rounded
+// values. hidden 512 and intermediate 2304 make the feed-forward's matrices longer than one block
+// of rows (plan.cpp's kHalfBlock), so the blocked product runs.
+void make_pair(const std::string& half_dir, const std::string& full_dir) {
+  for (const std::string& d : {half_dir, full_dir}) {
+    fs::create_directories(d);
+    std::ofstream(d + "/tokenizer.json") << byte_level_tokenizer_json(true);
+  }
+  nlohmann::json cfg = {{"model_type", "llama"},    {"vocab_size", 261},
+                        {"hidden_size", 512},       {"intermediate_size", 2304},
+                        {"num_hidden_layers", 2},   {"num_attention_heads", 8},
+                        {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
+                        {"rms_norm_eps", 1e-6},     {"architectures", {"LlamaForCausalLM"}}};
+  std::ofstream(full_dir + "/config.json") << cfg.dump();
+  cfg["dtype"] = "bfloat16";
+  std::ofstream(half_dir + "/config.json") << cfg.dump();
+  HfInfo info;
+  const ModelConfig c = parse_hf_config(cfg.dump(), info);
+  ModelWeights w = random_weights(c, 5);
+  for (const WeightEntry& e : weight_entries(c))
+    for (float& v : e.in(w).data) v = bf16_to_float(to_bf16_bits(v * 0.5f));
+  Model named;
+  named.config = c;
+  named.hf.model_type = "llama";
+  named.hf.prefix = "model.";
+  const TensorMap tensors = hf_tensors(named, w);
+  save_safetensors(full_dir + "/model.safetensors", tensors);
+  save_bf16(half_dir + "/model.safetensors", tensors);
+}
+
+}  // namespace
+
+TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and passes as float32", "[hf][half]") {
+  const std::string half_dir = scratch_dir("half", "bf16"), full_dir = scratch_dir("half", "f32"),
+                    saved = scratch_dir("half", "saved");
+  make_pair(half_dir, full_dir);
+  const Model h = load_model(half_dir), f = load_model(full_dir);
+  REQUIRE(has_half(h.weights));
+  REQUIRE_FALSE(has_half(f.weights));
+  // every layer matrix in 16 bits, its float32 member empty; norms and the embedding float32
+  for (size_t l = 0; l < h.weights.layers.size(); ++l) {
+    const LayerWeights& L = h.weights.layers[l];
+    CHECK(L.half.size() == 7);  // q, k, v, o, gate, up, down
+    CHECK(L.wq.empty());
+    CHECK_FALSE(L.ln1_g.empty());
+    for (const auto& [member, bits] : L.half) {
+      Tensor scratch;
+      const Tensor& wide16 = wide(L, member, scratch);
+      CHECK(wide16.shape == (f.weights.layers[l].*member).shape);
+      CHECK(wide16.data == (f.weights.layers[l].*member).data);  // exact: BF16 widens to the same floats
+    }
+  }
+  CHECK(h.weights.embedding.data == f.weights.embedding.data);
+  // bytes: the matrices at 2 instead of 4
+  const double matrices = static_cast<double>(f.config.layer_matrix_count());
+  CHECK(resident_bytes(f.weights) == static_cast<double>(f.config.parameter_count()) * 4.0);
+  CHECK(resident_bytes(h.weights) == resident_bytes(f.weights) - 2.0 * matrices);
+  CHECK(weight_bytes(h.config, true) == resident_bytes(h.weights));
+
+  for (const int T : {1, 9, 40}) {
+    CAPTURE(T);
+    ForwardRequest req;
+    req.ids = random_ids(T, f.config.vocab_size, static_cast<uint64_t>(T) + 3);
+    auto ref = make_backend("reference");
+    const ForwardResult a = run_forward(h, *ref, req), b = run_forward(f, *ref, req);
+    for (int l = 0; l < f.config.num_layers; ++l) CHECK(a.attention[l].data == b.attention[l].data);
+    CHECK(a.hidden.data == b.hidden.data);
+    auto cpu = make_backend("cpu");
+    const ForwardResult x = run_forward(h, *cpu, req), y = run_forward(f, *cpu, req);
+    // The same dot products of length <= 2304; only how the backend blocks a product's rows may
+    // differ. Hidden states of RMS ~1 after the final norm: a reordered float32 sum of 2304 terms
+    // of size ~1 differs by at most ~2304 eps per product, carried through two layers.
+    const double eps = std::numeric_limits<float>::epsilon();
+    for (int l = 0; l < f.config.num_layers; ++l) CHECK(max_abs_diff(x.attention[l], y.attention[l]) <= 2304 * eps);
+    CHECK(max_abs_diff(x.hidden, y.hidden) <= 4 * 2304 * eps);
+  }
+
+  // saved as float32: the folder reopens with the same values, now all float32
+  save_model(h, saved);
+  const Model s = load_model(saved);
+  CHECK_FALSE(has_half(s.weights));
+  for (size_t l = 0; l < s.weights.layers.size(); ++l)
+    CHECK(s.weights.layers[l].w2.data == f.weights.layers[l].w2.data);
+  fs::remove_all(half_dir);
+  fs::remove_all(full_dir);
+  fs::remove_all(saved);
+}
