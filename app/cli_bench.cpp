@@ -187,7 +187,7 @@ int bench_analysis(const Args& a) {
 
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
-               {"--json", "--random-init", "--train", "--sgemm", "--checkpoint", "--analysis"});
+               {"--json", "--random-init", "--train", "--sgemm", "--checkpoint", "--analysis", "--on-demand"});
   if (a.has("--sgemm")) {
     // Measured again and kept as this machine's rates (engine/compute/measured.h): the cpu ops' fp32
     // product and cpu-bf16's notice follow them from the next run on.
@@ -238,10 +238,31 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
         req.keep_attention[static_cast<size_t>(l)] = true;
       }
   }
+  const bool on_demand = a.has("--on-demand");
+  if (on_demand) {  // every layer's queries and keys instead of its probabilities (unless --keep-layers names some)
+    req.attention_on_demand = true;
+    if (!a.has("--keep-layers")) req.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
+  }
   auto backend = make_backend(a.get("--backend", "cpu"));
   run_forward(model, *backend, req);  // warm-up: first-touch allocations, thread pool start
   std::vector<double> ms;
   for (int r = 0; r < repeat; ++r) ms.push_back(run_forward(model, *backend, req).millis);
+  // On demand: what a view waits for when it shows another layer, each layer recomputed once
+  std::vector<double> layer_ms;
+  double kept_mb = 0;
+  if (on_demand) {
+    const ForwardResult r = run_forward(model, *backend, req);
+    if (r.on_demand) {
+      kept_mb = r.on_demand->bytes() / 1048576.0;
+      r.on_demand->cached_layers = 1;
+      for (int l = 0; l < c.num_layers; ++l) {
+        if (r.has_probs(l) && !r.probs(l).empty()) continue;  // kept
+        const auto t0 = std::chrono::steady_clock::now();
+        r.layer_probs(l);
+        layer_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+  }
   const double E = c.embed_size, F = c.ff_dim, Td = T;
   const double flops = c.num_layers * (8.0 * Td * E * E + 4.0 * Td * Td * E + 4.0 * Td * E * F);
   const double med = median(ms);
@@ -282,6 +303,8 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
     if (!backend->notice().empty()) j["notice"] = backend->notice();
     if (prob_diff >= 0) j["max_prob_diff_vs_fp32"] = prob_diff;
+    if (on_demand) j["on_demand_mb"] = kept_mb;
+    if (!layer_ms.empty()) j["layer_recompute_ms"] = median(layer_ms);
     std::cout << j.dump() << "\n";
   } else {
     std::printf("backend %s  layers %d dim %d heads %d ff %d seq %d mask %s\n", backend->name().c_str(), c.num_layers,
@@ -291,6 +314,11 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     if (device_ms > 0)
       std::printf("device time: transfers %.1f%%, kernels %.1f%% (%.2f ms of %.2f ms)\n", 100 * transfer_ms / device_ms,
                   100 * kernel_ms / device_ms, transfer_ms, device_ms);
+    if (!layer_ms.empty())
+      std::printf(
+          "attention on demand: %.1f MB of queries and keys kept; a layer's probabilities in %.2f ms "
+          "(median over %zu layers)\n",
+          kept_mb, median(layer_ms), layer_ms.size());
     if (!backend->notice().empty()) std::printf("note: %s\n", backend->notice().c_str());
   }
   return 0;

@@ -76,7 +76,9 @@ usage:
                       entropy and top: the warped distribution [[id, p], ...] (its --json-top likeliest,
                       0: all); --attn-out [layers, heads, T, T] of the final sequence
   attnlab-cli bench   [--model DIR] [--layers 6 --dim 512 --heads 8 --ff 2048] [--seq 128]
-                      [--mask ...] [--keep-layers none|L,...] [--backend cpu|opencl|...] [--repeat N] [--json]
+                      [--mask ...] [--keep-layers none|L,...] [--on-demand] [--backend cpu|opencl|...]
+                      [--repeat N] [--json]   (--on-demand: queries and keys kept, each layer's
+                      probabilities recomputed once and timed)
   attnlab-cli bench --sgemm [--seq 512]    this machine's SGEMM rate (Eigen, oneDNN)
   attnlab-cli bench --train [--layers 2 --dim 128 --heads 8 --ff 512] [--seq 64] [--batch 32] [--dropout 0.1]
   attnlab-cli bench --analysis [--model DIR] [--seq 128]   rollout, value-norm, grad-attention, head importance
@@ -215,6 +217,10 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   if (!hooks.cache.empty() && !a.has("--cache-out")) throw Error("--cache needs --cache-out FILE.npz");
   if (a.has("--cache-out") && hooks.cache.empty()) throw Error("--cache-out needs --cache NAME[,NAME|GLOB]...");
   req.hooks = &hooks;
+  // attention on demand: the pass keeps each layer's queries and keys, and --attn-out recomputes
+  // and writes one layer at a time (memory O(layers x T x d), not layers x heads x T^2)
+  req.keep_attention.assign(static_cast<size_t>(model.config.num_layers), false);
+  req.attention_on_demand = true;
   auto backend = make_backend(a.get("--backend", "cpu"));
   const ForwardResult r = run_forward(model, *backend, req);
   if (a.has("--cache-out")) {
@@ -224,7 +230,13 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     save_npz(a.get("--cache-out"), r.cache);
   }
 
-  if (a.has("--attn-out")) save_npy(a.get("--attn-out"), r.stacked_probs());
+  if (a.has("--attn-out")) {
+    const int L = model.config.num_layers;
+    const std::shared_ptr<const Tensor> first = r.layer_probs(0);
+    std::vector<int64_t> shape = {L};
+    shape.insert(shape.end(), first->shape.begin(), first->shape.end());
+    save_npy_parts(a.get("--attn-out"), shape, [&](int64_t l) { return r.layer_probs(static_cast<int>(l)); });
+  }
   if (a.has("--out")) save_npy(a.get("--out"), r.hidden);
   if (a.has("--mask-out")) save_npy(a.get("--mask-out"), r.mask.as_tensor());
   if (a.has("--save-model")) save_model(model, a.get("--save-model"));
@@ -269,6 +281,9 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       for (const std::string& n : in->notices) warnings.push_back(n);
     j["warnings"] = warnings;
     j["millis"] = r.millis;
+    // what the pass keeps of its attention: every layer's queries and keys (probabilities
+    // recomputed when written), or the probabilities themselves (a backend or edit that needs them)
+    j["attention_kept"] = r.on_demand ? "queries and keys" : "probabilities";
     if (!hooks.edits.empty()) {  // what was changed, so a run says it was
       json edits = json::array();
       for (const HookEdit& e : hooks.edits)

@@ -1,6 +1,9 @@
 """Opening a model of real size: a new process that loads a folder and runs one forward pass of T
-random ids with every attention kept, wall time (median of --repeat runs) and peak RSS, attnlab
-against transformers (fp32 eager, output_attentions) in the same run, alternating.
+random ids with every head's attention at hand, wall time (median of --repeat runs) and peak RSS,
+attnlab against transformers (fp32 eager, output_attentions) in the same run, alternating.
+attnlab-cli forward keeps each layer's queries and keys (attention on demand: any layer's
+probabilities one attention op away; `bench --on-demand` times that op), transformers every
+probability.
 usage: load_bench.py ATTNLAB_CLI FOLDER --python PY [--seq 5,512] [--repeat 3]
   (PY: a Python with torch and transformers; bench/make_llama.py makes a TinyLlama-shaped folder)
 """

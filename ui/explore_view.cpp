@@ -248,6 +248,8 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
 QString ExploreView::memoryText(const PassMemory& m) {
   auto gb = [](double b) { return QString::fromStdString(memory_text(b)); };
   QString text = QString("memory: weights %1, this pass %2").arg(gb(m.weights), gb(m.pass()));
+  // a long input's pass keeps queries and keys; each layer's attention is computed when shown
+  if (m.on_demand) text += " (attention on demand)";
   if (m.available > 0) {
     text += QString(", %1 free").arg(gb(m.available));
     if (m.pass() > 0.5 * m.available)

@@ -40,7 +40,8 @@ void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const s
                const std::vector<std::string>& kt, const QString& path) {
   QString out = "layer,head,query_index,query_token,key_index,key_token,probability,blocked\n";
   for (const Panel& p : panels) {
-    const Tensor& t = r.probs(p.layer);
+    const std::shared_ptr<const Tensor> tp = r.layer_probs(p.layer);  // kept, or recomputed (on demand)
+    const Tensor& t = *tp;
     const int T = static_cast<int>(t.dim(1)), S = static_cast<int>(t.dim(2));
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < S; ++j)
@@ -71,7 +72,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
   const std::vector<std::string>& kt = r.is_cross() ? r.cross_tokens : r.tokens;
   const int L = static_cast<int>(r.is_cross() ? r.cross_attention.size() : r.attention.size());
   if (L == 0) throw Error("nothing to export: no attention was computed");
-  const int H = static_cast<int>(r.probs(0).dim(0));
+  const int H = static_cast<int>(r.layer_probs(0)->dim(0));
   if (spec.layer >= L || spec.layer < -1)
     throw Error("layer " + std::to_string(spec.layer) + " does not exist (the model has " + std::to_string(L) + ")");
   if (spec.head >= H || spec.head < -1)
@@ -81,16 +82,17 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     for (int h = 0; h < H; ++h)
       if ((spec.layer < 0 || spec.layer == l) && (spec.head < 0 || spec.head == h)) panels.push_back({l, h});
   for (const Panel& p : panels)
-    if (r.probs(p.layer).empty()) throw Error("layer " + std::to_string(p.layer) + "'s attention was not kept");
+    if (!r.has_probs(p.layer)) throw Error("layer " + std::to_string(p.layer) + "'s attention was not kept");
 
   const QString ext = QFileInfo(path).suffix().toLower();
   if (ext == "csv") return write_csv(r, panels, qt, kt, path);
   if (ext == "npy") {
-    const Tensor& first = r.probs(panels[0].layer);
-    const int64_t T = first.dim(1), S = first.dim(2);
+    const std::shared_ptr<const Tensor> first = r.layer_probs(panels[0].layer);
+    const int64_t T = first->dim(1), S = first->dim(2);
     Tensor out({static_cast<int64_t>(panels.size()), T, S});
     for (size_t k = 0; k < panels.size(); ++k) {
-      const Tensor& t = r.probs(panels[k].layer);
+      const std::shared_ptr<const Tensor> tp = r.layer_probs(panels[k].layer);
+      const Tensor& t = *tp;
       std::copy_n(t.data.begin() + static_cast<std::ptrdiff_t>(panels[k].head * T * S), T * S,
                   out.data.begin() + static_cast<std::ptrdiff_t>(k * T * S));
     }
@@ -111,8 +113,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
   // Long head rows wrap into a grid of at most 4 columns.
   const int grid_cols = spec.layer < 0 ? cols_of_panels : std::min(4, cols_of_panels);
   const int grid_rows = spec.layer < 0 ? rows_of_panels : (cols_of_panels + grid_cols - 1) / grid_cols;
-  const int T = static_cast<int>(r.probs(panels[0].layer).dim(1)),
-            S = static_cast<int>(r.probs(panels[0].layer).dim(2));
+  const std::shared_ptr<const Tensor> first = r.layer_probs(panels[0].layer);
+  const int T = static_cast<int>(first->dim(1)), S = static_cast<int>(first->dim(2));
   const bool row_labels = T <= 64, col_labels = S <= 64;  // each axis labels its tokens while they fit
   const int panel_px = row_labels && col_labels ? std::max(260, 18 * std::max(T, S) + 90) : 320;
   const int width = spec.width > 0 ? spec.width : grid_cols * panel_px + 110;
@@ -138,7 +140,8 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
 
   float vmax = 0;
   for (const Panel& p : panels) {
-    const Tensor& t = r.probs(p.layer);
+    const std::shared_ptr<const Tensor> tp = r.layer_probs(p.layer);
+    const Tensor& t = *tp;
     for (int64_t k = 0; k < static_cast<int64_t>(T) * S; ++k)
       vmax = std::max(vmax, spec.diverging ? std::fabs(t.data[static_cast<size_t>(p.head * T * S + k)])
                                            : t.data[static_cast<size_t>(p.head * T * S + k)]);

@@ -45,12 +45,25 @@ void ForwardRunner::start(ForwardJob job) {
   // The pass reports every ending itself (a cancelled one as cancelled), so the runner always
   // knows when the next may start: the job's own cancel is only for shutdown.
   job_.start<ForwardOutcome>(
-      [job = std::move(job), prefix = prefix_](const std::atomic<bool>*, const BackgroundJob::Post&) mutable {
+      [job = std::move(job), prefix = prefix_, on_demand_bytes = on_demand_bytes](const std::atomic<bool>*,
+                                                                                  const BackgroundJob::Post&) mutable {
         ForwardOutcome out;
         out.id = job.id;
         out.submitted_ns = job.submitted_ns;
         try {
           auto backend = make_backend(job.backend);
+          {  // attention on demand above the budget (not through a token view, which regroups kept probabilities)
+            const ModelConfig& c = job.model->config;
+            const double T = static_cast<double>(job.request.ids.size());
+            const double S = job.request.cross_ids.empty() ? T : static_cast<double>(job.request.cross_ids.size());
+            int kept = 0;
+            for (int l = 0; l < c.num_layers; ++l)
+              kept += job.request.keep_attention.empty() || job.request.keep_attention[static_cast<size_t>(l)];
+            if (!job.token_view && static_cast<double>(kept) * c.num_heads * T * S * 4.0 > on_demand_bytes) {
+              job.request.attention_on_demand = true;
+              job.request.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
+            }
+          }
           job.request.cancel = job.cancel.get();
           // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
           static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;
@@ -61,7 +74,10 @@ void ForwardRunner::start(ForwardJob job) {
             Prefix& p = *prefix;
             if (p.model != job.model || p.backend != job.backend) p = Prefix{job.model, job.backend, {}, nullptr};
             // the cached rows can be merged only from a result that kept every layer this pass keeps
-            bool rows = p.last && p.last->attention.size() == static_cast<size_t>(job.model->config.num_layers);
+            const size_t L = static_cast<size_t>(job.model->config.num_layers);
+            bool rows = p.last && p.last->attention.size() == L;
+            if (job.request.attention_on_demand)  // and on demand, every layer's queries
+              rows = rows && p.last->on_demand && p.last->on_demand->queries.size() == L;
             for (size_t l = 0; rows && l < p.last->attention.size(); ++l)
               rows = p.last->attention[l].numel() > 0 ||
                      (!job.request.keep_attention.empty() && !job.request.keep_attention[l]);
@@ -80,6 +96,7 @@ void ForwardRunner::start(ForwardJob job) {
                   static_cast<double>(kv_bytes_per_position(job.model->config)) * job.request.ids.size();
           }
           ForwardResult r = run_forward(*job.model, *backend, job.request);
+          if (r.on_demand) r.on_demand->pin = job.model;  // the recompute reads the model's weights
           out.reused = r.first_position;
           if (reuse && r.first_position > 0) merge_cached_rows(*prefix->last, r);
           if (job.token_view) apply_token_view(r, job.token_view->first, job.token_view->second);
@@ -89,24 +106,36 @@ void ForwardRunner::start(ForwardJob job) {
           out.backend = QString::fromStdString(backend->name());
           out.device = QString::fromStdString(backend->device());
           const int L = job.model->config.num_layers, H = job.model->config.num_heads;
-          // every head's pooled map, over the cores (each reads its own [T, S] and fills its own slot)
+          // every head's pooled map, layer by layer (on demand, a layer's probabilities are
+          // recomputed once, here) and the heads over the cores (each reads its own [T, S] and
+          // fills its own slot)
           out.heads.resize(static_cast<size_t>(L) * H);
           const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4);
-          std::vector<std::exception_ptr> failed(static_cast<size_t>(workers));
-          auto pool = [&](int first) {
-            try {
-              for (int k = first; k < L * H; k += workers)
-                out.heads[static_cast<size_t>(k)] = head_heatmap(out.result, k / H, k % H, job.display_cells);
-            } catch (...) {  // out of memory on a helper: reported as the pass's error, not a crash
-              failed[static_cast<size_t>(first)] = std::current_exception();
-            }
-          };
-          std::vector<std::thread> helpers;
-          for (int w = 1; w < workers; ++w) helpers.emplace_back(pool, w);
-          pool(0);
-          for (std::thread& t : helpers) t.join();
-          for (const std::exception_ptr& e : failed)
-            if (e) std::rethrow_exception(e);
+          for (int l = 0; l < L; ++l) {
+            if (job.cancel && job.cancel->load()) throw Cancelled();
+            if (!out.result->has_probs(l)) continue;
+            const std::shared_ptr<const Tensor> held = out.result->layer_probs(l);  // stays cached for the heads
+            std::vector<std::exception_ptr> failed(static_cast<size_t>(workers));
+            auto pool = [&](int first) {
+              try {
+                for (int h = first; h < H; h += workers) {
+                  HeatmapData& d = out.heads[static_cast<size_t>(l * H + h)];
+                  d = head_heatmap(out.result, l, h, job.display_cells);
+                  // on demand, the overview keeps its drawn grid, not the recomputed layer (that
+                  // would hold every layer's probabilities again); a head shown large recomputes
+                  if (out.result->on_demand && out.result->probs(l).empty()) d.values = nullptr, d.owner = out.result;
+                }
+              } catch (...) {  // out of memory on a helper: reported as the pass's error, not a crash
+                failed[static_cast<size_t>(first)] = std::current_exception();
+              }
+            };
+            std::vector<std::thread> helpers;
+            for (int w = 1; w < workers && w < H; ++w) helpers.emplace_back(pool, w);
+            pool(0);
+            for (std::thread& t : helpers) t.join();
+            for (const std::exception_ptr& e : failed)
+              if (e) std::rethrow_exception(e);
+          }
           out.mask = mask_heatmap(out.result, 0, job.display_cells);
           if (!out.result->is_cross()) out.patterns = head_patterns(*out.result);
         } catch (const Cancelled&) {

@@ -38,12 +38,15 @@ void draw(HeatmapData& d, int max_cells) {
 
 HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& r, int layer, int head, int max_cells) {
   HeatmapData d;
-  const Tensor& t = r->probs(layer);
+  if (!r->has_probs(layer)) return d;
+  const std::shared_ptr<const Tensor> tp = r->layer_probs(layer);  // kept, or recomputed (on demand)
+  const Tensor& t = *tp;
   if (t.empty()) return d;
   d.rows = static_cast<int>(t.dim(1));
   d.cols = static_cast<int>(t.dim(2));
   const size_t n = static_cast<size_t>(d.rows) * d.cols;
-  d.owner = r;
+  // the values live in the result, or in a recomputed layer the result's cache may drop: both held
+  d.owner = std::make_shared<std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<const Tensor>>>(r, tp);
   d.values = t.data.data() + static_cast<size_t>(head) * n;
   const AttnMask& m = r->mask_of(layer);  // a windowed layer's own (Gemma 2's alternate)
   if (!m.blocked.empty()) d.blocked = m.blocked.data() + static_cast<size_t>(m.plane_of_head(head)) * n;

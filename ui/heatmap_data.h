@@ -16,7 +16,7 @@ namespace attnlab {
 struct HeatmapData {
   int rows = 0, cols = 0;  // full resolution: T queries x S keys
   std::shared_ptr<const void> owner;
-  const float* values = nullptr;       // [rows * cols], owned by `owner`
+  const float* values = nullptr;       // [rows * cols], owned by `owner`; null: the drawn grid only
   const uint8_t* blocked = nullptr;    // [rows * cols] or null
   int row_factor = 1, col_factor = 1;  // drawn cell = row_factor x col_factor full cells (per axis:
                                        // a 2,048 x 4 cross map pools its queries, not its 4 keys)
@@ -31,7 +31,13 @@ struct HeatmapData {
                          // colours centred on 0, -max|v| to +max|v|
 
   bool empty() const { return rows == 0 || cols == 0; }
-  float value(int i, int j) const { return values[static_cast<size_t>(i) * cols + j]; }
+  // The full-resolution value; for a map that keeps only its drawn grid (values null: the
+  // overview maps of a pass with attention on demand), the value of the drawn block it lies in.
+  float value(int i, int j) const {
+    if (values) return values[static_cast<size_t>(i) * cols + j];
+    const float v = drawn[static_cast<size_t>(i / row_factor) * drawn_cols + j / col_factor];
+    return v == v ? v : 0.0f;  // NaN: an all-blocked block
+  }
   bool is_blocked(int i, int j) const { return blocked && blocked[static_cast<size_t>(i) * cols + j]; }
 };
 

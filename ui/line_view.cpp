@@ -13,7 +13,7 @@ namespace attnlab {
 
 namespace {
 
-constexpr float kMinP = 0.01f;  // lines fainter than 1% are not drawn (they would be invisible)
+constexpr float kMinP = 0.01f;      // lines fainter than 1% are not drawn (they would be invisible)
 constexpr size_t kMaxLines = 2500;  // at most this many lines, the strongest (see paint)
 
 // Matplotlib's tab10 and two more: distinct hues for up to 12 heads, then hues around the wheel.
@@ -69,9 +69,9 @@ QColor LineView::headColor(int head) const {
 
 std::vector<LineView::Line> LineView::lines() const {
   std::vector<Line> out;
-  if (!result_ || layer_ < 0) return out;
-  const Tensor& P = result_->probs(layer_);
-  if (P.empty()) return out;
+  if (!result_ || layer_ < 0 || !result_->has_probs(layer_)) return out;
+  const std::shared_ptr<const Tensor> probs = result_->layer_probs(layer_);  // kept, or recomputed (on demand)
+  const Tensor& P = *probs;
   const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1)), S = static_cast<int>(P.dim(2));
   for (int h = 0; h < H; ++h) {
     if (head_ >= 0 && h != head_) continue;
@@ -123,8 +123,7 @@ void LineView::paint(QPainter& p, const QRect& area) const {
   p.setPen(Qt::black);
   p.drawText(QRectF(area.left(), area.top() + 4, area.width(), 20), Qt::AlignHCenter, title);
   if (head_ < 0) {  // which colour is which head: a legend along the bottom edge
-    const Tensor& P = result_->probs(layer_);
-    const int H = P.empty() ? 0 : static_cast<int>(P.dim(0));
+    const int H = result_->has_probs(layer_) ? static_cast<int>(result_->layer_probs(layer_)->dim(0)) : 0;
     QFont lf = font();
     lf.setPointSize(8);
     p.setFont(lf);

@@ -210,7 +210,13 @@ void MethodsView::showSelection() {
     return;
   }
   const int layer = std::clamp(layer_, 0, static_cast<int>(result_->attention.size()) - 1);
-  const Tensor& P = result_->attention[static_cast<size_t>(layer)];  // [H, T, T], as drawn
+  if (!result_->has_probs(layer)) {
+    view_->setData({});
+    status_->setText(describe(method(), {}) + "<br>This layer's attention is not kept; choose a kept layer.");
+    return;
+  }
+  const std::shared_ptr<const Tensor> probs = result_->layer_probs(layer);  // kept, or recomputed (on demand)
+  const Tensor& P = *probs;                                                 // [H, T, T], as drawn
   const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1));
   // The strip lists every token; with hidden special tokens or merged pieces the shown result
   // has the groups' positions: a selected token selects the word it is part of.

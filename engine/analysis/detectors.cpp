@@ -25,10 +25,11 @@ Tensor head_detector_scores(const ForwardResult& r, HeadDetector kind, int seq) 
   const int L = static_cast<int>(r.attention.size()), T = static_cast<int>(r.ids.size());
   if (T != 2 * seq)
     throw Error("head detectors read a sequence repeated twice (2 x " + std::to_string(seq) + " tokens)");
-  const int H = L > 0 ? static_cast<int>(r.attention[0].dim(0)) : 0;
+  const int H = L > 0 ? static_cast<int>(r.layer_probs(0)->dim(0)) : 0;
   Tensor out({L, H});
   for (int l = 0; l < L; ++l) {
-    const Tensor& P = r.attention[static_cast<size_t>(l)];
+    const std::shared_ptr<const Tensor> probs = r.layer_probs(l);  // kept, or recomputed (on demand)
+    const Tensor& P = *probs;
     for (int h = 0; h < H; ++h) {
       auto p = [&](int i, int j) { return static_cast<double>(P.ptr()[(static_cast<size_t>(h) * T + i) * T + j]); };
       double sum = 0;

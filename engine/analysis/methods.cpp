@@ -109,7 +109,8 @@ Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardR
         norm[static_cast<size_t>(h) * T + j] = std::sqrt(sum_of_squares(f.ptr() + static_cast<int64_t>(j) * E, E));
     }
     // a^h_ij ||f^h(x_j)||, row by row, the heads in parallel
-    const Tensor& P = r.attention[static_cast<size_t>(l)];
+    const std::shared_ptr<const Tensor> probs = r.layer_probs(l);  // kept, or recomputed (on demand)
+    const Tensor& P = *probs;
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < H; ++h) {
       const double* nh = norm.data() + static_cast<size_t>(h) * T;
@@ -372,54 +373,54 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
     }
     punct[static_cast<size_t>(j)] = any && all;
   }
-  // one task per (layer, head), over the threads: each reads its own [T, T] and writes its own slot
+  // layer by layer (one layer's probabilities at a time: kept, or recomputed on demand), the
+  // heads over the threads: each reads its own [T, T] and writes its own slot
   std::vector<std::vector<HeadPattern>> out(r.attention.size());
-  std::vector<std::pair<int, int>> tasks;
-  for (size_t l = 0; l < r.attention.size(); ++l)
-    if (!r.attention[l].empty()) {
-      out[l].resize(static_cast<size_t>(r.attention[l].dim(0)));
-      for (int h = 0; h < r.attention[l].dim(0); ++h) tasks.emplace_back(static_cast<int>(l), h);
-    }
-#pragma omp parallel for schedule(dynamic, 1) if (static_cast <double>(tasks.size()) * T * T > 1e6)
-  for (size_t task = 0; task < tasks.size(); ++task) {
-    const auto [l, h] = tasks[task];
-    const Tensor& P = r.attention[static_cast<size_t>(l)];
-    std::vector<double> column(static_cast<size_t>(T));
-    {
-      HeadPattern p;
-      int rows = 0;
-      for (int i = 0; i < T; ++i) {
-        const float* row = P.ptr() + (static_cast<size_t>(h) * T + i) * T;
-        double sum = 0, ent = 0;
-        for (int j = 0; j < T; ++j) {
-          sum += row[j];
-          if (row[j] > 0) ent -= row[j] * std::log(static_cast<double>(row[j]));
-          column[static_cast<size_t>(j)] += row[j];
-          if (sep[static_cast<size_t>(j)]) p.sep += row[j];
-          if (punct[static_cast<size_t>(j)]) p.punct += row[j];
+  for (int l = 0; l < static_cast<int>(r.attention.size()); ++l) {
+    if (!r.has_probs(l)) continue;
+    const std::shared_ptr<const Tensor> probs = r.layer_probs(l);
+    const Tensor& P = *probs;
+    const int H = static_cast<int>(P.dim(0));
+    out[static_cast<size_t>(l)].resize(static_cast<size_t>(H));
+#pragma omp parallel for schedule(dynamic, 1) if (static_cast <double>(H) * T * T > 1e6)
+    for (int h = 0; h < H; ++h) {
+      std::vector<double> column(static_cast<size_t>(T));
+      {
+        HeadPattern p;
+        int rows = 0;
+        for (int i = 0; i < T; ++i) {
+          const float* row = P.ptr() + (static_cast<size_t>(h) * T + i) * T;
+          double sum = 0, ent = 0;
+          for (int j = 0; j < T; ++j) {
+            sum += row[j];
+            if (row[j] > 0) ent -= row[j] * std::log(static_cast<double>(row[j]));
+            column[static_cast<size_t>(j)] += row[j];
+            if (sep[static_cast<size_t>(j)]) p.sep += row[j];
+            if (punct[static_cast<size_t>(j)]) p.punct += row[j];
+          }
+          if (sum == 0) continue;  // a fully blocked row says nothing
+          ++rows;
+          if (i > 0) p.prev += row[i - 1];
+          if (i + 1 < T) p.next += row[i + 1];
+          p.self += row[i];
+          p.first += row[0];
+          p.entropy += ent;
         }
-        if (sum == 0) continue;  // a fully blocked row says nothing
-        ++rows;
-        if (i > 0) p.prev += row[i - 1];
-        if (i + 1 < T) p.next += row[i + 1];
-        p.self += row[i];
-        p.first += row[0];
-        p.entropy += ent;
+        if (rows > 0) {
+          for (double* v : {&p.prev, &p.next, &p.self, &p.first, &p.sep, &p.punct, &p.entropy}) *v /= rows;
+          p.focus = static_cast<int>(std::max_element(column.begin(), column.end()) - column.begin());
+          p.focus_share = column[static_cast<size_t>(p.focus)] / rows;
+        }
+        const std::pair<const char*, double> cands[] = {{"prev", p.prev},   {"next", p.next}, {"self", p.self},
+                                                        {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
+        // One token: every head attends to it alone, which says nothing about the head (no badge).
+        double best = 0.5;
+        for (const auto& [name, v] : cands)
+          if (T > 1 && v > best) best = v, p.label = name;
+        if (p.label.empty() && T > 1 && p.focus_share > 0.5) p.label = "token";
+        if (p.label.empty() && T > 1 && p.entropy >= 0.9 * std::log(static_cast<double>(T))) p.label = "broad";
+        out[static_cast<size_t>(l)][static_cast<size_t>(h)] = p;
       }
-      if (rows > 0) {
-        for (double* v : {&p.prev, &p.next, &p.self, &p.first, &p.sep, &p.punct, &p.entropy}) *v /= rows;
-        p.focus = static_cast<int>(std::max_element(column.begin(), column.end()) - column.begin());
-        p.focus_share = column[static_cast<size_t>(p.focus)] / rows;
-      }
-      const std::pair<const char*, double> cands[] = {{"prev", p.prev},   {"next", p.next}, {"self", p.self},
-                                                      {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
-      // One token: every head attends to it alone, which says nothing about the head (no badge).
-      double best = 0.5;
-      for (const auto& [name, v] : cands)
-        if (T > 1 && v > best) best = v, p.label = name;
-      if (p.label.empty() && T > 1 && p.focus_share > 0.5) p.label = "token";
-      if (p.label.empty() && T > 1 && p.entropy >= 0.9 * std::log(static_cast<double>(T))) p.label = "broad";
-      out[static_cast<size_t>(l)][static_cast<size_t>(h)] = p;
     }
   }
   return out;

@@ -50,6 +50,13 @@ struct PassOptions {
   // Not with hooks, ablation, a resumed start or layer inputs; the cpu and reference backends
   // run it.
   KvCache* kv = nullptr;
+  // Attention on demand: every layer keeps what its probabilities are recomputed from instead of
+  // (or beside) them: its queries and keys as the attention op takes them (after RoPE and q/k
+  // norms) in self mode, the two sequences' layer inputs in cross mode. ForwardResult::layer_probs
+  // then gives any layer's [heads, T, S] in one attention op. Memory O(layers x T x d) instead of
+  // O(layers x heads x T x S). Backends that cannot (recomputes_attention false) keep every
+  // layer's probabilities instead.
+  bool attention_on_demand = false;
 };
 
 struct EncodeOptions : PassOptions {
@@ -70,6 +77,9 @@ struct EncodeOutput {
   std::vector<Tensor> values;        // per layer: [T, KV * D] when asked for (empty where a backend does not keep them;
                                      // every position's with a KV cache)
   std::map<std::string, Tensor> cache;  // the named activations kept (PassOptions::hooks)
+  // PassOptions::attention_on_demand: per layer the attention's queries [T, H * D] (with a KV
+  // cache the new rows only) and keys [S, KV * D] (every position's).
+  std::vector<Tensor> queries, keys;
 };
 
 class Backend {
@@ -89,6 +99,12 @@ class Backend {
   // xb, both being that layer's inputs (pre-norm models normalise them first, as the layer does).
   virtual Tensor cross_attention(const Model& model, int layer, const Tensor& xa, const Tensor& xb,
                                  const AttnMask& mask) = 0;
+  // Whether encode keeps queries and keys for PassOptions::attention_on_demand, and
+  // self_attention recomputes a layer's probabilities from them.
+  virtual bool recomputes_attention() const { return false; }
+  // Layer `layer`'s probabilities [heads, T, S] from the queries q [T, H * D] and keys k
+  // [S, KV * D] its pass kept, with the mask that layer applied: the values the pass computed.
+  virtual Tensor self_attention(const Model& model, int layer, const Tensor& q, const Tensor& k, const AttnMask& mask);
 };
 
 std::unique_ptr<Backend> make_reference_backend();

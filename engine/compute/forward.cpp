@@ -76,17 +76,66 @@ std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n) {
 Tensor ForwardResult::stacked_probs() const {
   const auto& per_layer = is_cross() ? cross_attention : attention;
   if (per_layer.empty()) throw Error("no attention probabilities were kept");
-  std::vector<int64_t> shape = {static_cast<int64_t>(per_layer.size())};
-  for (int64_t d : per_layer.front().shape) shape.push_back(d);
-  if (shape.size() != 4) throw Error("attention of layer 0 was not kept");
-  Tensor out(shape);
-  const size_t n = per_layer.front().data.size();
+  Tensor out;
+  size_t n = 0;
   for (size_t l = 0; l < per_layer.size(); ++l) {
-    if (per_layer[l].data.size() != n) throw Error("attention of layer " + std::to_string(l) + " was not kept");
-    std::copy(per_layer[l].data.begin(), per_layer[l].data.end(),
-              out.data.begin() + static_cast<std::ptrdiff_t>(l * n));
+    const std::shared_ptr<const Tensor> p = layer_probs(static_cast<int>(l));
+    if (l == 0) {
+      std::vector<int64_t> shape = {static_cast<int64_t>(per_layer.size())};
+      for (int64_t d : p->shape) shape.push_back(d);
+      out = Tensor(shape);
+      n = p->data.size();
+    }
+    if (p->data.size() != n) throw Error("internal: layer " + std::to_string(l) + "'s attention has another shape");
+    std::copy(p->data.begin(), p->data.end(), out.data.begin() + static_cast<std::ptrdiff_t>(l * n));
   }
   return out;
+}
+
+double AttentionSource::bytes() const {
+  double n = 0;
+  for (const auto* v : {&queries, &keys, &inputs_a, &inputs_b})
+    for (const Tensor& t : *v) n += static_cast<double>(t.data.size()) * 4.0;
+  return n;
+}
+
+bool ForwardResult::has_probs(int layer) const {
+  const auto& kept = is_cross() ? cross_attention : attention;
+  if (layer < 0 || layer >= static_cast<int>(kept.size())) return false;
+  if (!kept[static_cast<size_t>(layer)].empty()) return true;
+  if (!on_demand) return false;
+  const auto& from = is_cross() ? on_demand->inputs_a : on_demand->queries;
+  return layer < static_cast<int>(from.size()) && !from[static_cast<size_t>(layer)].empty();
+}
+
+std::shared_ptr<const Tensor> ForwardResult::layer_probs(int layer) const {
+  const auto& kept = is_cross() ? cross_attention : attention;
+  if (layer < 0 || layer >= static_cast<int>(kept.size()))
+    throw Error("no layer " + std::to_string(layer) + " (the pass has " + std::to_string(kept.size()) + ")");
+  const Tensor& own = kept[static_cast<size_t>(layer)];
+  if (!own.empty()) return std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), &own);  // not owned
+  if (!has_probs(layer)) throw Error("layer " + std::to_string(layer) + "'s attention was not kept");
+  AttentionSource& src = *on_demand;
+  const std::lock_guard<std::mutex> lock(src.mutex);
+  for (auto it = src.recent.begin(); it != src.recent.end(); ++it)
+    if (it->first == layer) {
+      auto hit = *it;
+      src.recent.erase(it);
+      src.recent.push_front(hit);
+      return hit.second;
+    }
+  if (!src.runner) src.runner = make_backend(src.backend);
+  const size_t l = static_cast<size_t>(layer);
+  auto probs = std::make_shared<const Tensor>(
+      is_cross() ? src.runner->cross_attention(*src.model, layer, src.inputs_a[l], src.inputs_b[l], mask)
+                 : src.runner->self_attention(*src.model, layer, src.queries[l], src.keys[l], mask_of(layer)));
+  src.recent.emplace_front(layer, probs);
+  while (src.recent.size() > std::max<size_t>(src.cached_layers, 1)) src.recent.pop_back();
+  return probs;
+}
+
+Tensor Backend::self_attention(const Model&, int, const Tensor&, const Tensor&, const AttnMask&) {
+  throw Error("the " + name() + " backend keeps no queries and keys to recompute attention from");
 }
 
 namespace {
@@ -127,7 +176,7 @@ std::vector<std::string> labels_for(const Model& model, const std::vector<int>& 
 }
 
 PassMemory pass_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks,
-                       bool kv) {
+                       bool kv, bool on_demand, bool cross) {
   PassMemory m;
   int layers = 0;
   for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
@@ -137,6 +186,11 @@ PassMemory pass_memory(const ModelConfig& c, int T, int S, const std::vector<boo
       if (run.kept(name)) m.hooks += static_cast<double>(hook_numel(c, name, T, S)) * 4.0;
   }
   m.attention = static_cast<double>(layers) * c.num_heads * T * static_cast<double>(S) * 4.0;
+  if (on_demand)  // what the probabilities are recomputed from: queries and keys, or cross mode's layer inputs
+    m.attention += c.num_layers * 4.0 *
+                   (cross ? static_cast<double>(T + S) * c.embed_size
+                          : static_cast<double>(T) * c.num_heads * c.head_dim() +
+                                static_cast<double>(S) * c.kv_heads() * c.head_dim());
   m.activations = static_cast<double>(T) * S + 8.0 * T * (c.embed_size + c.ff_dim) * 4.0;  // mask + activations
   if (kv) m.kv_cache = static_cast<double>(kv_bytes_per_position(c)) * T;
   m.weights = weight_bytes(c);
@@ -146,8 +200,9 @@ PassMemory pass_memory(const ModelConfig& c, int T, int S, const std::vector<boo
 
 // Refuses a pass whose kept probabilities and named activations would not fit in memory, before
 // allocating.
-void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks, bool kv) {
-  const PassMemory m = pass_memory(c, T, S, keep, hooks, kv);
+void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& keep, const HookSpec* hooks, bool kv,
+                  bool on_demand, bool cross) {
+  const PassMemory m = pass_memory(c, T, S, keep, hooks, kv, on_demand, cross);
   const double need = m.pass(), have = m.available;
   int layers = 0;
   for (int l = 0; l < c.num_layers; ++l) layers += keep.empty() || keep[static_cast<size_t>(l)];
@@ -165,8 +220,8 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
     std::snprintf(
         msg, sizeof msg,
         "this pass would keep %d layer(s) x %d heads x %d x %d attention probabilities (%.1f GB), more than the "
-        "%.1f GB of memory available; keep fewer layers or shorten the input",
-        layers, c.num_heads, T, S, need / 1e9, have / 1e9);
+        "%.1f GB of memory available; keep fewer layers%s or shorten the input",
+        layers, c.num_heads, T, S, need / 1e9, have / 1e9, on_demand ? "" : ", compute attention on demand");
     throw Error(msg);
   }
 }
@@ -175,9 +230,11 @@ void check_memory(const ModelConfig& c, int T, int S, const std::vector<bool>& k
 
 PassMemory estimate_pass_memory(const Model& model, const ForwardRequest& req) {
   const int T = static_cast<int>(req.ids.size());
-  PassMemory m = pass_memory(model.config, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()),
-                             req.keep_attention, req.hooks, req.kv != nullptr);
+  PassMemory m =
+      pass_memory(model.config, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()),
+                  req.keep_attention, req.hooks, req.kv != nullptr, req.attention_on_demand, !req.cross_ids.empty());
   m.weights = resident_bytes(model.weights);  // what is held (a BF16 folder's matrices at 2 bytes)
+  m.on_demand = req.attention_on_demand;
   return m;
 }
 
@@ -253,8 +310,27 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   opts.token_types = req.token_types;
   opts.ablate = ablation_flags(c, req.ablate);
 
-  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), req.keep_attention, req.hooks,
-               req.kv != nullptr);
+  // Attention on demand where the backend recomputes it and no edit of the scores or patterns
+  // makes the pass's probabilities differ from what its queries and keys give; elsewhere every
+  // layer's probabilities are kept instead (what a view asks for is then there).
+  bool edits_attention = false;
+  if (req.hooks && !req.hooks->empty()) {
+    const HookRun hooks(*req.hooks);
+    for (int l = 0; l < c.num_layers && !edits_attention; ++l) {
+      const std::string b = "blocks." + std::to_string(l) + ".attn.";
+      edits_attention = !hooks.edits_of(b + "hook_attn_scores").empty() || !hooks.edits_of(b + "hook_pattern").empty();
+    }
+  }
+  const bool on_demand = req.attention_on_demand && backend.recomputes_attention() && !edits_attention;
+  if (req.attention_on_demand && !on_demand) opts.keep_attention.clear();
+  opts.attention_on_demand = on_demand && req.cross_ids.empty();
+  check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), opts.keep_attention, req.hooks,
+               req.kv != nullptr, on_demand, !req.cross_ids.empty());
+  if (on_demand) {
+    r.on_demand = std::make_shared<AttentionSource>();
+    r.on_demand->model = &model;
+    r.on_demand->backend = backend.name();
+  }
   if (req.start && !req.cross_ids.empty()) throw Error("a resumed pass is a self-attention pass");
   if (req.kv && !c.causal)
     throw Error("a KV cache is for causal language models (an encoder's positions see every other)");
@@ -277,6 +353,12 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     r.layer_inputs = std::move(out.layer_inputs);
     r.values = std::move(out.values);
     r.cache = std::move(out.cache);
+    if (on_demand) {
+      if (out.queries.size() != static_cast<size_t>(c.num_layers) || out.keys.size() != out.queries.size())
+        throw Error("internal: the " + backend.name() + " backend kept no queries for attention on demand");
+      r.on_demand->queries = std::move(out.queries);
+      r.on_demand->keys = std::move(out.keys);
+    }
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {
     check_ids(model, req.cross_ids, "the cross sequence");
@@ -301,10 +383,14 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     EncodeOutput a = backend.encode(model, req.ids, mask_a, inner);
     r.cross_attention.resize(static_cast<size_t>(c.num_layers));
     for (int l = 0; l < c.num_layers; ++l) {
-      if (!req.keep_attention.empty() && !req.keep_attention[static_cast<size_t>(l)]) continue;
+      if (!opts.keep_attention.empty() && !opts.keep_attention[static_cast<size_t>(l)]) continue;
       if (req.cancel && req.cancel->load()) throw Cancelled();
       r.cross_attention[static_cast<size_t>(l)] = backend.cross_attention(
           model, l, a.layer_inputs[static_cast<size_t>(l)], b.layer_inputs[static_cast<size_t>(l)], r.mask);
+    }
+    if (on_demand) {
+      r.on_demand->inputs_a = std::move(a.layer_inputs);
+      r.on_demand->inputs_b = std::move(b.layer_inputs);
     }
     r.hidden = std::move(a.hidden);
     r.cross_hidden = std::move(b.hidden);
@@ -373,6 +459,19 @@ void merge_cached_rows(const ForwardResult& previous, ForwardResult& partial) {
   }
   for (size_t l = 0; l < L; ++l)
     if (!full[l].empty()) partial.attention[l] = std::move(full[l]);
+  if (partial.on_demand) {  // the queries of rows < P are the previous pass's (its keys hold all T already)
+    std::vector<Tensor>& q = partial.on_demand->queries;
+    const std::vector<Tensor>* before = previous.on_demand ? &previous.on_demand->queries : nullptr;
+    for (size_t l = 0; l < q.size(); ++l) {
+      if (!before || l >= before->size() || (*before)[l].empty() || (*before)[l].dim(0) < P)
+        throw Error("internal: a KV-cached result needs the previous pass's layer " + std::to_string(l) + " queries");
+      const int64_t W = q[l].dim(1);
+      Tensor whole({T, W});
+      std::copy_n((*before)[l].ptr(), static_cast<size_t>(P * W), whole.ptr());
+      std::copy(q[l].data.begin(), q[l].data.end(), whole.ptr() + P * W);
+      q[l] = std::move(whole);
+    }
+  }
   partial.first_position = 0;
 }
 

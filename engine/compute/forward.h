@@ -3,6 +3,9 @@
 // effective masks, warnings). No widget or file format is involved here.
 #pragma once
 
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,22 @@ struct ForwardRequest : PassOptions {
   std::vector<int> token_types, cross_token_types;
   // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
   std::vector<std::pair<int, int>> ablate;
+};
+
+// What a pass with PassOptions::attention_on_demand kept to recompute any layer's probabilities,
+// and the layers recomputed last. Shared by the copies of a result; thread-safe.
+struct AttentionSource {
+  const Model* model = nullptr;            // the pass's model: it must outlive the source (or be pinned)
+  std::shared_ptr<const void> pin;         // an owner of the model the source keeps alive (the app's shared model)
+  std::string backend;                     // the backend that ran the pass: the recompute runs the same ops
+  std::vector<Tensor> queries, keys;       // self mode, per layer: [T, H * D], [S, KV * D] (EncodeOutput)
+  std::vector<Tensor> inputs_a, inputs_b;  // cross mode, per layer: the two sequences' layer inputs
+  size_t cached_layers = 2;                // how many recomputed layers stay cached
+  double bytes() const;                    // what the kept inputs take
+
+  std::mutex mutex;  // guards what follows
+  std::unique_ptr<Backend> runner;
+  std::deque<std::pair<int, std::shared_ptr<const Tensor>>> recent;  // most recent first
 };
 
 struct ForwardResult {
@@ -63,12 +82,21 @@ struct ForwardResult {
   double millis = 0;  // wall time of the forward pass
 
   bool is_cross() const { return !cross_ids.empty(); }
-  // Probabilities of the shown kind for one layer: attention[l] or cross_attention[l].
+  // The kept probabilities of the shown kind for one layer: attention[l] or cross_attention[l]
+  // (empty for a layer not kept; layer_probs gives them on demand too).
   const Tensor& probs(int layer) const {
     return is_cross() ? cross_attention.at(static_cast<size_t>(layer)) : attention.at(static_cast<size_t>(layer));
   }
-  // [layers, heads, T, S] of every kept layer (Error if any layer was not kept).
+  // [layers, heads, T, S] of every layer, kept or recomputed (Error if any layer has neither).
   Tensor stacked_probs() const;
+  // Attention on demand (PassOptions::attention_on_demand): what the layers' probabilities are
+  // recomputed from; null when the pass kept only probabilities.
+  std::shared_ptr<AttentionSource> on_demand;
+  // Layer `layer`'s probabilities of the shown kind [heads, T, S]: the kept ones (owned by this
+  // result: valid while it is), or recomputed from on_demand in one attention op (the same op as
+  // the pass's, so the same values) and shared with its cache. Error when neither was kept.
+  std::shared_ptr<const Tensor> layer_probs(int layer) const;
+  bool has_probs(int layer) const;  // kept, or recomputable
 };
 
 // What a pass takes in memory, estimated from its request before it runs (bytes): the kept
@@ -79,6 +107,7 @@ struct ForwardResult {
 struct PassMemory {
   double attention = 0, activations = 0, hooks = 0, kv_cache = 0;
   double weights = 0, available = 0;
+  bool on_demand = false;  // attention counts queries and keys (PassOptions::attention_on_demand)
   double pass() const { return attention + activations + hooks + kv_cache; }
 };
 PassMemory estimate_pass_memory(const Model& model, const ForwardRequest& request);

@@ -572,6 +572,8 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
           kp = &ck, vp = &cv;
         }
         const Tensor &K = *kp, &V = *vp;
+        if (run.queries) *run.queries = in0;  // attention on demand: what P is recomputed from
+        if (run.keys) *run.keys = K;
         ops.attention(a, in0, K, &V, P, &out);
         if (edited || keep_scores)
           attention_hooks(block, a, in0, K, V, *run.hooks, P, out);
@@ -866,6 +868,12 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
       run.probs = &patterns[static_cast<size_t>(l)];
     if (!options.ablate.empty() && !options.ablate[static_cast<size_t>(l)].empty())
       run.ablate = &options.ablate[static_cast<size_t>(l)];
+    if (options.attention_on_demand) {
+      out.queries.resize(static_cast<size_t>(c.num_layers));
+      out.keys.resize(static_cast<size_t>(c.num_layers));
+      run.queries = &out.queries[static_cast<size_t>(l)];
+      run.keys = &out.keys[static_cast<size_t>(l)];
+    }
     attn.mask = &layer_mask(pass_mask, c, l);  // Gemma 2: windowed and full layers alternate
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
     if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
@@ -922,6 +930,16 @@ Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tens
   };
   const Tensor q = value_from(att.in[0], xa), k = value_from(att.in[1], xb);
   AttnArgs attn = attention_args(c, model.weights, 1, static_cast<int>(xa.dim(0)), static_cast<int>(xb.dim(0)));
+  attn.mask = &mask;
+  Tensor probs;
+  ops.attention(attn, q, k, nullptr, &probs, nullptr);
+  probs.shape.erase(probs.shape.begin());  // (1, H, T, S) -> (H, T, S)
+  return probs;
+}
+
+Tensor self_attention_probs(const Model& model, Ops& ops, const Tensor& q, const Tensor& k, const AttnMask& mask) {
+  AttnArgs attn =
+      attention_args(model.config, model.weights, 1, static_cast<int>(q.dim(0)), static_cast<int>(k.dim(0)));
   attn.mask = &mask;
   Tensor probs;
   ops.attention(attn, q, k, nullptr, &probs, nullptr);

@@ -98,6 +98,8 @@ struct LayerRun {
   const std::vector<uint8_t>* ablate = nullptr;  // [H]: 1 = the head's context is zeroed (head mask)
   KvCache* kv = nullptr;                         // the attention appends k, v to the layer's and reads it all
   int first = 0;                                 // the position of the first row (after the cache's prefix)
+  Tensor* queries = nullptr;                     // receive the attention's queries and keys when not null
+  Tensor* keys = nullptr;                        // (attention on demand; the keys the cached ones included)
 };
 
 // AttnArgs of a model's attention for B sequences of T queries and S keys (no mask yet).
@@ -168,6 +170,10 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
 // (from xb), then the attention op without values.
 Tensor cross_attention_probs(const Model& model, Ops& ops, int layer, const Tensor& xa, const Tensor& xb,
                              const AttnMask& mask);
+// A layer's probabilities [heads, T, S] from the queries q (T, H * D) and keys k (S, KV * D)
+// its attention op took (EncodeOutput::queries, keys) and the mask it applied: the same op, so
+// the same values.
+Tensor self_attention_probs(const Model& model, Ops& ops, const Tensor& q, const Tensor& k, const AttnMask& mask);
 
 // The values the attention of layer `layer` weights, (T, KV * D), computed from that layer's
 // input x (pre-norm models normalise it first, as the layer does).

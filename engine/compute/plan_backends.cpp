@@ -52,6 +52,12 @@ class PlanBackend final : public Backend {
     return cross_attention_probs(model, *ops_, layer, xa, xb, mask);
   }
 
+  bool recomputes_attention() const override { return true; }
+  Tensor self_attention(const Model& model, int, const Tensor& q, const Tensor& k, const AttnMask& mask) override {
+    ops_->set_weights_version(model.weights.version);
+    return self_attention_probs(model, *ops_, q, k, mask);
+  }
+
  private:
   std::string name_;
   std::unique_ptr<Ops> ops_;

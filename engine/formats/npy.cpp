@@ -2,8 +2,9 @@
 #include "engine/formats/npy.h"
 
 #include <array>
-
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "engine/core/io_util.h"
 #include "engine/formats/safetensors.h"  // half_to_float
@@ -195,6 +196,34 @@ void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, c
 
 void save_npy(const std::string& path, const Tensor& t) {
   write_file_atomic(path, serialize_npy(t));
+}
+
+void save_npy_parts(const std::string& path, const std::vector<int64_t>& shape,
+                    const std::function<std::shared_ptr<const Tensor>(int64_t)>& part) {
+  if (shape.empty()) throw Error("npy: an array of parts needs a first dimension");
+  const int64_t per_part = Tensor::numel_of(std::vector<int64_t>(shape.begin() + 1, shape.end()));
+  const std::string tmp = path + ".tmp";
+  try {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(path + ": cannot write");
+    const std::string header = npy_header(shape, "<f4");
+    f.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (int64_t i = 0; i < shape[0] && f; ++i) {
+      const std::shared_ptr<const Tensor> t = part(i);
+      if (t->numel() != per_part)
+        throw Error("internal: part " + std::to_string(i) + " of " + path + " has another shape");
+      f.write(reinterpret_cast<const char*>(t->data.data()), static_cast<std::streamsize>(per_part * 4));
+    }
+    f.flush();
+    if (!f) throw Error(path + ": write failed");
+  } catch (...) {  // nothing half-written is left behind
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(path + ": cannot rename into place (" + ec.message() + ")");
 }
 
 namespace {

@@ -3,7 +3,9 @@
 // whether the file held floats (a custom mask's meaning depends on that).
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "engine/core/tensor.h"
@@ -21,6 +23,11 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where = "array.n
 NpyArray load_npy(const std::string& path);
 std::string serialize_npy(const Tensor& t);
 void save_npy(const std::string& path, const Tensor& t);
+// A float32 array of shape [parts, ...] written part after part: part(i) gives part i (each of
+// shape[1:]), so only one part is in memory at a time (every layer's attention without holding
+// them all). Written to PATH.tmp and renamed into place, as save_npy.
+void save_npy_parts(const std::string& path, const std::vector<int64_t>& shape,
+                    const std::function<std::shared_ptr<const Tensor>(int64_t)>& part);
 // A bool array ('|b1'): how masks are saved, so that loading one back blocks rather than adds.
 std::string serialize_npy_bool(const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
 void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);

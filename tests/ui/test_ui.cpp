@@ -428,6 +428,62 @@ TEST_CASE("the forward runner: typing into a causal model recomputes only after 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("the forward runner: attention on demand above its budget, the same maps and probabilities",
+          "[ui][runner][on-demand]") {
+  const std::string dir = test::scratch_dir("ui", "on-demand");
+  const auto m = std::make_shared<const Model>(test::tiny_decoder(dir));
+  const int L = m->config.num_layers, H = m->config.num_heads;
+  ForwardRunner runner;
+  runner.on_demand_bytes = 0;  // every pass keeps queries and keys
+  std::vector<ForwardOutcome> got;
+  QObject::connect(&runner, &ForwardRunner::finished, [&](const ForwardOutcome& o) { got.push_back(o); });
+  const std::vector<int> ids = test::random_ids(30, m->config.vocab_size, 8);
+  auto job = [&](std::vector<int> seq, quint64 id) {
+    ForwardJob j;
+    j.model = m;
+    j.id = id;
+    j.request.ids = std::move(seq);
+    j.request.token_types.assign(j.request.ids.size(), 0);
+    return j;
+  };
+  runner.submit(job(std::vector<int>(ids.begin(), ids.end() - 1), 1));
+  runner.waitForIdle();
+  runner.submit(job(ids, 2));  // one token typed: the cached pass's queries merged with the new row's
+  runner.waitForIdle();
+  REQUIRE(got.size() == 2);
+  CHECK(got[1].reused == 29);
+  auto cpu = make_backend("cpu");
+  ForwardRequest full;
+  full.ids = ids;
+  const auto want = std::make_shared<const ForwardResult>(run_forward(*m, *cpu, full));
+  const test::PassBound tol = test::pass_bound(*m, full, *want);
+  const ForwardOutcome& o = got[1];
+  REQUIRE(o.result->on_demand);
+  CHECK(o.memory.attention == o.result->on_demand->bytes());  // the status bar's figure is what is held
+  for (int l = 0; l < L; ++l) {
+    CHECK(o.result->attention[static_cast<size_t>(l)].empty());
+    CHECK(test::max_abs_diff(*o.result->layer_probs(l), want->attention[static_cast<size_t>(l)]) <=
+          tol.probs[static_cast<size_t>(l)]);
+    for (int h = 0; h < H; ++h) {  // the overview keeps its drawn grid only, the same cells as a kept pass's
+      const HeatmapData& d = o.heads[static_cast<size_t>(l * H + h)];
+      const HeatmapData k = head_heatmap(want, l, h, 256);
+      CHECK(d.values == nullptr);
+      REQUIRE(d.drawn.size() == k.drawn.size());
+      double diff = 0;
+      for (size_t c = 0; c < d.drawn.size(); ++c)
+        if (!std::isnan(k.drawn[c])) diff = std::max(diff, static_cast<double>(std::fabs(d.drawn[c] - k.drawn[c])));
+      CHECK(diff <= tol.probs[static_cast<size_t>(l)]);
+      CHECK(d.value(29, 3) == d.drawn[29 * 30 + 3]);
+      const HeatmapData big = head_heatmap(o.result, l, h, 1024);  // a head shown large: recomputed, full values
+      REQUIRE(big.values != nullptr);
+      CHECK(std::fabs(big.value(29, 3) - k.value(29, 3)) <= tol.probs[static_cast<size_t>(l)]);
+    }
+  }
+  REQUIRE(o.patterns.size() == static_cast<size_t>(L));  // the badges read the recomputed layers too
+  CHECK(o.patterns[0].size() == static_cast<size_t>(H));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale results are dropped", "[ui][runner]") {
   MainWindow w;
   w.useModel(test_model(), "test");

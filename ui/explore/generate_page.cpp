@@ -609,15 +609,15 @@ void GeneratePage::drawRow() {
   const Step& s = steps_[static_cast<size_t>(shown_)];
   const int n = static_cast<int>(s.ids.size()), layer = state_->layer();
   const bool same = static_cast<int>(r->ids.size()) >= n && std::equal(s.ids.begin(), s.ids.end(), r->ids.begin());
-  if (!same || r->is_cross() || layer < 0 || layer >= static_cast<int>(r->attention.size()) ||
-      r->attention[static_cast<size_t>(layer)].empty()) {
+  if (!same || r->is_cross() || layer < 0 || !r->has_probs(layer)) {
     row_->setData(HeatmapData());
     row_text_->setText(same ? "This layer's attention is not kept; choose a kept layer."
                             : "The explored text no longer starts with this step's text (it was edited, or "
                               "tokenizes differently now); undo or generate again to see its attention.");
     return;
   }
-  const Tensor& a = r->attention[static_cast<size_t>(layer)];  // [heads, T, T]
+  const std::shared_ptr<const Tensor> probs = r->layer_probs(layer);  // kept, or recomputed (on demand)
+  const Tensor& a = *probs;                                           // [heads, T, T]
   const int H = static_cast<int>(a.dim(0)), T = static_cast<int>(a.dim(1));
   std::vector<float> values(static_cast<size_t>(H) * n);
   for (int h = 0; h < H; ++h)
