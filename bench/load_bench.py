@@ -13,6 +13,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 TORCH_SIDE = r"""
@@ -29,13 +30,16 @@ print(transformers.__version__, torch.__version__)
 
 
 def measure(cmd):
-    """Wall seconds and peak RSS (GB) of one new process: wait4's rusage is that child's alone."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, _, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    out, err = p.stdout.read(), p.stderr.read()
-    return wall, ru.ru_maxrss / 1024 / 1024, out, err
+    """Wall seconds and peak RSS (GB) of one new process: wait4's rusage is that child's alone.
+    Its output goes to files (a pipe would fill at 64 KB and block it before wait4 returns)."""
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, text=True)
+        _, _, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+        out_f.seek(0)
+        err_f.seek(0)
+        return wall, ru.ru_maxrss / 1024 / 1024, out_f.read(), err_f.read()
 
 
 def main():
