@@ -80,8 +80,8 @@ std::vector<std::pair<int, float>> top_of_logits(const std::vector<float>& logit
   return out;
 }
 
-LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int>& ids,
-                     const std::atomic<bool>* cancel) {
+LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int>& ids, const std::atomic<bool>* cancel,
+                     int first, int count) {
   const ModelConfig& c = model.config;
   if (!c.lm_head) throw Error("the logit lens needs a language model (a model with an LM head)");
   const int T = static_cast<int>(ids.size());
@@ -98,21 +98,26 @@ LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int
   for (size_t t = 0; t < ids.size(); ++t)
     if (ids[t] < 0 || ids[t] >= c.vocab_size)
       throw Error("id " + std::to_string(ids[t]) + " at position " + std::to_string(t) + " is outside the vocabulary");
+  if (count < 0) count = T - first;
+  if (first < 0 || first >= T || count < 1 || first + count > T)
+    throw Error("the logit lens reads positions " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                " of a sequence of " + std::to_string(T));
   EncodeOutput enc = backend.encode(model, ids, mask, opts);
   LogitLens lens;
-  lens.layers = c.num_layers, lens.T = T;
-  lens.top_id.resize(static_cast<size_t>(c.num_layers) * T);
+  lens.layers = c.num_layers, lens.T = count, lens.first = first;
+  lens.top_id.resize(static_cast<size_t>(c.num_layers) * count);
   lens.top_prob.resize(lens.top_id.size());
   const int E = c.embed_size, block = 64;
   for (int l = 0; l < c.num_layers; ++l) {
     // Layer l's output is layer l+1's input; the last layer's, through the final norm, is hidden.
     const bool last = l == c.num_layers - 1;
     const Tensor& x = last ? enc.hidden : enc.layer_inputs[static_cast<size_t>(l + 1)];
-    for (int t0 = 0; t0 < T; t0 += block) {
+    for (int t0 = 0; t0 < count; t0 += block) {
       if (cancel && cancel->load()) throw Cancelled();
-      const int n = std::min(block, T - t0);
+      const int n = std::min(block, count - t0);
       Tensor rows({n, E});
-      std::copy(x.ptr() + static_cast<size_t>(t0) * E, x.ptr() + static_cast<size_t>(t0 + n) * E, rows.ptr());
+      std::copy(x.ptr() + static_cast<size_t>(first + t0) * E, x.ptr() + static_cast<size_t>(first + t0 + n) * E,
+                rows.ptr());
       if (!last) {
         NormState norm;
         final_forward(model, cpu_ops(), rows, norm);
@@ -121,8 +126,8 @@ LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int
       const int V = static_cast<int>(logits.dim(1));
       for (int i = 0; i < n; ++i) {
         const RowTop top = row_top(logits.ptr() + static_cast<size_t>(i) * V, V);
-        lens.top_id[static_cast<size_t>(l) * T + t0 + i] = top.id;
-        lens.top_prob[static_cast<size_t>(l) * T + t0 + i] = top.prob;
+        lens.top_id[static_cast<size_t>(l) * count + t0 + i] = top.id;
+        lens.top_prob[static_cast<size_t>(l) * count + t0 + i] = top.prob;
       }
     }
   }

@@ -23,15 +23,18 @@ std::vector<float> next_token_logits(const Model& model, const Tensor& hidden, i
 double next_token_probability(const Model& model, const Tensor& hidden, int position, int id);
 
 struct LogitLens {
-  int layers = 0, T = 0;
-  std::vector<int> top_id;      // [layers, T]: the likeliest next token after layer l at position t
+  int layers = 0, T = 0;        // T: the positions read (a window of the input)
+  int first = 0;                // the input position of column 0
+  std::vector<int> top_id;      // [layers, T]: the likeliest next token after layer l at position first + t
   std::vector<float> top_prob;  // [layers, T]: its probability
 };
 
 // Runs the model on ids (every layer's input kept, no probabilities) and reads each layer's
-// output through the final norm and the LM head. Row l is after layer l; the last row is the
-// model's own prediction. Throws Cancelled when cancel is set (checked per layer and row block).
+// output through the final norm and the LM head at positions [first, first + count) (count -1:
+// to the end; the LM head is the lens's cost, layers x positions x vocabulary products, so a view
+// reads the window it shows). Row l is after layer l; the last row is the model's own
+// prediction. Throws Cancelled when cancel is set (checked per layer and row block).
 LogitLens logit_lens(const Model& model, Backend& backend, const std::vector<int>& ids,
-                     const std::atomic<bool>* cancel = nullptr);
+                     const std::atomic<bool>* cancel = nullptr, int first = 0, int count = -1);
 
 }  // namespace attnlab

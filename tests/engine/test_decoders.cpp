@@ -122,6 +122,7 @@ TEST_CASE("logit lens: the last layer is the model's prediction; rows are probab
   // and both round it to float once.
   const int E = m.config.embed_size, V = m.config.vocab_size;
   const Tensor& Wlm = m.config.tied_lm_head ? m.weights.embedding : m.weights.lm_head;
+  std::vector<double> bounds(9);  // per position, how far the lens's probability may be from top_next_tokens'
   for (int t = 0; t < 9; ++t) {
     const auto top = top_next_tokens(m, r.hidden, t, 1);
     double dl = 0;
@@ -130,11 +131,27 @@ TEST_CASE("logit lens: the last layer is the model's prediction; rows are probab
       for (int e = 0; e < E; ++e) a += std::fabs(static_cast<double>(r.hidden.at(t, e)) * Wlm.at(v, e));
       dl = std::max(dl, sum_bound(E, a));
     }
+    bounds[static_cast<size_t>(t)] = top[0].second * (std::expm1(2 * dl) + 2 * kU32);
     CHECK(lens.top_id[static_cast<size_t>(9 + t)] == top[0].first);
     CHECK(std::fabs(lens.top_prob[static_cast<size_t>(9 + t)] - top[0].second) <=
           top[0].second * (std::expm1(2 * dl) + 2 * kU32));
     CHECK(lens.top_prob[static_cast<size_t>(t)] > 0.0f);
     CHECK(lens.top_prob[static_cast<size_t>(t)] <= 1.0f);
+  }
+  {  // a window of positions: the LM head runs for its rows alone, the same predictions (the last
+     // layer's rows within the bound above of top_next_tokens', as the whole lens's)
+    const LogitLens part = logit_lens(m, *cpu, ids, nullptr, 3, 4);
+    REQUIRE(part.T == 4);
+    CHECK(part.first == 3);
+    REQUIRE(part.top_id.size() == 8u);
+    for (int t = 0; t < 4; ++t) {
+      const auto top = top_next_tokens(m, r.hidden, 3 + t, 1);
+      CHECK(part.top_id[static_cast<size_t>(4 + t)] == top[0].first);
+      CHECK(std::fabs(part.top_prob[static_cast<size_t>(4 + t)] - top[0].second) <= bounds[static_cast<size_t>(3 + t)]);
+      CHECK(part.top_prob[static_cast<size_t>(t)] > 0.0f);  // layer 0's rows are probabilities too
+      CHECK(part.top_prob[static_cast<size_t>(t)] <= 1.0f);
+    }
+    CHECK_THROWS_WITH(logit_lens(m, *cpu, ids, nullptr, 7, 3), Catch::Contains("positions 7..9 of a sequence of 9"));
   }
   fs::remove_all(dir);
 }

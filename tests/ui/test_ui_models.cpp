@@ -18,6 +18,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableWidget>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 #include <qcustomplot.h>
@@ -51,6 +52,7 @@
 #include "ui/tour.h"
 #include "ui/train_view.h"
 #include "ui/forward_runner.h"
+#include "ui/explore/analysis_pages.h"
 #include "ui/explore/circuits_page.h"
 #include "ui/heatmap_view.h"
 #include "ui/methods_view.h"
@@ -244,6 +246,32 @@ TEST_CASE("a causal language model: its causal mask locked on, no cross mode, ne
   for (int p = 0; p < T; ++p)  // the top row is the last layer
     CHECK(lens->item(0, p)->text() ==
           QString::fromStdString(lm.tokenizer->readable_token(want.top_id[static_cast<size_t>(T + p)])));
+  {  // a window of positions: the last ones first, then moved; the columns are those of the whole lens
+    LensPage* page = e->findChild<LensPage*>();
+    QSpinBox* from = e->findChild<QSpinBox*>("lensFrom");
+    REQUIRE(page);
+    REQUIRE(from);
+    page->setWindow(3);
+    e->setText(e->text() + " ");  // another length: the window is placed at the end
+    e->waitForLens();
+    const int n = static_cast<int>(e->result()->ids.size());
+    const LogitLens whole = logit_lens(lm, *make_backend("cpu"), e->result()->ids);
+    auto check_window = [&](int first) {
+      REQUIRE(lens->columnCount() == 3);
+      CHECK(lens->horizontalHeaderItem(0)->text().startsWith(QString::number(first) + " "));
+      for (int c = 0; c < 3; ++c)
+        CHECK(lens->item(0, c)->text() ==
+              QString::fromStdString(lm.tokenizer->readable_token(whole.top_id[static_cast<size_t>(n + first + c)])));
+    };
+    check_window(n - 3);
+    from->setValue(1);
+    e->waitForLens();
+    check_window(1);
+    page->setWindow(256);
+    e->setText(e->text().chopped(1));
+    e->waitForLens();
+    REQUIRE(lens->columnCount() == T);
+  }
   {  // the lens exports as the CLI writes it: [2, layers, T], ids then probabilities; or a CSV
     QTemporaryDir dir;
     e->exportTable("lens", dir.filePath("lens.npy"));

@@ -7,6 +7,8 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSignalBlocker>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QTextStream>
 #include <QVBoxLayout>
@@ -30,6 +32,19 @@ LensPage::LensPage(ExploreState* state, QWidget* parent) : ExplorePage(state, On
   status_ = new QLabel(this);
   status_->setWordWrap(true);
   v->addWidget(status_);
+  auto* bar = new QHBoxLayout;
+  window_label_ = new QLabel(QString("positions from (%1 at a time):").arg(window_), this);
+  bar->addWidget(window_label_);
+  from_ = new QSpinBox(this);
+  from_->setObjectName("lensFrom");
+  from_->setToolTip(
+      "The first position the lens reads; it reads a window from there (the LM head runs for the positions shown "
+      "only)");
+  from_->setKeyboardTracking(false);  // one computation when typing stops, not one per digit
+  bar->addWidget(from_);
+  bar->addStretch(1);
+  v->addLayout(bar);
+  connect(from_, &QSpinBox::valueChanged, this, [this] { refresh(); });
   table_ = new QTableWidget(this);
   table_->setObjectName("lensTable");
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -60,14 +75,23 @@ void LensPage::refresh() {
     table_->setColumnCount(0);
     return;
   }
+  const int T = static_cast<int>(ids.size());
+  {  // a new length puts the window at the end (where the prediction is); a move of it stays
+    const QSignalBlocker quiet(from_);
+    from_->setRange(0, std::max(0, T - 1));
+    if (T != shown_length_) from_->setValue(std::max(0, T - window_));
+    shown_length_ = T;
+  }
+  const int first = from_->value(), count = std::min(window_, T - first);
+  from_->setEnabled(T > window_);
   status_->setText(
-      QString("Reading %1 layers x %2 positions through the LM head...").arg(model->config.num_layers).arg(ids.size()));
+      QString("Reading %1 layers x %2 positions through the LM head...").arg(model->config.num_layers).arg(count));
   QStringList labels;
   for (const auto& t : state_->controller()->prepared().tokens) labels << QString::fromStdString(t);
   job_.start<LogitLens>(
-      [model, ids](const std::atomic<bool>* cancel, const BackgroundJob::Post&) {
+      [model, ids, first, count](const std::atomic<bool>* cancel, const BackgroundJob::Post&) {
         auto backend = make_backend("cpu");
-        return logit_lens(*model, *backend, ids, cancel);
+        return logit_lens(*model, *backend, ids, cancel, first, count);
       },
       [this, model, labels](std::shared_ptr<const LogitLens> lens, const QString& error) {
         if (state_->model() != model) return;
@@ -83,10 +107,10 @@ void LensPage::refresh() {
         t->setRowCount(lens->layers);
         t->setColumnCount(lens->T);
         QStringList heads;  // position and token, long tokens cut (the tooltip has them whole)
-        for (int p = 0; p < labels.size(); ++p) {
-          QString s = labels[p];
+        for (int c = 0; c < lens->T; ++c) {
+          QString s = labels.value(lens->first + c);
           if (s.size() > 10) s = s.left(9) + QStringLiteral("\u2026");
-          heads << QString("%1 %2").arg(p).arg(s);
+          heads << QString("%1 %2").arg(lens->first + c).arg(s);
         }
         t->setHorizontalHeaderLabels(heads);
         // each column as wide as its header (64-120 px): a centred header wider than its column
@@ -109,8 +133,8 @@ void LensPage::refresh() {
             item->setForeground(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
             item->setToolTip(QString("layer %1, after \"%2\" (position %3): %4 with p = %5")
                                  .arg(l)
-                                 .arg(labels.value(p))
-                                 .arg(p)
+                                 .arg(labels.value(lens->first + p))
+                                 .arg(lens->first + p)
                                  .arg(QString::fromStdString(model->readable_token(lens->top_id[k])))
                                  .arg(prob, 0, 'f', 3));
             t->setItem(lens->layers - 1 - l, p, item);
@@ -119,9 +143,21 @@ void LensPage::refresh() {
         status_->setText(
             QString("Logit lens: the likeliest next token after each layer, read through the final norm and the LM "
                     "head (nostalgebraist 2020); colour = its probability (0 to 1, %1). The top row is the model's "
-                    "own prediction. Every token of the input is a column (hide / merge apply to the heatmaps).")
-                .arg(cmap));
+                    "own prediction. %2 (hide / merge apply to the heatmaps).")
+                .arg(cmap)
+                .arg(lens->T == labels.size() ? QString("Every token of the input is a column")
+                                              : QString("Positions %1-%2 of %3 (%4 at a time: move the window above)")
+                                                    .arg(lens->first)
+                                                    .arg(lens->first + lens->T - 1)
+                                                    .arg(labels.size())
+                                                    .arg(window_)));
       });
+}
+
+void LensPage::setWindow(int positions) {
+  window_ = std::max(1, positions);
+  window_label_->setText(QString("positions from (%1 at a time):").arg(window_));
+  shown_length_ = -1;
 }
 
 void LensPage::wait() {
@@ -148,7 +184,8 @@ void LensPage::exportTo(const QString& path, const QString& ext) const {
   for (int l = 0; l < lens.layers; ++l)
     for (int t = 0; t < lens.T; ++t) {
       const size_t k = static_cast<size_t>(l * lens.T + t);
-      out << l << "," << t << "," << quoted(t < labels_.size() ? labels_[t] : QString()) << "," << lens.top_id[k] << ","
+      const int p = lens.first + t;  // the input position of column t
+      out << l << "," << p << "," << quoted(p < labels_.size() ? labels_[p] : QString()) << "," << lens.top_id[k] << ","
           << quoted(QString::fromStdString(state_->model()->readable_token(lens.top_id[k]))) << ","
           << QString::number(lens.top_prob[k], 'g', 9) << "\n";
     }
