@@ -97,7 +97,7 @@ void LineView::setHover(int side, int index) {
 // Columns: queries' labels right-aligned against the left line ends, keys' left-aligned after
 // the right ends; each side spreads its tokens over the full height.
 QPointF LineView::tokenAnchor(int side, int index) const {
-  const QRectF a = QRectF(rect()).adjusted(0, 28, 0, -22);
+  const QRectF a = QRectF(rect()).adjusted(0, 28, 0, -22 - 16 * (legend_rows_ - 1));
   const double label_w = std::min(140.0, a.width() * 0.3);
   const int n = side == 0 ? rows() : cols();
   const double pitch = a.height() / std::max(1, n);
@@ -122,18 +122,24 @@ void LineView::paint(QPainter& p, const QRect& area) const {
   p.setFont(tf);
   p.setPen(Qt::black);
   p.drawText(QRectF(area.left(), area.top() + 4, area.width(), 20), Qt::AlignHCenter, title);
+  legend_rows_ = 1;
   if (head_ < 0) {  // which colour is which head: a legend along the bottom edge
     const int H = result_->has_probs(layer_) ? static_cast<int>(result_->layer_probs(layer_)->dim(0)) : 0;
     QFont lf = font();
     lf.setPointSize(8);
     p.setFont(lf);
-    const double cell = std::min(60.0, area.width() / std::max(1.0, H + 1.0));
-    double x = area.left() + (area.width() - cell * H) / 2;
-    for (int h = 0; h < H; ++h, x += cell) {
-      p.fillRect(QRectF(x, area.bottom() - 12, 10, 10), headColor(h));
+    // every cell as wide as the longest label ("h31") and its swatch; rows of them from the bottom
+    const double need = 13 + QFontMetrics(lf).horizontalAdvance(QString("h%1").arg(std::max(0, H - 1))) + 6;
+    const int per_row = std::max(1, std::min(H, static_cast<int>(area.width() / need) - 1));
+    legend_rows_ = std::max(1, (H + per_row - 1) / per_row);
+    const double cell = std::max(need, std::min(60.0, area.width() / std::max(1.0, per_row + 1.0)));
+    for (int h = 0; h < H; ++h) {
+      const int row = h / per_row, col = h % per_row, in_row = std::min(per_row, H - row * per_row);
+      const double x = area.left() + (area.width() - cell * in_row) / 2 + col * cell;
+      const double y = area.bottom() - 15 - 16.0 * (legend_rows_ - 1 - row);
+      p.fillRect(QRectF(x, y + 3, 10, 10), headColor(h));
       p.setPen(Qt::black);
-      p.drawText(QRectF(x + 13, area.bottom() - 15, cell - 13, 14), Qt::AlignLeft | Qt::AlignVCenter,
-                 QString("h%1").arg(h));
+      p.drawText(QRectF(x + 13, y, cell - 13, 14), Qt::AlignLeft | Qt::AlignVCenter, QString("h%1").arg(h));
     }
   }
   // which side is which
@@ -171,7 +177,7 @@ void LineView::paint(QPainter& p, const QRect& area) const {
   }
   // Token labels, as many as fit at a readable size (every k-th otherwise).
   auto labels = [&](int side, int n, const std::vector<std::string>& tokens) {
-    const double pitch = (area.height() - 50.0) / std::max(1, n);
+    const double pitch = (area.height() - 50.0 - 16.0 * (legend_rows_ - 1)) / std::max(1, n);
     QFont f = font();
     f.setPointSizeF(std::clamp(pitch * 0.55, 6.0, 10.0));
     p.setFont(f);

@@ -53,6 +53,9 @@ class LineView : public QWidget {
   int layer_ = 0, head_ = -1;
   int hover_side_ = -1, hover_index_ = -1;
   QString notice_;
+  // Rows the heads' legend took at the last paint (many heads wrap: 32 labels do not fit one
+  // row at 1280 px); the token anchors leave room for them.
+  mutable int legend_rows_ = 1;
 };
 
 }  // namespace attnlab
