@@ -18,7 +18,8 @@
 //                                      in a single forward pass only, `head` picks one head's rows)
 //   blocks.{l}.attn.hook_z             [T, heads, d_head] each head's weighted values
 //   blocks.{l}.hook_attn_out           [T, d_model]  the output projection (bias included)
-//   blocks.{l}.hook_resid_mid          [T, d_model]  resid_pre + attn_out
+//   blocks.{l}.hook_resid_mid          [T, d_model]  resid_pre + attn_out (attention-only pre-norm
+//                                      layers: hook_resid_post, as TransformerLens's attn_only blocks)
 //   blocks.{l}.ln2.hook_normalized     [T, d_model]  pre-norm: the MLP's input
 //   blocks.{l}.mlp.hook_pre            [T, d_mlp]    the first projection (gated: the gate's)
 //   blocks.{l}.mlp.hook_pre_linear     [T, d_mlp]    gated MLPs: the up projection

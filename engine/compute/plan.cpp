@@ -104,7 +104,9 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   // before the residual; hook_attn_out is what is added to the stream, as TransformerLens names it
   const int o_proj = p.linear(ctx, &LW::wo, &LW::bo);
   const int o = p.dropout(p.hook(c.sandwich_norm ? norm(o_proj, &LW::ln1_post_g, nullptr) : o_proj, "hook_attn_out"));
-  const int s1 = p.hook(p.residual(o, x), "hook_resid_mid");
+  // an attention-only pre-norm layer's output is its resid_post (TransformerLens's attn_only
+  // blocks: resid_post = resid_pre + attn_out, no resid_mid)
+  const int s1 = p.hook(p.residual(o, x), pre && c.ff_dim == 0 ? "hook_resid_post" : "hook_resid_mid");
   // post-norm (TransformerLens's BertBlock): LN1 of resid_mid is the MLP's input
   const int x1 = pre ? s1 : p.hook(norm(s1, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized");
   if (c.ff_dim == 0) return p.finish(x1);  // the article's TextClassifier: attention only

@@ -384,6 +384,24 @@ TEST_CASE("logit attribution: the parts sum to the model's own logit difference"
     for (float v : d.parts.data) nonzero = nonzero || v != 0.0f;
     CHECK(nonzero);
   }
+  {  // an attention-only language model (what `train --objective lm` makes for induction heads):
+     // its layers end in hook_resid_post (TransformerLens's attn_only), which the split reads
+    ModelConfig a = small_config(16, 4, 2, 0, 32);
+    a.num_classes = 0, a.labels.clear();
+    a.causal = true, a.lm_head = true, a.final_norm = true;
+    a.norm = NormPlacement::Pre, a.norm_kind = NormKind::RmsNorm, a.positional = Positional::Rotary;
+    const Model lm = random_model(a);
+    const std::vector<std::string> names = hook_names(a);
+    CHECK(std::count(names.begin(), names.end(), "blocks.1.hook_resid_post") == 1);
+    CHECK(std::count(names.begin(), names.end(), "blocks.1.hook_resid_mid") == 0);
+    ForwardRequest r;
+    r.ids = random_ids(7, a.vocab_size, 5);
+    const LogitAttribution d = direct_logit_attribution(lm, *backend, r, 4, 9);
+    double magnitude = std::fabs(d.embedding) + std::fabs(d.biases);
+    for (float v : d.parts.data) magnitude += std::fabs(v);
+    CHECK(std::fabs(d.total - d.logit_diff) <= 2 * sum_bound(a.embed_size, magnitude) + 1e-6 * magnitude);
+    for (int l = 0; l < a.num_layers; ++l) CHECK(d.parts.at(l, a.num_heads) == 0.0f);  // no MLP
+  }
   // post-norm models have no residual stream to split
   const Model post = random_model(small_config(16, 2, 2, 24, 32));
   ForwardRequest r2;
