@@ -507,13 +507,16 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
                          {"sep", p.sep},
                          {"punct", p.punct},
                          {"entropy", p.entropy},
+                         {"induction", p.induction},
                          {"focus", p.focus},
                          {"focus_share", p.focus_share},
                          {"label", p.label}});
         if (!a.has("--json"))
           std::printf(
-              "layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f entropy %.2f%s%s\n", l,
-              h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.entropy, p.label.empty() ? "" : "  pattern: ",
+              "layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f induction %.2f "
+              "entropy %.2f%s%s\n",
+              l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.induction, p.entropy,
+              p.label.empty() ? "" : "  pattern: ",
               p.label == "token" ? ("-> " + labels[static_cast<size_t>(p.focus)]).c_str() : p.label.c_str());
       }
       layers.push_back(heads);

@@ -46,7 +46,8 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"toward", "With --tab steer: steer towards this prompt's residual stream.", "TEXT"});
   p.addOption({"away", "With --tab steer: and away from this one's.", "TEXT"});
   p.addOption({"strength", "With --tab steer: how many times the vector is added (default 4).", "X"});
-  p.addOption({"steer-layer", "With --tab steer: the layer whose input is steered (default 0).", "L"});
+  p.addOption({"steer-layer",
+               "With --tab steer: the layer whose input is steered (default: the middle layer, layers / 2).", "L"});
   p.addOption({"sae", "With --tab features: a sparse autoencoder folder (SAELens format).", "DIR"});
   p.addOption({"clamp", "With --tab features: clamp FEATURE=VALUE[:POSITION].", "SPEC"});
   p.addOption({"compare-text", "With --method compare: B is this text on the same model.", "TEXT"});

@@ -373,6 +373,20 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
     }
     punct[static_cast<size_t>(j)] = any && all;
   }
+  // induction (Olsson et al. 2022): for a query whose token occurred before, the keys right after
+  // its earlier occurrences, as TransformerLens's induction detector reads a repeated sequence;
+  // the previous token and the query itself are left out (a repeated token's previous-token or
+  // self head is not an induction head), and rows without such an occurrence do not count
+  std::vector<std::vector<int>> after_earlier(static_cast<size_t>(T));
+  int repeated_rows = 0;
+  for (int i = 0; i < T; ++i) {
+    std::vector<int>& keys = after_earlier[static_cast<size_t>(i)];
+    for (int j = 0; j + 2 < i; ++j)
+      if (r.ids[static_cast<size_t>(j)] == r.ids[static_cast<size_t>(i)] &&
+          std::find(keys.begin(), keys.end(), j + 1) == keys.end())
+        keys.push_back(j + 1);
+    repeated_rows += !keys.empty();
+  }
   // layer by layer (one layer's probabilities at a time: kept, or recomputed on demand), the
   // heads over the threads: each reads its own [T, T] and writes its own slot
   std::vector<std::vector<HeadPattern>> out(r.attention.size());
@@ -400,6 +414,7 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
           }
           if (sum == 0) continue;  // a fully blocked row says nothing
           ++rows;
+          for (int k : after_earlier[static_cast<size_t>(i)]) p.induction += row[k];
           if (i > 0) p.prev += row[i - 1];
           if (i + 1 < T) p.next += row[i + 1];
           p.self += row[i];
@@ -411,8 +426,16 @@ std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& r) {
           p.focus = static_cast<int>(std::max_element(column.begin(), column.end()) - column.begin());
           p.focus_share = column[static_cast<size_t>(p.focus)] / rows;
         }
-        const std::pair<const char*, double> cands[] = {{"prev", p.prev},   {"next", p.next}, {"self", p.self},
-                                                        {"first", p.first}, {"sep", p.sep},   {"punct", p.punct}};
+        // a mean over the rows that repeat a token; a label only where a quarter of the rows do
+        p.induction = repeated_rows > 0 ? p.induction / repeated_rows : 0.0;
+        const bool repeats = repeated_rows >= 2 && 4 * repeated_rows >= T;
+        const std::pair<const char*, double> cands[] = {{"prev", p.prev},
+                                                        {"next", p.next},
+                                                        {"self", p.self},
+                                                        {"first", p.first},
+                                                        {"sep", p.sep},
+                                                        {"punct", p.punct},
+                                                        {"induction", repeats ? p.induction : 0.0}};
         // One token: every head attends to it alone, which says nothing about the head (no badge).
         double best = 0.5;
         for (const auto& [name, v] : cands)

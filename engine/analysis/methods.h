@@ -87,6 +87,9 @@ Tensor head_importance(const Model& model, Backend& backend, const ForwardReques
 // at least 0.9 of the uniform row's.
 struct HeadPattern {
   double prev = 0, next = 0, self = 0, first = 0, sep = 0, punct = 0, entropy = 0;
+  // the mean attention to the token after an earlier occurrence of the query's token, over the
+  // rows whose token occurred before (Olsson et al. 2022's induction heads; 0 when none does)
+  double induction = 0;
   int focus = -1;          // the key with the largest mean attention
   double focus_share = 0;  // its mean attention
   std::string label;       // "" when no pattern dominates

@@ -1,6 +1,8 @@
 // Input preparation (see input.h): tokenizing, the max_len policy, padding, labels.
 #include "engine/text/input.h"
 
+#include <algorithm>
+
 namespace attnlab {
 
 namespace {
@@ -71,7 +73,14 @@ PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOpt
       what += "sentence B lost its last " + tokens(cut.from_second) + ", sentence A is whole";
     else
       what += "sentence A lost its last " + tokens(cut.from_first) + ", sentence B its last " + tokens(cut.from_second);
-    in.notices.push_back(what + " (" + to_string(how) + ", as transformers cuts; the separators are kept)");
+    // one text: what was cut and what it means (the strategy's name matters for pairs only)
+    const bool specials = std::find(e.special.begin(), e.special.end(), 1) != e.special.end();
+    if (!pair)
+      in.notices.push_back(what + ", as transformers truncates" +
+                           (specials ? std::string(" (its special tokens are kept)") : std::string()) +
+                           ": the views and the next-token prediction end at the cut");
+    else
+      in.notices.push_back(what + " (" + to_string(how) + ", as transformers cuts; the separators are kept)");
   }
   size_t content = 0;
   for (size_t i = 0; i < e.size(); ++i) {

@@ -573,6 +573,24 @@ TEST_CASE("head patterns: previous token, a particular token, broad, by their de
   CHECK(pats[0][1].focus_share == Approx(0.8));
   CHECK(pats[0][2].label == "broad");
   CHECK(pats[0][2].entropy == Approx(std::log(6.0)));
+  CHECK(pats[0][0].induction == 0.0);  // every token repeats here: the previous one is not an induction key
+  {  // induction: a repeated sequence, each repeat attending to the token after its earlier occurrence
+    ForwardResult rep;
+    rep.ids = {5, 6, 7, 8, 5, 6, 7, 8};
+    rep.tokens = {"a", "b", "c", "d", "a", "b", "c", "d"};
+    const int n = 8;
+    Tensor Q({2, n, n});
+    for (int i = 0; i < n; ++i) {
+      Q.data[static_cast<size_t>(i * n + (i < 4 ? 0 : i - 3))] = 1.0f;         // head 0: induction
+      Q.data[static_cast<size_t>((n + i) * n + (i == 0 ? 0 : i - 1))] = 1.0f;  // head 1: previous token
+    }
+    rep.attention.push_back(Q);
+    const auto pr = head_patterns(rep);
+    CHECK(pr[0][0].label == "induction");
+    CHECK(pr[0][0].induction == Approx(1.0));  // rows 4..7, all on the key after the earlier occurrence
+    CHECK(pr[0][1].label == "prev");
+    CHECK(pr[0][1].induction == 0.0);
+  }
   // one token: all its attention is on itself (and on the first token) in every head; no badge
   ForwardResult one;
   one.ids = {3};

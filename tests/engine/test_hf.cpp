@@ -118,6 +118,15 @@ TEST_CASE("pairs past max_len are cut as tokenizers' truncation does: separators
   CHECK(in.cut.from_second == 0);
   REQUIRE(in.notices.size() == 1);
   CHECK_THAT(in.notices[0], Catch::Contains("sentence A lost its last 16 tokens, sentence B is whole (longest_first"));
+  {  // one text: what was cut and what it means, without the pair's vocabulary
+    const PreparedInput one = cut(40, 0);
+    CHECK(one.ids.size() == 32);
+    REQUIRE(one.notices.size() == 1);
+    CHECK_THAT(one.notices[0],
+               Catch::Contains("its last 10 tokens were cut, as transformers truncates (its special "
+                               "tokens are kept): the views and the next-token prediction end at the cut"));
+    CHECK_THAT(one.notices[0], !Catch::Contains("longest_first"));
+  }
   // both long: halves, the odd token to the longer one's side: 20 / 21 -> 14 / 15 (the shorter gets 29 / 2)
   in = cut(20, 21);
   CHECK(count(in, 6) == 14);

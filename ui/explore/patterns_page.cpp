@@ -28,6 +28,7 @@ double label_share(const HeadPattern& p, int T) {
   if (p.label == "sep") return p.sep;
   if (p.label == "punct") return p.punct;
   if (p.label == "token") return p.focus_share;
+  if (p.label == "induction") return p.induction;
   return std::max({p.prev, p.next, p.self, p.first, p.sep, p.punct, p.focus_share});  // none dominates
 }
 
@@ -85,7 +86,8 @@ void PatternsPage::refresh() {
       item->setForeground(lum > 0.45 ? Qt::black : Qt::white);
       item->setToolTip(QString("layer %1, head %2: mean attention to the previous token %3, next %4, itself %5, the "
                                "first token %6, separators %7, punctuation %8; its most attended key (%9) %10; "
-                               "entropy %11 nats. Click to open the head.")
+                               "entropy %11 nats; induction (the token after an earlier occurrence) %12. Click to "
+                               "open the head.")
                            .arg(l)
                            .arg(h)
                            .arg(p.prev, 0, 'f', 2)
@@ -96,12 +98,14 @@ void PatternsPage::refresh() {
                            .arg(p.punct, 0, 'f', 2)
                            .arg(state_->colLabels().value(p.focus))
                            .arg(p.focus_share, 0, 'f', 2)
-                           .arg(p.entropy, 0, 'f', 2));
+                           .arg(p.entropy, 0, 'f', 2)
+                           .arg(p.induction, 0, 'f', 2));
       table_->setItem(l, h, item);
     }
   status_->setText(QString("What each head mostly attends to (Clark et al. 2019), and that share of its attention "
-                           "(colour, 0 to 1, %1); broad: how evenly it spreads (1: uniform); mixed: no one thing takes "
-                           "more than half. Click a cell to open the "
+                           "(colour, 0 to 1, %1); broad: how evenly it spreads (1: uniform); induction: the token "
+                           "after an earlier occurrence of the query's (Olsson et al. 2022; where a quarter of the "
+                           "tokens repeat); mixed: no one thing takes more than half. Click a cell to open the "
                            "head.")
                        .arg(state_->colormap()));
 }
