@@ -8,11 +8,15 @@
 #include <thread>
 
 #include "engine/compute/hooks.h"
+#include "engine/core/memory.h"
 
 namespace attnlab {
 
 ForwardRunner::ForwardRunner(QObject* parent) : QObject(parent) {
   qRegisterMetaType<ForwardOutcome>();
+  // ATTNLAB_KEEP_ATTENTION_MB=N: keep every probability up to N MB of them (the benchmark's
+  // baseline for attention on demand, docs/performance.md)
+  if (const char* mb = std::getenv("ATTNLAB_KEEP_ATTENTION_MB")) on_demand_bytes = std::atof(mb) * 1e6;
 }
 
 ForwardRunner::~ForwardRunner() {
@@ -59,7 +63,9 @@ void ForwardRunner::start(ForwardJob job) {
             int kept = 0;
             for (int l = 0; l < c.num_layers; ++l)
               kept += job.request.keep_attention.empty() || job.request.keep_attention[static_cast<size_t>(l)];
-            if (!job.token_view && static_cast<double>(kept) * c.num_heads * T * S * 4.0 > on_demand_bytes) {
+            const double free = available_bytes(),
+                         budget = free > 0 ? std::min(on_demand_bytes, free / 4) : on_demand_bytes;
+            if (!job.token_view && static_cast<double>(kept) * c.num_heads * T * S * 4.0 > budget) {
               job.request.attention_on_demand = true;
               job.request.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
             }

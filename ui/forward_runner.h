@@ -62,8 +62,9 @@ class ForwardRunner : public QObject {
   bool busy() const { return running_; }
   // A pass in flight is restarted by newer input unless no result was delivered for this long.
   static constexpr qint64 max_result_gap_ms = 250;
-  // Passes whose probabilities would take more bytes keep queries and keys instead (attention on
-  // demand: each layer recomputed when shown); tests set 0 to run every pass that way.
+  // Passes whose probabilities would take more bytes (or more than a quarter of the memory
+  // available) keep queries and keys instead (attention on demand: each layer recomputed when
+  // shown); tests set 0 to run every pass that way.
   double on_demand_bytes = kTuning.keep_attention_bytes;
   int cancelledCount() const { return cancelled_; }  // passes stopped in flight (tests)
   // Whether a pass of this request can start from the previous pass's KV cache: a causal model's
