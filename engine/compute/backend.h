@@ -80,6 +80,9 @@ struct EncodeOutput {
   // PassOptions::attention_on_demand: per layer the attention's queries [T, H * D] (with a KV
   // cache the new rows only) and keys [S, KV * D] (every position's).
   std::vector<Tensor> queries, keys;
+  // The backend whose self_attention recomputes these queries' probabilities exactly, when it is
+  // not the one asked (an OpenCL pass its kernels do not cover ran on "cpu"); empty = the one asked.
+  std::string recomputed_by;
 };
 
 class Backend {

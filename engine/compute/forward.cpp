@@ -358,6 +358,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
         throw Error("internal: the " + backend.name() + " backend kept no queries for attention on demand");
       r.on_demand->queries = std::move(out.queries);
       r.on_demand->keys = std::move(out.keys);
+      if (!out.recomputed_by.empty()) r.on_demand->backend = out.recomputed_by;
     }
     r.warnings = mask_warnings(r.mask, "attention mask");
   } else {

@@ -145,9 +145,12 @@ inline Aff layer_norm_err(const Tensor& x, const Tensor& g, const Tensor& rstd, 
   return add_local((rmax * max_abs(g)) * in, local);
 }
 
-// RMSNorm (host code on every backend, double sums): each side rounds r, x r and g (x r) once,
-// 3 u |y| each. Gain: max(r) max|g| (r times a projection, as LayerNorm).
-inline Aff rms_norm_err(const Tensor& x, const Tensor& g, float eps, const Tensor& y, const Aff& in) {
+// RMSNorm (the host's code sums in double): each side rounds r, x r and g (x r) once, 3 u |y|
+// each. A device (s.ln_err > 0) sums the E squares in float (relative gamma_{E+1}, half of it on
+// r = 1/sqrt) and divides (2.5 ulp) and takes rsqrt (2 ulp) with its own accuracy: 7 u more on r,
+// within the ln_err u counted. Gain: max(r) max|g| (r times a projection, as LayerNorm).
+inline Aff rms_norm_err(const Tensor& x, const Tensor& g, float eps, const Tensor& y, const Aff& in,
+                        const PassSetup& s) {
   const int64_t N = x.dim(0), E = x.dim(1);
   double rmax = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -155,7 +158,8 @@ inline Aff rms_norm_err(const Tensor& x, const Tensor& g, float eps, const Tenso
     for (int64_t e = 0; e < E; ++e) ss += static_cast<double>(x.at(n, e)) * x.at(n, e);
     rmax = std::max(rmax, 1.0 / std::sqrt(ss / static_cast<double>(E) + eps));
   }
-  return add_local((rmax * max_abs(g)) * in, 6 * kU32 * max_abs(y));
+  const double device = s.ln_err > 0 ? gamma32(static_cast<double>(E + 1)) / 2 + s.ln_err * kU32 : 0.0;
+  return add_local((rmax * max_abs(g)) * in, (6 * kU32 + device) * max_abs(y));
 }
 
 // ReLU is exact. GELU 0.5 h (1 + erf(h / sqrt 2)): erf's own error (fn_err u of |erf| <= 1), its
@@ -173,7 +177,8 @@ struct AttnInfo {
   Aff q, k, scores;  // errors of q, k and of the scores
   // largest per-head 2-norms of q, k and the relative rows, largest |q|, largest p and p (1 - p)
   double Q2 = 0, K2 = 0, R2 = 0, Qinf = 0, scale = 1, Pmax = 0, PQ = 0;
-  double cap = 0;  // Gemma 2's soft cap on the scores (0: none)
+  double cap = 0;        // Gemma 2's soft cap on the scores (0: none)
+  double cap_units = 8;  // the cap's rounding on both sides, in u of cap (scores_local)
   int D = 1, S = 1;
   bool rel = false;
 };
@@ -184,10 +189,11 @@ struct AttnInfo {
 // and the shift by the row's maximum.
 // A soft cap, cap tanh(z / cap), has slope <= 1 (the scores' error passes through it no larger)
 // and rounds its division, tanh (Eigen's float tanh on the cpu, a few units; std::tanh in the
-// reference) and product: 8 u of cap, its largest value, counted for both sides.
+// reference) and product: 8 u of cap, its largest value, counted for both sides; a device whose
+// functions are less accurate than the cpu's (PassSetup::fn_err) adds the difference.
 inline double scores_local(const AttnInfo& a, double addmax) {
   const double As = a.scale * a.Q2 * (a.K2 + a.R2);
-  return sum_bound_best(a.rel ? 2.0 * a.D : a.D, As) + 5 * kU32 * (As + addmax) + 8 * kU32 * a.cap;
+  return sum_bound_best(a.rel ? 2.0 * a.D : a.D, As) + 5 * kU32 * (As + addmax) + a.cap_units * kU32 * a.cap;
 }
 
 // ctx_i = sum_j p_ij v_j per head. First-order, dp_j = p_j (ds_j - sum_k p_k ds_k), so the score
@@ -203,6 +209,7 @@ inline Aff attention_err(const AttnArgs& a, const Tensor& q, const Tensor& k, co
   const int T = a.T, S = a.keys(), H = a.H, D = a.D;
   info.q = eq, info.k = ek;
   info.scale = a.score_scale(), info.D = D, info.S = S, info.rel = a.rel != nullptr, info.cap = a.softcap;
+  info.cap_units = 8 + std::max(0.0, s.fn_err - kCpuPass.fn_err);
   info.Q2 = max_block_norm(q, D), info.K2 = max_block_norm(k, D), info.R2 = a.rel ? max_block_norm(*a.rel, D) : 0.0;
   info.Qinf = max_abs(q), info.Pmax = max_abs(P);
   const double ls = s.reference ? 0.0 : scores_local(info, max_additive(a.mask));
@@ -292,7 +299,7 @@ inline LayerErr layer_err(const ModelConfig& c, const LayerPlan& plan, const Lay
         r = ex;
         break;
       case OpKind::RmsNorm:
-        r = rms_norm_err(x, L.*p.w, c.layer_norm_eps, y, ex);
+        r = rms_norm_err(x, L.*p.w, c.layer_norm_eps, y, ex, s);
         break;
       case OpKind::Rope:
         r = add_local(ex, 9 * kU32 * max_abs(x));
@@ -303,7 +310,7 @@ inline LayerErr layer_err(const ModelConfig& c, const LayerPlan& plan, const Lay
       case OpKind::HeadRmsNorm: {  // RMSNorm's bound on the (position, head) rows of D values
         Tensor rows = x;
         rows.shape = {x.dim(0) * (x.dim(1) / a.D), a.D};
-        r = rms_norm_err(rows, L.*p.w, c.layer_norm_eps, y, ex);
+        r = rms_norm_err(rows, L.*p.w, c.layer_norm_eps, y, ex, s);
         break;
       }
     }
@@ -368,7 +375,7 @@ inline StackErr stack_err(const Model& m, const std::vector<int>& ids, const std
     NormState norm;
     final_forward(m, *ops, x, norm);
     out.final_norm = c.norm_kind == NormKind::RmsNorm
-                         ? rms_norm_err(before, W.final_ln_g, c.layer_norm_eps, x, Aff{0, 1})
+                         ? rms_norm_err(before, W.final_ln_g, c.layer_norm_eps, x, Aff{0, 1}, s)
                          : layer_norm_err(before, W.final_ln_g, norm.rstd, x, Aff{0, 1}, s);
   }
   out.hidden = std::move(x);

@@ -1,13 +1,17 @@
 // The opencl backend (PoCL on this machine) against the reference: every kernel on its own, and
 // the whole forward pass on every case the CLI accepts. The device computes in float32 with its
 // own exp/erf/rsqrt (OpenCL's accuracy table: kOpenClPass) and CLBlast's summation order, the
-// reference in double: bounds from tests/engine/pass_bound.h and tolerance.h. Plus the fallback paths.
+// reference in double: bounds from tests/engine/pass_bound.h and tolerance.h. Decoders too (RMSNorm,
+// RoPE, gated feed-forwards, grouped-query heads, q/k norms, windows, soft caps: Llama, Mistral,
+// Qwen3, GPT-2, Gemma 2 and 3's layers), attention on demand, and the fallback paths.
 #include <cmath>
 #include <cstdlib>
 
 #include "engine/compute/opencl/cl_runtime.h"
 #include "engine/compute/ops.h"
+#include "engine/compute/rope.h"
 #include "engine/train/optimizer.h"
+#include "tests/engine/hf_test_model.h"
 #include "tests/engine/pass_bound.h"
 #include "tests/engine/test_util.h"
 #include "tests/engine/tolerance.h"
@@ -154,6 +158,62 @@ TEST_CASE("each kernel matches the reference ops", "[opencl][kernels]") {
   }
 }
 
+TEST_CASE("each decoder kernel matches the reference ops", "[opencl][kernels]") {
+  auto rt = runtime();
+  std::lock_guard<std::mutex> lock(rt->mutex());
+  auto ref = make_reference_ops();
+  for (const int E : {1, 7, 64, 300}) {
+    CAPTURE(E);
+    const int rows = 5;
+    Tensor x = random_tensor({rows, E}, 11, 2.0f), g = random_tensor({E}, 12), y = random_tensor({rows, E}, 13);
+    cl::Buffer bx, bg, by;
+    // RMSNorm: the device sums the squares in float and has its own rsqrt (pass_bound.h's
+    // rms_norm_err with the device's ln_err)
+    rt->upload(bx, x.ptr(), x.data.size() * 4), rt->upload(bg, g.ptr(), E * 4);
+    rt->rms_norm(bx, bg, rows, E, 1e-6f);
+    Tensor want;
+    ref->rms_norm(x, g, 1e-6f, want);
+    CHECK(max_abs_diff(download(*rt, bx, {rows, E}), want) <=
+          pass_detail::rms_norm_err(x, g, 1e-6f, want, {}, kOpenClPass).local);
+    // a * b: one correctly rounded product on both sides (OpenCL's * is exact-rounded): equal
+    rt->upload(bx, x.ptr(), x.data.size() * 4), rt->upload(by, y.ptr(), y.data.size() * 4);
+    rt->mul_inplace(bx, by, rows * E);
+    Tensor prod = x;
+    ref->mul(prod, y);
+    CHECK(max_abs_diff(download(*rt, bx, {rows, E}), prod) == 0.0);
+    // x * s likewise
+    rt->upload(bx, x.ptr(), x.data.size() * 4);
+    rt->scale_inplace(bx, 4.1231055f, rows * E);
+    Tensor scaled = x;
+    for (float& v : scaled.data) v *= 4.1231055f;
+    CHECK(max_abs_diff(download(*rt, bx, {rows, E}), scaled) == 0.0);
+    // SiLU: OpenCL's exp and division against the reference's double
+    rt->upload(bx, x.ptr(), x.data.size() * 4);
+    rt->activation(bx, rows * E, Activation::Silu);
+    ref->activation(x, Activation::Silu, want);
+    CHECK(max_abs_diff(download(*rt, bx, {rows, E}), want) <= activation_bound(Activation::Silu, x, kOpenClPass));
+  }
+  // RoPE on rows of 3 heads, with the host's tables: a c - b s and b c + a s, two products and a
+  // sum on each side (a fused multiply-add on the device rounds once less): 3 u of |a| + |b|
+  // each, 9 u of max|x| as pass_bound.h counts it
+  for (const int D : {2, 6, 64})
+    for (const int T : {1, 5, 33}) {
+      CAPTURE(D, T);
+      ModelConfig c;
+      c.rope_theta = 10000.0f;
+      Tensor cs, sn;
+      rope_tables(T, D, c, cs, sn);
+      const Tensor x = random_tensor({T, 3 * D}, static_cast<uint64_t>(D + T), 3.0f);
+      cl::Buffer bx, bc, bs;
+      rt->upload(bx, x.ptr(), x.data.size() * 4), rt->upload(bc, cs.ptr(), cs.data.size() * 4);
+      rt->upload(bs, sn.ptr(), sn.data.size() * 4);
+      rt->rope(bx, bc, bs, T, 3 * D, D);
+      Tensor want = x;
+      ref->rope(want, cs, sn, D, T, false);
+      CHECK(max_abs_diff(download(*rt, bx, {T, 3 * D}), want) <= 9 * kU32 * max_abs(x));
+    }
+}
+
 TEST_CASE("the opencl forward pass matches the reference on every case", "[opencl][forward]") {
   for_each_config({{1, 16, 1, 1, 8}, {7, 18, 2, 2, 9}, {13, 32, 8, 2, 31}, {9, 32, 16, 1, 0}},
                   [](const ShapeCase& s, ModelConfig c) {
@@ -189,6 +249,65 @@ TEST_CASE("opencl: every mask kind and combination, cross-attention, T = 1000", 
   compare_with_reference(m, big);
 }
 
+TEST_CASE("opencl runs decoders on the device, within the bound of the reference", "[opencl][decoders]") {
+  const std::string dir = scratch_dir("opencl", "decoders");
+  std::vector<std::pair<std::string, Model>> models;
+  // Llama (GQA 4 / 2, RoPE, SwiGLU, no biases), Mistral with a window of 5, Qwen3's q/k norms with
+  // heads of 6 over a hidden size of 16, Llama with heads of 2, GPT-2
+  models.emplace_back("llama", tiny_decoder(dir + "/llama"));
+  models.emplace_back("mistral", tiny_decoder(dir + "/mistral", false, 5));
+  models.emplace_back("qwen3", tiny_decoder(dir + "/qwen3", false, 0, true, 6));
+  models.emplace_back("llama heads of 2", tiny_decoder(dir + "/narrow", false, 0, false, 2));
+  models.emplace_back("gpt2", tiny_decoder(dir + "/gpt2", true));
+  // Gemma 2: the embedding scale, sandwich norms, GeGLU, query_pre_attn_scalar, soft caps, windowed
+  // and full layers; and without caps
+  models.emplace_back("gemma2", tiny_gemma2(dir + "/gemma2"));
+  models.emplace_back("gemma2 no caps", tiny_gemma2(dir + "/gemma2-nocap", 0.0f));
+  // Gemma 3's layers: q/k norms, no score cap, the sliding layers' own rotary base
+  ModelConfig g3 = models.back().second.config;
+  g3.qk_norm = true, g3.attn_softcap = 0, g3.rope_theta = 1e6f, g3.local_rope_theta = 1e4f;
+  models.emplace_back("gemma3", random_model(g3, 3));
+  for (const auto& [name, m] : models)
+    for (const int T : {1, 7, 40}) {
+      CAPTURE(name, T);
+      ForwardRequest req;
+      req.ids = random_ids(T, m.config.vocab_size, static_cast<uint64_t>(T));
+      compare_with_reference(m, req);
+    }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("opencl recomputes attention on demand as its pass computed it", "[opencl][on-demand]") {
+  const std::string dir = scratch_dir("opencl", "on-demand");
+  std::vector<std::pair<std::string, Model>> models;
+  models.emplace_back("llama", tiny_decoder(dir + "/llama"));
+  models.emplace_back("gemma2", tiny_gemma2(dir + "/gemma2"));  // windowed and full layers: two masks
+  ModelConfig rel = small_config(16, 4, 2, 24, 64);
+  rel.positional = Positional::Relative;
+  models.emplace_back("relative", random_model(rel, 4));
+  for (const auto& [name, m] : models)
+    for (const bool ablate : {false, true}) {  // an ablated pass runs on the host: the cpu recomputes it
+      CAPTURE(name, ablate);
+      ForwardRequest kept;
+      kept.ids = random_ids(33, m.config.vocab_size, 5);
+      if (ablate) kept.ablate = {{0, 1}};
+      ForwardRequest lazy = kept;
+      lazy.attention_on_demand = true;
+      lazy.keep_attention.assign(static_cast<size_t>(m.config.num_layers), false);
+      auto ocl = make_backend("opencl");
+      const ForwardResult a = run_forward(m, *ocl, kept), b = run_forward(m, *ocl, lazy);
+      REQUIRE(b.on_demand);
+      CHECK(b.on_demand->backend == (ablate ? "cpu" : "opencl"));
+      for (int l = 0; l < m.config.num_layers; ++l) {
+        CAPTURE(l);
+        CHECK(b.attention[static_cast<size_t>(l)].empty());  // not kept
+        CHECK(max_abs_diff(*b.layer_probs(l), a.attention[static_cast<size_t>(l)]) == 0.0);
+      }
+      CHECK(max_abs_diff(a.hidden, b.hidden) == 0.0);
+    }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("opencl falls back to cpu and says why", "[opencl][fallback]") {
   const ModelConfig c = small_config(16, 2, 1, 8, 16);
   const Model m = random_model(c, 1);
@@ -204,24 +323,24 @@ TEST_CASE("opencl falls back to cpu and says why", "[opencl][fallback]") {
 }
 
 TEST_CASE("opencl runs on the cpu backend, and says so, what its kernels do not cover", "[opencl][fallback]") {
-  // attnlab's own folders can ask for SiLU and rotary positions (config.json's names); the device
-  // has no kernel for either: those passes run on cpu, equal to it, with the reason in a warning
-  for (const auto& [act, pos] :
-       {std::pair{Activation::Silu, Positional::Sinusoidal}, std::pair{Activation::Gelu, Positional::Rotary}}) {
-    ModelConfig c = small_config(16, 2, 2, 24, 16);
-    c.activation = act, c.positional = pos;
-    CAPTURE(to_string(act), to_string(pos));
-    const Model m = random_model(c, 2);
-    ForwardRequest req;
-    req.ids = random_ids(6, c.vocab_size);
-    auto ocl = make_backend("opencl");
-    auto cpu = make_backend("cpu");
-    const ForwardResult r = run_forward(m, *ocl, req), want = run_forward(m, *cpu, req);
-    for (int l = 0; l < c.num_layers; ++l) CHECK(max_abs_diff(r.attention[l], want.attention[l]) == 0.0);
-    CHECK(max_abs_diff(r.hidden, want.hidden) == 0.0);
-    REQUIRE_FALSE(r.warnings.empty());
-    CHECK_THAT(r.warnings.back(), Catch::Contains("ran on the cpu backend"));
-  }
+  // head ablation and hooks are the host's: those passes run on cpu, equal to it, with the
+  // reason in a warning; a plain pass of the same model then runs on the device again
+  ModelConfig c = small_config(16, 2, 2, 24, 16);
+  c.activation = Activation::Silu, c.positional = Positional::Rotary;
+  const Model m = random_model(c, 2);
+  ForwardRequest req;
+  req.ids = random_ids(6, c.vocab_size);
+  req.ablate = {{1, 0}};
+  auto ocl = make_backend("opencl");
+  auto cpu = make_backend("cpu");
+  const ForwardResult r = run_forward(m, *ocl, req), want = run_forward(m, *cpu, req);
+  for (int l = 0; l < c.num_layers; ++l) CHECK(max_abs_diff(r.attention[l], want.attention[l]) == 0.0);
+  CHECK(max_abs_diff(r.hidden, want.hidden) == 0.0);
+  REQUIRE_FALSE(r.warnings.empty());
+  CHECK_THAT(r.warnings.back(), Catch::Contains("head ablation") && Catch::Contains("ran on the cpu backend"));
+  req.ablate.clear();
+  CHECK(run_forward(m, *ocl, req).warnings.empty());
+  CHECK(ocl->notice().empty());
 }
 
 TEST_CASE("opencl re-uploads weights when their version changes, and only then", "[opencl][weights]") {

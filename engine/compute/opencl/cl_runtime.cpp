@@ -311,11 +311,10 @@ void Runtime::copy(Buffer& dst, const Buffer& src, int n) {
 }
 
 void Runtime::activation(Buffer& x, int n, Activation act) {
-  if (act != Activation::Relu && act != Activation::Gelu && act != Activation::GeluTanh)
-    throw Error(std::string("internal: no OpenCL kernel for the activation ") + to_string(act));
-  cl_kernel k = kernel(act == Activation::Relu   ? "relu_inplace"
-                       : act == Activation::Gelu ? "gelu_inplace"
-                                                 : "gelu_tanh_inplace");
+  cl_kernel k = kernel(act == Activation::Relu       ? "relu_inplace"
+                       : act == Activation::Gelu     ? "gelu_inplace"
+                       : act == Activation::GeluTanh ? "gelu_tanh_inplace"
+                                                     : "silu_inplace");
   arg(k, 0, x.get()), arg(k, 1, static_cast<cl_int>(n));
   const size_t g = round_up(static_cast<size_t>(n), 64);
   run(k, 1, &g, nullptr);
@@ -332,17 +331,49 @@ void Runtime::layer_norm(Buffer& x, const Buffer& g, const Buffer& b, int rows, 
 }
 
 void Runtime::masked_softmax(Buffer& P, int H, int T, int S, float scale, const Buffer* blocked, const Buffer* additive,
-                             int planes) {
+                             int planes, float softcap) {
   cl_kernel k = kernel("masked_softmax");
   size_t local = 1;
   while (local * 2 <= std::min<size_t>(max_local_, static_cast<size_t>(S))) local *= 2;
   arg(k, 0, P.get()), arg(k, 1, static_cast<cl_int>(T)), arg(k, 2, static_cast<cl_int>(S)), arg(k, 3, scale);
   arg(k, 4, blocked ? blocked->get() : P.get()), arg(k, 5, additive ? additive->get() : P.get());
   arg(k, 6, static_cast<cl_int>(planes)), arg(k, 7, static_cast<cl_int>(blocked != nullptr));
-  arg(k, 8, static_cast<cl_int>(additive != nullptr));
-  check(clSetKernelArg(k, 9, local * sizeof(float), nullptr), "clSetKernelArg");
+  arg(k, 8, static_cast<cl_int>(additive != nullptr)), arg(k, 9, softcap);
+  check(clSetKernelArg(k, 10, local * sizeof(float), nullptr), "clSetKernelArg");
   const size_t global = static_cast<size_t>(H) * static_cast<size_t>(T) * local;
   run(k, 1, &global, &local);
+}
+
+void Runtime::rms_norm(Buffer& x, const Buffer& g, int rows, int E, float eps) {
+  cl_kernel k = kernel("rms_norm");
+  size_t local = 1;
+  while (local * 2 <= std::min<size_t>(max_local_, static_cast<size_t>(E))) local *= 2;
+  arg(k, 0, x.get()), arg(k, 1, g.get()), arg(k, 2, static_cast<cl_int>(E)), arg(k, 3, eps);
+  check(clSetKernelArg(k, 4, local * sizeof(float), nullptr), "clSetKernelArg");
+  const size_t global = static_cast<size_t>(rows) * local;
+  run(k, 1, &global, &local);
+}
+
+void Runtime::rope(Buffer& x, const Buffer& cos, const Buffer& sin, int rows, int width, int D) {
+  cl_kernel k = kernel("rope");
+  arg(k, 0, x.get()), arg(k, 1, cos.get()), arg(k, 2, sin.get()), arg(k, 3, static_cast<cl_int>(width));
+  arg(k, 4, static_cast<cl_int>(D));
+  const size_t g[3] = {static_cast<size_t>(D / 2), static_cast<size_t>(width / D), static_cast<size_t>(rows)};
+  run(k, 3, g, nullptr);
+}
+
+void Runtime::mul_inplace(Buffer& a, const Buffer& b, int n) {
+  cl_kernel k = kernel("mul_inplace");
+  arg(k, 0, a.get()), arg(k, 1, b.get()), arg(k, 2, static_cast<cl_int>(n));
+  const size_t g = round_up(static_cast<size_t>(n), 64);
+  run(k, 1, &g, nullptr);
+}
+
+void Runtime::scale_inplace(Buffer& x, float s, int n) {
+  cl_kernel k = kernel("scale_inplace");
+  arg(k, 0, x.get()), arg(k, 1, s), arg(k, 2, static_cast<cl_int>(n));
+  const size_t g = round_up(static_cast<size_t>(n), 64);
+  run(k, 1, &g, nullptr);
 }
 
 void Runtime::add_relative(Buffer& P, const Buffer& G, int H, int T, int S, int nrel, int lo, int max_len) {

@@ -83,7 +83,13 @@ class Runtime {
   void activation(Buffer& x, int n, Activation act);
   void layer_norm(Buffer& x, const Buffer& g, const Buffer& b, int rows, int E, float eps);
   void masked_softmax(Buffer& P, int H, int T, int S, float scale, const Buffer* blocked, const Buffer* additive,
-                      int planes);
+                      int planes, float softcap = 0.0f);
+  // The decoder steps (kernels/decoder.cl): RMSNorm over rows of E, rotary positions on rows of
+  // `width` (heads of D; tables [rows, D / 2]), a *= b, x *= s.
+  void rms_norm(Buffer& x, const Buffer& g, int rows, int E, float eps);
+  void rope(Buffer& x, const Buffer& cos, const Buffer& sin, int rows, int width, int D);
+  void mul_inplace(Buffer& a, const Buffer& b, int n);
+  void scale_inplace(Buffer& x, float s, int n);
   void add_relative(Buffer& P, const Buffer& G, int H, int T, int S, int nrel, int lo, int max_len);
 
   // Row-major C = A op(B) through CLBlast (op = transpose when b_trans): one GEMM, or

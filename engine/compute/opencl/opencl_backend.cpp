@@ -11,9 +11,11 @@
 #include <iterator>
 #include <cstring>
 
-#include "engine/compute/hooks.h"
 #include "engine/compute/backend.h"
+#include "engine/compute/hooks.h"
+#include "engine/compute/mask.h"
 #include "engine/compute/plan.h"
+#include "engine/compute/rope.h"
 #include "engine/compute/opencl/cl_runtime.h"
 
 namespace attnlab {
@@ -48,9 +50,19 @@ struct DeviceValue {
   int rows = 0, cols = 0;
 };
 
+// A mask on the device: the pass's, or its sliding layers' (Gemma 2's alternating layers).
+struct DeviceMask {
+  Buffer blocked, additive;
+  const AttnMask* host = nullptr;  // what was uploaded (this pass)
+  bool has_blocked = false, has_additive = false;
+  int planes = 1;
+};
+
 struct Workspace {
   std::vector<DeviceValue> v;  // the plan's values, reused from pass to pass
-  Buffer ids, pos, p, g, blocked, additive;
+  Buffer ids, pos, p, g;
+  DeviceMask masks[2];    // [0] the pass's mask, [1] its sliding layers' when it has one
+  Buffer cos[2], sin[2];  // rotary tables [T, D / 2]: [0] rope_theta's, [1] Gemma 3's local base
 };
 
 class OpenClBackend final : public Backend {
@@ -82,11 +94,17 @@ class OpenClBackend final : public Backend {
 
   EncodeOutput encode(const Model& m, const std::vector<int>& ids, const AttnMask& mask,
                       const EncodeOptions& o) override {
-    if (!fallback_ && !device_runs(m.config)) return host("this model's decoder layers")->encode(m, ids, mask, o);
-    if (!fallback_ && !o.ablate.empty()) return host("head ablation")->encode(m, ids, mask, o);
-    if (!fallback_ && o.hooks && !o.hooks->empty()) return host("named activations (hooks)")->encode(m, ids, mask, o);
-    if (!fallback_ && o.start) return host("a resumed pass")->encode(m, ids, mask, o);
-    if (!fallback_ && o.kv) return host("a KV-cached pass")->encode(m, ids, mask, o);
+    // a pass the host runs keeps the host's queries and keys: the cpu backend recomputes them
+    const auto on_host = [&](const std::string& what) {
+      EncodeOutput out = host(what)->encode(m, ids, mask, o);
+      out.recomputed_by = host_->name();
+      return out;
+    };
+    if (!fallback_ && !device_runs(m.config)) return on_host("this model's layers");
+    if (!fallback_ && !o.ablate.empty()) return on_host("head ablation");
+    if (!fallback_ && o.hooks && !o.hooks->empty()) return on_host("named activations (hooks)");
+    if (!fallback_ && o.start) return on_host("a resumed pass");
+    if (!fallback_ && o.kv) return on_host("a KV-cached pass");
     model_notice_.clear();
     if (!fallback_) {
       try {
@@ -98,9 +116,27 @@ class OpenClBackend final : public Backend {
     return fallback_->encode(m, ids, mask, o);
   }
 
+  // Attention on demand: the probabilities from the queries and keys a device pass downloaded, by
+  // the same GEMMs and softmax kernel on the same shapes, so the values the pass computed.
+  bool recomputes_attention() const override { return true; }
+  Tensor self_attention(const Model& m, int layer, const Tensor& q, const Tensor& k, const AttnMask& mask) override {
+    if (fallback_) return fallback_->self_attention(m, layer, q, k, mask);
+    if (!device_runs(m.config)) {
+      if (!host_) host_ = make_cpu_backend();
+      return host_->self_attention(m, layer, q, k, mask);
+    }
+    try {
+      return self_attention_cl(m, q, k, mask);
+    } catch (const std::exception& e) {
+      fall_back(e.what());
+    }
+    return fallback_->self_attention(m, layer, q, k, mask);
+  }
+
   Tensor cross_attention(const Model& m, int layer, const Tensor& xa, const Tensor& xb, const AttnMask& mask) override {
-    if (!fallback_ && !device_runs(m.config))
-      return host("this model's decoder layers")->cross_attention(m, layer, xa, xb, mask);
+    // rotary tables and head norms are made per pass length: cross mode's two lengths stay on the host
+    if (!fallback_ && (!device_runs(m.config) || m.config.positional == Positional::Rotary || m.config.qk_norm))
+      return host("this model's cross mode")->cross_attention(m, layer, xa, xb, mask);
     if (!fallback_) {
       try {
         return cross_cl(m, layer, xa, xb, mask);
@@ -112,20 +148,18 @@ class OpenClBackend final : public Backend {
   }
 
  private:
-  // What the device kernels cover, derived from the model's layer plan: every step kind it needs
-  // must be one run_steps implements (not RMSNorm, RoPE or Mul yet), with an activation that has
-  // a kernel (not SiLU yet); then what the attention step's arguments and the parts around the
-  // stack add (grouped-query heads, missing biases, another score scale, an RMS final norm).
-  // Models that need more run on the cpu backend, per model, said in notice().
+  // What the device kernels cover: every step kind of the layer plan (run_steps), every
+  // activation, grouped-query heads, soft caps, windowed and full layers, rotary tables per layer
+  // kind. What is left: relative positions with heads of another width than hidden / heads, and
+  // Gemma's embedding scale together with added positions (no such model exists). Models that need
+  // more run on the cpu backend, per model, said in notice().
   static bool device_runs(const ModelConfig& c) {
-    static constexpr OpKind kDeviceOps[] = {OpKind::Linear,    OpKind::LayerNorm, OpKind::Activation,
-                                            OpKind::Attention, OpKind::Add,       OpKind::Dropout};
-    for (const Step& s : make_layer_plan(c).steps)
-      if (std::find(std::begin(kDeviceOps), std::end(kDeviceOps), s.op) == std::end(kDeviceOps)) return false;
-    const bool activation_kernel =
-        c.activation == Activation::Relu || c.activation == Activation::Gelu || c.activation == Activation::GeluTanh;
-    return activation_kernel && c.norm_kind == NormKind::LayerNorm && c.kv_heads() == c.num_heads && c.qkv_bias &&
-           c.out_bias && c.ff_bias && c.attn_scale == 0.0f;
+    if (c.positional == Positional::Relative && (c.attn_width() != c.embed_size || c.kv_heads() != c.num_heads))
+      return false;
+    if (c.embed_scale > 0 &&
+        (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal || c.type_vocab_size > 0))
+      return false;
+    return c.positional != Positional::Rotary || c.head_dim() % 2 == 0;
   }
   Backend* host(const std::string& what) {
     if (!host_) host_ = make_cpu_backend();
@@ -155,6 +189,8 @@ class OpenClBackend final : public Backend {
     Tensor wide16;  // a matrix kept in 16 bits goes up as float32
     for (size_t i = 0; i < e->w.entries.size(); ++i) {
       const WeightEntry& we = e->w.entries[i];
+      // the LM head runs on the host (run_forward, from the hidden states): it stays there
+      if (we.spec->model_member == &ModelWeights::lm_head) continue;
       up(e->w.buffers[i], we.layer >= 0
                               ? wide(m.weights.layers[static_cast<size_t>(we.layer)], we.spec->layer_member, wide16)
                               : we.in(m.weights));
@@ -170,37 +206,84 @@ class OpenClBackend final : public Backend {
     return *static_cast<Workspace*>(slot.get());
   }
 
-  // y (rows, out) = x (rows, in) W^T + b
-  void linear(const Buffer& x, int rows, int in, const Buffer& W, const Buffer& b, int out, Buffer& y) {
+  // y (rows, out) = x (rows, in) W^T [+ b]
+  void linear(const Buffer& x, int rows, int in, const Buffer& W, const Buffer* b, int out, Buffer& y) {
     rt_->reserve(y, static_cast<size_t>(rows) * out * 4);
     rt_->gemm(true, rows, out, in, x, 0, in, W, 0, in, y, 0, out);
-    rt_->add_bias(y, b, rows, out);
+    if (b) rt_->add_bias(y, *b, rows, out);
   }
 
-  // P (H, T, S) = masked softmax of (Q K^T [+ relative]) / sqrt(D); Q (T, E), K (S, E).
-  void scores(const Model& m, const Buffer& Q, const Buffer& K, int T, int S, Workspace& ws, const DeviceWeights& w) {
+  // Per head h: C_h (T, cols) = A_h B_g(h)^T (scores: A = Q, B = K) or A_h B_g(h) (context: A = P,
+  // B = V), g(h) = h / (H / KV) the key / value head query head h reads (transformers' repeat_kv,
+  // here a stride of 0 over a group of query heads). a_head / c_head: the element offsets from one
+  // head's A / C to the next; B's heads are D columns apart in rows of KV * D.
+  void per_head_gemm(const ModelConfig& c, bool scores, int T, int S, const Buffer& A, size_t lda, size_t a_head,
+                     const Buffer& B, Buffer& C, size_t ldc, size_t c_head) {
+    const int H = c.num_heads, KV = c.kv_heads(), D = c.head_dim(), group = H / KV;
+    const size_t ldb = static_cast<size_t>(KV) * D;
+    const size_t m = T, n = scores ? S : D, k = scores ? D : S;
+    if (KV == H) {
+      rt_->gemm(scores, m, n, k, A, 0, lda, B, 0, ldb, C, 0, ldc, H, a_head, D, c_head);
+      return;
+    }
+    for (int g = 0; g < KV; ++g)
+      rt_->gemm(scores, m, n, k, A, a_head * g * group, lda, B, static_cast<size_t>(g) * D, ldb, C, c_head * g * group,
+                ldc, group, a_head, 0, c_head);
+  }
+
+  // P (H, T, S) = Q K^T [+ relative] per head (unscaled: the softmax kernel scales); Q (T, H * D),
+  // K (S, KV * D).
+  void scores(const Model& m, const Buffer& Q, const Buffer& K, int T, int S, Workspace& ws, const DeviceWeights* w) {
     const ModelConfig& c = m.config;
     const int H = c.num_heads, D = c.head_dim(), E = c.embed_size;
     rt_->reserve(ws.p, static_cast<size_t>(H) * T * S * 4);
-    rt_->gemm(true, T, S, D, Q, 0, E, K, 0, E, ws.p, 0, S, H, D, D, static_cast<size_t>(T) * S);
-    if (c.positional == Positional::Relative) {
+    per_head_gemm(c, true, T, S, Q, c.attn_width(), D, K, ws.p, S, static_cast<size_t>(T) * S);
+    if (c.positional == Positional::Relative) {  // device_runs: heads of hidden / H, no grouped heads
       const int lo = relative_index(0, S - 1, c.max_len), hi = relative_index(T - 1, 0, c.max_len), nrel = hi - lo + 1;
       rt_->reserve(ws.g, static_cast<size_t>(H) * T * nrel * 4);
-      rt_->gemm(true, T, nrel, D, Q, 0, E, w.at(&ModelWeights::rel_pos), static_cast<size_t>(lo) * E, E, ws.g, 0, nrel,
+      rt_->gemm(true, T, nrel, D, Q, 0, E, w->at(&ModelWeights::rel_pos), static_cast<size_t>(lo) * E, E, ws.g, 0, nrel,
                 H, D, D, static_cast<size_t>(T) * nrel);
       rt_->add_relative(ws.p, ws.g, H, T, S, nrel, lo, c.max_len);
     }
   }
 
-  void upload_mask(const AttnMask& mask, Workspace& ws, const Buffer*& blocked, const Buffer*& additive) {
-    blocked = additive = nullptr;
-    if (!mask.blocked.empty()) {
-      rt_->upload(ws.blocked, mask.blocked.data(), mask.blocked.size());
-      blocked = &ws.blocked;
+  // The pass's mask and, when it has one, its sliding layers' (AttnMask::sliding), on the device.
+  void upload_masks(const AttnMask& mask, const AttnMask* sliding, Workspace& ws) {
+    const AttnMask* host[2] = {&mask, sliding};
+    for (int i = 0; i < 2; ++i) {
+      DeviceMask& d = ws.masks[i];
+      d.host = host[i];
+      if (!d.host) continue;
+      d.has_blocked = !d.host->blocked.empty(), d.has_additive = !d.host->additive.empty();
+      d.planes = d.host->planes;
+      if (d.has_blocked) rt_->upload(d.blocked, d.host->blocked.data(), d.host->blocked.size());
+      if (d.has_additive) rt_->upload(d.additive, d.host->additive.data(), d.host->additive.size() * 4);
     }
-    if (!mask.additive.empty()) {
-      rt_->upload(ws.additive, mask.additive.data(), mask.additive.size() * 4);
-      additive = &ws.additive;
+  }
+
+  // The scale, soft cap and mask of the softmax, as the host's attention op applies them
+  // (AttnArgs::score_scale, softcap), with the mask the layer uses (layer_mask).
+  void softmax(const ModelConfig& c, int T, int S, const DeviceMask& mask, Workspace& ws) {
+    const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    rt_->masked_softmax(ws.p, c.num_heads, T, S, scale, mask.has_blocked ? &mask.blocked : nullptr,
+                        mask.has_additive ? &mask.additive : nullptr, mask.planes, c.attn_softcap);
+  }
+  const DeviceMask& mask_for(const ModelConfig& c, int layer, const Workspace& ws) {
+    const AttnMask& want = layer_mask(*ws.masks[0].host, c, layer);
+    return &want == ws.masks[1].host ? ws.masks[1] : ws.masks[0];
+  }
+
+  // The rotary tables of a pass of T positions: rope_theta's (with its scaling) and, for Gemma 3's
+  // sliding layers, the local base's, as the host computes them (rope_tables).
+  void upload_rope(const ModelConfig& c, int T, Workspace& ws, Tensor (&keep)[4]) {
+    if (c.positional != Positional::Rotary) return;
+    rope_tables(T, c.head_dim(), c, keep[0], keep[1]);
+    up(ws.cos[0], keep[0]), up(ws.sin[0], keep[1]);
+    if (c.local_rope_theta > 0) {
+      ModelConfig lc = c;
+      lc.rope_theta = c.local_rope_theta, lc.rope_scaling = RopeScaling{};
+      rope_tables(T, c.head_dim(), lc, keep[2], keep[3]);
+      up(ws.cos[1], keep[2]), up(ws.sin[1], keep[3]);
     }
   }
 
@@ -208,7 +291,8 @@ class OpenClBackend final : public Backend {
   // on device buffers. Steps that are the last reader of their input take its buffer over, so
   // residuals and post-norm LayerNorms run in place as before.
   void run_steps(const Model& m, int layer, const LayerPlan& plan, const std::vector<int>& which, Workspace& ws,
-                 const DeviceWeights& w, const Buffer* blocked, const Buffer* additive, int planes, Tensor* probs) {
+                 const DeviceWeights& w, const DeviceMask* mask, Tensor* probs, Tensor* queries = nullptr,
+                 Tensor* keys = nullptr) {
     const ModelConfig& c = m.config;
     const auto W = [&](Tensor LayerWeights::*member) -> const Buffer& { return w.at(layer, member); };
     for (const int i : which) {
@@ -231,7 +315,8 @@ class OpenClBackend final : public Backend {
           const LayerWeights& lw = m.weights.layers[static_cast<size_t>(layer)];
           const HalfTensor* h16 = half_of(lw, s.w);
           const int n_out = static_cast<int>(h16 ? h16->shape[0] : (lw.*s.w).dim(0));
-          linear(in0.buf, in0.rows, in0.cols, W(s.w), W(s.b), n_out, out.buf);
+          const bool bias = s.b && !(lw.*s.b).empty();
+          linear(in0.buf, in0.rows, in0.cols, W(s.w), bias ? &W(s.b) : nullptr, n_out, out.buf);
           out.rows = in0.rows, out.cols = n_out;
           break;
         }
@@ -245,18 +330,23 @@ class OpenClBackend final : public Backend {
           break;
         case OpKind::Attention: {
           const DeviceValue &q = in0, &k = ws.v[static_cast<size_t>(s.in[1])];
-          const int T = q.rows, S = k.rows, H = c.num_heads, D = c.head_dim(), E = c.embed_size;
-          scores(m, q.buf, k.buf, T, S, ws, w);  // P (H, T, S)
-          rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(D)), blocked, additive, planes);
+          const int T = q.rows, S = k.rows, H = c.num_heads, D = c.head_dim(), AW = c.attn_width();
+          if (queries) {  // attention on demand: what P is recomputed from
+            *queries = Tensor({T, q.cols}), *keys = Tensor({S, k.cols});
+            rt_->download(q.buf, queries->ptr(), queries->data.size() * 4);
+            rt_->download(k.buf, keys->ptr(), keys->data.size() * 4);
+          }
+          scores(m, q.buf, k.buf, T, S, ws, &w);  // P (H, T, S)
+          softmax(c, T, S, *mask, ws);
           if (probs) {
             *probs = Tensor({H, T, S});
             rt_->download(ws.p, probs->ptr(), probs->data.size() * 4);
           }
-          // ctx_h = P_h V_h, written into head h's columns
-          rt_->reserve(out.buf, static_cast<size_t>(T) * E * 4);
-          rt_->gemm(false, T, D, S, ws.p, 0, S, ws.v[static_cast<size_t>(s.in[2])].buf, 0, E, out.buf, 0, E, H,
-                    static_cast<size_t>(T) * S, D, D);
-          out.rows = T, out.cols = E;
+          // ctx_h = P_h V_g(h), written into head h's columns
+          rt_->reserve(out.buf, static_cast<size_t>(T) * AW * 4);
+          per_head_gemm(c, false, T, S, ws.p, S, static_cast<size_t>(T) * S, ws.v[static_cast<size_t>(s.in[2])].buf,
+                        out.buf, AW, D);
+          out.rows = T, out.cols = AW;
           break;
         }
         case OpKind::Add:
@@ -267,11 +357,23 @@ class OpenClBackend final : public Backend {
           take_or_copy();
           break;
         case OpKind::RmsNorm:
-        case OpKind::Rope:
+          take_or_copy();
+          rt_->rms_norm(out.buf, W(s.w), out.rows, out.cols, c.layer_norm_eps);
+          break;
+        case OpKind::HeadRmsNorm:  // the rows of D values, one per (position, head), normalised alone
+          take_or_copy();
+          rt_->rms_norm(out.buf, W(s.w), out.rows * (out.cols / c.head_dim()), c.head_dim(), c.layer_norm_eps);
+          break;
+        case OpKind::Rope: {  // Gemma 3: the sliding layers' own base
+          take_or_copy();
+          const int kind = c.layer_local_rope(layer) ? 1 : 0;
+          rt_->rope(out.buf, ws.cos[kind], ws.sin[kind], out.rows, out.cols, c.head_dim());
+          break;
+        }
         case OpKind::Mul:
-        case OpKind::HeadRmsNorm:
-          throw Error("internal: the OpenCL plan has no " + std::string(s.op == OpKind::Rope ? "RoPE" : "decoder") +
-                      " op (device_runs should have sent this model to the cpu backend)");
+          take_or_copy();
+          rt_->mul_inplace(out.buf, ws.v[static_cast<size_t>(s.in[1])].buf, out.rows * out.cols);
+          break;
       }
     }
   }
@@ -314,10 +416,14 @@ class OpenClBackend final : public Backend {
     rt_->reserve(x.buf, TE * 4);
     rt_->embed(ws.ids, w.at(&ModelWeights::embedding), pos, T, E, x.buf);
     x.rows = T, x.cols = E;
+    if (c.embed_scale > 0) rt_->scale_inplace(x.buf, c.embed_scale, T * E);  // Gemma (device_runs: no positions added)
     if (c.embedding_norm)
       rt_->layer_norm(x.buf, w.at(&ModelWeights::emb_ln_g), w.at(&ModelWeights::emb_ln_b), T, E, c.layer_norm_eps);
-    const Buffer *blocked, *additive;
-    upload_mask(mask, ws, blocked, additive);
+    upload_masks(mask, mask.sliding.get(), ws);
+    Tensor tables[4];  // live until the pass ends: uploads are asynchronous
+    upload_rope(c, T, ws, tables);
+    if (opt.attention_on_demand)
+      out.queries.resize(static_cast<size_t>(c.num_layers)), out.keys.resize(out.queries.size());
 
     for (int l = 0; l < c.num_layers; ++l) {
       if (opt.cancel && opt.cancel->load()) throw Cancelled();
@@ -328,11 +434,15 @@ class OpenClBackend final : public Backend {
         out.layer_inputs.push_back(std::move(in));
       }
       const bool keep = opt.keep_attention.empty() || opt.keep_attention[static_cast<size_t>(l)];
-      run_steps(m, l, plan, all, ws, w, blocked, additive, mask.planes,
-                keep ? &out.attention[static_cast<size_t>(l)] : nullptr);
+      const size_t li = static_cast<size_t>(l);
+      run_steps(m, l, plan, all, ws, w, &mask_for(c, l, ws), keep ? &out.attention[li] : nullptr,
+                opt.attention_on_demand ? &out.queries[li] : nullptr,
+                opt.attention_on_demand ? &out.keys[li] : nullptr);
       std::swap(ws.v[0], ws.v[static_cast<size_t>(plan.output)]);  // the output is the next layer's input
     }
-    if (c.final_norm)
+    if (c.final_norm && c.norm_kind == NormKind::RmsNorm)
+      rt_->rms_norm(ws.v[0].buf, w.at(&ModelWeights::final_ln_g), T, E, c.layer_norm_eps);
+    else if (c.final_norm)
       rt_->layer_norm(ws.v[0].buf, w.at(&ModelWeights::final_ln_g), w.at(&ModelWeights::final_ln_b), T, E,
                       c.layer_norm_eps);
     out.hidden = Tensor({T, E});  // the head (pooling, pooler, classifier) runs on the host: run_forward
@@ -356,16 +466,32 @@ class OpenClBackend final : public Backend {
       up(ws.v[0].buf, x);
       ws.v[0].rows = static_cast<int>(x.dim(0)), ws.v[0].cols = c.embed_size;
       const int target = att.in[side];
-      run_steps(m, layer, plan, steps_for(plan, target), ws, w, nullptr, nullptr, 1, nullptr);
+      run_steps(m, layer, plan, steps_for(plan, target), ws, w, nullptr, nullptr);
       std::swap(qk[static_cast<size_t>(side)], ws.v[static_cast<size_t>(target)]);
     }
-    const Buffer *blocked, *additive;
-    upload_mask(mask, ws, blocked, additive);
+    upload_masks(mask, mask.sliding.get(), ws);
     const int T = qk[0].rows, S = qk[1].rows, H = c.num_heads;
-    scores(m, qk[0].buf, qk[1].buf, T, S, ws, w);
-    rt_->masked_softmax(ws.p, H, T, S, 1.0f / std::sqrt(static_cast<float>(c.head_dim())), blocked, additive,
-                        mask.planes);
+    scores(m, qk[0].buf, qk[1].buf, T, S, ws, &w);
+    softmax(c, T, S, mask_for(c, layer, ws), ws);
     Tensor probs({H, T, S});
+    rt_->download(ws.p, probs.ptr(), probs.data.size() * 4);
+    rt_->finish();
+    return probs;
+  }
+
+  Tensor self_attention_cl(const Model& m, const Tensor& q, const Tensor& k, const AttnMask& mask) {
+    std::lock_guard<std::mutex> lock(rt_->mutex());
+    const ModelConfig& c = m.config;
+    // only the relative table is read: other models' weights are not uploaded for this
+    const DeviceWeights* w = c.positional == Positional::Relative ? &weights(m) : nullptr;
+    Workspace& ws = workspace();
+    ws.v.resize(std::max<size_t>(ws.v.size(), 2));
+    up(ws.v[0].buf, q), up(ws.v[1].buf, k);
+    upload_masks(mask, nullptr, ws);  // the layer's own mask
+    const int T = static_cast<int>(q.dim(0)), S = static_cast<int>(k.dim(0));
+    scores(m, ws.v[0].buf, ws.v[1].buf, T, S, ws, w);
+    softmax(c, T, S, ws.masks[0], ws);
+    Tensor probs({c.num_heads, T, S});
     rt_->download(ws.p, probs.ptr(), probs.data.size() * 4);
     rt_->finish();
     return probs;

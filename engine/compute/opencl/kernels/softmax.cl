@@ -1,10 +1,12 @@
-// Scale + mask + numerically stable softmax, one work-group per score row, in place.
-// P is (H, T, S); blocked / additive are (planes, T, S) with planes 1 (shared) or H.
+// Scale [+ soft cap] + mask + numerically stable softmax, one work-group per score row, in place.
+// P is (H, T, S); blocked / additive are (planes, T, S) with planes 1 (shared) or H. softcap > 0:
+// the scaled score becomes softcap * tanh(score / softcap) before the mask (Gemma 2).
 // Blocked keys end at exactly 0; a row with every key blocked ends all zeros (never NaN).
 // The local size must be a power of two.
 __kernel void masked_softmax(__global float* P, const int T, const int S, const float scale,
                              __global const uchar* blocked, __global const float* additive, const int planes,
-                             const int has_blocked, const int has_additive, __local float* scratch) {
+                             const int has_blocked, const int has_additive, const float softcap,
+                             __local float* scratch) {
   const size_t row = get_group_id(0);  // h * T + i
   const int lid = get_local_id(0);
   const int ls = get_local_size(0);
@@ -15,6 +17,7 @@ __kernel void masked_softmax(__global float* P, const int T, const int S, const 
   float m = -INFINITY;
   for (int j = lid; j < S; j += ls) {
     float v = p[j] * scale;
+    if (softcap > 0.0f) v = tanh(v / softcap) * softcap;
     if (has_additive) v += additive[mrow + j];
     if (has_blocked && blocked[mrow + j]) v = -INFINITY;
     p[j] = v;
