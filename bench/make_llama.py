@@ -5,9 +5,12 @@ by default (22 layers, 32 query heads on 4 key/value heads, hidden 2048, ff 5632
 small byte-level BPE tokenizer (the benchmark feeds random ids; attnlab's loader wants one); or
 --llama32: Llama 3.2 1B's shape (16 layers, 32 query heads on 8 key/value heads, hidden 2048, ff
 8192, vocabulary 128,256, tied embeddings, rope_theta 5e5 with rope_type llama3; 1.24 B parameters,
-2.5 GB), written as the installed transformers writes it (5.x: rope_parameters).
+2.5 GB), written as the installed transformers writes it (5.x: rope_parameters); or --qwen25:
+Qwen2.5-0.5B's shape (Qwen2ForCausalLM: 24 layers, 14 query heads on 2 key/value heads, hidden
+896, ff 4864, q/k/v biases, vocabulary 151,936, tied embeddings, rope_theta 1e6; 0.49 B
+parameters, 1.0 GB).
 Skips the work when DIR already holds it.
-usage: make_llama.py DIR [--small | --llama32]   (run with a Python that has transformers)
+usage: make_llama.py DIR [--small | --llama32 | --qwen25]   (run with a Python that has transformers)
 """
 import os
 import sys
@@ -37,6 +40,16 @@ if not os.path.exists(os.path.join(d, "model.safetensors")):
                              torch_dtype="bfloat16",
                              **({"rope_parameters": dict(rope, rope_theta=500000.0)} if five
                                 else {"rope_scaling": rope, "rope_theta": 500000.0}))
-    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    model = LlamaForCausalLM
+    if "--qwen25" in sys.argv[2:]:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+        five = int(transformers.__version__.split(".")[0]) >= 5
+        config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                             num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
+                             rms_norm_eps=1e-6, tie_word_embeddings=True, torch_dtype="bfloat16",
+                             **({"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}} if five
+                                else {"rope_theta": 1000000.0}))
+        model = Qwen2ForCausalLM
+    model(config).to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
     save_toy_tokenizer(d)
 print(d)

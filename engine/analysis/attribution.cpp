@@ -29,10 +29,12 @@ LogitAttribution direct_logit_attribution(const Model& model, Backend& backend, 
   const int T = static_cast<int>(r.ids.size()), t = T - 1;
 
   // u = W_U[answer] - W_U[wrong]
-  const Tensor& W = c.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
+  const auto unembed = c.tied_lm_head ? &ModelWeights::embedding : &ModelWeights::lm_head;
+  std::vector<float> ua(static_cast<size_t>(E)), uw(static_cast<size_t>(E), 0.0f);
+  weight_row(model.weights, unembed, answer, ua.data());
+  if (wrong >= 0) weight_row(model.weights, unembed, wrong, uw.data());
   std::vector<double> u(static_cast<size_t>(E));
-  for (int j = 0; j < E; ++j)
-    u[static_cast<size_t>(j)] = W.at(answer, j) - (wrong >= 0 ? static_cast<double>(W.at(wrong, j)) : 0.0);
+  for (size_t j = 0; j < u.size(); ++j) u[j] = ua[j] - static_cast<double>(uw[j]);
   // the final norm, frozen from the run: part p contributes sum_j n(p)_j g_j u_j
   const float* x = r.cache.at(last_post).ptr() + static_cast<size_t>(t) * E;
   double mean = 0, var = 0, ms = 0;

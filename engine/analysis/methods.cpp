@@ -207,13 +207,15 @@ PredictionGradients prediction_gradients(const Model& model, const ForwardReques
     const Tensor logits = lm_logits(model, *ops, last);
     // y = sum_k coef_k h_{T-1} . W_lm[id_k]: d y / d h_{T-1} = sum_k coef_k W_lm[id_k], and
     // d y / d W_lm[id_k] = coef_k h_{T-1}
-    const Tensor& Wlm = c.tied_lm_head ? W.embedding : W.lm_head;
+    const auto unembed = c.tied_lm_head ? &ModelWeights::embedding : &ModelWeights::lm_head;
     Tensor& Glm = c.tied_lm_head ? G.embedding : G.lm_head;
+    std::vector<float> wrow(static_cast<size_t>(E));
     for (const auto& [id, coef_logit] : pick(logits.data)) {
       // through Gemma 2's soft cap on the logit: times 1 - tanh^2
       const float coef = coef_logit * lm_softcap_grad(c, logits.data[static_cast<size_t>(id)]);
+      weight_row(W, unembed, id, wrow.data());
       for (int e = 0; e < E; ++e) {
-        dx.at(T - 1, e) += coef * Wlm.at(id, e);
+        dx.at(T - 1, e) += coef * wrow[static_cast<size_t>(e)];
         if (!Glm.empty()) Glm.at(id, e) += coef * last.data[static_cast<size_t>(e)];
       }
     }

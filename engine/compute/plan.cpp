@@ -3,14 +3,14 @@
 #include "engine/compute/plan.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iterator>
 #include <optional>
 
 #include "engine/compute/hooks.h"
 #include "engine/compute/kv_cache.h"
-
-#include <cmath>
-#include <functional>
-#include <iterator>
+#include "engine/compute/linear_half.h"
 
 namespace attnlab {
 
@@ -183,9 +183,14 @@ AttnArgs attention_args(const ModelConfig& c, const ModelWeights& w, int B, int 
 
 Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
   if (!model.config.lm_head) throw Error("this model has no language-model head");
-  const Tensor& W = model.config.tied_lm_head ? model.weights.embedding : model.weights.lm_head;
+  const auto member = model.config.tied_lm_head ? &ModelWeights::embedding : &ModelWeights::lm_head;
   Tensor logits;
-  ops.linear(x, W, Tensor(), logits);
+  if (const HalfTensor* h = half_of(model.weights, member)) {  // 16 bits: a block of the vocabulary at a time
+    HalfScratch scratch;
+    linear_half(ops, x, *h, Tensor(), logits, scratch);
+  } else {
+    ops.linear(x, model.weights.*member, Tensor(), logits);
+  }
   if (const float cap = model.config.final_softcap; cap > 0)  // Gemma 2: logits / cap, tanh, * cap
     for (float& v : logits.data) v = std::tanh(v / cap) * cap;
   return logits;
@@ -232,8 +237,16 @@ Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, 
   // before the sum; without, its rows are added straight into x (no buffer per part: training
   // and every pass run this).
   const Tensor pe = c.positional == Positional::Sinusoidal ? sinusoid_table(std::min(T, first + N), E) : Tensor();
-  std::vector<std::function<const float*(int)>> parts = {
-      [&](int n) { return w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E; }};
+  Tensor tokens;  // a 16-bit embedding's rows of these ids, widened
+  if (half_of(w, &ModelWeights::embedding)) {
+    tokens = Tensor({N, E});
+    for (int n = 0; n < N; ++n)
+      weight_row(w, &ModelWeights::embedding, ids[static_cast<size_t>(n)], tokens.ptr() + static_cast<int64_t>(n) * E);
+  }
+  std::vector<std::function<const float*(int)>> parts = {[&](int n) {
+    return tokens.empty() ? w.embedding.ptr() + static_cast<size_t>(ids[static_cast<size_t>(n)]) * E
+                          : tokens.ptr() + static_cast<int64_t>(n) * E;
+  }};
   if (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal) {
     const Tensor& table = c.positional == Positional::Sinusoidal ? pe : w.pos_embedding;
     parts.push_back([&table, T, E, first](int n) { return table.ptr() + static_cast<int64_t>((first + n) % T) * E; });
@@ -478,39 +491,6 @@ void attention_hooks(const std::string& block, const AttnArgs& a, const Tensor& 
   }
 }
 
-// y = x W^T + b with W kept in 16 bits: a block of W's rows at a time is widened into a float32
-// buffer of about kHalfBlock floats and multiplied by the backend's own linear, so the float32 copy
-// never exceeds one block (a few MB, in cache while it is used) and the memory read per pass is the
-// 16-bit matrix. Each output element is the same dot product over the full input as with W in
-// float32 (only the backend's blocking of the product may differ).
-constexpr int64_t kHalfBlock = int64_t(1) << 20;
-
-void linear_half(Ops& ops, const Tensor& x, const HalfTensor& W, const Tensor& b, Tensor& y, LayerState& st) {
-  const int64_t N = x.dim(0), out = W.shape[0], in = W.shape[1];
-  const int64_t rows = std::max<int64_t>(16, kHalfBlock / std::max<int64_t>(1, in) / 16 * 16);
-  if (rows >= out) {  // one block: straight into y
-    st.wide.reshape_for_overwrite({out, in});
-    widen_rows(W, 0, out, st.wide.ptr());
-    ops.transient_weights(st.wide);
-    ops.linear(x, st.wide, b, y);
-    return;
-  }
-  y.reshape_for_overwrite({N, out});
-  for (int64_t r0 = 0; r0 < out; r0 += rows) {
-    const int64_t r1 = std::min(out, r0 + rows), n = r1 - r0;
-    st.wide.reshape_for_overwrite({n, in});
-    widen_rows(W, r0, r1, st.wide.ptr());
-    if (!b.empty()) {
-      st.wide_b.reshape_for_overwrite({n});
-      std::copy(b.ptr() + r0, b.ptr() + r1, st.wide_b.ptr());
-    }
-    ops.transient_weights(st.wide);
-    ops.linear(x, st.wide, b.empty() ? b : st.wide_b, st.wide_y);
-    for (int64_t t = 0; t < N; ++t)
-      std::copy(st.wide_y.ptr() + t * n, st.wide_y.ptr() + (t + 1) * n, y.ptr() + t * out + r0);
-  }
-}
-
 // Runs the given steps of the plan on the state's values (value 0 must hold the layer input).
 void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn_in,
                LayerState& st, const LayerRun& run, const std::vector<int>& which) {
@@ -534,7 +514,7 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
       case OpKind::Linear: {
         static const Tensor kNoBias;
         if (const HalfTensor* h = half_of(L, s.w))
-          linear_half(ops, in0, *h, s.b ? L.*s.b : kNoBias, out, st);
+          linear_half(ops, in0, *h, s.b ? L.*s.b : kNoBias, out, st.half);
         else
           ops.linear(in0, L.*s.w, s.b ? L.*s.b : kNoBias, out);
         break;

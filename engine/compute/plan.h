@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "engine/compute/backend.h"
-#include "engine/model/model.h"
+#include "engine/compute/linear_half.h"
 #include "engine/compute/ops.h"
 #include "engine/compute/rope.h"
+#include "engine/model/model.h"
 
 namespace attnlab {
 
@@ -84,7 +85,8 @@ struct LayerState {
   int rope_first = 0;                            // the position of the tables' first row (KV cache)
   bool rope_local = false;                       // the tables are of local_rope_theta (Gemma 3's sliding layers)
   const std::vector<uint8_t>* ablate = nullptr;  // the heads the forward ablated (LayerRun::ablate)
-  Tensor wide, wide_b, wide_y;                   // a 16-bit matrix's rows widened, its bias and output rows
+  HalfScratch half;                              // a 16-bit matrix's rows widened, its bias and output rows
+  Tensor wide;                                   // a 16-bit matrix widened whole (the backward)
 };
 
 class HookRun;

@@ -119,7 +119,8 @@ struct ModelConfig {
   void validate() const;
   // Number of float parameters the weights hold (from the weight table, engine/model/weights.cpp).
   long long parameter_count() const;
-  long long layer_matrix_count() const;  // the parameters in the layers' matrices (what 16 bits can hold)
+  // the parameters 16 bits can hold: the layers' matrices, the token embedding and the LM head
+  long long half_matrix_count() const;
 };
 
 ModelConfig parse_config_json(const std::string& text, const std::string& where = "config.json");

@@ -19,7 +19,7 @@ double available_bytes() {
 
 double weight_bytes(const ModelConfig& c, bool half_matrices) {
   const double all = static_cast<double>(c.parameter_count());
-  return half_matrices ? 4.0 * all - 2.0 * static_cast<double>(c.layer_matrix_count()) : 4.0 * all;
+  return half_matrices ? 4.0 * all - 2.0 * static_cast<double>(c.half_matrix_count()) : 4.0 * all;
 }
 
 void check_weights_fit(const ModelConfig& c, double available, const std::string& where, bool half_matrices) {

@@ -12,7 +12,8 @@ namespace attnlab {
 double available_bytes();
 
 // Bytes the model's weights take once loaded, from the weight table: float32, or with each layer's
-// matrices in 16 bits (half_matrices: a BF16 / F16 folder's, LayerWeights::half).
+// matrices, token embedding and LM head in 16 bits (half_matrices: a BF16 / F16 folder's,
+// LayerWeights::half and ModelWeights::half).
 double weight_bytes(const ModelConfig& c, bool half_matrices = false);
 
 // Error (naming `where`, the size and what is available) when the weights would take more than

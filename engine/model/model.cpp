@@ -110,14 +110,17 @@ ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, Tensor
       throw Error(where + ": tensor \"" + it->first + "\" has shape " + shape_str(it->second.shape) + ", expected " +
                   shape_str(n.stored_shape));
     const Tensor* src = &it->second;
-    Tensor widened;  // a 16-bit tensor this weight is not kept in 16 bits as (embeddings, Conv1D's)
+    Tensor widened;  // a 16-bit tensor this weight is not kept in 16 bits as (positions, Conv1D's)
     HalfTensor* half = nullptr;
     if (halves && src->empty())
       if (auto hi = halves->find(it->first); hi != halves->end()) half = &hi->second;
     if (half) {
       HalfTensor& h = *half;
       const bool alone = movable && readers[it->first] == 1;
-      if (e.layer >= 0 && e.shape.size() == 2 && !n.transposed) {  // a layer's matrix: kept in 16 bits
+      // a layer's matrix, the token embedding and the LM head are kept in 16 bits
+      const bool model_matrix = e.layer < 0 && (e.spec->model_member == &ModelWeights::embedding ||
+                                                e.spec->model_member == &ModelWeights::lm_head);
+      if ((e.layer >= 0 || model_matrix) && e.shape.size() == 2 && !n.transposed) {
         HalfTensor part;
         if (n.rows < 0 && alone) {
           part = std::move(h);
@@ -127,7 +130,10 @@ ModelWeights fill_weights(const ModelConfig& c, const TensorMap& tensors, Tensor
           part.bf16 = h.bf16;
           part.bits.assign(h.bits.begin() + r0 * cols, h.bits.begin() + (r0 + e.shape[0]) * cols);
         }
-        w.layers[static_cast<size_t>(e.layer)].half.emplace_back(e.spec->layer_member, std::move(part));
+        if (model_matrix)
+          w.half.emplace_back(e.spec->model_member, std::move(part));
+        else
+          w.layers[static_cast<size_t>(e.layer)].half.emplace_back(e.spec->layer_member, std::move(part));
         continue;
       }
       widened = Tensor(h.shape);

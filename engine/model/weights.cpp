@@ -2,6 +2,7 @@
 // layout, the parameter list and the parameter count.
 #include "engine/model/weights.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace attnlab {
@@ -402,8 +403,9 @@ ModelWeights zeros_like(const ModelWeights& w) {
     Tensor& to = layer < 0 ? z.*(s.model_member) : z.layers[static_cast<size_t>(layer)].*(s.layer_member);
     if (!from.empty())
       to = Tensor(from.shape);
-    else if (layer >= 0)
-      if (const HalfTensor* h = half_of(w.layers[static_cast<size_t>(layer)], s.layer_member)) to = Tensor(h->shape);
+    else if (const HalfTensor* h = layer >= 0 ? half_of(w.layers[static_cast<size_t>(layer)], s.layer_member)
+                                              : half_of(w, s.model_member))
+      to = Tensor(h->shape);
   });
   return z;
 }
@@ -422,13 +424,40 @@ const Tensor& wide(const LayerWeights& L, Tensor LayerWeights::*member, Tensor& 
   return scratch;
 }
 
+const HalfTensor* half_of(const ModelWeights& w, Tensor ModelWeights::*member) {
+  for (const auto& [m, h] : w.half)
+    if (m == member) return &h;
+  return nullptr;
+}
+
+const Tensor& wide(const ModelWeights& w, Tensor ModelWeights::*member, Tensor& scratch) {
+  const HalfTensor* h = half_of(w, member);
+  if (!h) return w.*member;
+  scratch.reshape_for_overwrite(h->shape);
+  widen_rows(*h, 0, h->shape[0], scratch.ptr());
+  return scratch;
+}
+
+void weight_row(const ModelWeights& w, Tensor ModelWeights::*member, int64_t r, float* out) {
+  if (const HalfTensor* h = half_of(w, member)) return widen_rows(*h, r, r + 1, out);
+  const Tensor& t = w.*member;
+  std::copy_n(t.ptr() + r * t.dim(1), t.dim(1), out);
+}
+
 bool has_half(const ModelWeights& w) {
+  if (!w.half.empty()) return true;
   for (const LayerWeights& L : w.layers)
     if (!L.half.empty()) return true;
   return false;
 }
 
 void widen_all(ModelWeights& w) {
+  for (auto& [m, h] : w.half) {
+    Tensor t(h.shape);
+    widen_rows(h, 0, h.shape[0], t.ptr());
+    w.*m = std::move(t);
+  }
+  w.half.clear();
   for (LayerWeights& L : w.layers) {
     for (auto& [m, h] : L.half) {
       Tensor t(h.shape);
@@ -442,6 +471,7 @@ void widen_all(ModelWeights& w) {
 double resident_bytes(const ModelWeights& w) {
   double n = 0;
   for (const Tensor* t : parameters(w)) n += static_cast<double>(t->numel()) * 4.0;
+  for (const auto& [m, h] : w.half) n += static_cast<double>(h.numel()) * 2.0;
   for (const LayerWeights& L : w.layers)
     for (const auto& [m, h] : L.half) n += static_cast<double>(h.numel()) * 2.0;
   return n;
@@ -453,11 +483,14 @@ ModelWeights empty_weights(const ModelConfig& c) {
   return w;
 }
 
-long long ModelConfig::layer_matrix_count() const {
+long long ModelConfig::half_matrix_count() const {
   long long n = 0;
   walk(1, [&](const WeightSpec& s, int layer) {
     const Shape shape = s.shape(*this);
     if (layer >= 0 && shape.size() == 2) n += Tensor::numel_of(shape) * num_layers;
+    if (layer < 0 && (s.model_member == &ModelWeights::embedding || s.model_member == &ModelWeights::lm_head) &&
+        !shape.empty())
+      n += Tensor::numel_of(shape);
   });
   return n;
 }

@@ -1,4 +1,5 @@
-// A BF16 / F16 folder's layer matrices kept in 16 bits (engine/core/half.h): the same values as
+// A BF16 / F16 folder's layer matrices, token embedding and LM head kept in 16 bits
+// (engine/core/half.h): the same values as
 // the float32 folder of the same numbers (widening is exact), half the bytes, the same pass
 // (bit for bit on the reference backend, whose dot products do not depend on blocking; within
 // float32 rounding on the cpu), widened for saving and training.
@@ -8,7 +9,9 @@
 #include <fstream>
 #include <limits>
 
+#include "engine/analysis/attribution.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/lm.h"
 #include "engine/core/half.h"
 #include "engine/core/memory.h"
 #include "tests/engine/hf_test_model.h"
@@ -54,13 +57,14 @@ void save_bf16(const std::string& path, const TensorMap& tensors) {
 
 // A Llama folder twice: in BF16 (with dtype bfloat16) and in float32 holding the same bf16-rounded
 // values. hidden 512 and intermediate 2304 make the feed-forward's matrices longer than one block
-// of rows (plan.cpp's kHalfBlock), so the blocked product runs.
+// of rows (linear_half.h's kHalfBlock), and a vocabulary of 2,101 the LM head's, so the blocked
+// product runs.
 void make_pair(const std::string& half_dir, const std::string& full_dir) {
   for (const std::string& d : {half_dir, full_dir}) {
     fs::create_directories(d);
     std::ofstream(d + "/tokenizer.json") << byte_level_tokenizer_json(true);
   }
-  nlohmann::json cfg = {{"model_type", "llama"},    {"vocab_size", 261},
+  nlohmann::json cfg = {{"model_type", "llama"},    {"vocab_size", 2101},
                         {"hidden_size", 512},       {"intermediate_size", 2304},
                         {"num_hidden_layers", 2},   {"num_attention_heads", 8},
                         {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
@@ -91,7 +95,8 @@ TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and pas
   const Model h = load_model(half_dir), f = load_model(full_dir);
   REQUIRE(has_half(h.weights));
   REQUIRE_FALSE(has_half(f.weights));
-  // every layer matrix in 16 bits, its float32 member empty; norms and the embedding float32
+  // every layer matrix, the embedding and the LM head in 16 bits, their float32 members empty;
+  // norms float32
   for (size_t l = 0; l < h.weights.layers.size(); ++l) {
     const LayerWeights& L = h.weights.layers[l];
     CHECK(L.half.size() == 7);  // q, k, v, o, gate, up, down
@@ -104,9 +109,18 @@ TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and pas
       CHECK(wide16.data == (f.weights.layers[l].*member).data);  // exact: BF16 widens to the same floats
     }
   }
-  CHECK(h.weights.embedding.data == f.weights.embedding.data);
+  REQUIRE(h.weights.half.size() == 2);
+  for (const auto member : {&ModelWeights::embedding, &ModelWeights::lm_head}) {
+    CHECK((h.weights.*member).empty());
+    Tensor scratch;
+    REQUIRE(half_of(h.weights, member));
+    CHECK(wide(h.weights, member, scratch).data == (f.weights.*member).data);
+    std::vector<float> row(512);
+    weight_row(h.weights, member, 2100, row.data());  // the last row
+    CHECK(std::equal(row.begin(), row.end(), (f.weights.*member).ptr() + 2100 * 512));
+  }
   // bytes: the matrices at 2 instead of 4
-  const double matrices = static_cast<double>(f.config.layer_matrix_count());
+  const double matrices = static_cast<double>(f.config.half_matrix_count());
   CHECK(resident_bytes(f.weights) == static_cast<double>(f.config.parameter_count()) * 4.0);
   CHECK(resident_bytes(h.weights) == resident_bytes(f.weights) - 2.0 * matrices);
   CHECK(weight_bytes(h.config, true) == resident_bytes(h.weights));
@@ -119,6 +133,28 @@ TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and pas
     const ForwardResult a = run_forward(h, *ref, req), b = run_forward(f, *ref, req);
     for (int l = 0; l < f.config.num_layers; ++l) CHECK(a.attention[l].data == b.attention[l].data);
     CHECK(a.hidden.data == b.hidden.data);
+    // The LM head (next_token_logits, on the cpu ops) in two blocks of the vocabulary: the same
+    // 512-term dot products, summed in an order that may depend on the block's width: within
+    // sum_bound (both sides' rounding) of the row's sum of |h| |w|
+    const Tensor& W = f.weights.lm_head;
+    const float* last = a.hidden.ptr() + static_cast<int64_t>(T - 1) * 512;
+    std::vector<double> logit_tol(W.dim(0));
+    for (int64_t v = 0; v < W.dim(0); ++v) {
+      double abs_sum = 0;
+      for (int e = 0; e < 512; ++e) abs_sum += std::fabs(static_cast<double>(last[e]) * W.at(v, e));
+      logit_tol[static_cast<size_t>(v)] = sum_bound(512, abs_sum);
+    }
+    REQUIRE(a.next_logits.size() == b.next_logits.size());
+    for (size_t v = 0; v < a.next_logits.size(); ++v)
+      CHECK(std::fabs(a.next_logits[v] - b.next_logits[v]) <= logit_tol[v]);
+    // the lens (the LM head on every layer's rows) and logit attribution (two unembedding rows)
+    const LogitLens la = logit_lens(h, *ref, req.ids), lb = logit_lens(f, *ref, req.ids);
+    CHECK(la.top_id == lb.top_id);
+    CHECK(la.top_prob == lb.top_prob);
+    const LogitAttribution da = direct_logit_attribution(h, *ref, req, 2100, 7),
+                           db = direct_logit_attribution(f, *ref, req, 2100, 7);
+    CHECK(da.parts.data == db.parts.data);
+    CHECK(std::fabs(da.logit_diff - db.logit_diff) <= logit_tol[2100] + logit_tol[7]);
     auto cpu = make_backend("cpu");
     const ForwardResult x = run_forward(h, *cpu, req), y = run_forward(f, *cpu, req);
     // The same dot products of length <= 2304; only how the backend blocks a product's rows may

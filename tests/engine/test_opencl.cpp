@@ -277,6 +277,44 @@ TEST_CASE("opencl runs decoders on the device, within the bound of the reference
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("opencl uploads 16-bit weights widened: the same pass as their float32 values", "[opencl][half]") {
+  // A Llama's layer matrices, embedding and LM head moved into 16 bits (as a BF16 folder loads),
+  // against the float32 model holding the same bf16-rounded values: the device receives the same
+  // floats, so the passes are equal bit for bit (each upload finishes before its buffer is reused)
+  const std::string dir = scratch_dir("opencl", "half");
+  Model f = tiny_decoder(dir);
+  Model h = f;
+  h.weights.version = next_weights_version();
+  auto to_half = [](Tensor& t, HalfTensor& out) {
+    out.shape = t.shape;
+    out.bits.resize(t.data.size());
+    for (size_t k = 0; k < t.data.size(); ++k) out.bits[k] = to_bf16_bits(t.data[k]);
+    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = bf16_to_float(out.bits[k]);  // the float32 twin
+  };
+  for (const WeightEntry& e : weight_entries(f.config)) {
+    if (e.shape.size() != 2 || (e.layer < 0 && e.spec->model_member != &ModelWeights::embedding &&
+                                e.spec->model_member != &ModelWeights::lm_head))
+      continue;
+    HalfTensor bits;
+    to_half(e.in(f.weights), bits);
+    if (e.layer >= 0)
+      h.weights.layers[static_cast<size_t>(e.layer)].half.emplace_back(e.spec->layer_member, std::move(bits));
+    else
+      h.weights.half.emplace_back(e.spec->model_member, std::move(bits));
+    e.in(h.weights) = Tensor();
+  }
+  REQUIRE(has_half(h.weights));
+  auto ocl = make_backend("opencl");
+  ForwardRequest req;
+  req.ids = random_ids(21, f.config.vocab_size, 9);
+  const ForwardResult a = run_forward(h, *ocl, req), b = run_forward(f, *ocl, req);
+  REQUIRE(ocl->notice().empty());
+  for (int l = 0; l < f.config.num_layers; ++l) CHECK(a.attention[l].data == b.attention[l].data);
+  CHECK(a.hidden.data == b.hidden.data);
+  CHECK(a.next_logits == b.next_logits);  // the host's LM head, 16-bit and float32
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("opencl recomputes attention on demand as its pass computed it", "[opencl][on-demand]") {
   const std::string dir = scratch_dir("opencl", "on-demand");
   std::vector<std::pair<std::string, Model>> models;

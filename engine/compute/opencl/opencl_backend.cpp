@@ -193,7 +193,8 @@ class OpenClBackend final : public Backend {
       if (we.spec->model_member == &ModelWeights::lm_head) continue;
       up(e->w.buffers[i], we.layer >= 0
                               ? wide(m.weights.layers[static_cast<size_t>(we.layer)], we.spec->layer_member, wide16)
-                              : we.in(m.weights));
+                              : wide(m.weights, we.spec->model_member, wide16));
+      rt_->finish();  // wide16 is reused by the next upload (uploads are asynchronous)
     }
     rt_->finish();
     cache[key] = e;  // one model at a time: a new model replaces the old one's buffers
