@@ -299,7 +299,7 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
               {"device", backend->device()},
               {"peak_rss_mb", peak_rss_mb()},
               {"probability_mb", probability_bytes(c, T, req.keep_attention) / 1048576.0},
-              {"model_mb", static_cast<double>(c.parameter_count()) * 4 / 1048576.0}};
+              {"model_mb", resident_bytes(model.weights) / 1048576.0}};  // as held (16-bit matrices at 2 bytes)
     if (device_ms > 0) j["transfer_share"] = transfer_ms / device_ms, j["kernel_share"] = kernel_ms / device_ms;
     if (!backend->notice().empty()) j["notice"] = backend->notice();
     if (prob_diff >= 0) j["max_prob_diff_vs_fp32"] = prob_diff;
