@@ -306,9 +306,17 @@ TEST_CASE(
                 .arg(S)
                 .toUtf8());
   }
+  // the clamp's controls wait for an autoencoder (a click did nothing before one was open)
+  auto* clamp = page->findChild<QPushButton*>("featuresClamp");
+  REQUIRE(clamp);
+  CHECK_FALSE(clamp->isEnabled());
+  CHECK(clamp->toolTip().contains("Open a sparse autoencoder folder first"));
   CHECK_FALSE(page->openSae(dir.filePath("missing")));
   CHECK(page->status().contains("not a folder"));
+  CHECK_FALSE(clamp->isEnabled());
   REQUIRE(page->openSae(dir.path()));
+  CHECK(clamp->isEnabled());
+  CHECK_FALSE(clamp->toolTip().contains("Open a sparse autoencoder"));
   page->wait();
   REQUIRE(page->outcome());
   CHECK(page->table()->rowCount() == 4);

@@ -68,6 +68,7 @@ FeaturesPage::FeaturesPage(ExploreState* state, QWidget* parent)
   at_ = new QComboBox(this);
   at_->setToolTip("Where: every position, or one token (clicking a token's row picks it)");
   clamp_ = new QPushButton("Clamp", this);
+  clamp_->setObjectName("featuresClamp");
   clamp_->setToolTip(
       "Run the pass again with the feature set to this value and the reconstruction error added back "
       "(SAELens's use_error_term): everything else the autoencoder misses is kept");
@@ -100,6 +101,17 @@ FeaturesPage::FeaturesPage(ExploreState* state, QWidget* parent)
   connect(table_, &QTableWidget::cellClicked, this, [this](int row, int) {  // a token: clamp there
     at_->setCurrentIndex(row + 1);
   });
+  enableClamp(false);
+}
+
+void FeaturesPage::enableClamp(bool on) {
+  for (QWidget* w : std::initializer_list<QWidget*>{feature_, value_, at_, clamp_, unclamp_}) {
+    w->setEnabled(on);
+    if (!on)
+      w->setToolTip(w->toolTip().section("\n\n", 0, 0) + "\n\nOpen a sparse autoencoder folder first.");
+    else
+      w->setToolTip(w->toolTip().section("\n\n", 0, 0));
+  }
 }
 
 void FeaturesPage::modelChanged() {
@@ -116,9 +128,11 @@ bool FeaturesPage::openSae(const QString& folder) {
   } catch (const Error& e) {
     sae_.reset();
     info_->setText("No sparse autoencoder open.");
+    enableClamp(false);
     fail(QString::fromStdString(e.what()));
     return false;
   }
+  enableClamp(true);
   feature_->setRange(0, sae_->d_sae - 1);
   clamped_ = false;
   info_->setText(QString("%1: %2, %3 features of %4 (d_in %5)")

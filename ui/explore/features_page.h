@@ -43,6 +43,7 @@ class FeaturesPage : public ExplorePage {
 
  private:
   void fail(const QString& message);
+  void enableClamp(bool on);  // the clamp's controls: usable once an autoencoder is open
 
   std::shared_ptr<const Sae> sae_;
   QPushButton *open_, *clamp_, *unclamp_;

@@ -86,13 +86,18 @@ void PredictionPanel::refresh() {
   QString html = QString("<b>Next token after \"%1\"</b> (position %2)<br><table cellspacing='0' cellpadding='1'>")
                      .arg(after.toHtmlEscaped())
                      .arg(pos);
+  // one format for the list: three decimals ("<0.001" below), or, when even the likeliest is
+  // below 0.001 (a random or untrained model), every probability in scientific notation
+  const bool scientific = !top.empty() && top.front().second < 0.001f;
   for (const auto& [id, p] : top) {
     const int bar = static_cast<int>(std::lround(p * 80));
     html += QString(
                 "<tr><td>%1</td><td align='right'>&nbsp;%2</td><td>&nbsp;<span "
                 "style='background:#4c78a8'>%3</span></td></tr>")
                 .arg(QString::fromStdString(model->readable_token(id)).toHtmlEscaped())
-                .arg(p >= 0.001f ? QString::number(p, 'f', 3) : QString::number(p, 'e', 1))
+                .arg(scientific    ? QString::number(p, 'e', 1)
+                     : p >= 0.001f ? QString::number(p, 'f', 3)
+                                   : "&lt;0.001")
                 .arg(QString("&nbsp;").repeated(std::max(1, bar / 4)));
   }
   prediction_->setText(html + "</table>");
