@@ -410,32 +410,35 @@ ModelWeights zeros_like(const ModelWeights& w) {
   return z;
 }
 
-const HalfTensor* half_of(const LayerWeights& L, Tensor LayerWeights::*member) {
-  for (const auto& [m, h] : L.half)
-    if (m == member) return &h;
-  return nullptr;
-}
-
-const Tensor& wide(const LayerWeights& L, Tensor LayerWeights::*member, Tensor& scratch) {
-  const HalfTensor* h = half_of(L, member);
-  if (!h) return L.*member;
-  scratch.reshape_for_overwrite(h->shape);
-  widen_rows(*h, 0, h->shape[0], scratch.ptr());
-  return scratch;
-}
-
-const HalfTensor* half_of(const ModelWeights& w, Tensor ModelWeights::*member) {
+namespace {
+// LayerWeights and ModelWeights keep their 16-bit matrices alike: a list of (member, bits)
+template <class W>
+const HalfTensor* find_half(const W& w, Tensor W::*member) {
   for (const auto& [m, h] : w.half)
     if (m == member) return &h;
   return nullptr;
 }
-
-const Tensor& wide(const ModelWeights& w, Tensor ModelWeights::*member, Tensor& scratch) {
-  const HalfTensor* h = half_of(w, member);
+template <class W>
+const Tensor& widened(const W& w, Tensor W::*member, Tensor& scratch) {
+  const HalfTensor* h = find_half(w, member);
   if (!h) return w.*member;
   scratch.reshape_for_overwrite(h->shape);
   widen_rows(*h, 0, h->shape[0], scratch.ptr());
   return scratch;
+}
+}  // namespace
+
+const HalfTensor* half_of(const LayerWeights& L, Tensor LayerWeights::*member) {
+  return find_half(L, member);
+}
+const Tensor& wide(const LayerWeights& L, Tensor LayerWeights::*member, Tensor& scratch) {
+  return widened(L, member, scratch);
+}
+const HalfTensor* half_of(const ModelWeights& w, Tensor ModelWeights::*member) {
+  return find_half(w, member);
+}
+const Tensor& wide(const ModelWeights& w, Tensor ModelWeights::*member, Tensor& scratch) {
+  return widened(w, member, scratch);
 }
 
 void weight_row(const ModelWeights& w, Tensor ModelWeights::*member, int64_t r, float* out) {

@@ -296,18 +296,20 @@ void Runtime::add_bias(Buffer& y, const Buffer& b, int rows, int cols) {
   run(k, 2, g, nullptr);
 }
 
-void Runtime::add_inplace(Buffer& y, const Buffer& x, int n) {
-  cl_kernel k = kernel("add_inplace");
-  arg(k, 0, y.get()), arg(k, 1, x.get()), arg(k, 2, static_cast<cl_int>(n));
+// The elementwise kernels of two buffers and a count: (a, b, n), one work item per value.
+void Runtime::elementwise(const char* name, Buffer& a, const Buffer& b, int n) {
+  cl_kernel k = kernel(name);
+  arg(k, 0, a.get()), arg(k, 1, b.get()), arg(k, 2, static_cast<cl_int>(n));
   const size_t g = round_up(static_cast<size_t>(n), 64);
   run(k, 1, &g, nullptr);
 }
 
+void Runtime::add_inplace(Buffer& y, const Buffer& x, int n) {
+  elementwise("add_inplace", y, x, n);
+}
+
 void Runtime::copy(Buffer& dst, const Buffer& src, int n) {
-  cl_kernel k = kernel("copy_buffer");
-  arg(k, 0, dst.get()), arg(k, 1, src.get()), arg(k, 2, static_cast<cl_int>(n));
-  const size_t g = round_up(static_cast<size_t>(n), 64);
-  run(k, 1, &g, nullptr);
+  elementwise("copy_buffer", dst, src, n);
 }
 
 void Runtime::activation(Buffer& x, int n, Activation act) {
@@ -363,10 +365,7 @@ void Runtime::rope(Buffer& x, const Buffer& cos, const Buffer& sin, int rows, in
 }
 
 void Runtime::mul_inplace(Buffer& a, const Buffer& b, int n) {
-  cl_kernel k = kernel("mul_inplace");
-  arg(k, 0, a.get()), arg(k, 1, b.get()), arg(k, 2, static_cast<cl_int>(n));
-  const size_t g = round_up(static_cast<size_t>(n), 64);
-  run(k, 1, &g, nullptr);
+  elementwise("mul_inplace", a, b, n);
 }
 
 void Runtime::scale_inplace(Buffer& x, float s, int n) {

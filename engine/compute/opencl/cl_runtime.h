@@ -102,6 +102,7 @@ class Runtime {
   explicit Runtime(int device_index);
   cl_kernel kernel(const char* name);
   void run(cl_kernel k, int dims, const size_t* global, const size_t* local);
+  void elementwise(const char* name, Buffer& a, const Buffer& b, int n);
   cl_event* event(bool transfer);  // where to store a command's event when profiling, else null
 
   DeviceInfo info_;
