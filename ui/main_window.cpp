@@ -21,6 +21,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -59,6 +60,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tb->addSeparator();
   tb->addWidget(new QLabel(" Backend: ", this));
   backend_ = new QComboBox(this);
+  backend_->setObjectName("backendBox");
   for (const auto& b : backend_names()) {
     backend_->addItem(QString::fromStdString(b));
     backend_->setItemData(backend_->count() - 1, QString::fromStdString(backend_description(b)), Qt::ToolTipRole);
@@ -372,8 +374,19 @@ void MainWindow::dropEvent(QDropEvent* e) {
 }
 
 void MainWindow::setBackend(const QString& name) {
-  const int idx = backend_->findText(name);
-  if (idx >= 0) backend_->setCurrentIndex(idx);
+  int idx = backend_->findText(name);
+  // "opencl" is the preferred device (the first GPU, else the first device; make_opencl_backend):
+  // the toolbar shows it by its opencl:N name
+  for (int i = 0; idx < 0 && name == "opencl" && i < backend_->count(); ++i)
+    if (backend_->itemText(i).startsWith("opencl:") &&
+        backend_->itemData(i, Qt::ToolTipRole).toString().contains(", GPU"))
+      idx = i;
+  for (int i = 0; idx < 0 && name == "opencl" && i < backend_->count(); ++i)
+    if (backend_->itemText(i).startsWith("opencl:")) idx = i;
+  if (idx >= 0) {
+    const QSignalBlocker block(backend_);  // the controller gets the name asked for, once, below
+    backend_->setCurrentIndex(idx);
+  }
   explore_->setBackend(name);  // also names the combo cannot hold (an opencl:N that is not there)
 }
 

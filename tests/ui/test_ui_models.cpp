@@ -546,3 +546,17 @@ TEST_CASE(
   w.useModel(test_model(), "test");
   CHECK_FALSE(e->showPage("generate"));
 }
+
+TEST_CASE("--backend opencl selects the preferred OpenCL device in the toolbar", "[ui][backend]") {
+  // the toolbar lists devices as opencl:N; the plain name used to leave it showing cpu while
+  // the passes ran on OpenCL (the status bar and the toolbar disagreed)
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  auto* box = w.findChild<QComboBox*>("backendBox");
+  REQUIRE(box);
+  CHECK(box->currentText() == "cpu");
+  w.setBackend("opencl");
+  CHECK(box->currentText().startsWith("opencl:"));  // CI installs PoCL: a device is there
+  w.setBackend("reference");
+  CHECK(box->currentText() == "reference");
+}
