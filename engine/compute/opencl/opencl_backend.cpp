@@ -191,10 +191,11 @@ class OpenClBackend final : public Backend {
       const WeightEntry& we = e->w.entries[i];
       // the LM head runs on the host (run_forward, from the hidden states): it stays there
       if (we.spec->model_member == &ModelWeights::lm_head) continue;
-      up(e->w.buffers[i], we.layer >= 0
-                              ? wide(m.weights.layers[static_cast<size_t>(we.layer)], we.spec->layer_member, wide16)
-                              : wide(m.weights, we.spec->model_member, wide16));
-      rt_->finish();  // wide16 is reused by the next upload (uploads are asynchronous)
+      const Tensor& t = we.layer >= 0
+                            ? wide(m.weights.layers[static_cast<size_t>(we.layer)], we.spec->layer_member, wide16)
+                            : wide(m.weights, we.spec->model_member, wide16);
+      up(e->w.buffers[i], t);
+      if (&t == &wide16) rt_->finish();  // wide16 is reused by the next upload (uploads are asynchronous)
     }
     rt_->finish();
     cache[key] = e;  // one model at a time: a new model replaces the old one's buffers
