@@ -5,12 +5,91 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <thread>
+
+#include "engine/analysis/head_patterns.h"
 
 #include "engine/compute/hooks.h"
 #include "engine/core/memory.h"
 
 namespace attnlab {
+
+namespace {
+
+// Every head's pooled map (out.heads) and the head patterns (out.patterns) of out.result, layer by
+// layer: on demand a layer's rows are recomputed once, here; the heads over the cores (each reads
+// its own rows and fills its own slot). With the maps and pattern sums of the last pass, whose
+// first `shared` rows are this one's, the rows before the last pass's checkpoint are taken from
+// them and only the rest is read (computed, on demand). Returns the pattern sums for the next.
+std::shared_ptr<const HeadPatternScan> draw_heads(ForwardOutcome& out, const ForwardJob& job,
+                                                  const std::vector<HeatmapData>* last_heads,
+                                                  std::shared_ptr<const HeadPatternScan> last_patterns, int shared) {
+  const std::shared_ptr<const ForwardResult>& r = out.result;
+  const int L = job.model->config.num_layers, H = job.model->config.num_heads;
+  const int T = static_cast<int>(r->ids.size()), S = r->is_cross() ? static_cast<int>(r->cross_ids.size()) : T;
+  std::shared_ptr<HeadPatternScan> scan;
+  if (!r->is_cross()) scan = std::make_shared<HeadPatternScan>(*r, H, std::move(last_patterns), shared);
+  // the first row read: the patterns' checkpoint, when every last map pools as this pass's will
+  int first = scan ? scan->first_row() : 0;
+  const bool extend = first > 0 && last_heads && last_heads->size() == static_cast<size_t>(L) * H &&
+                      std::all_of(last_heads->begin(), last_heads->end(),
+                                  [&](const HeatmapData& d) { return extends(d, T, S, job.display_cells, first); });
+  if (!extend) first = 0;
+  auto heads = std::make_shared<std::vector<HeatmapData>>(static_cast<size_t>(L) * H);
+  // f(k) for k in [0, n) over the cores, each task on its own slots; the first failure (out of
+  // memory on a helper, say) is the pass's error, not a crash
+  const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4);
+  auto over_cores = [workers](int n, const std::function<void(int)>& f) {
+    std::atomic<int> next{0};
+    std::vector<std::exception_ptr> failed(static_cast<size_t>(workers));
+    auto work = [&](int w) {
+      try {
+        for (int k = next++; k < n; k = next++) f(k);
+      } catch (...) {
+        failed[static_cast<size_t>(w)] = std::current_exception();
+        next = n;
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (int w = 1; w < workers && w < n; ++w) helpers.emplace_back(work, w);
+    work(0);
+    for (std::thread& t : helpers) t.join();
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+  };
+  if (extend) {  // a few new rows a layer: all of them first, then every (layer, head) in one go
+    std::vector<std::shared_ptr<const Tensor>> rows(static_cast<size_t>(L));
+    for (int l = 0; l < L; ++l) {
+      if (job.cancel && job.cancel->load()) throw Cancelled();
+      if (r->has_probs(l)) rows[static_cast<size_t>(l)] = r->layer_rows(l, first);
+    }
+    over_cores(L * H, [&](int k) {
+      const int l = k / H, h = k % H;
+      const Tensor* t = rows[static_cast<size_t>(l)].get();
+      if (!t) return;
+      (*heads)[static_cast<size_t>(k)] =
+          head_heatmap_rows(r, l, h, job.display_cells, rows[static_cast<size_t>(l)], first, &(*last_heads)[k]);
+      if (scan) scan->add_head(l, h, *t, first);
+    });
+  } else {  // layer by layer: on demand a layer's probabilities are held while its heads are read
+    for (int l = 0; l < L; ++l) {
+      if (job.cancel && job.cancel->load()) throw Cancelled();
+      if (!r->has_probs(l)) continue;
+      const std::shared_ptr<const Tensor> rows = r->layer_rows(l, 0);
+      over_cores(H, [&](int h) {
+        (*heads)[static_cast<size_t>(l * H + h)] = head_heatmap_rows(r, l, h, job.display_cells, rows, 0, nullptr);
+        if (scan) scan->add_head(l, h, *rows, 0);
+      });
+    }
+  }
+  out.heads = std::move(heads);
+  out.drawn_from = first;
+  if (scan) out.patterns = scan->patterns();
+  return scan;
+}
+
+}  // namespace
 
 ForwardRunner::ForwardRunner(QObject* parent) : QObject(parent) {
   qRegisterMetaType<ForwardOutcome>();
@@ -49,13 +128,18 @@ void ForwardRunner::start(ForwardJob job) {
   // The pass reports every ending itself (a cancelled one as cancelled), so the runner always
   // knows when the next may start: the job's own cancel is only for shutdown.
   job_.start<ForwardOutcome>(
-      [job = std::move(job), prefix = prefix_, on_demand_bytes = on_demand_bytes](const std::atomic<bool>*,
-                                                                                  const BackgroundJob::Post&) mutable {
+      [job = std::move(job), prefix = prefix_, on_demand_bytes = on_demand_bytes,
+       reuse_on_demand_bytes = reuse_on_demand_bytes](const std::atomic<bool>*, const BackgroundJob::Post&) mutable {
         ForwardOutcome out;
         out.id = job.id;
         out.submitted_ns = job.submitted_ns;
         try {
           auto backend = make_backend(job.backend);
+          // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
+          static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;
+          // the cpu backends run a cached pass (OpenCL would hand it to the host: its passes stay whole)
+          const bool host = backend_runs_kv_cache(job.backend);
+          const bool reuse = !disabled && host && reusable(*job.model, job.request) && !job.token_view;
           {  // attention on demand above the budget (not through a token view, which regroups kept probabilities)
             const ModelConfig& c = job.model->config;
             const double T = static_cast<double>(job.request.ids.size());
@@ -64,21 +148,18 @@ void ForwardRunner::start(ForwardJob job) {
             for (int l = 0; l < c.num_layers; ++l)
               kept += job.request.keep_attention.empty() || job.request.keep_attention[static_cast<size_t>(l)];
             const double free = available_bytes(),
-                         budget = free > 0 ? std::min(on_demand_bytes, free / 4) : on_demand_bytes;
+                         budget = std::min(free > 0 ? std::min(on_demand_bytes, free / 4) : on_demand_bytes,
+                                           reuse ? reuse_on_demand_bytes : on_demand_bytes);
             if (!job.token_view && static_cast<double>(kept) * c.num_heads * T * S * 4.0 > budget) {
               job.request.attention_on_demand = true;
               job.request.keep_attention.assign(static_cast<size_t>(c.num_layers), false);
             }
           }
           job.request.cancel = job.cancel.get();
-          // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
-          static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;
-          // the cpu backends run a cached pass (OpenCL would hand it to the host: its passes stay whole)
-          const bool host = backend_runs_kv_cache(job.backend);
-          const bool reuse = !disabled && host && reusable(*job.model, job.request) && !job.token_view;
           if (reuse) {
             Prefix& p = *prefix;
-            if (p.model != job.model || p.backend != job.backend) p = Prefix{job.model, job.backend, {}, nullptr};
+            if (p.model != job.model || p.backend != job.backend)
+              p = Prefix{job.model, job.backend, {}, nullptr, {}, 0, {}};
             // the cached rows can be merged only from a result that kept every layer this pass keeps
             const size_t L = static_cast<size_t>(job.model->config.num_layers);
             bool rows = p.last && p.last->attention.size() == L;
@@ -104,50 +185,28 @@ void ForwardRunner::start(ForwardJob job) {
           ForwardResult r = run_forward(*job.model, *backend, job.request);
           if (r.on_demand) r.on_demand->pin = job.model;  // the recompute reads the model's weights
           out.reused = r.first_position;
-          if (reuse && r.first_position > 0) merge_cached_rows(*prefix->last, r);
+          const int shared = reuse ? r.first_position : 0;  // rows equal to the last pass's
+          if (shared > 0) merge_cached_rows(*prefix->last, r);
           if (job.token_view) apply_token_view(r, job.token_view->first, job.token_view->second);
           out.token_view = job.token_view;
           out.result = std::make_shared<const ForwardResult>(std::move(r));
-          if (reuse) prefix->last = out.result;
           out.backend = QString::fromStdString(backend->name());
           out.device = QString::fromStdString(backend->device());
-          const int L = job.model->config.num_layers, H = job.model->config.num_heads;
-          // every head's pooled map, layer by layer (on demand, a layer's probabilities are
-          // recomputed once, here) and the heads over the cores (each reads its own [T, S] and
-          // fills its own slot)
-          out.heads.resize(static_cast<size_t>(L) * H);
-          const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4);
-          for (int l = 0; l < L; ++l) {
-            if (job.cancel && job.cancel->load()) throw Cancelled();
-            if (!out.result->has_probs(l)) continue;
-            const std::shared_ptr<const Tensor> held = out.result->layer_probs(l);  // stays cached for the heads
-            std::vector<std::exception_ptr> failed(static_cast<size_t>(workers));
-            auto pool = [&](int first) {
-              try {
-                for (int h = first; h < H; h += workers) {
-                  HeatmapData& d = out.heads[static_cast<size_t>(l * H + h)];
-                  d = head_heatmap(out.result, l, h, job.display_cells);
-                  // on demand, the overview keeps its drawn grid, not the recomputed layer (that
-                  // would hold every layer's probabilities again); a head shown large recomputes
-                  if (out.result->on_demand && out.result->probs(l).empty()) d.values = nullptr, d.owner = out.result;
-                }
-              } catch (...) {  // out of memory on a helper: reported as the pass's error, not a crash
-                failed[static_cast<size_t>(first)] = std::current_exception();
-              }
-            };
-            std::vector<std::thread> helpers;
-            for (int w = 1; w < workers && w < H; ++w) helpers.emplace_back(pool, w);
-            pool(0);
-            for (std::thread& t : helpers) t.join();
-            for (const std::exception_ptr& e : failed)
-              if (e) std::rethrow_exception(e);
-          }
+          // the rows before the last pass's checkpoint are drawn and scanned already
+          const bool extend = shared > 0 && prefix->display_cells == job.display_cells;
+          std::shared_ptr<const HeadPatternScan> patterns =
+              draw_heads(out, job, extend ? prefix->heads.get() : nullptr, extend ? prefix->patterns : nullptr, shared);
           out.mask = mask_heatmap(out.result, 0, job.display_cells);
-          if (!out.result->is_cross()) out.patterns = head_patterns(*out.result);
+          if (reuse) {
+            prefix->last = out.result;
+            prefix->heads = out.heads;
+            prefix->display_cells = job.display_cells;
+            prefix->patterns = std::move(patterns);
+          }
         } catch (const Cancelled&) {
           out.cancelled = true;
           out.result.reset();
-          out.heads.clear();
+          out.heads.reset();
         } catch (const std::bad_alloc&) {
           out.error = "out of memory: the input is too long for this machine";
           *prefix = Prefix{};  // a pass that failed after its forward leaves no cache behind

@@ -39,8 +39,9 @@ struct ForwardJob {
 
 struct ForwardOutcome {
   quint64 id = 0;
-  std::shared_ptr<const ForwardResult> result;     // null on error
-  std::vector<HeatmapData> heads;                  // [layer * heads + head], ready to draw
+  std::shared_ptr<const ForwardResult> result;  // null on error
+  // [layer * heads + head], ready to draw; shared, so an outcome is copied without its grids
+  std::shared_ptr<const std::vector<HeatmapData>> heads;
   HeatmapData mask;                                // the effective mask (head 0's plane)
   std::vector<std::vector<HeadPattern>> patterns;  // [layer][head] (Clark et al. 2019), self mode
   // The token view the result was drawn through (rows, cols), when one was active.
@@ -48,7 +49,10 @@ struct ForwardOutcome {
   QString error;
   QString backend, device;  // what actually ran (after any fallback)
   int reused = 0;           // positions taken from the previous pass's KV cache (causal models)
-  PassMemory memory;        // what the result (a whole pass's worth) and the KV cache kept take, estimated
+  // The first row whose maps and head patterns this pass read; those of the rows before it were
+  // the previous pass's (0: every row read).
+  int drawn_from = 0;
+  PassMemory memory;  // what the result (a whole pass's worth) and the KV cache kept take, estimated
   qint64 submitted_ns = 0;
   bool cancelled = false;  // never delivered
 };
@@ -66,6 +70,10 @@ class ForwardRunner : public QObject {
   // available) keep queries and keys instead (attention on demand: each layer recomputed when
   // shown); tests set 0 to run every pass that way.
   double on_demand_bytes = kTuning.keep_attention_bytes;
+  // The same for the passes that start from the last one's KV cache (a causal model's, typing):
+  // above this they keep queries and keys, so that an edit copies neither the probabilities of
+  // the rows before it nor reads them again (tests set it to compare both ways).
+  double reuse_on_demand_bytes = kTuning.reuse_keep_attention_bytes;
   int cancelledCount() const { return cancelled_; }  // passes stopped in flight (tests)
   // Whether a pass of this request can start from the previous pass's KV cache: a causal model's
   // plain self-attention pass (no hooks, ablation, cross sequence, token types).
@@ -83,14 +91,18 @@ class ForwardRunner : public QObject {
   void start(ForwardJob job);
   void onDone(const ForwardOutcome& out);
 
-  // Prefix reuse while typing (causal models): the keys and values of the last pass and its result,
-  // so an edit at token p recomputes positions >= p only (engine/compute/kv_cache.h). Touched by
-  // one pass at a time, on the job's thread.
+  // Prefix reuse while typing (causal models): the keys and values of the last pass, its result
+  // and what the worker drew from it, so an edit at token p recomputes positions >= p only
+  // (engine/compute/kv_cache.h) and pools and scans their rows only (the rows before p are the
+  // last pass's). Touched by one pass at a time, on the job's thread.
   struct Prefix {
     std::shared_ptr<const Model> model;
     std::string backend;
     KvCache kv;
-    std::shared_ptr<const ForwardResult> last;  // the full result the cache's ids belong to
+    std::shared_ptr<const ForwardResult> last;              // the full result the cache's ids belong to
+    std::shared_ptr<const std::vector<HeatmapData>> heads;  // last's pooled maps
+    int display_cells = 0;                                  // what they were pooled to
+    std::shared_ptr<const HeadPatternScan> patterns;        // last's head-pattern sums
   };
   std::shared_ptr<Prefix> prefix_ = std::make_shared<Prefix>();
   BackgroundJob job_{this};  // one pass at a time; a cancelled one still reports that it ended

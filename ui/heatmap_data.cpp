@@ -1,6 +1,7 @@
 // Heatmap data builders (no widgets: safe on worker threads).
 #include "ui/heatmap_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,24 +13,57 @@ int pool_factor(int n, int max_cells) {
   return std::max(1, static_cast<int>(std::ceil(n / static_cast<double>(std::max(1, max_cells)))));
 }
 
-void draw(HeatmapData& d, int max_cells) {
+void set_factors(HeatmapData& d, int max_cells) {
   d.row_factor = pool_factor(d.rows, max_cells);
   d.col_factor = pool_factor(d.cols, max_cells);
   d.drawn_rows = (d.rows + d.row_factor - 1) / d.row_factor;
   d.drawn_cols = (d.cols + d.col_factor - 1) / d.col_factor;
+}
+
+// Pools rows first..rows-1 into d.drawn (max of each block's visible cells; NaN where all are
+// blocked): `values` is row `first`'s start, rows d.cols apart. The drawn rows above first come
+// from `previous` (the same factors; first a multiple of the row factor), NaN past its columns.
+void draw(HeatmapData& d, int max_cells, const float* values, int first = 0, const HeatmapData* previous = nullptr) {
+  set_factors(d, max_cells);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  d.drawn.assign(static_cast<size_t>(d.drawn_rows) * d.drawn_cols, nan);
-  d.vmax = 0;
-  for (int i = 0; i < d.rows; ++i) {
-    float* out = d.drawn.data() + static_cast<size_t>(i / d.row_factor) * d.drawn_cols;
-    const float* v = d.values + static_cast<size_t>(i) * d.cols;
+  const int fc = d.col_factor, dc = d.drawn_cols;
+  const int kept = previous ? first / d.row_factor : 0;  // drawn rows taken as they are
+  float top = 0;
+  if (kept > 0 && previous->drawn_cols == dc) {  // one pass (typing within a column block)
+    const size_t n = static_cast<size_t>(kept) * dc;
+    d.drawn.reserve(static_cast<size_t>(d.drawn_rows) * dc);
+    d.drawn.assign(previous->drawn.begin(), previous->drawn.begin() + static_cast<std::ptrdiff_t>(n));
+    for (const float x : d.drawn) top = std::max(top, x);  // NaN: keeps top
+  } else {
+    // keys past the earlier text stay NaN: blocked for its rows (causal)
+    d.drawn.assign(static_cast<size_t>(kept) * dc, nan);
+    const int pc = std::min(previous ? previous->drawn_cols : 0, dc);
+    for (int i = 0; i < kept; ++i) {
+      const float* from = previous->drawn.data() + static_cast<size_t>(i) * previous->drawn_cols;
+      std::copy_n(from, pc, d.drawn.data() + static_cast<size_t>(i) * dc);
+      for (int j = 0; j < pc; ++j) top = std::max(top, from[j]);
+    }
+  }
+  d.drawn.resize(static_cast<size_t>(d.drawn_rows) * dc, nan);  // the rows pooled below
+  d.vmax = top;
+  auto clean = [](float x) { return std::isfinite(x) ? x : 0.0f; };
+  for (int i = first; i < d.rows; ++i) {
+    float* out = d.drawn.data() + static_cast<size_t>(i / d.row_factor) * dc;
+    const float* v = values + static_cast<size_t>(i - first) * d.cols;
     const uint8_t* b = d.blocked ? d.blocked + static_cast<size_t>(i) * d.cols : nullptr;
-    for (int j = 0; j < d.cols; ++j) {
-      if (b && b[j]) continue;
-      const float x = std::isfinite(v[j]) ? v[j] : 0.0f;
-      float& o = out[j / d.col_factor];
-      if (std::isnan(o) || x > o) o = x;
-      if (x > d.vmax) d.vmax = x;
+    for (int c = 0, j0 = 0; c < dc; ++c, j0 += fc) {
+      const int j1 = std::min(j0 + fc, d.cols);
+      float m = -std::numeric_limits<float>::infinity();
+      if (b) {
+        for (int j = j0; j < j1; ++j)
+          if (!b[j]) m = std::max(m, clean(v[j]));
+      } else {
+        for (int j = j0; j < j1; ++j) m = std::max(m, clean(v[j]));
+      }
+      if (m == -std::numeric_limits<float>::infinity()) continue;  // every cell of the block blocked
+      float& o = out[c];
+      if (std::isnan(o) || m > o) o = m;
+      if (m > d.vmax) d.vmax = m;
     }
   }
 }
@@ -50,7 +84,37 @@ HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& r, int laye
   d.values = t.data.data() + static_cast<size_t>(head) * n;
   const AttnMask& m = r->mask_of(layer);  // a windowed layer's own (Gemma 2's alternate)
   if (!m.blocked.empty()) d.blocked = m.blocked.data() + static_cast<size_t>(m.plane_of_head(head)) * n;
-  draw(d, max_cells);
+  draw(d, max_cells, d.values);
+  return d;
+}
+
+bool extends(const HeatmapData& previous, int rows, int cols, int max_cells, int first) {
+  return !previous.drawn.empty() && previous.row_factor == pool_factor(rows, max_cells) &&
+         previous.col_factor == pool_factor(cols, max_cells) && first % previous.row_factor == 0 &&
+         first <= previous.rows;
+}
+
+HeatmapData head_heatmap_rows(const std::shared_ptr<const ForwardResult>& r, int layer, int head, int max_cells,
+                              const std::shared_ptr<const Tensor>& rows, int first, const HeatmapData* previous) {
+  HeatmapData d;
+  if (!rows || rows->empty()) return d;
+  d.rows = static_cast<int>(rows->dim(1)) + first;
+  d.cols = static_cast<int>(rows->dim(2));
+  if (previous && !extends(*previous, d.rows, d.cols, max_cells, first))
+    throw Error("internal: a heatmap extended from a map pooled otherwise");
+  if (!previous && first != 0)
+    throw Error("internal: a heatmap from rows " + std::to_string(first) + " needs the map above them");
+  const size_t n = static_cast<size_t>(d.rows) * d.cols;
+  const float* from = rows->data.data() + static_cast<size_t>(head) * (d.rows - first) * d.cols;
+  if (r->probs(layer).numel() > 0) {  // kept: the map's values are the result's
+    d.owner = r;
+    d.values = r->probs(layer).data.data() + static_cast<size_t>(head) * n;
+  } else {  // on demand: the drawn grid only (a head shown large recomputes its layer)
+    d.owner = r;
+  }
+  const AttnMask& m = r->mask_of(layer);
+  if (!m.blocked.empty()) d.blocked = m.blocked.data() + static_cast<size_t>(m.plane_of_head(head)) * n;
+  draw(d, max_cells, from, first, previous);
   return d;
 }
 
@@ -68,7 +132,7 @@ HeatmapData mask_heatmap(const std::shared_ptr<const ForwardResult>& r, int head
         delete static_cast<const std::pair<std::shared_ptr<const ForwardResult>, std::shared_ptr<std::vector<float>>>*>(
             p);
       });
-  draw(d, max_cells);
+  draw(d, max_cells, d.values);
   return d;
 }
 
@@ -84,7 +148,7 @@ HeatmapData owned_heatmap(std::vector<float> values, std::vector<uint8_t> blocke
   d.values = s->v.data();
   d.blocked = s->b.empty() ? nullptr : s->b.data();
   d.owner = s;
-  draw(d, max_cells);
+  draw(d, max_cells, d.values);
   return d;
 }
 

@@ -43,6 +43,16 @@ struct HeatmapData {
 
 // One head of one layer of a result (self or cross), pooled to at most max_cells per axis.
 HeatmapData head_heatmap(const std::shared_ptr<const ForwardResult>& result, int layer, int head, int max_cells);
+// The same map drawn from `rows` ([heads, T - first, S]: the layer's rows from `first` on,
+// ForwardResult::layer_rows), the drawn rows above `first` taken from `previous`, the same head's
+// map of an earlier pass whose first rows are these (a causal model's rows before a KV-cached
+// pass's first position), which must extend() to this one; first = 0 with previous null draws
+// every row. The values are the result's kept ones; on demand only the drawn grid is held.
+HeatmapData head_heatmap_rows(const std::shared_ptr<const ForwardResult>& result, int layer, int head, int max_cells,
+                              const std::shared_ptr<const Tensor>& rows, int first, const HeatmapData* previous);
+// Whether a map of rows x cols pooled to max_cells pools as `previous` did, with `first` at the
+// start of a drawn row, so that its drawn rows above `first` can be previous's.
+bool extends(const HeatmapData& previous, int rows, int cols, int max_cells, int first);
 // The effective mask of a result (plane of `head`): visible cells 0.5, blocked NaN.
 HeatmapData mask_heatmap(const std::shared_ptr<const ForwardResult>& result, int head, int max_cells);
 // Owning variant for values that are not part of a result (tests, the training tab).

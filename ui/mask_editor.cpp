@@ -14,6 +14,7 @@
 #include <QSpinBox>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -325,11 +326,14 @@ void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels
     grid_->update();  // new labels
     return;
   }
+  // the painted cells that still exist keep their place (the shape changes at every typed token:
+  // a 1,000-token text's 12 planes are 12 MB, copied a row at a time, or not at all when unpainted)
   Planes p(static_cast<size_t>(heads), std::vector<uint8_t>(static_cast<size_t>(T) * S, 0));
-  for (int h = 0; h < std::min(heads, H_); ++h)
-    for (int i = 0; i < std::min(T, T_); ++i)
-      for (int j = 0; j < std::min(S, S_); ++j)
-        p[static_cast<size_t>(h)][static_cast<size_t>(i) * S + j] = blocked(h, i, j);
+  if (painted_)
+    for (int h = 0; h < std::min(heads, H_); ++h)
+      for (int i = 0; i < std::min(T, T_); ++i)
+        std::copy_n(planes_[static_cast<size_t>(h)].begin() + static_cast<std::ptrdiff_t>(i) * S_, std::min(S, S_),
+                    p[static_cast<size_t>(h)].begin() + static_cast<std::ptrdiff_t>(i) * S);
   if (heads != H_) {
     head_box_->blockSignals(true);
     while (head_box_->count() > 1) head_box_->removeItem(1);
@@ -359,14 +363,14 @@ void MaskEditor::setTargetHead(int head) {
 }
 
 bool MaskEditor::isEmpty() const {
-  for (const auto& p : planes_)
-    for (uint8_t v : p)
-      if (v) return false;
-  return true;
+  return !painted_;
 }
 
 void MaskEditor::setPlanes(const Planes& p) {
   planes_ = p;
+  painted_ = std::any_of(planes_.begin(), planes_.end(), [](const std::vector<uint8_t>& plane) {
+    return std::any_of(plane.begin(), plane.end(), [](uint8_t v) { return v != 0; });
+  });
   grid_->invalidate();
   emit maskChanged();
 }

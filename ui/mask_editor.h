@@ -64,6 +64,7 @@ class MaskEditor : public QWidget {
 
   int T_ = 0, S_ = 0, H_ = 1, target_ = -1;
   Planes planes_;
+  bool painted_ = false;  // any cell of planes_ blocked (a shape change then keeps them)
   std::vector<uint8_t> others_;
   QUndoStack undo_;
   MaskGrid* grid_;

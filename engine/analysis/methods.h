@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/analysis/head_patterns.h"
 #include "engine/compute/forward.h"
 
 namespace attnlab {
@@ -77,23 +78,5 @@ Tensor mean_over_layers(const Tensor& lhts);
 // -> [L, H]. progress(done, total) is called after each head; cancel stops it (Cancelled).
 Tensor head_importance(const Model& model, Backend& backend, const ForwardRequest& request, int target,
                        const std::function<void(int, int)>& progress = {}, const std::atomic<bool>* cancel = nullptr);
-
-// Head patterns (Clark et al. 2019, "What does BERT look at?"): per head, the mean over queries
-// of the attention to the previous token, the next token, itself, the first token, separator
-// tokens ([SEP], </s>, <|endoftext|>), punctuation, and the mean entropy of the rows (in nats),
-// with a label when one pattern takes more than half the attention on average ("prev", "next",
-// "self", "first", "sep", "punct"), else "token" when one other token does (Clark et al.'s heads
-// that attend to a particular word: `focus` is its position), or "broad" when the mean entropy is
-// at least 0.9 of the uniform row's.
-struct HeadPattern {
-  double prev = 0, next = 0, self = 0, first = 0, sep = 0, punct = 0, entropy = 0;
-  // the mean attention to the token after an earlier occurrence of the query's token, over the
-  // rows whose token occurred before (Olsson et al. 2022's induction heads; 0 when none does)
-  double induction = 0;
-  int focus = -1;          // the key with the largest mean attention
-  double focus_share = 0;  // its mean attention
-  std::string label;       // "" when no pattern dominates
-};
-std::vector<std::vector<HeadPattern>> head_patterns(const ForwardResult& result);  // [layer][head]
 
 }  // namespace attnlab

@@ -134,6 +134,39 @@ std::shared_ptr<const Tensor> ForwardResult::layer_probs(int layer) const {
   return probs;
 }
 
+std::shared_ptr<const Tensor> ForwardResult::layer_rows(int layer, int first) const {
+  if (first == 0) return layer_probs(layer);
+  const auto& kept = is_cross() ? cross_attention : attention;
+  const int T = static_cast<int>(ids.size());
+  if (first < 0 || first >= T)
+    throw Error("rows from " + std::to_string(first) + " of " + std::to_string(T) + " queries");
+  // rows of a [heads, T, S] tensor, copied
+  auto rows_of = [&](const Tensor& all) {
+    const int64_t H = all.dim(0), S = all.dim(2), n = T - first;
+    auto out = std::make_shared<Tensor>(std::vector<int64_t>{H, n, S});
+    for (int64_t h = 0; h < H; ++h) std::copy_n(all.ptr() + (h * T + first) * S, n * S, out->ptr() + h * n * S);
+    return std::shared_ptr<const Tensor>(std::move(out));
+  };
+  if (layer >= 0 && layer < static_cast<int>(kept.size()) && !kept[static_cast<size_t>(layer)].empty())
+    return rows_of(kept[static_cast<size_t>(layer)]);
+  // A query's row depends on its position beyond the mask only through relative positions (the
+  // bias is indexed by i - j): those layers are recomputed whole and cut. Cross mode likewise
+  // (its recompute runs from the layer inputs, not from queries).
+  if (is_cross() || !on_demand || !has_probs(layer) ||
+      (on_demand->model && on_demand->model->config.positional == Positional::Relative))
+    return rows_of(*layer_probs(layer));
+  AttentionSource& src = *on_demand;
+  const size_t l = static_cast<size_t>(layer);
+  const Tensor& q = src.queries[l];
+  const int64_t W = q.dim(1);
+  Tensor q_rows({T - first, W});
+  std::copy_n(q.ptr() + static_cast<int64_t>(first) * W, static_cast<size_t>(T - first) * W, q_rows.ptr());
+  const AttnMask rows_mask = mask_rows(mask_of(layer), first);
+  const std::lock_guard<std::mutex> lock(src.mutex);
+  if (!src.runner) src.runner = make_backend(src.backend);
+  return std::make_shared<const Tensor>(src.runner->self_attention(*src.model, layer, q_rows, src.keys[l], rows_mask));
+}
+
 Tensor Backend::self_attention(const Model&, int, const Tensor&, const Tensor&, const AttnMask&) {
   throw Error("the " + name() + " backend keeps no queries and keys to recompute attention from");
 }

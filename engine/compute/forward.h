@@ -96,6 +96,11 @@ struct ForwardResult {
   // result: valid while it is), or recomputed from on_demand in one attention op (the same op as
   // the pass's, so the same values) and shared with its cache. Error when neither was kept.
   std::shared_ptr<const Tensor> layer_probs(int layer) const;
+  // Rows first..T-1 of layer `layer`'s probabilities [heads, T - first, S]: layer_probs when
+  // first is 0; else a copy of the kept rows, or (on demand) only those queries' rows computed
+  // by the pass's attention op against every key (not cached): what a view that already holds
+  // the first rows of a causal model's earlier pass needs after an edit at `first`.
+  std::shared_ptr<const Tensor> layer_rows(int layer, int first) const;
   bool has_probs(int layer) const;  // kept, or recomputable
 };
 

@@ -36,6 +36,15 @@ struct Tuning {
   // recomputed for the overview; 1.3 against 2.1 GB peak). 2 GB: TinyLlama's 22 x 32 heads keep
   // everything to ~850 tokens, a 12 x 12 model to ~1,900.
   double keep_attention_bytes = 2e9;
+  // The same for the app's passes that start from the last pass's KV cache (typing into a causal
+  // model's text): keeping, each key copies the probabilities of every earlier row into the new
+  // result (576 MB for GPT-2 small at 1,000 tokens: 0.2 s); on demand it copies the queries and
+  // computes the new rows only. Below this (GPT-2 small to ~330 tokens) keeping costs no more.
+  double reuse_keep_attention_bytes = 64e6;
+  // Head patterns keep their sums over a causal pass's rows up to a multiple of this many rows,
+  // so the next pass (typing at the end) scans its new rows and at most this many more: a few
+  // ms at 1,000 tokens and 144 heads (each row is a log per key), where a whole scan took 0.4 s.
+  int pattern_checkpoint_rows = 16;
   // Free heap memory kept for reuse before it is given back to the system.
   long malloc_trim_threshold = 128L << 20;
 };

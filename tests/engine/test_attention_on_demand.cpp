@@ -5,6 +5,7 @@
 // relative, rotary with grouped-query heads, q/k norms, a window, Gemma 2's soft cap and its
 // windowed and full layers), at T 1, 7 and 33, after a KV-cached pass and in cross mode.
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <thread>
 
@@ -182,6 +183,87 @@ TEST_CASE("attention on demand after a KV-cached pass and in cross mode", "[forw
     check_equal(kept, lazy, m.config.num_layers);
     CHECK(estimate_pass_memory(m, on_demand(req, m.config.num_layers)).attention == lazy.on_demand->bytes());
   }
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Rows first.. of a kept [H, T, S] tensor.
+Tensor rows_from(const Tensor& all, int first) {
+  const int64_t H = all.dim(0), T = all.dim(1), S = all.dim(2);
+  Tensor out({H, T - first, S});
+  for (int64_t h = 0; h < H; ++h)
+    std::copy_n(all.ptr() + (h * T + first) * S, (T - first) * S, out.ptr() + h * (T - first) * S);
+  return out;
+}
+
+// How far a recomputed row of some queries may be from the same rows of a whole layer's
+// recompute: each score is a D-term float32 dot product of the same query and key, which a
+// product over fewer queries may sum in another order: |ds| <= 2 gamma_D sum_d |q_d k_d| |scale|
+// (each within gamma_D of the exact value), and a softmax moves a probability by at most
+// p (e^{2 max |ds|} - 1) <= e^{2 max |ds|} - 1.
+double rows_bound(const Model& m, const AttentionSource& src, int layer) {
+  const ModelConfig& c = m.config;
+  const int H = c.num_heads, KV = c.kv_heads(), D = c.head_dim();
+  const Tensor &q = src.queries[static_cast<size_t>(layer)], &k = src.keys[static_cast<size_t>(layer)];
+  const double eps = std::numeric_limits<float>::epsilon() / 2, gamma = D * eps / (1 - D * eps);
+  const double scale = c.attn_scale > 0 ? c.attn_scale : 1.0 / std::sqrt(static_cast<double>(D));
+  double worst = 0;
+  for (int h = 0; h < H; ++h) {
+    const int g = h / (H / KV);
+    for (int64_t i = 0; i < q.dim(0); ++i)
+      for (int64_t j = 0; j < k.dim(0); ++j) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d)
+          dot += std::fabs(static_cast<double>(q.at(i, static_cast<int64_t>(h) * D + d)) *
+                           k.at(j, static_cast<int64_t>(g) * D + d));
+        worst = std::max(worst, dot);
+      }
+  }
+  return std::expm1(2 * 2 * gamma * worst * scale);
+}
+
+}  // namespace
+
+TEST_CASE("layer_rows: the rows from a first query, copied where kept, computed for those queries on demand",
+          "[forward][on-demand]") {
+  const std::string dir = scratch_dir("on-demand", "rows");
+  std::vector<std::pair<std::string, Model>> models;
+  {
+    ModelConfig c = small_config(16, 4, 2, 24, 64);
+    c.positional = Positional::Relative;  // a row's bias depends on its position: recomputed whole and cut
+    models.emplace_back("relative", random_model(c));
+  }
+  models.emplace_back("llama", tiny_decoder(dir + "/llama"));
+  models.emplace_back("gpt2", tiny_decoder(dir + "/gpt2", true));
+  models.emplace_back("mistral", tiny_decoder(dir + "/mistral", false, 5));
+  for (const auto& [kind, m] : models)
+    for (const std::string name : {"reference", "cpu"}) {
+      CAPTURE(kind, name);
+      auto backend = make_backend(name);
+      const int T = 40;
+      ForwardRequest req;
+      req.ids = random_ids(T, m.config.vocab_size, 7);
+      const ForwardResult kept = run_forward(m, *backend, req);
+      const ForwardResult lazy = run_forward(m, *backend, on_demand(req, m.config.num_layers));
+      for (int l = 0; l < m.config.num_layers; ++l)
+        for (const int first : {0, 1, 17, 39}) {
+          CAPTURE(l, first);
+          const Tensor want = rows_from(kept.attention[static_cast<size_t>(l)], first);
+          const std::shared_ptr<const Tensor> k = kept.layer_rows(l, first), z = lazy.layer_rows(l, first);
+          REQUIRE(k->shape == want.shape);
+          REQUIRE(z->shape == want.shape);
+          CHECK(max_abs_diff(*k, want) == 0.0);  // a copy
+          // the reference ops sum each score the same way whatever the number of queries; the cpu
+          // ops' products may not (rows_bound). The relative model's rows are cut from the whole.
+          if (name == "reference" || kind == "relative" || first == 0)
+            CHECK(max_abs_diff(*z, want) == 0.0);
+          else
+            CHECK(max_abs_diff(*z, want) <= rows_bound(m, *lazy.on_demand, l));
+        }
+      CHECK_THROWS_WITH(lazy.layer_rows(0, T), Catch::Contains("rows from 40 of 40"));
+      CHECK_THROWS_WITH(kept.layer_rows(0, -1), Catch::Contains("rows from -1"));
+    }
   std::filesystem::remove_all(dir);
 }
 

@@ -6,6 +6,9 @@
 #include <limits>
 
 #include "engine/analysis/methods.h"
+#include "engine/compute/kv_cache.h"
+#include "engine/core/tuning.h"
+#include "tests/engine/hf_test_model.h"
 #include "engine/text/input.h"
 #include "tests/engine/pass_bound.h"
 #include "tests/engine/test_util.h"
@@ -604,4 +607,83 @@ TEST_CASE("head patterns: previous token, a particular token, broad, by their de
     CHECK(p.label.empty());
     CHECK(p.self == Approx(1.0));  // the shares are still measured
   }
+}
+
+namespace {
+
+// Every field of two head patterns equal (the same sums in the same order give the same doubles).
+void check_same_patterns(const std::vector<std::vector<HeadPattern>>& a,
+                         const std::vector<std::vector<HeadPattern>>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t l = 0; l < a.size(); ++l) {
+    REQUIRE(a[l].size() == b[l].size());
+    for (size_t h = 0; h < a[l].size(); ++h) {
+      CAPTURE(l, h);
+      const HeadPattern &x = a[l][h], &y = b[l][h];
+      CHECK(x.prev == y.prev);
+      CHECK(x.next == y.next);
+      CHECK(x.self == y.self);
+      CHECK(x.first == y.first);
+      CHECK(x.sep == y.sep);
+      CHECK(x.punct == y.punct);
+      CHECK(x.entropy == y.entropy);
+      CHECK(x.induction == y.induction);
+      CHECK(x.focus == y.focus);
+      CHECK(x.focus_share == y.focus_share);
+      CHECK(x.label == y.label);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("head patterns carried from the last pass's checkpoint equal a whole scan", "[forward][analysis]") {
+  const std::string dir = scratch_dir("forward", "pattern-scan");
+  for (const bool gpt2 : {false, true}) {
+    CAPTURE(gpt2);
+    const Model m = tiny_decoder(dir + (gpt2 ? "/gpt2" : "/llama"), gpt2);
+    const int L = m.config.num_layers, H = m.config.num_heads;
+    auto cpu = make_backend("cpu");
+    // a small alphabet, so that tokens repeat and the induction sums are not all 0
+    const std::vector<int> ids = random_ids(45, 12, 4);
+    KvCache cache;
+    ForwardRequest req;
+    req.kv = &cache;
+    req.ids.assign(ids.begin(), ids.begin() + 37);
+    const ForwardResult a = run_forward(m, *cpu, req);
+    req.ids = ids;
+    ForwardResult b = run_forward(m, *cpu, req);
+    REQUIRE(b.first_position == 37);
+    merge_cached_rows(a, b);
+    auto scan_a = std::make_shared<HeadPatternScan>(a, H);
+    CHECK(scan_a->first_row() == 0);
+    for (int l = 0; l < L; ++l) scan_a->add_layer(l, *a.layer_probs(l), 0);
+    check_same_patterns(scan_a->patterns(), head_patterns(a));
+    // b's rows < 32 (a's checkpoint: 36 rows rounded down to 16) are a's: only rows 32.. are read
+    HeadPatternScan scan_b(b, H, scan_a, 37);
+    REQUIRE(scan_b.first_row() == (37 - 1) / kTuning.pattern_checkpoint_rows * kTuning.pattern_checkpoint_rows);
+    for (int l = 0; l < L; ++l) scan_b.add_layer(l, *b.layer_rows(l, scan_b.first_row()), scan_b.first_row());
+    const auto whole = head_patterns(b);
+    check_same_patterns(scan_b.patterns(), whole);
+    bool any_induction = false;
+    for (const auto& layer : whole)
+      for (const HeadPattern& p : layer) any_induction = any_induction || p.induction > 0;
+    CHECK(any_induction);
+    {  // rows given from before the checkpoint are skipped: the same
+      HeadPatternScan again(b, H, scan_a, 37);
+      for (int l = 0; l < L; ++l) again.add_layer(l, *b.layer_probs(l), 0);
+      check_same_patterns(again.patterns(), whole);
+    }
+    // no reuse: fewer shared rows than the checkpoint, a key before it labelled otherwise, or a
+    // previous scan that did not read every head
+    CHECK(HeadPatternScan(b, H, scan_a, 20).first_row() == 0);
+    ForwardResult relabelled = b;
+    relabelled.tokens[3] = "[SEP]";
+    CHECK(HeadPatternScan(relabelled, H, scan_a, 37).first_row() == 0);
+    auto partial = std::make_shared<HeadPatternScan>(a, H);
+    partial->add_layer(0, *a.layer_probs(0), 0);
+    CHECK(HeadPatternScan(b, H, partial, 37).first_row() == 0);
+    CHECK_THROWS_WITH(scan_b.add_layer(0, *b.layer_rows(0, 40), 40), Catch::Contains("head patterns need rows"));
+  }
+  std::filesystem::remove_all(dir);
 }

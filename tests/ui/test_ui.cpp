@@ -408,10 +408,32 @@ TEST_CASE("the forward runner: typing into a causal model recomputes only after 
       REQUIRE(have.attention[l].shape == want.attention[l].shape);
       CHECK(test::max_abs_diff(have.attention[l], want.attention[l]) <= tol.probs[static_cast<size_t>(l)]);
     }
-    // what the views draw comes from the merged result: every head's map, every row
-    REQUIRE(got[k].heads.size() == static_cast<size_t>(m->config.num_layers * m->config.num_heads));
-    CHECK(got[k].heads[0].rows == 30);
+    // what the views draw comes from the merged result: every head's map, every row; the rows
+    // before the last pass's checkpoint (16: 29 rows, then 30, rounded down to 16) taken from its
+    // maps and pattern sums, the same cells and patterns as drawing and scanning the result whole
+    REQUIRE(got[k].heads->size() == static_cast<size_t>(m->config.num_layers * m->config.num_heads));
+    CHECK(got[k].drawn_from == 16);
+    for (int l = 0; l < m->config.num_layers; ++l)
+      for (int h = 0; h < m->config.num_heads; ++h) {
+        const HeatmapData& d = (*got[k].heads)[static_cast<size_t>(l * m->config.num_heads + h)];
+        const HeatmapData whole = head_heatmap(got[k].result, l, h, ForwardJob{}.display_cells);
+        CHECK(d.rows == 30);
+        REQUIRE(d.drawn.size() == whole.drawn.size());
+        for (size_t c = 0; c < d.drawn.size(); ++c)
+          CHECK((std::isnan(d.drawn[c]) ? std::isnan(whole.drawn[c]) : d.drawn[c] == whole.drawn[c]));
+        CHECK(d.vmax == whole.vmax);
+      }
+    const auto patterns = head_patterns(*got[k].result);
+    REQUIRE(got[k].patterns.size() == patterns.size());
+    for (size_t l = 0; l < patterns.size(); ++l)
+      for (size_t h = 0; h < patterns[l].size(); ++h) {
+        CHECK(got[k].patterns[l][h].entropy == patterns[l][h].entropy);
+        CHECK(got[k].patterns[l][h].focus_share == patterns[l][h].focus_share);
+        CHECK(got[k].patterns[l][h].prev == patterns[l][h].prev);
+        CHECK(got[k].patterns[l][h].label == patterns[l][h].label);
+      }
   }
+  CHECK(got[0].drawn_from == 0);
   // an encoder is never reused
   const auto bert = std::make_shared<const Model>(test::tiny_bert(dir + "/bert"));
   ForwardJob e;
@@ -459,13 +481,14 @@ TEST_CASE("the forward runner: attention on demand above its budget, the same ma
   const test::PassBound tol = test::pass_bound(*m, full, *want);
   const ForwardOutcome& o = got[1];
   REQUIRE(o.result->on_demand);
+  CHECK(o.drawn_from == 16);  // rows 0..15 drawn and scanned by the first pass, 16.. recomputed here
   CHECK(o.memory.attention == o.result->on_demand->bytes());  // the status bar's figure is what is held
   for (int l = 0; l < L; ++l) {
     CHECK(o.result->attention[static_cast<size_t>(l)].empty());
     CHECK(test::max_abs_diff(*o.result->layer_probs(l), want->attention[static_cast<size_t>(l)]) <=
           tol.probs[static_cast<size_t>(l)]);
     for (int h = 0; h < H; ++h) {  // the overview keeps its drawn grid only, the same cells as a kept pass's
-      const HeatmapData& d = o.heads[static_cast<size_t>(l * H + h)];
+      const HeatmapData& d = (*o.heads)[static_cast<size_t>(l * H + h)];
       const HeatmapData k = head_heatmap(want, l, h, 256);
       CHECK(d.values == nullptr);
       REQUIRE(d.drawn.size() == k.drawn.size());
@@ -495,7 +518,7 @@ TEST_CASE("Explore: every delivered grid is labelled with its own tokens; stale 
     // on the next turn of the event loop, the head views
     const std::vector<std::string> tokens = o.result->tokens;
     REQUIRE(tokens.size() == o.result->ids.size());
-    CHECK(o.heads.at(0).rows == static_cast<int>(tokens.size()));
+    CHECK(o.heads->at(0).rows == static_cast<int>(tokens.size()));
     QTimer::singleShot(0, e, [e, tokens, &checked] {
       if (!e->result() || e->result()->tokens != tokens) return;  // a newer one arrived meanwhile
       QStringList want;

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <qcustomplot.h>
 #include <set>
+#include <tuple>
 
 #include "tests/ui/ui_test_util.h"
 #include "ui/explore/heads_page.h"
+#include "ui/heatmap_data.h"
 #include "ui/heatmap_view.h"
 
 using namespace attnlab;
@@ -311,4 +313,66 @@ TEST_CASE("axis titles fit their axis (the tooltip says them whole); an emptied 
     if (auto* t = qobject_cast<QCPTextElement*>(view.plot()->plotLayout()->element(r, 0)))
       stale |= !t->text().isEmpty();
   CHECK_FALSE(stale);
+}
+
+namespace {
+
+// A causal "result" of T tokens whose head h's row i depends on (h, i, j) only, not on T: the
+// rows a longer text shares with a shorter one are equal, as a causal model's are.
+std::shared_ptr<const ForwardResult> causal_result(int T, int H) {
+  auto r = std::make_shared<ForwardResult>();
+  r->ids.assign(static_cast<size_t>(T), 3);
+  r->tokens.assign(static_cast<size_t>(T), "t");
+  Tensor p({H, T, T});
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < T; ++i) {
+      float* row = p.ptr() + (static_cast<int64_t>(h) * T + i) * T;
+      double sum = 0;
+      for (int j = 0; j <= i; ++j) sum += row[j] = static_cast<float>(1 + (h * 7 + i * 13 + j * 29) % 31);
+      for (int j = 0; j <= i; ++j) row[j] = static_cast<float>(row[j] / sum);
+    }
+  r->attention.push_back(std::move(p));
+  r->mask.T = r->mask.S = T;
+  r->mask.blocked.assign(static_cast<size_t>(T) * T, 0);
+  for (int i = 0; i < T; ++i)
+    for (int j = i + 1; j < T; ++j) r->mask.blocked[static_cast<size_t>(i) * T + j] = 1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a map extended from the last pass's drawn rows equals one drawn whole", "[ui][heatmap]") {
+  const int H = 3, cells = 256;
+  // (earlier text, text, first row read): one cell a token, two tokens a cell (300 > 256), the
+  // columns growing by a drawn cell, and first at the start of a pooled row
+  for (const auto& [before, after, first] : {std::tuple{30, 33, 16}, {300, 305, 288}, {301, 306, 288}, {90, 90, 64}}) {
+    CAPTURE(before, after, first);
+    const auto last = causal_result(before, H), now = causal_result(after, H);
+    const auto rows = now->layer_rows(0, first);
+    for (int h = 0; h < H; ++h) {
+      const HeatmapData old = head_heatmap(last, 0, h, cells);
+      REQUIRE(extends(old, after, after, cells, first));
+      const HeatmapData grown = head_heatmap_rows(now, 0, h, cells, rows, first, &old);
+      const HeatmapData whole = head_heatmap(now, 0, h, cells);
+      REQUIRE(grown.drawn_rows == whole.drawn_rows);
+      REQUIRE(grown.drawn_cols == whole.drawn_cols);
+      CHECK(grown.row_factor == whole.row_factor);
+      CHECK(grown.vmax == whole.vmax);
+      for (size_t k = 0; k < whole.drawn.size(); ++k) {
+        CAPTURE(k);
+        if (std::isnan(whole.drawn[k]))
+          CHECK(std::isnan(grown.drawn[k]));
+        else
+          CHECK(grown.drawn[k] == whole.drawn[k]);
+      }
+      CHECK(grown.values == whole.values);  // kept: the result's own values
+    }
+  }
+  // another pooling (255 tokens one a cell, 260 two), or first inside a pooled row: not extended
+  CHECK_FALSE(extends(head_heatmap(causal_result(255, 1), 0, 0, cells), 260, 260, cells, 240));
+  CHECK_FALSE(extends(head_heatmap(causal_result(300, 1), 0, 0, cells), 305, 305, cells, 287));
+  CHECK_FALSE(extends(head_heatmap(causal_result(40, 1), 0, 0, cells), 60, 60, cells, 48));  // past its rows
+  const auto now = causal_result(40, 1);
+  CHECK_THROWS_WITH(head_heatmap_rows(now, 0, 0, cells, now->layer_rows(0, 16), 16, nullptr),
+                    Catch::Contains("needs the map above them"));
 }

@@ -152,8 +152,8 @@ void ExploreState::startValueNorm() {
 HeatmapData ExploreState::headData(int layer, int head, int max_cells) const {
   const std::shared_ptr<const ForwardResult>& r = result();
   const int H = heads();
-  HeatmapData d =
-      max_cells > 0 ? head_heatmap(r, layer, head, max_cells) : outcome_.heads[static_cast<size_t>(layer * H + head)];
+  HeatmapData d = max_cells > 0 ? head_heatmap(r, layer, head, max_cells)
+                                : outcome_.heads->at(static_cast<size_t>(layer * H + head));
   const int T = static_cast<int>(r->ids.size());
   if (value_weighted_ && vn_ && !r->is_cross() && vn_->dim(2) == T && vn_->dim(0) > layer && vn_->dim(1) > head) {
     const size_t TT = static_cast<size_t>(T) * T;

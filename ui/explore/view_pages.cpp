@@ -115,7 +115,8 @@ void LayersPage::sizeThumbs() {
 void LayersPage::refresh() {
   sizeThumbs();  // the viewport has its size once the page is shown
   const size_t H = static_cast<size_t>(state_->heads());
-  const auto& grids = state_->outcome().heads;
+  static const std::vector<HeatmapData> none;
+  const std::vector<HeatmapData>& grids = state_->outcome().heads ? *state_->outcome().heads : none;
   note_->setVisible(state_->valueWeighted() && state_->result());
   for (size_t k = 0; k < thumbs_.size(); ++k) {
     thumbs_[k]->setGradient(state_->colormap());
