@@ -30,8 +30,10 @@ std::shared_ptr<const HeadPatternScan> draw_heads(ForwardOutcome& out, const For
   const int T = static_cast<int>(r->ids.size()), S = r->is_cross() ? static_cast<int>(r->cross_ids.size()) : T;
   std::shared_ptr<HeadPatternScan> scan;
   if (!r->is_cross()) scan = std::make_shared<HeadPatternScan>(*r, H, std::move(last_patterns), shared);
-  // the first row read: the patterns' checkpoint, when every last map pools as this pass's will
+  // the first row read: the patterns' checkpoint, down to the start of a drawn row, when every
+  // last map pools as this pass's will (else every row is drawn, and the scan skips its rows)
   int first = scan ? scan->first_row() : 0;
+  if (first > 0 && last_heads && !last_heads->empty()) first -= first % std::max(1, last_heads->front().row_factor);
   const bool extend = first > 0 && last_heads && last_heads->size() == static_cast<size_t>(L) * H &&
                       std::all_of(last_heads->begin(), last_heads->end(),
                                   [&](const HeatmapData& d) { return extends(d, T, S, job.display_cells, first); });

@@ -371,6 +371,10 @@ TEST_CASE("the forward runner: typing into a causal model recomputes only after 
           "[ui][runner]") {
   const std::string dir = test::scratch_dir("ui", "prefix");
   const auto m = std::make_shared<const Model>(test::tiny_decoder(dir));
+  // maps of one cell a token, and of three tokens a cell: the rows drawn again then start at the
+  // drawn row that holds the patterns' checkpoint (row 16: 15)
+  const auto [cells, drawn_from] = GENERATE(std::pair{256, 16}, std::pair{10, 15});
+  CAPTURE(cells);
   ForwardRunner runner;
   std::vector<ForwardOutcome> got;
   QObject::connect(&runner, &ForwardRunner::finished, [&](const ForwardOutcome& o) { got.push_back(o); });
@@ -381,6 +385,7 @@ TEST_CASE("the forward runner: typing into a causal model recomputes only after 
     j.id = id;
     j.request.ids = std::move(seq);
     j.request.token_types.assign(j.request.ids.size(), 0);  // what the controller passes for one text
+    j.display_cells = cells;
     return j;
   };
   runner.submit(job(std::vector<int>(ids.begin(), ids.end() - 1), 1));
@@ -412,11 +417,11 @@ TEST_CASE("the forward runner: typing into a causal model recomputes only after 
     // before the last pass's checkpoint (16: 29 rows, then 30, rounded down to 16) taken from its
     // maps and pattern sums, the same cells and patterns as drawing and scanning the result whole
     REQUIRE(got[k].heads->size() == static_cast<size_t>(m->config.num_layers * m->config.num_heads));
-    CHECK(got[k].drawn_from == 16);
+    CHECK(got[k].drawn_from == drawn_from);
     for (int l = 0; l < m->config.num_layers; ++l)
       for (int h = 0; h < m->config.num_heads; ++h) {
         const HeatmapData& d = (*got[k].heads)[static_cast<size_t>(l * m->config.num_heads + h)];
-        const HeatmapData whole = head_heatmap(got[k].result, l, h, ForwardJob{}.display_cells);
+        const HeatmapData whole = head_heatmap(got[k].result, l, h, cells);
         CHECK(d.rows == 30);
         REQUIRE(d.drawn.size() == whole.drawn.size());
         for (size_t c = 0; c < d.drawn.size(); ++c)
