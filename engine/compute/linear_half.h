@@ -21,7 +21,18 @@ struct HalfScratch {
   Tensor wide, wide_b, wide_y;
 };
 
-// y [N, out] = x [N, in] W^T + b, W [out, in] in 16 bits; b empty or [out].
+// y [N, out] = x [N, in] W^T + b, W [out, in] in 16 bits; b empty or [out]. The ops' own
+// Ops::linear_half when they have one for these shapes, else W widened a block at a time.
 void linear_half(Ops& ops, const Tensor& x, const HalfTensor& W, const Tensor& b, Tensor& y, HalfScratch& st);
+
+// The same for a few rows of x (a KV-cached pass's new tokens, a generation step) and a BF16 W,
+// without a widened copy: each row of W is read once for every row of x, widened in registers
+// (BF16 is float32's top half) and multiplied in 16 lanes of float32 partial sums, added at the
+// end (another order of the same in-term dot product than a GEMM's). Widening the whole matrix
+// each pass wrote and read twice its bytes again in float32: the memory a one-token pass is
+// bound by. Error for an F16 W (the cpu ops widen those).
+void bf16_rows_product(const Tensor& x, const HalfTensor& W, const Tensor& b, Tensor& y);
+// Up to how many rows of x the cpu ops use it (Tuning: with AVX-512 kernels or plain loops, as built).
+int bf16_direct_rows();
 
 }  // namespace attnlab

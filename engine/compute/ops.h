@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/core/config.h"
+#include "engine/core/half.h"
 #include "engine/compute/mask.h"
 #include "engine/core/tensor.h"
 
@@ -68,6 +69,12 @@ class Ops {
 
   // y = x W^T + b. x (N, in), W (out, in), b (out, or empty: no bias), y (N, out).
   virtual void linear(const Tensor& x, const Tensor& W, const Tensor& b, Tensor& y) = 0;
+  // The same with W in 16 bits, read as it is, where the ops have a product for these shapes
+  // (true: y written); false: the caller widens W (linear_half.h).
+  virtual bool linear_half(const Tensor& x, const HalfTensor& W, const Tensor& b, Tensor& y) {
+    (void)x, (void)W, (void)b, (void)y;
+    return false;
+  }
   // dx = dy W (overwritten; skipped when dx is null), dW += dy^T x (skipped when dW is empty: input
   // gradients only), db += colsum(dy) (when db is not empty).
   virtual void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,

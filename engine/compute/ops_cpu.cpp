@@ -19,6 +19,7 @@
 #endif
 
 #include "engine/compute/cpu_kernels.h"
+#include "engine/compute/linear_half.h"
 #include "engine/compute/measured.h"
 #include "engine/compute/ops.h"
 #include "engine/core/tuning.h"
@@ -143,6 +144,13 @@ class CpuOps final : public Ops {
     if (!b.empty())  // y = b, then y += x W^T
       for (int64_t n = 0; n < N; ++n) std::memcpy(y.ptr() + n * out, b.ptr(), static_cast<size_t>(out) * sizeof(float));
     gemm(false, true, N, out, in, x.ptr(), in, W.ptr(), in, b.empty() ? 0.0f : 1.0f, y.ptr(), out);
+  }
+
+  // A few rows by a BF16 matrix: read in its 16 bits (bf16_rows_product) instead of widened.
+  bool linear_half(const Tensor& x, const HalfTensor& W, const Tensor& b, Tensor& y) override {
+    if (!W.bf16 || x.dim(0) > bf16_direct_rows()) return false;
+    bf16_rows_product(x, W, b, y);
+    return true;
   }
 
   void linear_backward(const Tensor& x, const Tensor& W, const Tensor& dy, Tensor* dx, Tensor& dW,

@@ -45,6 +45,13 @@ struct Tuning {
   // so the next pass (typing at the end) scans its new rows and at most this many more: a few
   // ms at 1,000 tokens and 144 heads (each row is a log per key), where a whole scan took 0.4 s.
   int pattern_checkpoint_rows = 16;
+  // Products with a BF16 matrix read its 16 bits directly (bf16_rows_product) for at most this
+  // many rows of input, and widen it a block at a time for more (bf16_direct_rows() picks the
+  // row for the kernel built). Measured (Intel Xeon, 2 cores, TinyLlama shape, bench --model
+  // --seq N, widened / direct): N = 1 441 / 112 ms, 8 528 / 248, 32 769 / 567, 64 1,061 / 1,335.
+  // Without AVX-512 the direct product is plain loops: N = 1 164 ms, 4 411, 8 635.
+  int half_direct_rows_avx512 = 32;
+  int half_direct_rows_plain = 4;
   // Free heap memory kept for reuse before it is given back to the system.
   long malloc_trim_threshold = 128L << 20;
 };

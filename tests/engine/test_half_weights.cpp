@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 
 #include "engine/analysis/attribution.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/linear_half.h"
 #include "engine/compute/lm.h"
 #include "engine/core/half.h"
 #include "engine/core/memory.h"
@@ -148,9 +150,17 @@ TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and pas
     for (size_t v = 0; v < a.next_logits.size(); ++v)
       CHECK(std::fabs(a.next_logits[v] - b.next_logits[v]) <= logit_tol[v]);
     // the lens (the LM head on every layer's rows) and logit attribution (two unembedding rows)
+    // The lens's LM head reads the BF16 head in its 16 bits (a few rows: bf16_rows_product) and
+    // the float32 one through sgemm: the same 512-term dot products in another order. A row after
+    // the final RMSNorm has |x|_1 <= E g_max (its squares sum to at most E), so each logit is
+    // within sum_bound(512, E g_max |W|_max) and each probability within softmax_bound of that.
     const LogitLens la = logit_lens(h, *ref, req.ids), lb = logit_lens(f, *ref, req.ids);
-    CHECK(la.top_id == lb.top_id);
-    CHECK(la.top_prob == lb.top_prob);
+    double g_max = 0, w_max = 0;
+    for (float g : f.weights.final_ln_g.data) g_max = std::max(g_max, std::fabs(static_cast<double>(g)));
+    for (float w : W.data) w_max = std::max(w_max, std::fabs(static_cast<double>(w)));
+    const double lens_tol = softmax_bound(static_cast<double>(W.dim(0)), sum_bound(512, 512 * g_max * w_max));
+    REQUIRE(la.top_prob.size() == lb.top_prob.size());
+    for (size_t k = 0; k < la.top_prob.size(); ++k) CHECK(std::fabs(la.top_prob[k] - lb.top_prob[k]) <= lens_tol);
     const LogitAttribution da = direct_logit_attribution(h, *ref, req, 2100, 7),
                            db = direct_logit_attribution(f, *ref, req, 2100, 7);
     CHECK(da.parts.data == db.parts.data);
@@ -174,4 +184,60 @@ TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and pas
   fs::remove_all(half_dir);
   fs::remove_all(full_dir);
   fs::remove_all(saved);
+}
+
+TEST_CASE("the direct BF16 product of a few rows equals the widened product's sums", "[half]") {
+  // Each output is a float32 sum of `in` products (and the bias) in some order: within
+  // gamma_{in + 1} (sum |x_i w_i| + |b|) of the exact sum (Higham's bound for any order, fused or
+  // not), computed here in double from the same widened values.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const double eps = std::numeric_limits<float>::epsilon() / 2;
+  for (const int N : {1, 3, 4, 5, 17, 32})
+    for (const int in : {1, 7, 16, 31, 33, 300, 2304})
+      for (const int out : {1, 3, 5, 33})
+        for (const bool bias : {false, true}) {
+          CAPTURE(N, in, out, bias);
+          Tensor x({N, in});
+          for (float& v : x.data) v = u(rng);
+          HalfTensor W;
+          W.shape = {out, in};
+          W.bf16 = true;
+          for (int k = 0; k < out * in; ++k) W.bits.push_back(attnlab::to_bf16_bits(u(rng) * 3.0f));
+          Tensor b;
+          if (bias) {
+            b = Tensor({out});
+            for (float& v : b.data) v = u(rng);
+          }
+          Tensor y;
+          bf16_rows_product(x, W, b, y);
+          REQUIRE(y.shape == std::vector<int64_t>{N, out});
+          const double gamma = (in + 1) * eps / (1 - (in + 1) * eps);
+          double worst = 0;  // error / bound
+          for (int t = 0; t < N; ++t)
+            for (int o = 0; o < out; ++o) {
+              double exact = bias ? b.data[static_cast<size_t>(o)] : 0.0, mag = std::fabs(exact);
+              for (int i = 0; i < in; ++i) {
+                const double p =
+                    static_cast<double>(x.at(t, i)) * bf16_to_float(W.bits[static_cast<size_t>(o * in + i)]);
+                exact += p, mag += std::fabs(p);
+              }
+              worst = std::max(worst, std::fabs(y.at(t, o) - exact) / (gamma * mag + 1e-300));
+            }
+          CHECK(worst <= 1.0);
+        }
+  // the cpu ops take this path for a few rows of a BF16 matrix, and widen an F16 one
+  auto ops = make_cpu_ops();
+  HalfTensor W;
+  W.shape = {3, 40};
+  W.bits.assign(120, attnlab::to_bf16_bits(0.5f));
+  Tensor x({2, 40}, 1.0f), y;
+  CHECK(ops->linear_half(x, W, Tensor(), y));
+  CHECK(y.at(1, 2) == 20.0f);
+  Tensor many({bf16_direct_rows() + 1, 40}, 1.0f);
+  CHECK_FALSE(ops->linear_half(many, W, Tensor(), y));
+  CHECK_FALSE(make_reference_ops()->linear_half(x, W, Tensor(), y));  // the reference widens, always
+  W.bf16 = false;
+  CHECK_FALSE(ops->linear_half(x, W, Tensor(), y));
+  CHECK_THROWS_WITH(bf16_rows_product(x, W, Tensor(), y), Catch::Contains("reads BF16"));
 }
