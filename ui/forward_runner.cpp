@@ -194,13 +194,25 @@ void ForwardRunner::start(ForwardJob job) {
           out.result = std::make_shared<const ForwardResult>(std::move(r));
           out.backend = QString::fromStdString(backend->name());
           out.device = QString::fromStdString(backend->device());
-          // the rows before the last pass's checkpoint are drawn and scanned already
-          const bool extend = shared > 0 && prefix->display_cells == job.display_cells;
+          // The rows before the last pass's checkpoint are drawn and scanned already. The cache now
+          // holds this pass's keys: the result goes with it at once, and the last maps and sums
+          // are taken out, so that a pass cancelled while drawing leaves none that belong to
+          // another result (the next one then draws every row).
+          std::shared_ptr<const std::vector<HeatmapData>> last_heads;
+          std::shared_ptr<const HeadPatternScan> last_patterns;
+          if (reuse) {
+            if (shared > 0 && prefix->display_cells == job.display_cells) {
+              last_heads = std::move(prefix->heads);
+              last_patterns = std::move(prefix->patterns);
+            }
+            prefix->last = out.result;
+            prefix->heads.reset();
+            prefix->patterns.reset();
+          }
           std::shared_ptr<const HeadPatternScan> patterns =
-              draw_heads(out, job, extend ? prefix->heads.get() : nullptr, extend ? prefix->patterns : nullptr, shared);
+              draw_heads(out, job, last_heads.get(), std::move(last_patterns), shared);
           out.mask = mask_heatmap(out.result, 0, job.display_cells);
           if (reuse) {
-            prefix->last = out.result;
             prefix->heads = out.heads;
             prefix->display_cells = job.display_cells;
             prefix->patterns = std::move(patterns);
