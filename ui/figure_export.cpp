@@ -138,13 +138,20 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
   auto* margins = new QCPMarginGroup(&plot);
   scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
 
+  // head_heatmap takes a shared result; this one outlives every use here (no copy of it is made)
+  const std::shared_ptr<const ForwardResult> alias(&r, [](const ForwardResult*) {});
+  // the colour scale's top: the views' (HeatmapData::vmax: a query that sees one key left out), or
+  // for signed maps the largest magnitude
   float vmax = 0;
   for (const Panel& p : panels) {
+    if (!spec.diverging) {
+      vmax = std::max(vmax, head_heatmap(alias, p.layer, p.head, kExportCells).vmax);
+      continue;
+    }
     const std::shared_ptr<const Tensor> tp = r.layer_probs(p.layer);
     const Tensor& t = *tp;
     for (int64_t k = 0; k < static_cast<int64_t>(T) * S; ++k)
-      vmax = std::max(vmax, spec.diverging ? std::fabs(t.data[static_cast<size_t>(p.head * T * S + k)])
-                                           : t.data[static_cast<size_t>(p.head * T * S + k)]);
+      vmax = std::max(vmax, std::fabs(t.data[static_cast<size_t>(p.head * T * S + k)]));
   }
   const QCPColorGradient gradient = spec.diverging ? diverging_gradient() : make_gradient(spec.colormap);
   auto ticker = [](const std::vector<std::string>& tokens, bool on) {
@@ -155,8 +162,6 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
       t->addTick(k, on ? QString::fromStdString(tokens[static_cast<size_t>(k)]).left(14) : QString::number(k));
     return t;
   };
-  // head_heatmap takes a shared result; this one outlives every use here (no copy of it is made)
-  const std::shared_ptr<const ForwardResult> alias(&r, [](const ForwardResult*) {});
   auto pooled_ticker = [](const std::vector<std::string>& tokens, int drawn, int factor) {
     QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
     const int step = std::max(1, drawn / 8);

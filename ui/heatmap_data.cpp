@@ -22,49 +22,60 @@ void set_factors(HeatmapData& d, int max_cells) {
 
 // Pools rows first..rows-1 into d.drawn (max of each block's visible cells; NaN where all are
 // blocked): `values` is row `first`'s start, rows d.cols apart. The drawn rows above first come
-// from `previous` (the same factors; first a multiple of the row factor), NaN past its columns.
+// from `previous` (the same factors; first a multiple of the row factor), NaN past its columns,
+// with their row tops. vmax: the largest row top, or (no query sees two keys) the largest value.
 void draw(HeatmapData& d, int max_cells, const float* values, int first = 0, const HeatmapData* previous = nullptr) {
   set_factors(d, max_cells);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const int fc = d.col_factor, dc = d.drawn_cols;
   const int kept = previous ? first / d.row_factor : 0;  // drawn rows taken as they are
-  float top = 0;
-  if (kept > 0 && previous->drawn_cols == dc) {  // one pass (typing within a column block)
-    const size_t n = static_cast<size_t>(kept) * dc;
+  if (kept > 0 && previous->drawn_cols == dc) {          // one copy (typing within a column block)
     d.drawn.reserve(static_cast<size_t>(d.drawn_rows) * dc);
-    d.drawn.assign(previous->drawn.begin(), previous->drawn.begin() + static_cast<std::ptrdiff_t>(n));
-    for (const float x : d.drawn) top = std::max(top, x);  // NaN: keeps top
+    d.drawn.assign(previous->drawn.begin(), previous->drawn.begin() + static_cast<std::ptrdiff_t>(kept) * dc);
   } else {
     // keys past the earlier text stay NaN: blocked for its rows (causal)
     d.drawn.assign(static_cast<size_t>(kept) * dc, nan);
     const int pc = std::min(previous ? previous->drawn_cols : 0, dc);
-    for (int i = 0; i < kept; ++i) {
-      const float* from = previous->drawn.data() + static_cast<size_t>(i) * previous->drawn_cols;
-      std::copy_n(from, pc, d.drawn.data() + static_cast<size_t>(i) * dc);
-      for (int j = 0; j < pc; ++j) top = std::max(top, from[j]);
-    }
+    for (int i = 0; i < kept; ++i)
+      std::copy_n(previous->drawn.data() + static_cast<size_t>(i) * previous->drawn_cols, pc,
+                  d.drawn.data() + static_cast<size_t>(i) * dc);
   }
   d.drawn.resize(static_cast<size_t>(d.drawn_rows) * dc, nan);  // the rows pooled below
-  d.vmax = top;
+  d.row_top.assign(static_cast<size_t>(d.drawn_rows), -1.0f);
+  if (kept > 0) std::copy_n(previous->row_top.begin(), kept, d.row_top.begin());
+  float any = 0;  // the largest visible value of the rows pooled here
   auto clean = [](float x) { return std::isfinite(x) ? x : 0.0f; };
   for (int i = first; i < d.rows; ++i) {
     float* out = d.drawn.data() + static_cast<size_t>(i / d.row_factor) * dc;
     const float* v = values + static_cast<size_t>(i - first) * d.cols;
     const uint8_t* b = d.blocked ? d.blocked + static_cast<size_t>(i) * d.cols : nullptr;
+    float row_max = -std::numeric_limits<float>::infinity();
+    int seen = b ? 0 : d.cols;  // the keys this query sees
     for (int c = 0, j0 = 0; c < dc; ++c, j0 += fc) {
       const int j1 = std::min(j0 + fc, d.cols);
       float m = -std::numeric_limits<float>::infinity();
       if (b) {
         for (int j = j0; j < j1; ++j)
-          if (!b[j]) m = std::max(m, clean(v[j]));
+          if (!b[j]) m = std::max(m, clean(v[j])), ++seen;
       } else {
         for (int j = j0; j < j1; ++j) m = std::max(m, clean(v[j]));
       }
       if (m == -std::numeric_limits<float>::infinity()) continue;  // every cell of the block blocked
       float& o = out[c];
       if (std::isnan(o) || m > o) o = m;
-      if (m > d.vmax) d.vmax = m;
+      row_max = std::max(row_max, m);
     }
+    if (row_max == -std::numeric_limits<float>::infinity()) continue;  // a fully blocked row
+    any = std::max(any, row_max);
+    float& top = d.row_top[static_cast<size_t>(i / d.row_factor)];
+    if (seen > 1) top = std::max(top, row_max);
+  }
+  d.vmax = -1;
+  for (const float t : d.row_top) d.vmax = std::max(d.vmax, t);
+  if (d.vmax < 0) {  // no query sees two keys: the largest value, the kept rows' included
+    for (int k = 0; k < kept * dc; ++k)
+      if (d.drawn[static_cast<size_t>(k)] > any) any = d.drawn[static_cast<size_t>(k)];  // NaN compares false
+    d.vmax = any;
   }
 }
 
@@ -169,6 +180,12 @@ void pool_drawn(HeatmapData& d, int max_rows, int max_cols) {
       if (!std::isnan(x) && (std::isnan(o) || x > o)) o = x;
     }
   d.drawn = std::move(out);
+  if (!d.row_top.empty()) {  // each drawn row's top over the rows merged into it
+    std::vector<float> top(static_cast<size_t>(r), -1.0f);
+    for (int i = 0; i < d.drawn_rows && i < static_cast<int>(d.row_top.size()); ++i)
+      top[static_cast<size_t>(i / fr)] = std::max(top[static_cast<size_t>(i / fr)], d.row_top[static_cast<size_t>(i)]);
+    d.row_top = std::move(top);
+  }
   d.drawn_rows = r;
   d.drawn_cols = c;
   d.row_factor *= fr;

@@ -22,7 +22,11 @@ struct HeatmapData {
                                        // a 2,048 x 4 cross map pools its queries, not its 4 keys)
   int drawn_rows = 0, drawn_cols = 0;
   std::vector<float> drawn;  // [drawn_rows * drawn_cols], max of each block, NaN = all blocked
-  float vmax = 0;            // largest visible value
+  // The colour scale's top: the largest visible value of the queries that see more than one key
+  // (one that sees a single key gives it all its attention, 1 that says nothing about the head:
+  // a causal map's first row), or the largest visible value where no query sees two.
+  float vmax = 0;
+  std::vector<float> row_top;  // [drawn_rows]: each drawn row's part of vmax (-1: none)
   QStringList row_labels, col_labels;
   QString title;
   QString row_axis = "queries", col_axis = "keys";  // the axis titles

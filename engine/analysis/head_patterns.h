@@ -18,7 +18,8 @@ namespace attnlab {
 // entropy of the rows (in nats), with a label when one pattern takes more than half the attention
 // on average ("prev", "next", "self", "first", "sep", "punct"), else "token" when one other token
 // does (Clark et al.'s heads that attend to a particular word: `focus` is its position), or
-// "broad" when the mean entropy is at least 0.9 of the uniform row's.
+// "broad" when the mean entropy is at least 0.9 of that of even rows over the keys each row
+// gives any attention (ln T for an encoder; ln(i + 1) for row i under a causal mask).
 struct HeadPattern {
   double prev = 0, next = 0, self = 0, first = 0, sep = 0, punct = 0, entropy = 0;
   // the mean attention to the token after an earlier occurrence of the query's token, over the
@@ -34,6 +35,7 @@ struct HeadPattern {
 struct HeadPatternSums {
   int rows = 0;  // -1: not summed
   double prev = 0, next = 0, self = 0, first = 0, sep = 0, punct = 0, entropy = 0, induction = 0;
+  double even = 0;             // the entropy of even rows over the keys each row gives attention to
   std::vector<double> column;  // [keys]: the attention each key received
 };
 

@@ -577,6 +577,17 @@ TEST_CASE("head patterns: previous token, a particular token, broad, by their de
   CHECK(pats[0][2].label == "broad");
   CHECK(pats[0][2].entropy == Approx(std::log(6.0)));
   CHECK(pats[0][0].induction == 0.0);  // every token repeats here: the previous one is not an induction key
+  {  // even rows under a causal mask (row i over i + 1 keys): as broad as a causal head can be,
+     // though their mean entropy (~ln T - 1) is far below 0.9 ln T
+    ForwardResult c = r;
+    Tensor E({1, T, T});
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j <= i; ++j) E.data[static_cast<size_t>(i * T + j)] = 1.0f / static_cast<float>(i + 1);
+    c.attention = {E};
+    const auto pc = head_patterns(c);
+    CHECK(pc[0][0].entropy < 0.9 * std::log(6.0));
+    CHECK(pc[0][0].label == "broad");
+  }
   {  // induction: a repeated sequence, each repeat attending to the token after its earlier occurrence
     ForwardResult rep;
     rep.ids = {5, 6, 7, 8, 5, 6, 7, 8};

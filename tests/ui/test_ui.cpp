@@ -8,10 +8,12 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QLineEdit>
+#include <QListView>
 #include <QListWidget>
 #include <QTabWidget>
 #include <QStatusBar>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -630,6 +632,27 @@ TEST_CASE("heatmap pooling: max of each block, all-blocked blocks, the colour-sc
   HeatmapData all = owned_heatmap(std::vector<float>(4, 0.5f), std::vector<uint8_t>(4, 1), 2, 2, 1);
   CHECK(std::isnan(all.drawn[0]));
   CHECK(all.vmax == 0.0f);
+  // A causal map's first query sees one key and gives it 1: the colour scale's top is the largest
+  // value of the queries that see more (else every causal map is dark but for one cell), one a
+  // cell and two rows a cell alike; a map whose every query sees one key keeps its largest value.
+  std::vector<float> causal(16, 0.0f);
+  std::vector<uint8_t> upper(16, 0);
+  const float rows[4][4] = {{1, 0, 0, 0}, {0.3f, 0.7f, 0, 0}, {0.2f, 0.3f, 0.5f, 0}, {0.1f, 0.2f, 0.3f, 0.4f}};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      causal[static_cast<size_t>(i * 4 + j)] = rows[i][j];
+      upper[static_cast<size_t>(i * 4 + j)] = j > i;
+    }
+  for (const int cells : {4, 2}) {
+    CAPTURE(cells);
+    const HeatmapData c = owned_heatmap(causal, upper, 4, 4, cells);
+    CHECK(c.vmax == 0.7f);
+    CHECK(c.drawn[0] == 1.0f);  // the cell itself is drawn as it is (at the top colour)
+    HeatmapData further = c;
+    pool_drawn(further, 1);
+    CHECK(further.row_top == std::vector<float>{0.7f});
+  }
+  CHECK(owned_heatmap({0.2f, 1.0f, 0.5f}, {}, 3, 1, 3).vmax == 1.0f);  // one key each: the largest
 }
 
 namespace {
@@ -950,4 +973,29 @@ TEST_CASE("screen and export draw the same cells in the same colours", "[ui][exp
       const int y = box.top() + static_cast<int>((i + 0.5) * box.height() / n);
       CHECK(QColor(img.pixel(x, y)).name().toStdString() == cell_pixel(v, i, j).name().toStdString());
     }
+}
+
+TEST_CASE("typing at the end of a long text, the token strip shows the last tokens", "[ui][input]") {
+  MainWindow w;
+  w.useModel(test_model(512), "test");
+  w.resize(1280, 720);
+  w.show();
+  ExploreView* e = w.explore();
+  QString text;
+  for (int k = 0; k < 60; ++k) text += "the film was not good ";
+  e->setText(text.trimmed());
+  e->flush();
+  auto* edit = e->findChild<QLineEdit*>("text");
+  auto* strip = e->findChild<QListView*>("tokenStrip");
+  REQUIRE(edit);
+  REQUIRE(strip);
+  QTest::qWait(100);                                   // the strip lays its items out on a timer
+  REQUIRE(strip->verticalScrollBar()->maximum() > 0);  // more rows of tokens than the strip shows
+  strip->verticalScrollBar()->setValue(0);
+  edit->setFocus();
+  edit->end(false);
+  QTest::keyClicks(edit, " x");
+  e->flush();
+  QTest::qWait(100);
+  CHECK(strip->verticalScrollBar()->value() == strip->verticalScrollBar()->maximum());
 }

@@ -61,6 +61,7 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
 
   tokens_ = new TokenListModel(this);
   strip_ = new QListView(this);
+  strip_->setObjectName("tokenStrip");
   strip_->setModel(tokens_);
   strip_->setFlow(QListView::LeftToRight);
   strip_->setWrapping(true);
@@ -176,7 +177,11 @@ void InputBar::showPrepared(const PreparedInput& a) {
   text_->setToolTip(a.cut.from_first > 0
                         ? QString("The input: its last %1 tokens are past max_len and were cut").arg(a.cut.from_first)
                         : QString("The input: tokenised as you type, every view follows"));
-  QTimer::singleShot(0, this, [this] { fitStrip(); });
+  QTimer::singleShot(0, this, [this] {
+    fitStrip();
+    // typing at the end of a long text: the strip follows the last tokens (it stayed on the first)
+    if (text_->cursorPosition() == text_->text().size() && text_->hasFocus()) strip_->scrollToBottom();
+  });
 }
 
 void InputBar::setNotice(const QString& text) {
