@@ -36,12 +36,7 @@ void LineView::setResult(std::shared_ptr<const ForwardResult> result, int layer)
   result_ = std::move(result);
   layer_ = layer;
   hover_side_ = hover_index_ = -1;
-  notice_.clear();
-  if (result_) {
-    const size_t T = result_->ids.size(), S = keyTokens().size();
-    if (static_cast<int>(std::max(T, S)) > kMaxTokens)
-      notice_ = QString("line view: the first %1 tokens of each side").arg(kMaxTokens);
-  }
+  updateNotice();
   update();
 }
 
@@ -50,15 +45,45 @@ void LineView::setHead(int head) {
   update();
 }
 
+void LineView::setFirst(int first) {
+  first_ = std::max(0, first);
+  hover_side_ = hover_index_ = -1;
+  updateNotice();
+  update();
+}
+
+void LineView::updateNotice() {
+  notice_.clear();
+  if (!result_ || tokenCount() <= kMaxTokens) return;
+  // Which tokens each side shows, and that lines to tokens outside them are left out.
+  auto range = [&](int side, int n) { return QString("%1-%2 of %3").arg(first(side)).arg(first(side) + n - 1); };
+  const int T = static_cast<int>(result_->ids.size()), S = static_cast<int>(keyTokens().size());
+  if (!result_->is_cross())
+    notice_ = QString("line view: tokens %1, lines within them").arg(range(0, rows()).arg(T));
+  else
+    notice_ = QString("line view: queries %1, keys %2, lines within them")
+                  .arg(range(0, rows()).arg(T), range(1, cols()).arg(S));
+}
+
 const std::vector<std::string>& LineView::keyTokens() const {
   return result_->is_cross() ? result_->cross_tokens : result_->tokens;
 }
 
+int LineView::tokenCount() const {
+  return result_ ? static_cast<int>(std::max(result_->ids.size(), keyTokens().size())) : 0;
+}
+
+int LineView::first(int side) const {
+  if (!result_) return 0;
+  const int n = static_cast<int>(side == 0 ? result_->ids.size() : keyTokens().size());
+  return std::clamp(first_, 0, std::max(0, n - kMaxTokens));
+}
+
 int LineView::rows() const {
-  return result_ ? std::min<int>(static_cast<int>(result_->ids.size()), kMaxTokens) : 0;
+  return result_ ? std::min<int>(static_cast<int>(result_->ids.size()) - first(0), kMaxTokens) : 0;
 }
 int LineView::cols() const {
-  return result_ ? std::min<int>(static_cast<int>(keyTokens().size()), kMaxTokens) : 0;
+  return result_ ? std::min<int>(static_cast<int>(keyTokens().size()) - first(1), kMaxTokens) : 0;
 }
 
 QColor LineView::headColor(int head) const {
@@ -75,9 +100,9 @@ std::vector<LineView::Line> LineView::lines() const {
   const int H = static_cast<int>(P.dim(0)), T = static_cast<int>(P.dim(1)), S = static_cast<int>(P.dim(2));
   for (int h = 0; h < H; ++h) {
     if (head_ >= 0 && h != head_) continue;
-    for (int i = 0; i < rows(); ++i) {
+    for (int i = first(0); i < first(0) + rows(); ++i) {
       if (hover_side_ == 0 && hover_index_ != i) continue;
-      for (int j = 0; j < cols(); ++j) {
+      for (int j = first(1); j < first(1) + cols(); ++j) {
         if (hover_side_ == 1 && hover_index_ != j) continue;
         const float p = P.data[(static_cast<size_t>(h) * T + i) * S + j];
         if (p > kMinP) out.push_back({h, i, j, p});
@@ -95,14 +120,19 @@ void LineView::setHover(int side, int index) {
 }
 
 // Columns: queries' labels right-aligned against the left line ends, keys' left-aligned after
-// the right ends; each side spreads its tokens over the full height.
+// the right ends; each side spreads its tokens over the full height, below the title and the
+// "strongest n lines" subtitle (lines ran over it) and above the heads' legend.
+QRectF LineView::anchorArea() const {
+  return QRectF(rect()).adjusted(0, 36, 0, -22 - 16 * (legend_rows_ - 1));
+}
+
 QPointF LineView::tokenAnchor(int side, int index) const {
-  const QRectF a = QRectF(rect()).adjusted(0, 28, 0, -22 - 16 * (legend_rows_ - 1));
+  const QRectF a = anchorArea();
   const double label_w = std::min(140.0, a.width() * 0.3);
   const int n = side == 0 ? rows() : cols();
   const double pitch = a.height() / std::max(1, n);
   const double x = side == 0 ? a.left() + label_w : a.right() - label_w;
-  return {x, a.top() + (index + 0.5) * pitch};
+  return {x, a.top() + (index - first(side) + 0.5) * pitch};
 }
 
 void LineView::paint(QPainter& p, const QRect& area) const {
@@ -177,18 +207,19 @@ void LineView::paint(QPainter& p, const QRect& area) const {
   }
   // Token labels, as many as fit at a readable size (every k-th otherwise).
   auto labels = [&](int side, int n, const std::vector<std::string>& tokens) {
-    const double pitch = (area.height() - 50.0 - 16.0 * (legend_rows_ - 1)) / std::max(1, n);
+    const double pitch = anchorArea().height() / std::max(1, n);
     QFont f = font();
     f.setPointSizeF(std::clamp(pitch * 0.55, 6.0, 10.0));
     p.setFont(f);
     const int line = QFontMetrics(f).height();
     const int step = std::max(1, static_cast<int>(std::ceil(line / std::max(1e-9, pitch))));
     const double label_w = std::min(140.0, area.width() * 0.3);
-    for (int k = 0; k < n; k += step) {
+    const int from = first(side);
+    for (int k = from; k < from + n; k += step) {
       const QPointF a = tokenAnchor(side, k);
       const bool hot = hover_side_ == side && hover_index_ == k;
       QString text = k < static_cast<int>(tokens.size()) ? token_text(tokens[static_cast<size_t>(k)]) : QString();
-      if (step > 1) text = QString("%1 %2").arg(k).arg(text);
+      if (step > 1 || !notice_.isEmpty()) text = QString("%1 %2").arg(k).arg(text);  // positions when not all are named
       p.setPen(hot ? QColor("#d62728") : Qt::black);
       QFont hf = f;
       hf.setBold(hot);
@@ -211,9 +242,9 @@ void LineView::mouseMoveEvent(QMouseEvent* e) {
   if (!result_) return;
   const int side = e->position().x() < width() / 2.0 ? 0 : 1;
   const int n = side == 0 ? rows() : cols();
-  const double top = 28, h = height() - 50.0;
-  const int index = static_cast<int>((e->position().y() - top) / (h / std::max(1, n)));
-  setHover(side, index >= 0 && index < n ? index : -1);
+  const QRectF a = anchorArea();  // the inverse of tokenAnchor
+  const int k = static_cast<int>(std::floor((e->position().y() - a.top()) / (a.height() / std::max(1, n))));
+  setHover(side, k >= 0 && k < n ? first(side) + k : -1);
 }
 
 void LineView::leaveEvent(QEvent*) {

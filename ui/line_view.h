@@ -20,8 +20,12 @@ class LineView : public QWidget {
   void setResult(std::shared_ptr<const ForwardResult> result, int layer);
   void setHead(int head);  // -1: every head
   int head() const { return head_; }
-  // The most tokens per side drawn (lines grow as T x S); longer inputs show their first ones.
+  // The most tokens per side drawn (lines grow as T x S); a longer input shows a window of them,
+  // from token `first` on each side (clamped so the window is full), and the lines within it.
   static constexpr int kMaxTokens = 200;
+  void setFirst(int first);
+  int first(int side) const;  // the window's first position: side 0 = queries, 1 = keys
+  int tokenCount() const;     // tokens of the longer side (0 without a result)
 
   struct Line {
     int head, query, key;
@@ -29,10 +33,11 @@ class LineView : public QWidget {
   };
   // What is drawn now (probabilities above 1%, the hover filter applied).
   std::vector<Line> lines() const;
-  // Hover as the mouse would: side 0 = queries (left), 1 = keys (right); index -1 = none.
+  // Hover as the mouse would: side 0 = queries (left), 1 = keys (right); index = the token's
+  // position (in the window), -1 = none.
   void setHover(int side, int index);
   QColor headColor(int head) const;
-  QPointF tokenAnchor(int side, int index) const;  // where a token's lines meet its label
+  QPointF tokenAnchor(int side, int index) const;  // where token `index`'s lines meet its label
   // .png or .svg by extension; Error otherwise.
   void exportTo(const QString& path);
   QString notice() const { return notice_; }
@@ -45,12 +50,14 @@ class LineView : public QWidget {
 
  private:
   void paint(QPainter& p, const QRect& area) const;
-  int rows() const;
+  void updateNotice();
+  QRectF anchorArea() const;  // the band the token anchors spread over (below the titles)
+  int rows() const;           // tokens drawn on each side
   int cols() const;
   const std::vector<std::string>& keyTokens() const;
 
   std::shared_ptr<const ForwardResult> result_;
-  int layer_ = 0, head_ = -1;
+  int layer_ = 0, head_ = -1, first_ = 0;
   int hover_side_ = -1, hover_index_ = -1;
   QString notice_;
   // Rows the heads' legend took at the last paint (many heads wrap: 32 labels do not fit one

@@ -16,11 +16,14 @@
 #include "engine/formats/safetensors.h"
 #include <QFileInfo>
 #include <QPushButton>
+#include <QSpinBox>
+#include <QTest>
 #include <QTemporaryDir>
 #include <random>
 #include "ui/explore/page_table.h"
 #include "ui/explore/patterns_page.h"
 #include "ui/heatmap_view.h"
+#include "ui/line_view.h"
 #include "ui/mask_editor.h"
 
 using namespace attnlab;
@@ -338,4 +341,64 @@ TEST_CASE(
   CHECK_FALSE(page->setClamp(0, 1.0, 4));
   CHECK(page->status().contains("No position 4"));
   CHECK(page->table()->verticalHeaderItem(0)->text() == "0");  // rows count from 0, as positions do
+}
+
+TEST_CASE("line view: a long text draws a window of tokens the user moves, lines within it, below the titles",
+          "[ui][lines]") {
+  MainWindow w;
+  w.resize(1280, 720);
+  w.useModel(attnlab::test::test_model(/*max_len=*/400), "test");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setMaskArgs({"causal", "window:4"});  // each query sees <= 4 keys: lines above 1% in every window
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += static_cast<char>('a' + (i * 7) % 26);
+  e->setText(QString::fromStdString(text));
+  e->flush();
+  REQUIRE(e->showPage("lines"));
+  QApplication::processEvents();
+  LineView* v = e->lineView();
+  auto* first = e->findChild<QSpinBox*>("lineFirst");
+  REQUIRE(first);
+  const ForwardResult& r = *e->result();
+  const int T = static_cast<int>(r.ids.size());
+  REQUIRE(T > LineView::kMaxTokens);
+  CHECK(first->isVisible());
+  CHECK(first->maximum() == T - LineView::kMaxTokens);
+  CHECK(v->tokenCount() == T);
+  // The last window: every line between its queries and keys, none outside, with the probability.
+  first->setValue(first->maximum());
+  QApplication::processEvents();
+  const int lo = T - LineView::kMaxTokens;
+  CHECK(v->first(0) == lo);
+  CHECK(v->first(1) == lo);
+  CHECK(v->notice().contains(QString("tokens %1-%2 of %3").arg(lo).arg(T - 1).arg(T)));
+  const Tensor& P = r.probs(e->layer());
+  int expected = 0;
+  for (size_t h = 0; h < static_cast<size_t>(P.dim(0)); ++h)
+    for (int i = lo; i < T; ++i)
+      for (int j = lo; j < T; ++j) expected += P.data[(h * T + i) * T + j] > 0.01f;
+  const auto ls = v->lines();
+  REQUIRE(expected > 0);
+  CHECK(static_cast<int>(ls.size()) == expected);
+  for (const auto& l : ls) {
+    CHECK(l.query >= lo);
+    CHECK(l.key >= lo);
+    CHECK(l.p == P.data[(static_cast<size_t>(l.head) * T + l.query) * T + l.key]);
+  }
+  // The mouse over the window's last key hovers that position (the inverse of the anchors).
+  QTest::mouseMove(v, v->tokenAnchor(1, T - 1).toPoint() + QPoint(20, 0));
+  QApplication::processEvents();
+  REQUIRE_FALSE(v->lines().empty());
+  for (const auto& l : v->lines()) CHECK(l.key == T - 1);
+  // The anchors start below the title and the "strongest n lines" subtitle (lines ran over it).
+  CHECK(v->tokenAnchor(0, lo).y() > 32);
+  CHECK(v->tokenAnchor(1, T - 1).y() < v->height());
+  // A shorter text hides the control and draws every token.
+  e->setText("abcdef");
+  e->flush();
+  QApplication::processEvents();
+  CHECK_FALSE(first->isVisible());
+  CHECK(v->first(0) == 0);
+  CHECK(v->notice().isEmpty());
 }

@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QScrollArea>
 #include <QSignalBlocker>
+#include <QSpinBox>
 #include <QVBoxLayout>
 
 #include "ui/heatmap_view.h"
@@ -26,11 +27,23 @@ LinesPage::LinesPage(ExploreState* state, QWidget* parent)
   head_->setToolTip("Lines of one head, or of every head in its own colour");
   bar->addWidget(new QLabel("heads:", this));
   bar->addWidget(head_);
+  // A long text draws a window of tokens (lines grow as T x S): which one is the user's choice.
+  first_label_ = new QLabel("from token:", this);
+  first_ = new QSpinBox(this);
+  first_->setObjectName("lineFirst");
+  first_->setSingleStep(50);
+  first_->setToolTip(QString("The line view draws %1 tokens a side; this is the first one").arg(LineView::kMaxTokens));
+  bar->addSpacing(12);
+  bar->addWidget(first_label_);
+  bar->addWidget(first_);
+  first_label_->setVisible(false);
+  first_->setVisible(false);
   bar->addStretch();
   v->addLayout(bar);
   lines_ = new LineView(this);
   v->addWidget(lines_, 1);
   connect(head_, &QComboBox::currentIndexChanged, this, [this](int i) { lines_->setHead(i - 1); });
+  connect(first_, &QSpinBox::valueChanged, lines_, &LineView::setFirst);
 }
 
 void LinesPage::modelChanged() {
@@ -43,6 +56,11 @@ void LinesPage::modelChanged() {
 
 void LinesPage::refresh() {
   lines_->setResult(state_->result(), state_->layer());
+  const int over = lines_->tokenCount() - LineView::kMaxTokens;
+  first_label_->setVisible(over > 0);
+  first_->setVisible(over > 0);
+  first_->setMaximum(std::max(0, over));  // clamps the value; valueChanged moves the window
+  first_->setSuffix(QString(" (of %1)").arg(lines_->tokenCount()));
 }
 
 // --- All layers: thumbnails, layers x heads; click one to open its layer on the Heads tab.

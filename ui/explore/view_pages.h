@@ -9,6 +9,7 @@
 
 class QComboBox;
 class QGridLayout;
+class QSpinBox;
 
 class QLabel;
 class QScrollArea;
@@ -30,6 +31,8 @@ class LinesPage : public ExplorePage {
 
  private:
   QComboBox* head_;
+  QSpinBox* first_;     // the window's first token, shown when a side has more than LineView::kMaxTokens
+  QLabel* first_label_;
   LineView* lines_;
 };
 
