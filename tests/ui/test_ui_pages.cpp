@@ -15,7 +15,10 @@
 #include "ui/explore/steering_page.h"
 #include "engine/formats/safetensors.h"
 #include <QFileInfo>
+#include <QGridLayout>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QTest>
 #include <QTemporaryDir>
@@ -401,4 +404,66 @@ TEST_CASE("line view: a long text draws a window of tokens the user moves, lines
   CHECK_FALSE(first->isVisible());
   CHECK(v->first(0) == 0);
   CHECK(v->notice().isEmpty());
+}
+
+TEST_CASE("All layers draws the thumbnails in view and the others when they are scrolled to", "[ui][pages][layers]") {
+  ModelConfig c;
+  c.vocab_size = 100, c.embed_size = 32, c.num_heads = 4, c.num_layers = 12, c.ff_dim = 32, c.max_len = 64;
+  c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
+  auto m = std::make_shared<Model>();
+  m->config = c;
+  m->weights = random_weights(c, 1);
+  m->vocab = default_vocab(c);
+  MainWindow w;
+  w.resize(1280, 720);
+  w.useModel(m, "twelve layers");
+  w.show();
+  ExploreView* e = w.explore();
+  e->setText("abcdefg");
+  e->flush();
+  REQUIRE(e->showPage("layers"));
+  QApplication::processEvents();
+  auto* scroll = e->page("layers")->findChild<QScrollArea*>();
+  REQUIRE(scroll);
+  std::vector<HeatmapView*> thumbs;  // in layer-major order, as the grid holds them
+  for (int l = 0; l < c.num_layers; ++l)
+    for (int h = 0; h < c.num_heads; ++h) {
+      auto* g = qobject_cast<QGridLayout*>(scroll->widget()->layout());
+      REQUIRE(g);
+      thumbs.push_back(qobject_cast<HeatmapView*>(g->itemAtPosition(l, h + 1)->widget()));
+      REQUIRE(thumbs.back());
+    }
+  auto in_view = [&](HeatmapView* t) {
+    return scroll->viewport()->rect().intersects(QRect(t->mapTo(scroll->viewport(), QPoint(0, 0)), t->size()));
+  };
+  REQUIRE(in_view(thumbs.front()));
+  REQUIRE_FALSE(in_view(thumbs.back()));  // 12 layers do not fit 720 px
+  auto check_drawn = [&](int rows) {
+    int drawn = 0;
+    for (size_t k = 0; k < thumbs.size(); ++k) {
+      if (!in_view(thumbs[k])) continue;
+      ++drawn;
+      CHECK(thumbs[k]->data().rows == rows);
+      CHECK(thumbs[k]->data().title.startsWith(QString("head %1").arg(k % 4)));
+      CHECK(thumbs[k]->data().drawn == (*e->state()->outcome().heads)[k].drawn);
+    }
+    CHECK(drawn > 0);
+  };
+  check_drawn(7);
+  CHECK(thumbs.back()->data().empty());  // far out of view: not drawn yet
+  // scrolled to the end, the last layers are drawn; a new input redraws them at once, and the
+  // first layers (now out of view) when they are scrolled back to
+  scroll->verticalScrollBar()->setValue(scroll->verticalScrollBar()->maximum());
+  QApplication::processEvents();
+  REQUIRE(in_view(thumbs.back()));
+  check_drawn(7);
+  e->setText("abcdefghij");
+  e->flush();
+  QApplication::processEvents();
+  check_drawn(10);
+  CHECK(thumbs.front()->data().rows == 7);  // out of view, the older map waits
+  scroll->verticalScrollBar()->setValue(0);
+  QApplication::processEvents();
+  check_drawn(10);
+  CHECK(thumbs.front()->data().rows == 10);
 }

@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
@@ -80,12 +81,16 @@ LayersPage::LayersPage(ExploreState* state, QWidget* parent)
   scroll->setWidget(inner_);
   scroll->setWidgetResizable(true);
   v->addWidget(scroll);
+  connect(scroll->verticalScrollBar(), &QScrollBar::valueChanged, this, &LayersPage::drawVisible);
+  connect(scroll->horizontalScrollBar(), &QScrollBar::valueChanged, this, &LayersPage::drawVisible);
 }
 
 void LayersPage::modelChanged() {
   for (QWidget* w : cells_) w->deleteLater();
   cells_.clear();
   thumbs_.clear();
+  waiting_.clear();
+  stale_.clear();
   if (!state_->model()) return;
   const ModelConfig& c = state_->model()->config;
   for (int l = 0; l < c.num_layers; ++l) {
@@ -113,13 +118,33 @@ void LayersPage::modelChanged() {
 void LayersPage::resizeEvent(QResizeEvent* e) {
   ExplorePage::resizeEvent(e);
   sizeThumbs();
+  drawVisible();
+}
+
+bool LayersPage::inView(const QWidget* thumb) const {
+  const QWidget* port = scroll_->viewport();
+  return port->rect().intersects(QRect(thumb->mapTo(port, QPoint(0, 0)), thumb->size()));
+}
+
+void LayersPage::drawVisible() {
+  for (size_t k = 0; k < thumbs_.size() && k < stale_.size(); ++k) {
+    if (!stale_[k] || !inView(thumbs_[k])) continue;
+    stale_[k] = 0;
+    thumbs_[k]->setData(std::move(waiting_[k]));
+    waiting_[k] = HeatmapData();
+  }
 }
 
 void LayersPage::sizeThumbs() {
   if (thumbs_.empty() || !state_->model()) return;
   const int H = state_->model()->config.num_heads;
-  const int label = cells_.empty() ? 60 : cells_.front()->sizeHint().width();
-  const int room = scroll_->viewport()->width() - label - grid_->spacing() * (H + 1) - 24;
+  // the widest layer label ("layer 11" is wider than "layer 0": measuring the first one left a
+  // horizontal scroll bar and the last head cut at 12 layers) and the grid's own margins
+  int label = 0;
+  for (QWidget* w : cells_)
+    if (qobject_cast<QLabel*>(w)) label = std::max(label, w->sizeHint().width());
+  const QMargins mg = grid_->contentsMargins();
+  const int room = scroll_->viewport()->width() - label - grid_->spacing() * H - mg.left() - mg.right() - 4;
   const int side = std::clamp(room / std::max(1, H), 48, 220);
   // the map square under its one-line title (the compact title's row: 7 pt and its margins)
   const int title = QFontMetrics(QFont(font().family(), 7, QFont::Bold)).height() + 4;
@@ -136,10 +161,13 @@ void LayersPage::refresh() {
   static const std::vector<HeatmapData> none;
   const std::vector<HeatmapData>& grids = state_->outcome().heads ? *state_->outcome().heads : none;
   note_->setVisible(state_->valueWeighted() && state_->result());
+  waiting_.assign(thumbs_.size(), HeatmapData());
+  stale_.assign(thumbs_.size(), 1);
+  inner_->layout()->activate();  // the thumbnails' places, for inView, before the first paint
   for (size_t k = 0; k < thumbs_.size(); ++k) {
     thumbs_[k]->setGradient(state_->colormap());
     if (!state_->result() || k >= grids.size()) {
-      thumbs_[k]->setData({});
+      waiting_[k] = HeatmapData();
       continue;
     }
     HeatmapData d = grids[k];
@@ -157,8 +185,9 @@ void LayersPage::refresh() {
     if (state_->isAblated(l, h)) title += " (ablated)";
     d.title = title;
     d.hatched = state_->isAblated(l, h);
-    thumbs_[k]->setData(std::move(d));
+    waiting_[k] = std::move(d);
   }
+  drawVisible();  // the others when they are scrolled to
 }
 
 // --- Head: one head of the current layer, large.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ui/explore/explore_page.h"
+#include "ui/heatmap_data.h"
 
 class QComboBox;
 class QGridLayout;
@@ -31,7 +32,7 @@ class LinesPage : public ExplorePage {
 
  private:
   QComboBox* head_;
-  QSpinBox* first_;     // the window's first token, shown when a side has more than LineView::kMaxTokens
+  QSpinBox* first_;  // the window's first token, shown when a side has more than LineView::kMaxTokens
   QLabel* first_label_;
   LineView* lines_;
 };
@@ -48,12 +49,19 @@ class LayersPage : public ExplorePage {
 
  private:
   void sizeThumbs();  // square thumbnails that share the page's width (they were stretched tall)
-  QLabel* note_;      // says the thumbnails are raw attention while the Heads tab is value-weighted
+  // Hands the waiting maps to the thumbnails now in the scroll area's view.
+  // A 12 x 12 model shows ~4 layers at 1280x720: drawing all 144 thumbnails at every key took
+  // ~100 ms of a keystroke on a 1,000-token text, the thumbnails out of view most of it.
+  void drawVisible();
+  bool inView(const QWidget* thumb) const;
+  QLabel* note_;  // says the thumbnails are raw attention while the Heads tab is value-weighted
   QScrollArea* scroll_ = nullptr;
   QWidget* inner_;
   QGridLayout* grid_;
   std::vector<QWidget*> cells_;  // labels and thumbnails, rebuilt per model
   std::vector<HeatmapView*> thumbs_;
+  std::vector<HeatmapData> waiting_;  // per thumbnail, the map it has not drawn yet
+  std::vector<char> stale_;           // 1: waiting_[k] is newer than what thumbnail k shows
 };
 
 class HeadPage : public ExplorePage {
