@@ -1,6 +1,7 @@
 // UI tests of the heatmaps (offscreen Qt): the heads grid's shared token axes and layout, pooling
 // to the map's pixels without aliasing, zoom, axis titles that fit.
 #include <QApplication>
+#include <QComboBox>
 #include <QImage>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -375,4 +376,58 @@ TEST_CASE("a map extended from the last pass's drawn rows equals one drawn whole
   const auto now = causal_result(40, 1);
   CHECK_THROWS_WITH(head_heatmap_rows(now, 0, 0, cells, now->layer_rows(0, 16), 16, nullptr),
                     Catch::Contains("needs the map above them"));
+}
+
+TEST_CASE("the heads grid's colour bar spans the maps and draws every tick label, in each scale mode",
+          "[ui][heatmap][scale]") {
+  for (const QSize size : {QSize(1280, 720), QSize(1600, 1000)}) {
+    MainWindow w;
+    w.resize(size);
+    w.useModel(test_model(64, 8), "test");
+    w.show();
+    ExploreView* e = w.explore();
+    e->setText("the film was not");
+    e->flush();
+    REQUIRE(e->showPage("heads"));
+    auto* mode = e->findChild<QComboBox*>("colourScale");
+    REQUIRE(mode);
+    HeadsPage* page = e->headsPage();
+    for (const QString m : {"per head", "per layer", "shared 0-1"}) {
+      INFO(m.toStdString() << " at " << size.width());
+      mode->setCurrentText(m);
+      QApplication::processEvents();
+      QCPColorScale* bar = page->colourBar();
+      QCustomPlot* plot = bar->parentPlot();
+      plot->replot();
+      QCPAxis* ax = bar->axis();
+      // the bar from the first row's map top to the last row's map bottom (it stopped 6 px short)
+      const QRect r = ax->axisRect()->rect().translated(plot->mapTo(page, QPoint(0, 0)));
+      int top = 1 << 30, bottom = -1;
+      for (int h = 0; h < e->headCount(); ++h) {
+        const QRect mr = e->headView(h)->mapRect().translated(e->headView(h)->mapTo(page, QPoint(0, 0)));
+        top = std::min(top, mr.top()), bottom = std::max(bottom, mr.bottom());
+      }
+      CHECK(std::abs(r.top() - top) <= 1);
+      CHECK(std::abs(r.bottom() - bottom) <= 1);
+      // every tick label inside the bar's widget: QCustomPlot leaves out one that crosses its edge
+      // (per head's "0" and "max", at the bar's ends, were never drawn)
+      const QVector<double> ticks = ax->tickVector();
+      REQUIRE(ticks.size() >= 2);
+      const int line = QFontMetrics(ax->tickLabelFont()).height();
+      for (double t : ticks) {
+        const double px = ax->coordToPixel(t);
+        CHECK(px - line / 2.0 >= 0);
+        CHECK(px + line / 2.0 <= plot->height());
+      }
+      if (m == "per head") CHECK(ax->tickVectorLabels() == QVector<QString>{"0", "max"});
+      // over the maps' widgets (their margins hid its frame but at the row gaps)
+      const QWidgetList kids = [&] {
+        QWidgetList l;
+        for (QObject* o : page->children())
+          if (auto* wd = qobject_cast<QWidget*>(o)) l.push_back(wd);
+        return l;
+      }();
+      CHECK(kids.indexOf(plot) > kids.indexOf(e->headView(e->headCount() - 1)));
+    }
+  }
 }

@@ -16,6 +16,8 @@
 
 namespace attnlab {
 
+constexpr int kBarPad = 8;  // px the colour bar's widget reaches beyond the maps (see the constructor)
+
 // An axis title drawn once for the whole grid, along its side (the queries' reads upwards).
 class AxisTitle : public QWidget {
  public:
@@ -100,6 +102,14 @@ HeadsPage::HeadsPage(ExploreState* state, QWidget* parent)
   bar_->plotLayout()->addElement(0, 0, bar_scale_);
   bar_scale_->setType(QCPAxis::atRight);
   bar_scale_->setBarWidth(12);
+  // The bar spans the maps exactly; the widget reaches kBarPad beyond both ends, since
+  // QCustomPlot drops a tick label that would cross the widget's edge ("0" and "max" sit at the
+  // bar's ends, and were never drawn). No automatic top and bottom margins: they moved the bar
+  // 6 px in from the maps' ends.
+  bar_scale_->setAutoMargins(QCP::msNone);
+  bar_scale_->setMargins(QMargins(0, kBarPad, 0, kBarPad));
+  bar_scale_->axis()->axisRect()->setAutoMargins(QCP::msLeft | QCP::msRight);
+  bar_scale_->axis()->axisRect()->setMargins(QMargins());
   bar_->setVisible(false);
   setToolTip(
       "Every head of the layer. A badge after a head's name says what it mostly attends to (Clark et al. 2019), when "
@@ -353,8 +363,9 @@ void HeadsPage::layoutGrid() {
                           p.rows * (title + p.map_h) + (p.rows - 1) * gap - title);
   col_title_->setGeometry(ox + chosen.left, oy + grid_h, p.cols * p.map_w + (p.cols - 1) * gap, axis_title);
   const int maps_h = p.rows * (title + p.map_h) + (p.rows - 1) * gap - title;  // first map's top to last's bottom
-  bar_->setGeometry(ox + grid_w + 6, oy + chosen.top + title, bar_w - 6, maps_h);
+  bar_->setGeometry(ox + grid_w + 6, oy + chosen.top + title - kBarPad, bar_w - 6, maps_h + 2 * kBarPad);
   row_title_->show(), col_title_->show(), bar_->show();
+  bar_->raise();  // over the last column's margins: its frame ran under them but for the row gaps
   row_title_->update(), col_title_->update();
 }
 
