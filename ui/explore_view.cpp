@@ -198,6 +198,12 @@ void ExploreView::setMaskArgs(const QStringList& args) {
 void ExploreView::setPadTo(int length) {
   masks_->setPadTo(length);
 }
+void ExploreView::setCustomMask(bool on) {
+  masks_->setCustomOn(on);
+}
+bool ExploreView::customMask() const {
+  return masks_->customOn();
+}
 QStringList ExploreView::maskArgs() const {
   return masks_->maskArgs();
 }

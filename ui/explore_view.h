@@ -60,7 +60,9 @@ class ExploreView : public QWidget {
   int enlargedHead() const { return state_->openedHead(); }  // the head the Head tab shows
   // Applies --mask style arguments ("causal", "window:8", ...). Error on a bad one.
   void setMaskArgs(const QStringList& args);
-  void setPadTo(int length);  // [PAD] tokens appended up to this length (0: none)
+  void setPadTo(int length);    // [PAD] tokens appended up to this length (0: none)
+  void setCustomMask(bool on);  // the Mask editor's painted mask applies
+  bool customMask() const;
   QStringList maskArgs() const;
   void setColormap(const QString& name) { state_->setColormap(name); }
   void setPerfLog(const QString& path);

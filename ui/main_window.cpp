@@ -195,8 +195,13 @@ void MainWindow::showTour(int step) {
     auto* lay = new QVBoxLayout(body);
     auto* list = new QListWidget(body);
     list->setObjectName("tourSteps");
-    for (size_t i = 0; i < tour_steps().size(); ++i)
+    for (size_t i = 0; i < tour_steps().size(); ++i) {
       list->addItem(QString("%1. %2").arg(i + 1).arg(tour_steps()[i].title));
+      list->item(static_cast<int>(i))->setToolTip(tour_steps()[i].title);
+    }
+    // long titles end in "..." in a narrow dock (they needed a horizontal scroll bar)
+    list->setTextElideMode(Qt::ElideRight);
+    list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     list->setMaximumHeight(list->sizeHintForRow(0) * static_cast<int>(tour_steps().size()) + 6);
     auto* text = new QLabel(body);
     text->setObjectName("tourText");
@@ -214,7 +219,8 @@ void MainWindow::showTour(int step) {
     dock->setWidget(body);
     dock->setMinimumWidth(200);  // beside the Explore view at 1280 wide (its own minimum is ~1060)
     addDockWidget(Qt::RightDockWidgetArea, dock);
-    resizeDocks({dock}, {214}, Qt::Horizontal);
+    // as wide as the Explore view leaves (its minimum is ~1,060): 214 px at 1280, 340 at 1600
+    resizeDocks({dock}, {std::clamp(width() - 1066, 214, 340)}, Qt::Horizontal);
     connect(list, &QListWidget::currentRowChanged, this, [this, text](int row) {
       if (row < 0) return;
       const TourStep& s = tour_steps()[static_cast<size_t>(row)];

@@ -317,6 +317,8 @@ MaskEditor::MaskEditor(QWidget* parent) : QWidget(parent) {
   connect(invert, &QPushButton::clicked, this, [this] { applyPreset(Preset::Invert, 0); });
   connect(clear, &QPushButton::clicked, this, [this] { applyPreset(Preset::Clear, 0); });
   head_box_ = head;
+  preset_box_ = preset;
+  param_box_ = param;
 }
 
 void MaskEditor::setShape(int T, int S, int heads, const QStringList& row_labels, const QStringList& col_labels) {
@@ -393,6 +395,10 @@ void MaskEditor::setCells(const std::vector<std::pair<int, int>>& cells, bool va
 void MaskEditor::applyPreset(Preset preset, int param) {
   Planes p = planes_;
   param = std::max(1, param);
+  if (preset_box_ && (preset == Preset::Band || preset == Preset::BlockDiagonal || preset == Preset::Dilated)) {
+    preset_box_->setCurrentIndex(preset == Preset::Band ? 0 : preset == Preset::BlockDiagonal ? 1 : 2);
+    param_box_->setValue(param);
+  }
   for (int h = 0; h < H_; ++h) {
     if (target_ >= 0 && h != target_) continue;
     auto& plane = p[static_cast<size_t>(h)];

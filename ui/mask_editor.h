@@ -10,6 +10,7 @@
 #include "engine/formats/npy.h"
 
 class QComboBox;
+class QSpinBox;
 
 namespace attnlab {
 
@@ -69,6 +70,8 @@ class MaskEditor : public QWidget {
   QUndoStack undo_;
   MaskGrid* grid_;
   QComboBox* head_box_ = nullptr;
+  QComboBox* preset_box_ = nullptr;  // say the preset last applied, also when applied from code
+  QSpinBox* param_box_ = nullptr;
   QStringList row_labels_, col_labels_;
   friend class MaskGrid;
 };

@@ -8,6 +8,7 @@
 
 #include "ui/explore/circuits_page.h"
 #include "ui/explore_view.h"
+#include "ui/mask_editor.h"
 #include "ui/main_window.h"
 #include "ui/methods_view.h"
 #include "ui/train_view.h"
@@ -22,6 +23,40 @@ QString tour_articles_note() {
       "\u6a21\u5757\u5b9e\u6218\uff1a3\u79cd\u63a9\u7801\u673a\u5236\u4e0e\u6ce8\u610f\u529b"
       "\u6743\u91cd\u53ef\u89c6\u5316\u201d (nn.MultiheadAttention: three kinds of mask and attention-weight "
       "heatmaps).");
+}
+
+std::vector<uint8_t> article_custom_mask(int n, bool start_from_ones) {
+  // custom_mask = torch.zeros(seq_len, seq_len)   (the fix: torch.ones)
+  std::vector<float> m(static_cast<size_t>(n) * n, start_from_ones ? 1.0f : 0.0f);
+  for (int i = 0; i < n; ++i) {
+    for (int j = std::max(0, i - 1); j < std::min(n, i + 2); ++j) m[static_cast<size_t>(i) * n + j] = 0;
+    m[static_cast<size_t>(i) * n + i] = 0;  // always sees itself
+  }
+  // custom_mask.masked_fill(custom_mask == 1, float('-inf'))
+  std::vector<uint8_t> blocked(m.size());
+  for (size_t k = 0; k < m.size(); ++k) blocked[k] = m[k] == 1.0f;
+  return blocked;
+}
+
+QString article_custom_mask_tables(int n) {
+  auto table = [n](bool ones) {
+    const std::vector<uint8_t> b = article_custom_mask(n, ones);
+    int count = 0;
+    QString rows;
+    for (int i = 0; i < n; ++i) {
+      rows += "<tr>";
+      for (int j = 0; j < n; ++j) {
+        const bool x = b[static_cast<size_t>(i) * n + j] != 0;
+        count += x;
+        rows += QString("<td bgcolor='%1' width='6' height='6'></td>").arg(x ? "#3b3b3b" : "#e8e8e8");
+      }
+      rows += "</tr>";
+    }
+    return QString("<td align='center'><table cellspacing='1' cellpadding='0'>%1</table><br>%2<br>%3 blocked</td>")
+        .arg(rows, ones ? QString("<code>torch.ones</code> (fixed)") : QString("<code>torch.zeros</code> (as printed)"))
+        .arg(count);
+  };
+  return "<table cellspacing='4'><tr>" + table(false) + table(true) + "</tr></table>";  // fits the 214 px dock
 }
 
 const std::vector<TourStep>& tour_steps() {
@@ -69,20 +104,32 @@ const std::vector<TourStep>& tour_steps() {
        "heads"},
       {"Your own mask, combined",
        "article 003, sections 2.3-2.4",
-       "Article 003's own mask: each token sees itself and its neighbours at &plusmn;1 (the sliding window of 3), "
-       "here combined with the padding mask and the causal mask. Masks combine as in nn.MultiheadAttention: a "
-       "cell is blocked when any mask blocks it, so each word sees only itself and the word before, and no query "
-       "sees a [PAD]. A careful reader finds that the article's code, as printed, blocks nothing: it starts "
-       "from <code>torch.zeros</code>, writes zeros into the band, then fills &minus;inf where the mask equals "
-       "1, and there are no ones, so <code>attn_weights</code> come out unmasked (step 2's picture). The "
-       "one-line fix: start from <code>torch.ones</code>. The Mask editor tab paints any mask of your own, for "
-       "every head or one, on top of these.",
+       "Article 003's own mask, painted in the Mask editor (the cells it blocks are the ones you see there "
+       "in the painted colour): each token sees itself and its neighbours at &plusmn;1, here combined with "
+       "the padding mask and the causal mask. Masks combine as in nn.MultiheadAttention: a cell is blocked "
+       "when any mask blocks it, so on the Heads tab each word sees only itself and the word before, and no "
+       "query sees a [PAD]; the last [PAD] row sees no key at all (the status bar's warning: attnlab draws it as "
+       "zeros, where PyTorch's softmax gives NaN). A careful reader finds that the article's code, as printed, blocks "
+       "nothing: it "
+       "starts from <code>torch.zeros</code>, writes zeros into the band, then fills &minus;inf where the "
+       "mask equals 1, and there are no ones, so <code>attn_weights</code> come out unmasked (step 2's "
+       "picture). The one-line fix: start from <code>torch.ones</code>. Both, as the code computes them for "
+       "these 8 tokens (dark: blocked):" +
+           article_custom_mask_tables(8) +
+           "Paint any mask of your own on top, for every head or one; the Heads tab shows what it does.",
        "the film was not very good",
        "",
-       {"padding", "causal", "window:3"},
+       {"padding", "causal"},
        8,
        0,
-       "heads"},
+       "mask",
+       "",
+       "",
+       "",
+       "",
+       "",
+       "",
+       1},
       {"One head, all heads, all layers",
        "article 003, sections 4.2-4.3",
        "Every layer and every head at once; click a thumbnail to open that layer. The second layer's heads "
@@ -189,6 +236,17 @@ bool show_tour_step(MainWindow& w, int index, const QString& shipped_models) {
   e->setPadTo(s.pad_to);
   e->setMaskArgs(s.masks);
   e->setLayer(s.layer);
+  // The custom mask: painted on this input's shape (the editor takes it from the pass), or
+  // cleared, so a step's mask does not stay on for the next ones.
+  MaskEditor* editor = e->maskEditor();
+  if (s.custom_band >= 0) {
+    e->flush();
+    editor->setTargetHead(-1);
+    editor->applyPreset(MaskEditor::Preset::Band, s.custom_band);  // an edit turns the custom mask on
+  } else {
+    if (!editor->isEmpty()) editor->applyPreset(MaskEditor::Preset::Clear, 0);
+    e->setCustomMask(false);
+  }
   if (s.page != "train") e->showPage(s.page);
   if (s.page == "methods" && !s.compare_model.isEmpty() && !shipped_models.isEmpty()) {
     MethodsView* m = e->methodsView();

@@ -343,6 +343,25 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
       CHECK(m->method() == MethodsView::Compare);
       CHECK(m->compareName() == s.compare_model);
     }
+    // article 003's own mask: painted in the editor on this input's shape and on; off after it
+    MaskEditor* editor = e->maskEditor();
+    CHECK(e->customMask() == (s.custom_band >= 0));
+    if (s.custom_band < 0) CHECK(editor->isEmpty());
+    if (s.custom_band >= 0) {
+      const int T = static_cast<int>(e->result()->ids.size());
+      REQUIRE(editor->rows() == T);
+      for (int q = 0; q < T; ++q)
+        for (int k = 0; k < T; ++k) CHECK(editor->blocked(0, q, k) == (std::abs(q - k) > s.custom_band));
+      // with padding and causal: each word sees itself and the one before, never a [PAD]
+      const Tensor& P = e->result()->probs(0);
+      const int pads = static_cast<int>(std::count(e->result()->tokens.begin(), e->result()->tokens.end(), "[PAD]"));
+      for (int64_t h = 0; h < P.dim(0); ++h)
+        for (int q = 0; q < T; ++q)
+          for (int k = 0; k < T; ++k) {
+            const bool seen = k <= q && q - k <= s.custom_band && k < T - pads;
+            if (!seen) CHECK(P.data[(static_cast<size_t>(h) * T + q) * T + k] == 0.0f);
+          }
+    }
     if (s.page == "circuits") {  // patched on the default model: one row per layer, one column per head
       auto* c = static_cast<CircuitsPage*>(e->page("circuits"));
       c->wait();
@@ -377,6 +396,20 @@ TEST_CASE("the tour: every step opens its state, and Help > Tour walks through t
     named = named || (l->text().contains("The causal mask") && l->text().contains("Article 000") &&
                       l->text().contains(QString::fromUtf8("\u63a9\u7801")));  // 掩码, "mask", in 003's title
   CHECK(named);
+}
+
+TEST_CASE("the tour's article 003 mask: as printed it blocks nothing, from ones it is the band", "[ui][tour]") {
+  for (int n : {1, 2, 5, 8}) {
+    const std::vector<uint8_t> printed = article_custom_mask(n, false), fixed = article_custom_mask(n, true);
+    REQUIRE(printed.size() == static_cast<size_t>(n * n));
+    CHECK(std::count(printed.begin(), printed.end(), 1) == 0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) CHECK(fixed[static_cast<size_t>(i * n + j)] == (std::abs(i - j) > 1));
+  }
+  const QString tables = article_custom_mask_tables(8);
+  CHECK(tables.contains("0 blocked"));
+  CHECK(tables.contains(QString("%1 blocked").arg(64 - (3 * 8 - 2))));
+  CHECK(tables.count("<td bgcolor") == 2 * 64);
 }
 
 TEST_CASE("Help: About names the version, Qt, Eigen, the backends and the model; shortcuts are listed", "[ui][help]") {

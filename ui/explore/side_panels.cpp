@@ -249,6 +249,13 @@ QStringList MaskPanel::maskArgs() const {
   return a;
 }
 
+void MaskPanel::setCustomOn(bool on) {
+  custom_on_->setChecked(on);
+}
+bool MaskPanel::customOn() const {
+  return custom_on_->isChecked();
+}
+
 void MaskPanel::setPadTo(int length) {
   pad_to_->setValue(length);
 }

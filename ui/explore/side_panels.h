@@ -41,6 +41,8 @@ class MaskPanel : public ExplorePage {
   QStringList maskArgs() const;
   void setPadTo(int length);
   int padTo() const;
+  void setCustomOn(bool on);  // the painted mask applies (an edit turns it on by itself)
+  bool customOn() const;
   // Masks a pretrained model never saw in training (what they show is an experiment).
   bool experimental() const;
 
