@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/tensor.h"
+
 namespace attnlab {
 
 float half_to_float(uint16_t h);
@@ -13,8 +15,10 @@ float bf16_to_float(uint16_t b);
 
 struct HalfTensor {
   std::vector<int64_t> shape;
-  std::vector<uint16_t> bits;  // row-major, as the file's bytes (little-endian hosts)
-  bool bf16 = true;            // else IEEE half (F16)
+  // row-major, as the file's bytes (little-endian hosts); calloc'd as tensors are: a file's
+  // 2.2 GB of bits were zeroed by resize, then overwritten
+  std::vector<uint16_t, ZeroedAllocator<uint16_t>> bits;
+  bool bf16 = true;  // else IEEE half (F16)
   int64_t numel() const { return static_cast<int64_t>(bits.size()); }
   bool empty() const { return bits.empty(); }
 };

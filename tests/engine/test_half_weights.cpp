@@ -7,8 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "engine/analysis/attribution.h"
 #include "engine/compute/forward.h"
@@ -240,4 +242,42 @@ TEST_CASE("the direct BF16 product of a few rows equals the widened product's su
   W.bf16 = false;
   CHECK_FALSE(ops->linear_half(x, W, Tensor(), y));
   CHECK_THROWS_WITH(bf16_rows_product(x, W, Tensor(), y), Catch::Contains("reads BF16"));
+}
+
+TEST_CASE("16-bit matrices are read out of the file whole: large ones in two parts, at any offset", "[half][formats]") {
+  // 1537 x 1500 BF16 is 4.6 MB, over the size a mapped file copies on two threads; it starts 4 bytes
+  // into the data (after a one-float tensor), so neither part is page-aligned in the file
+  const std::string dir = scratch_dir("half", "pread");
+  fs::create_directories(dir);
+  TensorMap t;
+  t["a"] = Tensor({1});
+  t["a"].data[0] = 3.0f;
+  for (const auto& [name, rows, cols] : {std::tuple{"big", 1537, 1500}, std::tuple{"small", 3, 5}}) {
+    Tensor m({rows, cols});
+    for (size_t k = 0; k < m.data.size(); ++k) m.data[k] = std::sin(0.001f * static_cast<float>(k)) * (1.0f + k % 7);
+    t[name] = std::move(m);
+  }
+  const std::string path = dir + "/m.safetensors";
+  save_bf16(path, t);
+  HalfMap mapped;
+  const TensorMap from_file = load_safetensors(path, &mapped);  // mapped, read with pread
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  HalfMap in_memory;
+  parse_safetensors(bytes.data(), bytes.size(), path, nullptr, &in_memory);  // memcpy
+  REQUIRE(mapped.size() == 2);
+  for (const char* name : {"big", "small"}) {
+    INFO(name);
+    const HalfTensor& h = mapped.at(name);
+    REQUIRE(h.bits.size() == t[name].data.size());
+    CHECK(h.shape == t[name].shape);
+    CHECK(h.bf16);
+    size_t wrong = 0;
+    for (size_t k = 0; k < h.bits.size(); ++k) wrong += h.bits[k] != attnlab::to_bf16_bits(t[name].data[k]);
+    CHECK(wrong == 0);
+    CHECK(std::equal(h.bits.begin(), h.bits.end(), in_memory.at(name).bits.begin()));
+  }
+  REQUIRE(from_file.at("a").data.size() == 1);
+  CHECK(from_file.at("a").data[0] == 3.0f);
+  fs::remove_all(dir);
 }
