@@ -195,8 +195,10 @@ TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& w
       continue;
     }
     t.data.resize(count);  // calloc: zero pages, written below
-    if (elem == 4)
-      std::memcpy(t.data.data(), p, count * 4);  // the format is little-endian, as is every host we build on
+    if (elem == 4 && copy)
+      copy(t.data.data(), p, count * 4);  // the format is little-endian, as is every host we build on
+    else if (elem == 4)
+      std::memcpy(t.data.data(), p, count * 4);
     else
       widen_bits(p, t.data.data(), static_cast<int64_t>(count), dtype == "BF16");
     if (consumed) consumed(p, end - begin);

@@ -22,8 +22,9 @@ TensorMap parse_safetensors(const std::string& bytes, const std::string& where =
 // file gives those pages back).
 // halves, when given, receives the F16 / BF16 matrices (rank 2) as the file stores them instead of
 // widened into the result, whose entry for each keeps the name and shape with no values (a model
-// keeps them in 16 bits: engine/core/half.h). copy(dst, p, n), when given, copies those
-// matrices' bytes out (a mapped file reads them with pread instead of touching its pages).
+// keeps them in 16 bits: engine/core/half.h). copy(dst, p, n), when given, copies the bytes of
+// those matrices and of F32 tensors out (a mapped file reads them with pread instead of touching
+// its pages).
 TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& where,
                             const std::function<void(const char*, size_t)>& consumed = nullptr,
                             HalfMap* halves = nullptr,
