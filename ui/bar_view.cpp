@@ -34,7 +34,12 @@ BarView::BarView(const QString& first, const QString& second, QWidget* parent) :
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), 8));
   plot_->legend->setBorderPen(Qt::NoPen);
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  // The legend in its own row above the axis rect, in one line (as CurveView's): inside the
+  // plot's top right it covered the right-hand bars.
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot_->plotLayout()->insertRow(0);
+  plot_->plotLayout()->addElement(0, 0, plot_->legend);
+  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
   setMinimumHeight(160);
   connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
     const int k = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(e->pos().x())));

@@ -38,8 +38,17 @@ std::string visible(char32_t c) {
     default:
       break;
   }
-  if (c < 0x20) return uc::encode(static_cast<char32_t>(0x2400 + c));  // Unicode's control pictures: U+240B for \v
-  if (c == 0x7F) return "\u2421";
+  // Other controls by their code, as byte fallback names a byte: Unicode's control pictures
+  // (U+2404 for 0x04) are in none of the fonts a Debian desktop has, so they drew as empty boxes.
+  char buf[16];
+  if (c < 0x20 || c == 0x7F) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned>(c));
+    return buf;
+  }
+  if (c >= 0x80 && c <= 0x9F) {  // C1 controls
+    std::snprintf(buf, sizeof buf, "<U+%04X>", static_cast<unsigned>(c));
+    return buf;
+  }
   return uc::encode(c);
 }
 

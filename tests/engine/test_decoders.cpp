@@ -242,7 +242,12 @@ TEST_CASE("byte-level BPE: merges by rank, BOS from the template, readable label
   CHECK(tok->describe() == "byte-level BPE, 261 tokens");
   // embedding rows past the tokenizer (padded vocabularies) are named by number, never looked up
   CHECK(tok->readable_token(4675) == "#4675");
-  CHECK(tok->readable_token(0xC3) == "<0xC3>");       // half a character: its byte, named as byte fallback names it
+  CHECK(tok->readable_token(0xC3) == "<0xC3>");  // half a character: its byte, named as byte fallback names it
+  // controls by their code (their Unicode pictures are in no font we ship with), white space as marks
+  CHECK(tok->readable_token(4) == "<0x04>");
+  CHECK(tok->readable_token(0x7F) == "<0x7F>");
+  CHECK(tok->readable_token('\n') == "\u21B5");
+  CHECK(tok->readable(tok->encode("\xc2\x85")) == std::vector<std::string>{"<|endoftext|>", "<U+0085>", "\u2026"});
   const Encoding s = tok->encode("a<|endoftext|>b");  // a typed special token stays whole
   CHECK(s.ids == std::vector<int>{260, 'a', 260, 'b'});
 }

@@ -185,7 +185,7 @@ GeneratePage::GeneratePage(ExploreState* state, QWidget* parent)
   table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);  // the token
   table_->verticalHeader()->setDefaultSectionSize(20);
   auto* right = new QVBoxLayout;
-  right->addWidget(table_, 3);
+  right->addWidget(table_, 1);
   // each step's probability and entropy, as a small curve under the steps
   curve_ = new CurveView("step", this);
   curve_->setObjectName("genCurve");
@@ -194,8 +194,9 @@ GeneratePage::GeneratePage(ExploreState* state, QWidget* parent)
   curve_->setAxisLabels("p", "entropy");
   curve_->setYRange(0, 1);
   curve_->setIntegerX(1);
-  curve_->setMinimumHeight(150);
-  right->addWidget(curve_, 2);
+  // half the column: at 1280x720 a fifth left its axes ~60 px tall, their ticks crowded
+  curve_->setMinimumHeight(190);
+  right->addWidget(curve_, 1);
   split->addLayout(right, 2);
   v->addLayout(split, 1);
   connect(chart_, &BarView::categoryClicked, this, [this](int c) {
