@@ -52,7 +52,10 @@ QString article_custom_mask_tables(int n) {
       }
       rows += "</tr>";
     }
-    return QString("<td align='center'><table cellspacing='1' cellpadding='0'>%1</table><br>%2<br>%3 blocked</td>")
+    // a tiny font: an empty cell is a line of text tall, so cells were twice as tall as wide
+    return QString(
+               "<td align='center'><table cellspacing='1' cellpadding='0' style='font-size:4px'>%1</table>"
+               "<br>%2<br>%3 blocked</td>")
         .arg(rows, ones ? QString("<code>torch.ones</code> (fixed)") : QString("<code>torch.zeros</code> (as printed)"))
         .arg(count);
   };

@@ -138,14 +138,7 @@ TEST_CASE("attention on demand after a KV-cached pass and in cross mode", "[forw
     ForwardRequest full_req;
     full_req.ids = ids;
     const ForwardResult full = run_forward(m, *cpu, full_req);
-    KvCache cache;
-    ForwardRequest req = on_demand(full_req, m.config.num_layers);
-    req.kv = &cache;
-    req.ids.assign(ids.begin(), ids.begin() + 9);
-    const ForwardResult first = run_forward(m, *cpu, req);
-    req.ids = ids;
-    ForwardResult rest = run_forward(m, *cpu, req);
-    REQUIRE(rest.first_position == 9);
+    auto [first, rest] = cached_passes(m, *cpu, on_demand(full_req, m.config.num_layers), ids, 9, false);
     REQUIRE(rest.on_demand->queries[0].dim(0) == 23 - 9);  // the new rows' queries
     merge_cached_rows(first, rest);
     REQUIRE(rest.on_demand->queries[0].dim(0) == 23);
@@ -155,14 +148,7 @@ TEST_CASE("attention on demand after a KV-cached pass and in cross mode", "[forw
       const Tensor& want = full.attention[static_cast<size_t>(l)];
       CHECK(max_abs_diff(*rest.layer_probs(l), want) <= 1e-5);
     }
-    ForwardRequest kept_req = full_req;
-    KvCache cache2;
-    kept_req.kv = &cache2;
-    kept_req.ids.assign(ids.begin(), ids.begin() + 9);
-    const ForwardResult kfirst = run_forward(m, *cpu, kept_req);
-    kept_req.ids = ids;
-    ForwardResult krest = run_forward(m, *cpu, kept_req);
-    merge_cached_rows(kfirst, krest);
+    const ForwardResult krest = cached_passes(m, *cpu, full_req, ids, 9).rest;
     // against the kept probabilities of the same cached passes: their rows < 9 came from the
     // first pass's softmax over 9 keys, the recomputed ones over 23 (the blocked ones adding 0):
     // the sum of a row's exponentials rounds in another order, within 23 float32 ulps of 1

@@ -657,15 +657,7 @@ TEST_CASE("head patterns carried from the last pass's checkpoint equal a whole s
     auto cpu = make_backend("cpu");
     // a small alphabet, so that tokens repeat and the induction sums are not all 0
     const std::vector<int> ids = random_ids(45, 12, 4);
-    KvCache cache;
-    ForwardRequest req;
-    req.kv = &cache;
-    req.ids.assign(ids.begin(), ids.begin() + 37);
-    const ForwardResult a = run_forward(m, *cpu, req);
-    req.ids = ids;
-    ForwardResult b = run_forward(m, *cpu, req);
-    REQUIRE(b.first_position == 37);
-    merge_cached_rows(a, b);
+    const auto [a, b] = cached_passes(m, *cpu, ForwardRequest(), ids, 37);
     auto scan_a = std::make_shared<HeadPatternScan>(a, H);
     CHECK(scan_a->first_row() == 0);
     for (int l = 0; l < L; ++l) scan_a->add_layer(l, *a.layer_probs(l), 0);

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/compute/forward.h"
+#include "engine/compute/kv_cache.h"
 #include "tests/engine/tolerance.h"
 
 namespace attnlab::test {
@@ -22,6 +23,26 @@ inline std::string scratch_dir(const std::string& kind, const std::string& name)
       std::filesystem::temp_directory_path() / ("attnlab-test-" + kind + "-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   return p.string();
+}
+
+// A pass over ids[0, split) that leaves a KV cache, then one over all of ids from that cache
+// (req's ids and kv replaced; the cache lives only for the two passes: a result keeps copies).
+// rest.first_position is split; with merge, rest's rows before split come from first
+// (merge_cached_rows).
+struct CachedPasses {
+  ForwardResult first, rest;
+};
+inline CachedPasses cached_passes(const Model& m, Backend& backend, ForwardRequest req, const std::vector<int>& ids,
+                                  int split, bool merge = true) {
+  KvCache cache;
+  req.kv = &cache;
+  req.ids.assign(ids.begin(), ids.begin() + split);
+  CachedPasses out{run_forward(m, backend, req), ForwardResult()};
+  req.ids = ids;
+  out.rest = run_forward(m, backend, req);
+  REQUIRE(out.rest.first_position == split);
+  if (merge) merge_cached_rows(out.first, out.rest);
+  return out;
 }
 
 inline ModelConfig small_config(int E = 16, int H = 2, int layers = 2, int ff = 24, int max_len = 64) {

@@ -407,13 +407,8 @@ TEST_CASE("line view: a long text draws a window of tokens the user moves, lines
 }
 
 TEST_CASE("All layers draws the thumbnails in view and the others when they are scrolled to", "[ui][pages][layers]") {
-  ModelConfig c;
-  c.vocab_size = 100, c.embed_size = 32, c.num_heads = 4, c.num_layers = 12, c.ff_dim = 32, c.max_len = 64;
-  c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
-  auto m = std::make_shared<Model>();
-  m->config = c;
-  m->weights = random_weights(c, 1);
-  m->vocab = default_vocab(c);
+  const auto m = attnlab::test::test_model(64, 4, 12);
+  const ModelConfig& c = m->config;
   MainWindow w;
   w.resize(1280, 720);
   w.useModel(m, "twelve layers");

@@ -14,11 +14,14 @@
 
 namespace attnlab::test {
 
-// heads: the grid tests need 4, 8 and 12 (other than 4: 4 values a head, one layer).
-inline std::shared_ptr<const Model> test_model(int max_len = 64, int heads = 4) {
+// heads: the grid tests need 4, 8 and 12 (other than 4: 4 values a head, one layer);
+// layers: 0 for those, or as many as All layers' tests need.
+inline std::shared_ptr<const Model> test_model(int max_len = 64, int heads = 4, int layers = 0) {
   ModelConfig c;
   c.vocab_size = 100, c.embed_size = heads == 4 ? 32 : 4 * heads, c.num_heads = heads,
-  c.num_layers = heads == 4 ? 2 : 1;
+  c.num_layers = layers > 0   ? layers
+                 : heads == 4 ? 2
+                              : 1;
   c.ff_dim = 32, c.max_len = max_len;
   c.tokenizer = TokenizerKind::Char, c.positional = Positional::Sinusoidal, c.num_classes = 2, c.labels = {"no", "yes"};
   auto m = std::make_shared<Model>();

@@ -10,6 +10,7 @@
 #include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QStyle>
 #include <QVBoxLayout>
 
 #include "ui/heatmap_view.h"
@@ -144,7 +145,10 @@ void LayersPage::sizeThumbs() {
   for (QWidget* w : cells_)
     if (qobject_cast<QLabel*>(w)) label = std::max(label, w->sizeHint().width());
   const QMargins mg = grid_->contentsMargins();
-  const int room = scroll_->viewport()->width() - label - grid_->spacing() * H - mg.left() - mg.right() - 4;
+  // the vertical scroll bar's width too while it is hidden: thumbnails sized without it brought it
+  // on, and a horizontal one with it (1600x1000)
+  const int bar = scroll_->verticalScrollBar()->isVisible() ? 0 : style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+  const int room = scroll_->viewport()->width() - bar - label - grid_->spacing() * H - mg.left() - mg.right() - 4;
   const int side = std::clamp(room / std::max(1, H), 48, 220);
   // the map square under its one-line title (the compact title's row: 7 pt and its margins)
   const int title = QFontMetrics(QFont(font().family(), 7, QFont::Bold)).height() + 4;
