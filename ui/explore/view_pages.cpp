@@ -91,7 +91,7 @@ void LayersPage::modelChanged() {
   cells_.clear();
   thumbs_.clear();
   waiting_.clear();
-  stale_.clear();
+  grids_.reset();
   if (!state_->model()) return;
   const ModelConfig& c = state_->model()->config;
   for (int l = 0; l < c.num_layers; ++l) {
@@ -128,11 +128,17 @@ bool LayersPage::inView(const QWidget* thumb) const {
 }
 
 void LayersPage::drawVisible() {
-  for (size_t k = 0; k < thumbs_.size() && k < stale_.size(); ++k) {
-    if (!stale_[k] || !inView(thumbs_[k])) continue;
-    stale_[k] = 0;
-    thumbs_[k]->setData(std::move(waiting_[k]));
-    waiting_[k] = HeatmapData();
+  for (size_t k = 0; k < thumbs_.size() && k < waiting_.size(); ++k) {
+    if (!waiting_[k] || !inView(thumbs_[k])) continue;
+    if (!grids_ || k >= grids_->size()) {
+      thumbs_[k]->setData({});
+    } else {
+      HeatmapData d = (*grids_)[k];
+      d.title = std::move(waiting_[k]->title);
+      d.hatched = waiting_[k]->hatched;
+      thumbs_[k]->setData(std::move(d));
+    }
+    waiting_[k].reset();
   }
 }
 
@@ -162,19 +168,14 @@ void LayersPage::sizeThumbs() {
 void LayersPage::refresh() {
   sizeThumbs();  // the viewport has its size once the page is shown
   const size_t H = static_cast<size_t>(state_->heads());
-  static const std::vector<HeatmapData> none;
-  const std::vector<HeatmapData>& grids = state_->outcome().heads ? *state_->outcome().heads : none;
+  grids_ = state_->result() ? state_->outcome().heads : nullptr;
+  const size_t n = grids_ ? grids_->size() : 0;
   note_->setVisible(state_->valueWeighted() && state_->result());
-  waiting_.assign(thumbs_.size(), HeatmapData());
-  stale_.assign(thumbs_.size(), 1);
+  waiting_.assign(thumbs_.size(), Waiting{});
   inner_->layout()->activate();  // the thumbnails' places, for inView, before the first paint
   for (size_t k = 0; k < thumbs_.size(); ++k) {
     thumbs_[k]->setGradient(state_->colormap());
-    if (!state_->result() || k >= grids.size()) {
-      waiting_[k] = HeatmapData();
-      continue;
-    }
-    HeatmapData d = grids[k];
+    if (k >= n) continue;  // drawn empty
     const int l = static_cast<int>(k / H), h = static_cast<int>(k % H);
     thumbs_[k]->setToolTip(QString("layer %1, head %2: %3; click to open this layer")
                                .arg(l)
@@ -184,12 +185,11 @@ void LayersPage::refresh() {
                                                             : "attention probabilities"));
     // the row's label says the layer; the thumbnails are the raw attention even while the Heads
     // tab shows value-weighted maps, so they keep the attention's badges and say what they are
-    QString title = QString("head %1").arg(h);
-    if (const QString b = state_->badge(l, h); !b.isEmpty()) title += QString::fromUtf8(" \u00b7 ") + b;
-    if (state_->isAblated(l, h)) title += " (ablated)";
-    d.title = title;
-    d.hatched = state_->isAblated(l, h);
-    waiting_[k] = std::move(d);
+    Waiting& w = *waiting_[k];
+    w.title = QString("head %1").arg(h);
+    if (const QString b = state_->badge(l, h); !b.isEmpty()) w.title += QString::fromUtf8(" \u00b7 ") + b;
+    if (state_->isAblated(l, h)) w.title += " (ablated)";
+    w.hatched = state_->isAblated(l, h);
   }
   drawVisible();  // the others when they are scrolled to
 }

@@ -3,6 +3,8 @@
 // (one head, large, at full resolution up to 1,024 cells per axis).
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "ui/explore/explore_page.h"
@@ -60,8 +62,16 @@ class LayersPage : public ExplorePage {
   QGridLayout* grid_;
   std::vector<QWidget*> cells_;  // labels and thumbnails, rebuilt per model
   std::vector<HeatmapView*> thumbs_;
-  std::vector<HeatmapData> waiting_;  // per thumbnail, the map it has not drawn yet
-  std::vector<char> stale_;           // 1: waiting_[k] is newer than what thumbnail k shows
+  // The outcome's maps, shared with the pass (not copied: 144 maps of 128 x 128 with their labels
+  // were ~37 MB a key, most of them for thumbnails out of view); a thumbnail's copy is made when
+  // it comes into view.
+  std::shared_ptr<const std::vector<HeatmapData>> grids_;
+  struct Waiting {
+    QString title;  // "head h · badge (ablated)"
+    bool hatched = false;
+  };
+  // per thumbnail, what it has not drawn yet (empty: it shows the current outcome)
+  std::vector<std::optional<Waiting>> waiting_;
 };
 
 class HeadPage : public ExplorePage {
