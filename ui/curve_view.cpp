@@ -63,6 +63,8 @@ void CurveView::setYRange(double lo, double hi) {
 
 void CurveView::setLegendColumns(int columns) {
   plot_->legend->setWrap(columns);
+  // the names already there wrap too (QCustomPlot re-lays them out only when asked)
+  plot_->legend->setFillOrder(plot_->legend->fillOrder(), true);
   plot_->xAxis->ticker()->setTickCount(4);  // a narrow chart: fewer step labels, none overlapping
 }
 

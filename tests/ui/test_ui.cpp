@@ -17,6 +17,8 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QDockWidget>
+#include <QSplitter>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
@@ -489,6 +491,32 @@ TEST_CASE("the window fits a 1280x720 screen on every tab", "[ui][layout]") {
     CHECK(w.minimumSizeHint().height() <= 720);
     CHECK(w.height() <= 720);
     CHECK(w.width() <= 1280);
+  }
+}
+
+TEST_CASE("the Train tab fits beside the tour's panel at 1280x720: neither column scrolls sideways", "[ui][layout]") {
+  MainWindow w;
+  w.useModel(test_model(), "test");
+  w.resize(1280, 720);
+  w.show();
+  REQUIRE(QTest::qWaitForWindowExposed(&w));
+  w.showTour();  // opens on the Explore tab; its last step moves to the Train tab, beside the panel
+  w.tabs()->setCurrentWidget(w.train());
+  QTest::qWait(50);  // laid out in the room the panel leaves
+  REQUIRE(w.findChild<QDockWidget*>("tourDock"));
+  // the window's minimum is its widest page's (every tab's, Explore's Generate page among them) plus
+  // the panel's: 1,294 px once pushed the window past the screen
+  CAPTURE(w.minimumSizeHint().width(), w.train()->minimumSizeHint().width(), w.explore()->minimumSizeHint().width());
+  CHECK(w.minimumSizeHint().width() <= 1280);
+  CHECK(w.width() <= 1280);
+  auto* split = w.train()->findChild<QSplitter*>("trainSplitter");
+  REQUIRE(split);
+  for (int i = 0; i < split->count(); ++i) {
+    auto* area = qobject_cast<QScrollArea*>(split->widget(i));
+    REQUIRE(area);
+    CAPTURE(i, area->viewport()->width(), area->widget()->minimumSizeHint().width(), split->sizes());
+    CHECK_FALSE(area->horizontalScrollBar()->isVisible());
+    CHECK(area->widget()->width() <= area->viewport()->width());
   }
 }
 

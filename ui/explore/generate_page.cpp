@@ -196,6 +196,9 @@ GeneratePage::GeneratePage(ExploreState* state, QWidget* parent)
   curve_->setIntegerX(1);
   // half the column: at 1280x720 a fifth left its axes ~60 px tall, their ticks crowded
   curve_->setMinimumHeight(190);
+  // and no wider than the column needs: its legend's width (~300 px) made this page, and with it
+  // the Explore view, too wide for a 1280 px window beside the tour's panel
+  curve_->setMinimumWidth(220);
   right->addWidget(curve_, 1);
   split->addLayout(right, 2);
   v->addLayout(split, 1);

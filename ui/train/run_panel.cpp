@@ -55,6 +55,9 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   loss_->addSeries("train loss (smoothed)", QColor(31, 119, 180));
   loss_->addSeries("validation loss", QColor(214, 39, 40), false, true);
   loss_->setAxisLabels("loss");
+  // two legend columns: in one row its three names (~395 px) made the column too wide to sit
+  // beside the tour's panel at 1280x720 (it scrolled sideways)
+  loss_->setLegendColumns(2);
   acc_ = new CurveView("epoch", this);
   acc_->addSeries("validation accuracy", QColor(44, 160, 44), false, true);
   acc_->setAxisLabels("accuracy");
@@ -193,7 +196,7 @@ void RunPanel::begin(const ModelConfig& model, int total_steps) {
   for (int h = 0; h < model.num_heads; ++h) {
     auto* v = new HeatmapView(this);
     v->setMaxCells(64);
-    v->setMinimumSize(120, 120);
+    v->setMinimumSize(110, 110);  // four across fit the column beside the tour's panel at 1280x720
     heads_grid_->addWidget(v, h / 4, h % 4);
     head_views_.push_back(v);
   }
