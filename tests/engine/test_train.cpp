@@ -77,11 +77,22 @@ double attention_loss_err(const AttnArgs& s, const Tensor& P, const Tensor& V, c
 // c (1 - t^2), c = 0.5 |h| k (1 + 3 a h^2): t errs by (fn_err + 3.2) u (its argument rounds 7
 // times, tanh'(z) z <= 0.45), which 1 - t^2 turns into 2 c (fn_err + 3.2) u, and c's 8 products
 // round: (fn_err / 2 + 6 + c (2 fn_err + 19)) u |da|. ReLU: exact.
+// SiLU s (1 + w), s = 1 / (1 + e^-h), w = h (1 - s): s errs by (fn_err + 2) u s (exp, the sum, the
+// division), 1 - s by that plus u (1 - s), w by |h| times that plus u |w|, 1 + w by u (1 + |w|),
+// and the product by u |g|: (fn_err + 2) s |1 + w| + s (|h| ((fn_err + 2) s + 2 (1 - s)) + 1 + |w|)
+// + 2 |g| in u, times |da| (with the two roundings of da g in the 2 |g|).
 double act_grad_bound(Activation act, const Tensor& h, const Tensor& da) {
   if (act == Activation::Relu) return 0;
   const double fn = kCpuPass.fn_err;
   double m = 0;
   for (size_t k = 0; k < h.data.size(); ++k) {
+    if (act == Activation::Silu) {
+      const double v = h.data[k], sg = 1 / (1 + std::exp(-v)), w = v * (1 - sg), g = sg * (1 + w);
+      const double coef = (fn + 2) * sg * std::fabs(1 + w) +
+                          sg * (std::fabs(v) * ((fn + 2) * sg + 2 * (1 - sg)) + 1 + std::fabs(w)) + 2 * std::fabs(g);
+      m = std::max(m, coef * kU32 * std::fabs(da.data[k]));
+      continue;
+    }
     const double v = h.data[k], c = 0.5 * std::fabs(v) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
     const double coef = act == Activation::Gelu ? fn + 8 : fn / 2 + 6 + c * (2 * fn + 19);
     m = std::max(m, coef * kU32 * std::fabs(da.data[k]));
@@ -304,11 +315,12 @@ TEST_CASE("reference attention backward matches finite differences with masks, d
       }
 }
 
-TEST_CASE("activation ops: cpu matches the reference, GELU is exact and independent of alignment", "[train][cpu]") {
+TEST_CASE("activation ops: cpu matches the reference, GELU and SiLU are exact and independent of alignment",
+          "[train][cpu]") {
   auto ref = make_reference_ops();
   auto cpu = make_ops("cpu");
   for (const int64_t n : {1, 7, 4095, 4096, 4097, 20000})
-    for (const Activation act : {Activation::Relu, Activation::Gelu, Activation::GeluTanh}) {
+    for (const Activation act : {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu}) {
       CAPTURE(n, to_string(act));
       const Tensor h = random_tensor({n}, static_cast<uint64_t>(n), 3.0f);
       Tensor a1, a2;
@@ -318,10 +330,11 @@ TEST_CASE("activation ops: cpu matches the reference, GELU is exact and independ
       // GELU(x) = x * Phi(x): spot values from the definition
       for (int64_t k = 0; k < n; k += 997) {
         const double x = h.data[static_cast<size_t>(k)];
-        const double want = act == Activation::Relu ? std::max(0.0, x)
-                            : act == Activation::Gelu
-                                ? 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))
-                                : 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+        const double want = act == Activation::Relu   ? std::max(0.0, x)
+                            : act == Activation::Gelu ? 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))
+                            : act == Activation::GeluTanh
+                                ? 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)))
+                                : x / (1.0 + std::exp(-x));
         // one float32 side against exact values: within the (two-sided) allowance of activation_bound
         CHECK(std::fabs(a2.data[static_cast<size_t>(k)] - want) <= (kCpuPass.fn_err + 4) * kU32 * std::fabs(x));
       }
@@ -338,6 +351,14 @@ TEST_CASE("activation ops: cpu matches the reference, GELU is exact and independ
       ref->activation_backward(h, act, d1);
       cpu->activation_backward(h, act, d2);
       CHECK(max_abs_diff(d1, d2) <= act_grad_bound(act, h, da));
+      // and the backward, too, gives the same bits one float further into a buffer
+      if (n > 1) {
+        Tensor hs({n + 1}), ds({n + 1});
+        std::copy(h.data.begin(), h.data.end(), hs.data.begin() + 1);
+        std::copy(da.data.begin(), da.data.end(), ds.data.begin() + 1);
+        cpu->activation_backward(hs, act, ds);
+        CHECK(std::equal(d2.data.begin(), d2.data.end(), ds.data.begin() + 1));
+      }
     }
 }
 
