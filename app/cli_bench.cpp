@@ -22,6 +22,7 @@
 #include "engine/compute/ops.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/train_model.h"
+#include "engine/train/trainer.h"
 
 namespace attnlab::cli {
 
@@ -45,15 +46,35 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// One training step (forward + backward + Adam) on a random batch: samples per second.
+// One training step (forward + backward + Adam) on a random batch: samples per second. A
+// classifier by default; --objective lm: a new GPT-2- or Llama-style decoder (--arch, as train
+// --objective lm makes it) with next-token loss at every position.
 int bench_train(const Args& a) {
-  ModelConfig d;
-  d.vocab_size = 1000, d.embed_size = 128, d.num_heads = 8, d.num_layers = 2, d.ff_dim = 512, d.max_len = 512;
-  d.num_classes = 2, d.positional = Positional::Learned, d.pooling = Pooling::MaskedMean;
-  Model model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
+  const bool lm = a.get("--objective", "classify") == "lm";
+  if (!lm && a.get("--objective", "classify") != "classify")
+    throw Error("--objective must be classify or lm, got \"" + a.get("--objective") + "\"");
+  Model model;
+  const int T = a.get_int("--seq", lm ? 256 : 64), B = a.get_int("--batch", lm ? 16 : 32),
+            repeat = a.get_int("--repeat", 10);
+  if (lm) {
+    for (const char* f :
+         {"--classes", "--positional", "--norm", "--activation", "--pooling", "--tokenizer", "--max-len"})
+      if (a.has(f)) throw Error(std::string(f) + " does not apply to --objective lm (--arch sets the decoder's kind)");
+    LmShape shape;
+    shape.arch = a.get("--arch", "gpt2");
+    shape.layers = a.get_int("--layers", 4), shape.heads = a.get_int("--heads", 4), shape.dim = a.get_int("--dim", 256);
+    shape.kv_heads = a.get_int("--kv-heads", 0), shape.ff = a.get_int("--ff", 4 * shape.dim);
+    shape.vocab = a.get_int("--vocab-size", 1000), shape.max_len = std::max(T, 1);
+    model = new_language_model(shape, static_cast<uint64_t>(a.get_int("--seed", 0)));
+  } else {
+    if (a.has("--arch") || a.has("--kv-heads")) throw Error("--arch and --kv-heads are for --objective lm");
+    ModelConfig d;
+    d.vocab_size = 1000, d.embed_size = 128, d.num_heads = 8, d.num_layers = 2, d.ff_dim = 512, d.max_len = 512;
+    d.num_classes = 2, d.positional = Positional::Learned, d.pooling = Pooling::MaskedMean;
+    model = random_model(config_from_flags(a, d), static_cast<uint64_t>(a.get_int("--seed", 0)));
+    if (model.config.num_classes < 2) throw Error("--train needs --classes >= 2");
+  }
   const ModelConfig& c = model.config;
-  if (c.num_classes < 2) throw Error("--train needs --classes >= 2");
-  const int T = a.get_int("--seq", 64), B = a.get_int("--batch", 32), repeat = a.get_int("--repeat", 10);
   if (T <= 0 || T > c.max_len || B <= 0 || repeat <= 0)
     throw Error("--seq, --batch and --repeat must be positive (seq <= max_len)");
   std::mt19937 rng(1);
@@ -61,14 +82,14 @@ int bench_train(const Args& a) {
   std::vector<int> labels;
   for (auto& s : seqs) {
     for (int t = 0; t < T; ++t) s.push_back(3 + static_cast<int>(rng() % static_cast<unsigned>(c.vocab_size - 3)));
-    labels.push_back(static_cast<int>(rng() % 2));
+    if (!lm) labels.push_back(static_cast<int>(rng() % 2));
   }
-  const TrainBatch batch = make_batch(model, seqs, labels);
+  const TrainBatch batch = make_batch(model, seqs, labels);  // a language model's: every next token scored
   auto ops = make_ops(a.get("--backend", "cpu"));
   Adam adam(model.weights, OptimizerConfig{});
   ModelWeights grads = zeros_like(model.weights);
   StepOptions so;
-  so.dropout = static_cast<float>(a.get_double("--dropout", 0.1));
+  so.dropout = static_cast<float>(a.get_double("--dropout", lm ? 0.0 : 0.1));
   so.checkpoint = a.has("--checkpoint");
   auto step = [&] {
     const auto t0 = std::chrono::steady_clock::now();
@@ -86,6 +107,10 @@ int bench_train(const Args& a) {
   if (a.has("--json")) {
     std::cout << json{{"backend", ops->name()},
                       {"train", true},
+                      {"objective", lm ? "lm" : "classify"},
+                      {"arch", lm ? (c.positional == Positional::Rotary ? "llama" : "gpt2") : "classifier"},
+                      {"dropout", so.dropout},
+                      {"params", c.parameter_count()},
                       {"layers", c.num_layers},
                       {"dim", c.embed_size},
                       {"heads", c.num_heads},
@@ -100,8 +125,9 @@ int bench_train(const Args& a) {
                      .dump()
               << "\n";
   } else {
-    std::printf("train step: backend %s layers %d dim %d heads %d ff %d seq %d batch %d\n", ops->name().c_str(),
-                c.num_layers, c.embed_size, c.num_heads, c.ff_dim, T, B);
+    std::printf("train step (%s): backend %s layers %d dim %d heads %d ff %d seq %d batch %d\n",
+                lm ? (c.positional == Positional::Rotary ? "llama-style LM" : "gpt2-style LM") : "classifier",
+                ops->name().c_str(), c.num_layers, c.embed_size, c.num_heads, c.ff_dim, T, B);
     std::printf("median %.3f ms over %d steps  %.0f samples/s\n", med, repeat, sps);
   }
   return 0;
@@ -186,7 +212,9 @@ int bench_analysis(const Args& a) {
 }
 
 int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv, with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers"}),
+  const Args a(argv,
+               with(kModelValued, {"--seq", "--repeat", "--batch", "--dropout", "--keep-layers", "--objective",
+                                   "--arch", "--kv-heads"}),
                {"--json", "--random-init", "--train", "--sgemm", "--checkpoint", "--analysis", "--on-demand"});
   if (a.has("--sgemm")) {
     // Measured again and kept as this machine's rates (engine/compute/measured.h): the cpu ops' fp32
@@ -214,6 +242,8 @@ int cmd_bench(const std::vector<std::string>& argv, const std::string& argv0) {
     return 0;
   }
   if (a.has("--train")) return bench_train(a);
+  for (const char* f : {"--objective", "--arch", "--kv-heads"})
+    if (a.has(f)) throw Error(std::string(f) + " is for bench --train");
   if (a.has("--analysis")) return bench_analysis(a);
   ModelConfig d;
   d.vocab_size = 1000, d.embed_size = 512, d.num_heads = 8, d.num_layers = 6, d.ff_dim = 2048, d.max_len = 8192;

@@ -8,7 +8,9 @@
    (nn.MultiheadAttention, need_weights=True, average_attn_weights=False, post-LN layers, the
    same weights) for d=512, 8 heads, ff=2048, 6 layers at T = 128 and 512;
 3. one training step (forward + backward + Adam) vs PyTorch: d=128, 8 heads, 2 layers, ff=512,
-   T=64, batch 32;
+   T=64, batch 32; and a language model's (next-token loss at every position) for a 2-layer
+   attention-only Llama-style and a 4-layer GPT-2-style decoder, d=256, T=256, batch 16, against
+   the same decoders in PyTorch (bench/torch_train_lm.py, fused and written-out attention);
 4. T = 2,048 and 4,096 forwards of the default-size model (d=64, 8 heads, 2 layers, ff=128),
    full and with a sliding window of 64, with peak memory, keeping every layer / one layer / none;
 5. the opencl backend's rows (whatever device `--backend opencl` picks here);
@@ -135,6 +137,27 @@ t = results["train"]
 print(f"\ntraining step (forward + backward + Adam, dropout 0.1), d=128, 8 heads, 2 layers, ff=512, T=64, batch 32")
 print(f"  attnlab {t['attnlab_ms']:.1f} ms ({t['attnlab_samples_per_s']:.0f} samples/s), PyTorch {t['pytorch_ms']:.1f} ms "
       f"({t['pytorch_samples_per_s']:.0f} samples/s): {t['speedup']:.2f}x")
+
+# Language models' training steps (issue #27's rows): a 2-layer attention-only Llama-style decoder
+# and a 4-layer GPT-2-style one, d=256, 4 heads, T=256, batch 16, vocabulary 1,000, no dropout,
+# against the same decoders in nanoGPT-style PyTorch (bench/torch_train_lm.py) with PyTorch's fused
+# causal attention (sdpa) and with the softmax written out (eager).
+results["train_lm"] = []
+print("\nlanguage-model training step (forward + next-token loss + backward + clipping + Adam), d=256, 4 heads, "
+      "T=256, batch 16")
+for arch, layers, ff in [("llama", 2, 0), ("gpt2", 4, 1024)]:
+    shape = ["--arch", arch, "--layers", str(layers), "--dim", "256", "--heads", "4", "--ff", str(ff), "--seq", "256",
+             "--batch", "16", "--repeat", str(R)]
+    ours = cli("bench", "--train", "--objective", "lm", *shape)
+    row = {"arch": arch, "layers": layers, "ff": ff, "attnlab_ms": ours["median_ms"], "params": ours["params"]}
+    for attn in ("sdpa", "eager"):
+        theirs = torch("torch_train_lm.py", *shape, "--attn", attn)
+        row[f"pytorch_{attn}_ms"] = theirs["median_ms"]
+        row[f"speedup_vs_{attn}"] = theirs["median_ms"] / ours["median_ms"]
+    results["train_lm"].append(row)
+    what = f"{layers}-layer {arch}-style" + (", attention-only" if ff == 0 else f", ff={ff}")
+    print(f"  {what:<32} attnlab {row['attnlab_ms']:.0f} ms, PyTorch sdpa {row['pytorch_sdpa_ms']:.0f} ms "
+          f"({row['speedup_vs_sdpa']:.2f}x), eager {row['pytorch_eager_ms']:.0f} ms ({row['speedup_vs_eager']:.2f}x)")
 
 # bf16 training (bf16 products, fp32 accumulation, master weights and the rest) against fp32, on a
 # step large enough for the products to matter: 4 layers, d=512, ff=2048, T=128, batch 16.

@@ -108,6 +108,28 @@ check("--backend reference agrees with cpu", r3.returncode == 0
 r = run("bench", "--layers", "1", "--dim", "32", "--heads", "4", "--ff", "32", "--seq", "16", "--repeat", "3", "--json")
 b = json.loads(r.stdout) if r.returncode == 0 else {}
 check("bench --json reports median_ms and gflops", b.get("median_ms", 0) > 0 and b.get("gflops", 0) > 0, r.stdout + r.stderr)
+# a language model's training step: the decoder train --objective lm makes (GPT-2 style: learned
+# positions, LayerNorm with biases, tied head), at the flags' shape
+V, E, L, F, T = 50, 16, 2, 24, 12
+r = run("bench", "--train", "--objective", "lm", "--arch", "gpt2", "--vocab-size", str(V), "--dim", str(E), "--heads", "2",
+        "--layers", str(L), "--ff", str(F), "--seq", str(T), "--batch", "3", "--repeat", "2", "--json")
+b = json.loads(r.stdout) if r.returncode == 0 else {}
+per_layer = 2 * E + 3 * E * E + 3 * E + E * E + E + 2 * E + E * F + F + F * E + E
+check("bench --train --objective lm times a GPT-2-style decoder of the flags' shape",
+      b.get("objective") == "lm" and b.get("arch") == "gpt2" and b.get("median_ms", 0) > 0 and b.get("seq") == T
+      and b.get("batch") == 3 and b.get("params") == V * E + T * E + L * per_layer + 2 * E, r.stdout + r.stderr)
+r = run("bench", "--train", "--objective", "lm", "--arch", "llama", "--ff", "0", "--dim", "16", "--heads", "4",
+        "--kv-heads", "2", "--layers", "1", "--seq", "8", "--batch", "2", "--repeat", "2", "--json")
+b = json.loads(r.stdout) if r.returncode == 0 else {}
+check("bench --train --objective lm --arch llama --ff 0 times an attention-only Llama-style decoder",
+      b.get("arch") == "llama" and b.get("ff") == 0 and b.get("median_ms", 0) > 0, r.stdout + r.stderr)
+for args, what in [(["--objective", "lm"], "is for bench --train"),
+                   (["--train", "--objective", "lm", "--classes", "3"], "does not apply to --objective lm"),
+                   (["--train", "--objective", "mlm"], "--objective must be classify or lm"),
+                   (["--train", "--objective", "lm", "--arch", "bert"], "unknown architecture")]:
+    r = run("bench", *args, "--repeat", "1")
+    check(f"bench {' '.join(args)} is refused", r.returncode != 0 and what in r.stderr and r.stderr.count("\n") <= 1,
+          r.stdout + r.stderr)
 
 # --- a kill in the middle of saving a model never destroys the previous one -----------------------
 import signal
