@@ -2,6 +2,7 @@
 #include "engine/train/optimizer.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "engine/train/train_model.h"
 
@@ -49,7 +50,10 @@ double Adam::step(ModelWeights& weights, const ModelWeights& grads) {
     const float* gp = g[p]->ptr();
     float* mp = m[p]->ptr();
     float* vp = v[p]->ptr();
-    for (size_t k = 0; k < w[p]->data.size(); ++k) {
+    const int64_t n = static_cast<int64_t>(w[p]->data.size());
+    // each weight's update is its own: over the threads, the same result for any split
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+    for (int64_t k = 0; k < n; ++k) {
       const float gk = static_cast<float>(gp[k] * clip);
       mp[k] = cfg_.beta1 * mp[k] + (1 - cfg_.beta1) * gk;
       vp[k] = cfg_.beta2 * vp[k] + (1 - cfg_.beta2) * gk * gk;
