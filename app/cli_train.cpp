@@ -65,9 +65,15 @@ int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedD
     std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
     std::fflush(stdout);
   };
+  // an epoch line each epoch, or every --log-every steps' worth when epochs are single steps
+  // (modadd's full batch runs thousands)
+  const int per_epoch =
+      static_cast<int>((train.size() + static_cast<size_t>(tc.batch) - 1) / static_cast<size_t>(tc.batch));
+  const int epoch_every = std::max(1, every / std::max(1, per_epoch));
   cb.on_epoch = [&](const EpochReport& r) {
-    std::printf("epoch %d/%d train_loss %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch, tc.epochs,
-                r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
+    if (r.epoch % epoch_every != 0 && r.epoch != tc.epochs) return;
+    std::printf("epoch %d/%d train_loss %.4f train_acc %.4f val_loss %.4f val_acc %.4f samples_per_s %.0f\n", r.epoch,
+                tc.epochs, r.train_loss, r.train_acc, r.val_loss, r.val_acc, r.samples_per_s);
     std::fflush(stdout);
   };
   const TrainResult res = train_model(model, train, val, tc, cb);
@@ -131,13 +137,22 @@ int train_lm(const Args& a) {
   p.sequences = 20000;
   if (a.has("--preset")) p = lm_preset(a.get("--preset"));
   if (!a.has("--task") && p.task.name.empty())
-    throw Error("train --objective lm needs --task induction or --preset NAME");
+    throw Error("train --objective lm needs --task induction|modadd or --preset NAME");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", static_cast<int>(p.seed)));
   LmTask task = p.task;
   task.name = a.get("--task", task.name);
   task.seq = a.get_int("--task-seq", task.seq);
   task.vocab = a.get_int("--task-vocab", a.get_int("--vocab-size", task.vocab));
+  task.p = a.get_int("--task-p", task.p);
+  task.train_frac = a.get_double("--task-train-frac", task.train_frac);
+  const bool modadd = task.name == "modadd";
+  for (const char* f : {"--task-seq", "--task-vocab", "--vocab-size"})
+    if (modadd && a.has(f))
+      throw Error(std::string(f) + " does not apply to the modadd task (--task-p sets its vocabulary)");
+  for (const char* f : {"--task-p", "--task-train-frac"})
+    if (!modadd && a.has(f)) throw Error(std::string(f) + " is for --task modadd");
+  task.vocab = lm_task_vocab(task);  // Error naming the tasks for an unknown one
   LmShape shape = p.shape;
   shape.arch = a.get("--arch", shape.arch);
   shape.layers = a.get_int("--layers", shape.layers);
@@ -146,18 +161,22 @@ int train_lm(const Args& a) {
   shape.dim = a.get_int("--dim", shape.dim);
   shape.ff = a.get_int("--ff", a.has("--preset") ? shape.ff : 0);
   shape.vocab = task.vocab;
-  shape.max_len = a.get_int("--max-len", 2 * task.seq);
-  if (shape.max_len < 2 * task.seq)
-    throw Error("--max-len " + std::to_string(shape.max_len) +
-                " is shorter than the task's sequences (2 x --task-seq = " + std::to_string(2 * task.seq) + ")");
+  const int length = lm_task_length(task);
+  shape.max_len = a.get_int("--max-len", length);
+  if (shape.max_len < length)
+    throw Error("--max-len " + std::to_string(shape.max_len) + " is shorter than the task's sequences (" +
+                std::to_string(length) + " tokens)");
   Model model = new_language_model(shape, seed);
+  name_task_tokens(task, model);
   model.source = a.get("--out");
-  const int n = a.get_int("--n", p.sequences);
-  if (n < 1) throw Error("--n must be positive");
-  const EncodedData train = make_lm_task(task, n, seed * 2 + 1);
-  const EncodedData val = make_lm_task(task, std::max(1, std::min(256, n / 10)), seed * 2 + 2);  // held out
+  if (modadd && a.has("--n")) throw Error("--n does not apply to the modadd task (its sequences are every pair once)");
+  const int requested = a.get_int("--n", p.sequences);
+  if (requested < 1) throw Error("--n must be positive");
+  const LmData data = make_lm_data(task, requested, seed);  // induction: drawn; modadd: the pairs split
+  const EncodedData &train = data.train, &val = data.val;
+  const int n = static_cast<int>(train.size());
   TrainConfig tc;
-  tc.batch = a.get_int("--batch", p.batch);
+  tc.batch = a.get_int("--batch", modadd && !a.has("--preset") ? n : p.batch);  // modadd: the full batch
   const int steps = a.get_int("--steps", 0);
   if (steps < 0 || (steps == 0 && !a.has("--epochs") && p.epochs == 0))
     throw Error("train --objective lm needs --steps N or --epochs N");
@@ -165,9 +184,11 @@ int train_lm(const Args& a) {
   tc.epochs = steps > 0 ? (steps + per_epoch - 1) / per_epoch : a.get_int("--epochs", p.epochs);
   tc.max_steps = steps;
   tc.seed = seed;
-  tc.keep_best = false;  // the last weights: a phase change is what the run is for
+  tc.keep_best = lm_keeps_best(task);
   optimizer_from_flags(a, tc, p.lr, 0.0);
   if (!a.has("--warmup")) tc.optimizer.warmup_steps = p.warmup;
+  if (!a.has("--weight-decay")) tc.optimizer.weight_decay = p.weight_decay;
+  tc.optimizer.beta2 = p.beta2;
   tc.optimizer.cosine = tc.optimizer.cosine || p.cosine;
   const bool quiet = a.has("--quiet");
   if (!quiet)
@@ -175,26 +196,27 @@ int train_lm(const Args& a) {
         "training a %s-style language model (%d layers, %d heads, dim %d, %s) on the %s task: %d sequences of "
         "%d, vocab %d, %lld parameters\n",
         shape.arch.c_str(), shape.layers, shape.heads, shape.dim,
-        shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", task.name.c_str(), n,
-        2 * task.seq, task.vocab, model.config.parameter_count());
+        shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", task.name.c_str(), n, length,
+        task.vocab, model.config.parameter_count());
   return run_lm(a, model, train, val, tc, 100);
 }
 
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& argv) {
-  const Args a(
-      argv,
-      with(kModelValued, {"--data",      "--val-data",    "--val-split",    "--out",      "--config",    "--epochs",
-                          "--batch",     "--lr",          "--weight-decay", "--dropout",  "--clip",      "--warmup",
-                          "--min-count", "--text-column", "--label-column", "--init",     "--objective", "--task",
-                          "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",     "--n",
-                          "--log-every", "--preset",      "--seq"}),
-      {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
+  const Args a(argv,
+               with(kModelValued,
+                    {"--data",      "--val-data",    "--val-split",    "--out",      "--config",         "--epochs",
+                     "--batch",     "--lr",          "--weight-decay", "--dropout",  "--clip",           "--warmup",
+                     "--min-count", "--text-column", "--label-column", "--init",     "--objective",      "--task",
+                     "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",          "--n",
+                     "--log-every", "--preset",      "--seq",          "--task-p",   "--task-train-frac"}),
+               {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
   const std::string objective = a.get("--objective", "classify");
   if (objective == "lm") return train_lm(a);
   if (objective != "classify") throw Error("--objective must be classify or lm, got \"" + objective + "\"");
-  for (const char* f : {"--task", "--task-seq", "--task-vocab", "--arch", "--kv-heads", "--steps", "--n", "--preset"})
+  for (const char* f : {"--task", "--task-seq", "--task-vocab", "--task-p", "--task-train-frac", "--arch", "--kv-heads",
+                        "--steps", "--n", "--preset"})
     if (a.has(f)) throw Error(std::string(f) + " is for --objective lm");
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");

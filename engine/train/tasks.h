@@ -24,14 +24,40 @@ std::vector<Example> make_task(const std::string& name, int n, uint64_t seed);
 //    after random filler that makes every sequence 2 seq long; the second copy is scored, which
 //    only a head looking back to the token after the current one's first occurrence (an
 //    induction head, fed by a previous-token head) can predict.
+//  - modadd: "a b = c" with c = (a + b) mod p (Power et al. 2022; Nanda et al. 2023), every pair
+//    a, b in [0, p) once; train_frac of the pairs are trained on, the rest held out; only c is
+//    scored. Ids: first_id + k for the number k, first_id + p for "=" (vocab is first_id + p + 1).
 struct LmTask {
   std::string name;
-  int seq = 16;      // the longest repeated part (the sequences are 2 seq long)
-  int vocab = 64;    // the model's vocabulary size (ids first_id .. vocab - 1 are drawn)
-  int first_id = 3;  // below it: [PAD], [UNK], [CLS], never drawn
+  int seq = 16;             // induction: the longest repeated part (the sequences are 2 seq long)
+  int vocab = 64;           // induction: the model's vocabulary size (ids first_id .. vocab - 1 are drawn)
+  int first_id = 3;         // below it: [PAD], [UNK], [CLS], never drawn
+  int p = 113;              // modadd: the modulus
+  double train_frac = 0.3;  // modadd: the share of the p^2 pairs trained on
 };
+// induction: n sequences drawn with the seed. Error for modadd, whose sequences are a fixed set
+// (make_lm_data splits it).
 EncodedData make_lm_task(const LmTask& task, int n, uint64_t seed);
-// The language-model tasks by name, for messages: "induction".
+// A task's training and held-out sequences. induction: n drawn with 2 seed + 1 and n / 10 (1 to
+// 256) with 2 seed + 2; modadd: the p^2 pairs shuffled with the seed, the first train_frac of
+// them (at least one each side) to train on, n not used. Error naming the problem for a bad task.
+struct LmData {
+  EncodedData train, val;
+};
+LmData make_lm_data(const LmTask& task, int n, uint64_t seed);
+// The vocabulary size a model of the task needs, and its sequences' length.
+int lm_task_vocab(const LmTask& task);
+int lm_task_length(const LmTask& task);
+// Names the tokens of a new model for the task (modadd's ids read "0" .. "p-1" and "=", so Explore
+// reads "12 40 =" as the task does); induction's ids stay arbitrary tokens (w0, w1, ...).
+void name_task_tokens(const LmTask& task, Model& model);
+// Whether a run on the task ends with the weights of its best held-out epoch: modadd's (past
+// grokking, Adam's loss spikes come and go, the "slingshot" of Thilak et al. 2022, and a run can
+// end inside one); induction's keeps the last (the run is for the change, not the best epoch).
+inline bool lm_keeps_best(const LmTask& task) {
+  return task.name == "modadd";
+}
+// The language-model tasks by name, for messages: "induction", "modadd".
 std::vector<std::string> lm_task_names();
 
 // text<TAB>label lines with a header.
@@ -48,15 +74,18 @@ struct LmPreset {
   int sequences = 0;  // drawn once with the seed: an epoch's worth
   int epochs = 0, batch = 32, warmup = 0;
   float lr = 1e-3f;
+  float weight_decay = 0.0f;  // AdamW's decoupled decay (grokking needs it)
+  float beta2 = 0.999f;
   bool cosine = false;
   uint64_t seed = 0;
   const char* what = "";  // what to watch for, shown when it is chosen
-  // The run the row describes: its epochs, batch, schedule and seed; no dropout; the last weights
-  // kept (the run is for the change, not the best epoch).
+  // The run the row describes: its epochs, batch, schedule and seed; no dropout; which weights are
+  // kept (lm_keeps_best).
   TrainConfig train_config() const {
     TrainConfig tc;
-    tc.epochs = epochs, tc.batch = batch, tc.seed = seed, tc.dropout = 0.0f, tc.keep_best = false;
+    tc.epochs = epochs, tc.batch = batch, tc.seed = seed, tc.dropout = 0.0f, tc.keep_best = lm_keeps_best(task);
     tc.optimizer.lr = lr, tc.optimizer.warmup_steps = warmup, tc.optimizer.cosine = cosine;
+    tc.optimizer.weight_decay = weight_decay, tc.optimizer.beta2 = beta2;
     return tc;
   }
 };

@@ -270,6 +270,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
     size_t seen = 0;
+    long long correct = 0, scored = 0;
     for (int b = 0; b < steps_per_epoch; ++b) {
       if (cb.control && !cb.control->wait_while_paused()) {
         result.cancelled = true;
@@ -300,6 +301,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
       adam.step(model.weights, grads);
       ++step;
       loss_sum += s.loss * static_cast<double>(end - start);
+      correct += s.correct, scored += s.scored;
       seen += end - start;
       if (cb.on_step) {
         TrainProgress p;
@@ -314,6 +316,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
     EpochReport rep;
     rep.epoch = epoch;
     rep.train_loss = loss_sum / static_cast<double>(seen);
+    rep.train_acc = scored > 0 ? static_cast<double>(correct) / static_cast<double>(scored) : NAN;
     rep.samples_per_s = static_cast<double>(seen) /
                         std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (val.size() > 0) {

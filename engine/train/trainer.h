@@ -40,6 +40,9 @@ struct TrainProgress {
 struct EpochReport {
   int epoch = 0;
   double train_loss = 0, val_loss = 0, val_acc = 0;
+  // the epoch's batches' accuracy, each taken before its update (a language model's: over scored
+  // positions); with one batch an epoch (modadd's full batch), the training set's accuracy
+  double train_acc = 0;
   double samples_per_s = 0;
 };
 

@@ -198,6 +198,18 @@ cfg = json.load(open(os.path.join(tmp, "preset", "config.json"))) if r.returncod
 check("train --preset induction builds the preset's model (2 layers of one head, attention-only, rotary)",
       cfg.get("num_layers") == 2 and cfg.get("num_heads") == 1 and cfg.get("ff_dim") == 0 and
       cfg.get("positional") == "rotary" and cfg.get("max_len") == 20, r.stdout + r.stderr + str(cfg))
+# modular addition: every pair once, split; the full batch by default; the model reads its numbers
+ma = os.path.join(tmp, "modadd")
+r = run("train", "--objective", "lm", "--task", "modadd", "--task-p", "7", "--task-train-frac", "0.5", "--arch", "llama",
+        "--heads", "2", "--dim", "16", "--ff", "16", "--steps", "4", "--log-every", "2", "--out", ma)
+epochs = [l for l in r.stdout.splitlines() if l.startswith("epoch ")]
+check("train --task modadd: 25 of 49 pairs, the full batch (a step an epoch), train_acc logged every 2 epochs",
+      r.returncode == 0 and "on the modadd task: 25 sequences of 4, vocab 11" in r.stdout and len(epochs) == 2 and
+      epochs[-1].startswith("epoch 4/4 ") and " train_acc " in epochs[-1], r.stdout + r.stderr)
+r = run("forward", "--model", ma, "--text", "3 5 =", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("its folder reads \"3 5 =\" as the task's numbers", j.get("tokens") == ["3", "5", "="] and j.get("ids") == [6, 8, 10],
+      r.stdout + r.stderr)
 r = run("lm-loss", "--model", lm, "--ids", "5,9,7,5,9,7", "--json", "--grad-out", os.path.join(tmp, "g.safetensors"))
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("lm-loss gives the loss over T - 1 positions and writes a gradient per tensor",
@@ -235,7 +247,10 @@ data_bad_cases = [
     ("train lm: no length", ["train", "--objective", "lm", "--task", "induction", "--out", os.path.join(tmp, "x")], "needs --steps N or --epochs N"),
     ("train lm: max-len too short", ["train", "--objective", "lm", "--task", "induction", "--max-len", "8", "--steps", "5", "--out", os.path.join(tmp, "x")], "shorter than the task's sequences"),
     ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),
-    ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction)"),
+    ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction, grokking)"),
+    ("train lm: --task-p is for modadd", ["train", "--objective", "lm", "--task", "induction", "--task-p", "7", "--steps", "5", "--out", os.path.join(tmp, "x")], "--task-p is for --task modadd"),
+    ("train lm: --n does not apply to modadd", ["train", "--objective", "lm", "--task", "modadd", "--n", "9", "--steps", "5", "--out", os.path.join(tmp, "x")], "--n does not apply to the modadd task"),
+    ("train lm: modadd share out of range", ["train", "--objective", "lm", "--task", "modadd", "--task-train-frac", "1.5", "--steps", "5", "--out", os.path.join(tmp, "x")], "between 0 and 1"),
     ("train: --preset is for lm", ["train", "--preset", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--preset is for --objective lm"),
     ("lm-loss: a classifier", ["lm-loss", "--model", trained, "--text", "the film was good"], "lm-loss reads a language model"),
     ("lm-loss: one token", ["lm-loss", "--model", lm, "--ids", "5"], "at least 2 tokens"),
