@@ -78,6 +78,17 @@ void CurveView::setIntegerX(int first) {
 }
 
 // Data ranges with a margin (markers at the ends stay whole); fixed axes stay fixed.
+void CurveView::setLogX(bool on) {
+  log_x_ = on;
+  plot_->xAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (on)
+    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  else
+    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  rescale();
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
 void CurveView::rescale() {
   plot_->rescaleAxes();
   const double pad_y = fixed_y_ ? 0.04 * (y_hi_ - y_lo_) : 0.06 * std::max(1e-9, plot_->yAxis->range().size());
@@ -88,11 +99,16 @@ void CurveView::rescale() {
   QCPRange x = plot_->xAxis->range();
   bool any = false;
   for (const QCPGraph* g : graphs_) any = any || g->dataCount() > 0;
-  if (!any) {  // before training: the same empty 0-5 axes on every chart
-    plot_->xAxis->setRange(std::max(0, x_first_), std::max(0, x_first_) + 5);
+  if (!any) {  // before training: the same empty 0-5 axes on every chart (1-1,000 on a log axis)
+    if (log_x_)
+      plot_->xAxis->setRange(1, 1000);
+    else
+      plot_->xAxis->setRange(std::max(0, x_first_), std::max(0, x_first_) + 5);
     return;
   }
-  if (x_first_ >= 0) {
+  if (log_x_) {  // a decade's tenth either side, and at least 1 to 1,000
+    plot_->xAxis->setRange(std::min(1.0, x.lower / 1.26), std::max(1000.0, x.upper * 1.26));
+  } else if (x_first_ >= 0) {
     x.lower = std::min(x.lower, static_cast<double>(x_first_));
     x.upper = std::max(x.upper, static_cast<double>(x_first_));
     plot_->xAxis->setRange(x.lower - 0.3, x.upper + 0.3);
@@ -116,9 +132,12 @@ void CurveView::addMarker(double x, const QString& label) {
   auto* text = new QCPItemText(plot_);
   text->position->setTypeX(QCPItemPosition::ptPlotCoords);
   text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  text->position->setCoords(x, 0.02);
-  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-  text->setText(" " + label);
+  text->position->setCoords(x, 0.02 + 0.08 * (markers_ % 3));  // a second marker's label below the first's
+  // right of the line, or left of it past 60% of the axis (a label there ran off the chart's edge)
+  const QRect area = plot_->axisRect()->rect();
+  const bool late = area.width() > 0 && plot_->xAxis->coordToPixel(x) > area.left() + 0.6 * area.width();
+  text->setPositionAlignment((late ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+  text->setText(late ? label + " " : " " + label);
   text->setFont(QFont(font().family(), 8));
   text->setColor(QColor(60, 60, 60));
   ++markers_;

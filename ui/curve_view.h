@@ -22,6 +22,9 @@ class CurveView : public QWidget {
   // Integer x ticks starting at `first` (epochs).
   void setIntegerX(int first);
   void setLegendColumns(int columns);  // the legend wraps after this many entries (a narrow chart)
+  // A logarithmic x axis (steps over decades: grokking's gap between memorising and generalising);
+  // points at x <= 0 are not drawn.
+  void setLogX(bool on);
   void append(int series, double x, double y);
   void clear();         // the points and markers; the series stay
   void removeSeries();  // every series (a chart whose series depend on the run)
@@ -47,6 +50,7 @@ class CurveView : public QWidget {
   bool fixed_y_ = false;
   double y_lo_ = 0, y_hi_ = 1;
   int x_first_ = -1;  // >= 0: integer x axis from this value
+  bool log_x_ = false;
 };
 
 }  // namespace attnlab

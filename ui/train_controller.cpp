@@ -97,7 +97,7 @@ void TrainController::snapshot(const Model& model, int step, const BackgroundJob
       req.ids = ids;
     }
     Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(model, *backend, req)), {}, {}};
-    if (!ids.empty()) {
+    if (!ids.empty() && seq > 0) {  // a task with a repeat (induction): its heads' detector scores
       s.induction = head_detector_scores(*s.result, HeadDetector::Induction, seq);
       s.previous_token = head_detector_scores(*s.result, HeadDetector::PreviousToken, seq);
     }
@@ -111,7 +111,9 @@ TrainOutcome TrainController::run(TrainJob job, const BackgroundJob::Post& post)
   Model& model = *job.model;
   const int steps_per_epoch = static_cast<int>((job.train.size() + static_cast<size_t>(job.config.batch) - 1) /
                                                static_cast<size_t>(std::max(1, job.config.batch)));
-  const int snapshot_every = std::max(1, steps_per_epoch / 5);  // ~5 per epoch
+  // ~5 per epoch; a run of one-step epochs (grokking's full batch: thousands) ~200 in all
+  const int total_steps = steps_per_epoch * job.config.epochs;
+  const int snapshot_every = steps_per_epoch > 1 ? std::max(1, steps_per_epoch / 5) : std::max(1, total_steps / 200);
   snapshot(model, 0, post);
   int last_step = 0, last_snapshot = 0;
   TrainCallbacks cb;

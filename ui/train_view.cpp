@@ -111,9 +111,15 @@ void TrainView::fail(const QString& message) {
 
 namespace {
 
-// A language-model run's probe: seq tokens drawn from the task's ids (no special tokens, so its
-// text reads back as the same ids), then the same seq again, as the head detectors read.
-std::vector<int> lm_probe(const LmTask& task) {
+// A language-model run's probe. Induction: seq tokens drawn from the task's ids (no special
+// tokens, so its text reads back as the same ids), then the same seq again, as the head detectors
+// read. Modadd: the first held-out pair's prompt, "a b =" (the split the seed makes).
+std::vector<int> lm_probe(const LmTask& task, uint64_t seed) {
+  if (task.name == "modadd") {
+    const LmData data = make_lm_data(task, 1, seed);
+    const std::vector<int>& s = data.val.seqs.front();
+    return {s[0], s[1], s[2]};
+  }
   std::mt19937_64 rng(0);
   std::uniform_int_distribution<int> draw(task.first_id, task.vocab - 1);
   std::vector<int> ids(static_cast<size_t>(2 * task.seq));
@@ -121,11 +127,21 @@ std::vector<int> lm_probe(const LmTask& task) {
   return ids;
 }
 
-// The probe as the text Explore is given (the word tokenizer reads it back as the same ids).
-QString probe_words(const std::vector<int>& ids, const Vocab& vocab) {
+// The probe as the text Explore is given (the word tokenizer reads it back as the same ids): the
+// names a new model for the task gives its ids (w0, w1, ...; modadd's numbers and "=").
+QString probe_words(const LmTask& task, const std::vector<int>& ids) {
+  LmShape shape;
+  shape.vocab = lm_task_vocab(task), shape.max_len = lm_task_length(task), shape.dim = 4, shape.heads = 1;
+  shape.layers = 1, shape.ff = 0;
+  Model names = new_language_model(shape, 0);
+  name_task_tokens(task, names);
   QStringList words;
-  for (int id : ids) words << QString::fromStdString(vocab.token(id));
+  for (int id : ids) words << QString::fromStdString(names.vocab.token(id));
   return words.join(' ');
+}
+
+RunPanel::Charts charts_for(const LmTask& task) {
+  return task.name == "modadd" ? RunPanel::Charts::Grokking : RunPanel::Charts::Induction;
 }
 
 }  // namespace
@@ -143,7 +159,7 @@ bool TrainView::loadDataset(const QString& path) {
   controller_->setProbeIds({}, 0);
   // back from a preset: the sentence again, unless the shipped dataset chosen gave its own
   if (data_->lmPreset() && run_->probe() == lm_probe_shown_) run_->setProbe(sentence_probe_);
-  run_->showCharts(false);
+  run_->showCharts(RunPanel::Charts::Classifier);
   const QString problem = data_->load(path);
   if (!problem.isEmpty()) {
     fail(problem);
@@ -171,11 +187,9 @@ bool TrainView::chooseLmPreset(const QString& name) {
   data_->useLmPreset(*p);
   form_->useLmPreset(*p);
   run_->clearMessage();
-  run_->showCharts(true);
+  run_->showCharts(charts_for(p->task));
   if (!was_preset) sentence_probe_ = run_->probe();  // given back when a dataset is chosen again
-  ModelConfig words;  // the names new_language_model's vocabulary gives the ids (w0, w1, ...)
-  words.vocab_size = p->task.vocab;
-  lm_probe_shown_ = probe_words(lm_probe(p->task), default_vocab(words));
+  lm_probe_shown_ = probe_words(p->task, lm_probe(p->task, form_->seed()));
   run_->setProbe(lm_probe_shown_);
   return true;
 }
@@ -185,6 +199,15 @@ CurveView* TrainView::scoresCurve() const {
 }
 int TrainView::phaseChangeStep() const {
   return run_->phaseChangeStep();
+}
+QString TrainView::probeText() const {
+  return run_->probe();
+}
+int TrainView::memorisedStep() const {
+  return run_->memorisedStep();
+}
+int TrainView::generalisedStep() const {
+  return run_->generalisedStep();
 }
 
 void TrainView::applyPreset(const QString& name) {
@@ -238,15 +261,19 @@ bool TrainView::startTraining() {
     try {
       job.model = std::make_shared<Model>(new_language_model(form_->lmShape(), form_->seed()));
       job.model->source = "trained in attnlab";
-      job.train = make_lm_task(p->task, p->sequences, 2 * form_->seed() + 1);
-      job.val = make_lm_task(p->task, 128, 2 * form_->seed() + 2);
+      name_task_tokens(p->task, *job.model);
+      LmData data = make_lm_data(p->task, p->sequences, form_->seed());  // as attnlab-cli train --preset
+      job.train = std::move(data.train);
+      job.val = std::move(data.val);
       job.config = form_->trainConfig();
     } catch (const Error& e) {
       fail(QString::fromStdString(e.what()));
       return false;
     }
-    const std::vector<int> probe = lm_probe(p->task);
-    controller_->setProbeIds(probe, p->task.seq);
+    const std::vector<int> probe = lm_probe(p->task, form_->seed());
+    lm_probe_shown_ = probe_words(p->task, probe);  // the seed may have changed since the preset was chosen
+    run_->setProbe(lm_probe_shown_);
+    controller_->setProbeIds(probe, p->task.name == "induction" ? p->task.seq : 0);  // 0: no detector scores
   } else {
     controller_->setProbeIds({}, 0);
   }
@@ -267,7 +294,9 @@ bool TrainView::startTraining() {
     }
   trained_.reset();
   const int batch = job.config.batch;
-  run_->begin(job.model->config, job.config.epochs * static_cast<int>((job.train.size() + batch - 1) / batch));
+  const LmPreset* preset = data_->lmPreset();
+  run_->begin(job.model->config, job.config.epochs * static_cast<int>((job.train.size() + batch - 1) / batch),
+              preset ? charts_for(preset->task) : RunPanel::Charts::Classifier);
   emit status("training started");
   controller_->start(std::move(job));
   return true;

@@ -59,6 +59,9 @@ class TrainView : public QWidget {
   QTableWidget* confusionTable() const;
   QLabel* messageLabel() const;
   QString datasetChoiceText() const;
+  QString probeText() const;
+  int memorisedStep() const;  // grokking: see RunPanel
+  int generalisedStep() const;
 
  signals:
   // text: what Explore should show it (a language-model preset's probe), or empty (keep the text).

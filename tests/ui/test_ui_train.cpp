@@ -4,6 +4,7 @@
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QImage>
 #include <QLabel>
@@ -159,6 +160,70 @@ TEST_CASE(
   CHECK(t->scoresCurve()->isHidden());
   CHECK_FALSE(t->confusionTable()->isHidden());
   CHECK(t->trainedModel()->config.num_classes == 2);
+}
+
+TEST_CASE(
+    "the grokking preset in the Train tab: training and held-out accuracy over log-scaled steps, the model "
+    "reads numbers",
+    "[ui][train][lm]") {
+  MainWindow w;
+  TrainView* t = w.train();
+  const LmPreset& p = lm_preset("grokking");
+  REQUIRE(t->chooseLmPreset("grokking"));
+  CHECK(t->datasetChoiceText() == p.label);
+  // before the run, the charts it will draw: the loss and both accuracies, no head scores, no
+  // confusion matrix; the weight decay grokking needs is in the form
+  CurveView* grok = t->findChild<CurveView*>("grokCurve");
+  REQUIRE(grok);
+  CHECK_FALSE(grok->isHidden());
+  CHECK(t->scoresCurve()->isHidden());
+  CHECK(t->accuracyCurve()->isHidden());
+  CHECK(t->confusionTable()->isHidden());
+  CHECK(grok->plot()->xAxis->scaleType() == QCPAxis::stLogarithmic);
+  auto* decay = t->findChild<QDoubleSpinBox*>("weightDecay");
+  REQUIRE(decay);
+  CHECK(decay->value() == Approx(1.0));
+  // the probe is a held-out sum, in the task's numbers: "a b ="
+  const QStringList probe = t->probeText().split(' ');
+  REQUIRE(probe.size() == 3);
+  CHECK(probe[2] == "=");
+  bool ok_a = false, ok_b = false;
+  const int a = probe[0].toInt(&ok_a), b = probe[1].toInt(&ok_b);
+  CHECK((ok_a && ok_b && a >= 0 && a < 59 && b >= 0 && b < 59));
+  // a short run (the preset's is 3,000 steps): one point per step on both series
+  t->setEpochs(150);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  const Model& m = *t->trainedModel();
+  CHECK(m.vocab.id("58") == 3 + 58);
+  CHECK(m.vocab.id("=") == 3 + 59);
+  CHECK(t->progressText() == "finished after 150 of 150 steps");  // the full batch: a step an epoch
+  CHECK(grok->pointCount(0) == 150);
+  CHECK(grok->pointCount(1) == 150);
+  // full batch, weight decay 1: the 1,044 training pairs are fitted well within 150 steps, the
+  // held-out ones not yet (they stay near a third for ~1,500 steps here)
+  CHECK(t->memorisedStep() > 0);
+  CHECK(t->memorisedStep() <= 150);
+  CHECK(t->generalisedStep() == -1);
+  CHECK(grok->markerCount() == 1);
+  CHECK(t->message().contains(QString("learnt at step %1").arg(t->memorisedStep())));
+  CHECK(t->message().contains("train longer"));
+  // Explore opens it on the probe: the sum's tokens are the numbers
+  QPushButton* open = nullptr;
+  for (QPushButton* btn : t->findChildren<QPushButton*>())
+    if (btn->text() == "Open in Explore") open = btn;
+  REQUIRE(open);
+  open->click();
+  ExploreView* e = w.explore();
+  e->flush();
+  REQUIRE(e->result());
+  CHECK(e->result()->tokens == std::vector<std::string>{probe[0].toStdString(), probe[1].toStdString(), "="});
+  // the induction preset again: its charts, not grokking's
+  REQUIRE(t->chooseLmPreset("induction"));
+  CHECK(grok->isHidden());
+  CHECK_FALSE(t->scoresCurve()->isHidden());
+  CHECK(decay->value() == Approx(0.0));
 }
 
 TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {

@@ -127,11 +127,18 @@ void DatasetPanel::useLmPreset(const LmPreset& p) {
   issues_->hide();
   showFileParts(false);
   summary_->setTextFormat(Qt::RichText);
-  summary_->setText(QString("<b>%1</b><br>%2<br>Generated with the seed: %3 sequences of %4 tokens (an epoch), and "
-                            "128 more for validation.")
-                        .arg(QString(p.label).toHtmlEscaped(), QString(p.what).toHtmlEscaped())
-                        .arg(p.sequences)
-                        .arg(2 * p.task.seq));
+  const LmData data = make_lm_data(p.task, p.sequences, p.seed);  // the split the run makes (a few ms)
+  const QString sizes =
+      p.task.name == "modadd"
+          ? QString("Every sum once: %1 to train on (one batch: a step an epoch), %2 held out.")
+                .arg(data.train.size())
+                .arg(data.val.size())
+          : QString("Generated with the seed: %1 sequences of %2 tokens (an epoch), and %3 more for validation.")
+                .arg(data.train.size())
+                .arg(lm_task_length(p.task))
+                .arg(data.val.size());
+  summary_->setText(
+      QString("<b>%1</b><br>%2<br>%3").arg(QString(p.label).toHtmlEscaped(), QString(p.what).toHtmlEscaped(), sizes));
   QSignalBlocker block(choice_);
   choice_->setCurrentIndex(choice_->findData(QString("lm:") + p.name));
 }

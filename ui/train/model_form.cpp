@@ -69,9 +69,10 @@ ModelForm::ModelForm(QWidget* parent) : QGroupBox("Model and optimiser", parent)
   pooling_ = combo({"masked_mean", "mean", "cls"}, "masked_mean", this);
   dropout_ = dspin(0, 0.9, 0.1, 2, 0.05, this);
   lr_ = dspin(1e-5, 1, 1e-3, 5, 1e-4, this);
-  batch_ = spin(1, 1024, 32, this);
-  epochs_ = spin(1, 1000, 8, this);
+  batch_ = spin(1, 8192, 32, this);    // grokking's full batch: 1,044 pairs
+  epochs_ = spin(1, 100000, 8, this);  // grokking's epochs are single steps
   weight_decay_ = dspin(0, 1, 0, 4, 0.01, this);
+  weight_decay_->setObjectName("weightDecay");
   clip_ = dspin(0, 100, 1, 2, 0.5, this);
   seed_ = spin(0, 1 << 30, 1, this);
   precision_ = combo({"fp32", "bf16"}, "fp32", this);
@@ -193,7 +194,7 @@ void ModelForm::showLmRows(bool lm) {
 void ModelForm::useLmPreset(const LmPreset& p) {
   lm_ = &p;
   const bool llama = p.shape.arch == "llama";
-  arch_->setText(QString("%1-style decoder: %2; causal, next-token loss over the repeats; %3 tokens")
+  arch_->setText(QString("%1-style decoder: %2; causal, next-token loss over the scored tokens; %3 tokens")
                      .arg(llama ? "Llama" : "GPT-2")
                      .arg(llama ? "rotary positions, pre-RMSNorm, SwiGLU when the feed-forward is not 0"
                                 : "learned positions, pre-LayerNorm, GELU, the head tied to the embedding")
@@ -208,6 +209,7 @@ void ModelForm::useLmPreset(const LmPreset& p) {
   lr_->setValue(p.lr), epochs_->setValue(p.epochs), batch_->setValue(p.batch),
       seed_->setValue(static_cast<int>(p.seed));
   dropout_->setValue(0.0);
+  weight_decay_->setValue(p.weight_decay);  // grokking needs its decay
   updateStartFrom();
 }
 
@@ -215,6 +217,7 @@ void ModelForm::useClassifier() {
   if (!lm_) return;
   lm_ = nullptr;
   showLmRows(false);
+  weight_decay_->setValue(0.0);         // the classifiers' default, not a preset's
   applyPreset(preset_->currentText());  // the classifier's sizes again
   updateStartFrom();
 }
@@ -265,10 +268,11 @@ TrainConfig ModelForm::trainConfig() const {
   tc.seed = seed();
   tc.backend = precision_->currentIndex() == 1 ? "cpu-bf16" : "cpu";
   tc.freeze_encoder = fineTune() && freeze_->isChecked();
-  if (lm_) {  // the preset's schedule, the last weights (the run is for the change, not the best epoch)
+  if (lm_) {  // the preset's schedule and weights kept (the last, or grokking's best held-out epoch)
     tc.optimizer.warmup_steps = lm_->warmup;
     tc.optimizer.cosine = lm_->cosine;
-    tc.keep_best = false;
+    tc.optimizer.beta2 = lm_->beta2;
+    tc.keep_best = lm_keeps_best(lm_->task);
   }
   return tc;
 }

@@ -72,9 +72,21 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
       "previous-token score on a random sequence repeated twice, at every snapshot");
   scores_->hide();
   scores_->setLegendColumns(2);
+  grok_ = new CurveView("step (log scale)", this);
+  grok_->setObjectName("grokCurve");
+  grok_->addSeries("training pairs", QColor(31, 119, 180));
+  grok_->addSeries("held-out pairs", QColor(214, 39, 40));
+  grok_->setAxisLabels("accuracy");
+  grok_->setYRange(0.0, 1.0);
+  grok_->setLogX(true);
+  grok_->setToolTip(
+      "Accuracy on the pairs trained on and on the held-out pairs, after every step: the model fits the "
+      "training pairs long before it gets the held-out ones right (grokking, Power et al. 2022)");
+  grok_->hide();
   curves->addWidget(loss_, 3);
   curves->addWidget(acc_, 2);
   curves->addWidget(scores_, 3);
+  curves->addWidget(grok_, 3);
   rv->addLayout(curves, 2);
   auto* cexp = new QHBoxLayout;
   auto* export_curves = new QPushButton("Export curves...", this);
@@ -142,7 +154,9 @@ void RunPanel::reset() {
   loss_->clear();
   acc_->clear();
   scores_->clear();
+  grok_->clear();
   phase_step_ = -1;
+  memorised_step_ = generalised_step_ = -1;
   smoothed_ = -1;
   snapshots_.clear();
   timeline_->setRange(0, 0);
@@ -159,24 +173,29 @@ void RunPanel::reset() {
   explore_->setEnabled(false);
 }
 
-void RunPanel::showCharts(bool language_model) {
-  lm_ = language_model;
-  scores_->setVisible(lm_);
-  acc_->setVisible(!lm_);  // a language model's accuracy: in the message; its heads' scores instead
+void RunPanel::showCharts(Charts charts) {
+  charts_ = charts;
+  lm_ = charts != Charts::Classifier;
+  scores_->setVisible(charts == Charts::Induction);
+  grok_->setVisible(charts == Charts::Grokking);
+  acc_->setVisible(!lm_);  // a language model's accuracy: in the message or on grokking's chart
   confusion_->setVisible(!lm_);
   probe_->setReadOnly(lm_);
-  probe_->setToolTip(lm_ ? "A language model's probe: random tokens repeated twice, as the head detectors read "
+  probe_->setToolTip(charts == Charts::Induction
+                         ? "A language model's probe: random tokens repeated twice, as the head detectors read "
                            "(the scores on the right are its heads' on it)"
+                     : charts == Charts::Grokking
+                         ? "A held-out sum, \"a b =\": its heads as the model goes from memorising to adding"
                          : "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" "
                            "find \"good\")");
 }
 
-void RunPanel::begin(const ModelConfig& model, int total_steps) {
+void RunPanel::begin(const ModelConfig& model, int total_steps, Charts charts) {
   reset();
-  showCharts(model.lm_head && model.num_classes == 0);
+  showCharts(charts);
   scores_->removeSeries();
   score_series_.clear();
-  if (lm_) {  // every head when they are few, else each layer's best head
+  if (charts == Charts::Induction) {  // every head when they are few, else each layer's best head
     const bool each = model.num_layers * model.num_heads <= 4;
     static const QColor palette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
                                      {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
@@ -192,7 +211,7 @@ void RunPanel::begin(const ModelConfig& model, int total_steps) {
         }
   }
   probe_layer_->setRange(0, model.num_layers - 1);
-  if (lm_) probe_layer_->setValue(model.num_layers - 1);  // where an induction head forms
+  if (charts == Charts::Induction) probe_layer_->setValue(model.num_layers - 1);  // where an induction head forms
   for (int h = 0; h < model.num_heads; ++h) {
     auto* v = new HeatmapView(this);
     v->setMaxCells(64);
@@ -258,8 +277,36 @@ void RunPanel::onStep(const TrainProgress& p) {
 }
 
 void RunPanel::onEpoch(const EpochReport& r) {
-  loss_->append(2, static_cast<double>(progress_->value()), r.val_loss);
-  acc_->append(0, r.epoch, r.val_acc);
+  const int step = progress_->value();
+  loss_->append(2, static_cast<double>(step), r.val_loss);
+  if (charts_ != Charts::Grokking) {
+    acc_->append(0, r.epoch, r.val_acc);
+    return;
+  }
+  grok_->append(0, step, r.train_acc);
+  grok_->append(1, step, r.val_acc);
+  if (memorised_step_ < 0 && r.train_acc >= 0.99) {
+    memorised_step_ = step;
+    grok_->addMarker(step, "fits the training pairs");
+    message_->setStyleSheet("color: #060;");
+    message_->setText(QString("Step %1: the training pairs are learnt (accuracy %2); the held-out pairs are at %3.")
+                          .arg(step)
+                          .arg(r.train_acc, 0, 'f', 2)
+                          .arg(r.val_acc, 0, 'f', 2));
+  }
+  if (generalised_step_ < 0 && r.val_acc >= 0.95) {
+    generalised_step_ = step;
+    grok_->addMarker(step, "generalises");
+    loss_->addMarker(step, "generalises");
+    message_->setStyleSheet("color: #060;");
+    message_->setText(
+        QString(
+            "Grokked at step %1: the held-out pairs reached %2 accuracy, %3 steps after the training pairs (step %4).")
+            .arg(step)
+            .arg(r.val_acc, 0, 'f', 2)
+            .arg(memorised_step_ >= 0 ? step - memorised_step_ : step)
+            .arg(memorised_step_));
+  }
 }
 
 void RunPanel::onSnapshot(const Snapshot& s) {
@@ -311,6 +358,20 @@ void RunPanel::finish(const TrainOutcome& outcome) {
   explore_->setEnabled(outcome.model != nullptr);
   if (!r.message.empty()) {
     fail(QString::fromStdString(r.message));
+  } else if (charts_ == Charts::Grokking) {
+    message_->setStyleSheet("color: #060;");
+    message_->setText(QString("Done: accuracy %1 on the held-out pairs (the weights of step %2, the best). %3")
+                          .arg(ev.accuracy, 0, 'f', 4)
+                          .arg(r.best_epoch)
+                          .arg(generalised_step_ >= 0
+                                   ? QString("The training pairs were learnt at step %1, the held-out ones at step %2.")
+                                         .arg(memorised_step_)
+                                         .arg(generalised_step_)
+                               : memorised_step_ >= 0
+                                   ? QString("The training pairs were learnt at step %1; the held-out ones "
+                                             "have not reached 0.95 yet: train longer.")
+                                         .arg(memorised_step_)
+                                   : QString("The training pairs have not been learnt yet: train longer.")));
   } else if (lm_) {
     message_->setStyleSheet("color: #060;");
     message_->setText(QString("Done: next-token accuracy %1 on the validation sequences' scored positions. %2")

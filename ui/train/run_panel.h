@@ -2,8 +2,10 @@
 // loss and accuracy curves, a probe sentence's heads refreshed during training with a timeline
 // of snapshots, and at the end the confusion matrix with per-class accuracy. A language model's
 // run draws its heads' induction and previous-token scores instead of the confusion matrix, and
-// marks the phase change: the first snapshot where a head's induction score reaches 0.5. It draws what the
-// TrainController reports; the Train tab starts and stops the run.
+// marks the phase change: the first snapshot where a head's induction score reaches 0.5. Grokking's
+// run (modular addition) draws the training and held-out accuracy over log-scaled steps and marks
+// where each reaches its threshold. It draws what the TrainController reports; the Train tab starts
+// and stops the run.
 #pragma once
 
 #include <QWidget>
@@ -29,11 +31,13 @@ class RunPanel : public QWidget {
   Q_OBJECT
  public:
   explicit RunPanel(QWidget* parent = nullptr);
-  void reset();                                           // nothing of an earlier run or dataset stays on screen
-  void begin(const ModelConfig& model, int total_steps);  // a run starts
-  // The charts for a language model's run (loss and head scores, no accuracy or confusion matrix)
-  // or a classifier's; before a run as well as at its start.
-  void showCharts(bool language_model);
+  // What a run's charts show: a classifier's accuracy and confusion matrix; an induction run's
+  // head scores; grokking's training and held-out accuracy over log-scaled steps.
+  enum class Charts { Classifier, Induction, Grokking };
+  void reset();  // nothing of an earlier run or dataset stays on screen
+  void begin(const ModelConfig& model, int total_steps, Charts charts);  // a run starts
+  // The charts, before a run as well as at its start.
+  void showCharts(Charts charts);
   void setRunning(bool running);
   void setPaused(bool paused);
   void onStep(const TrainProgress& p);
@@ -50,6 +54,11 @@ class RunPanel : public QWidget {
   CurveView* lossCurve() const { return loss_; }
   CurveView* accuracyCurve() const { return acc_; }
   CurveView* scoresCurve() const { return scores_; }
+  CurveView* grokCurve() const { return grok_; }
+  // grokking: the first step where the training pairs' accuracy reached 0.99, and the held-out
+  // pairs' 0.95 (-1: not yet)
+  int memorisedStep() const { return memorised_step_; }
+  int generalisedStep() const { return generalised_step_; }
   int phaseChangeStep() const { return phase_step_; }  // -1: none (yet)
   int snapshotCount() const { return static_cast<int>(snapshots_.size()); }
   QPushButton* trainButton() const { return train_; }
@@ -74,8 +83,11 @@ class RunPanel : public QWidget {
   CurveView* loss_;
   CurveView* acc_;
   CurveView* scores_;
+  CurveView* grok_;
   bool lm_ = false;
+  Charts charts_ = Charts::Classifier;
   int phase_step_ = -1;
+  int memorised_step_ = -1, generalised_step_ = -1;
   struct ScoreSeries {
     bool induction;
     int layer, head;  // head -1: the layer's best head
