@@ -60,15 +60,15 @@ int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedD
   const bool quiet = a.has("--quiet");
   TrainCallbacks cb;
   const int every = std::max(1, a.get_int("--log-every", log_every));
+  // an epoch line each epoch, or every --log-every steps' worth when epochs are single steps
+  // (modadd's full batch runs thousands; their epoch lines say what step lines would, so none)
+  const int per_epoch =
+      static_cast<int>((train.size() + static_cast<size_t>(tc.batch) - 1) / static_cast<size_t>(tc.batch));
   cb.on_step = [&](const TrainProgress& p) {
-    if (quiet || (p.step % every != 0 && p.step != p.total_steps)) return;
+    if (quiet || per_epoch == 1 || (p.step % every != 0 && p.step != p.total_steps)) return;
     std::printf("step %d/%d loss %.4f lr %.2e\n", p.step, p.total_steps, p.loss, p.lr);
     std::fflush(stdout);
   };
-  // an epoch line each epoch, or every --log-every steps' worth when epochs are single steps
-  // (modadd's full batch runs thousands)
-  const int per_epoch =
-      static_cast<int>((train.size() + static_cast<size_t>(tc.batch) - 1) / static_cast<size_t>(tc.batch));
   const int epoch_every = std::max(1, every / std::max(1, per_epoch));
   cb.on_epoch = [&](const EpochReport& r) {
     if (r.epoch % epoch_every != 0 && r.epoch != tc.epochs) return;
@@ -79,7 +79,11 @@ int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedD
   const TrainResult res = train_model(model, train, val, tc, cb);
   if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
   save_model(model, a.get("--out"));
-  if (!quiet) std::printf("saved %s\n", a.get("--out").c_str());
+  if (!quiet && tc.keep_best && res.best_epoch > 0)
+    std::printf("saved %s (the weights of epoch %d, the best held-out accuracy: %.4f)\n", a.get("--out").c_str(),
+                res.best_epoch, res.epochs[static_cast<size_t>(res.best_epoch - 1)].val_acc);
+  else if (!quiet)
+    std::printf("saved %s\n", a.get("--out").c_str());
   return res.diverged ? 1 : 0;
 }
 

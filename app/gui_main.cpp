@@ -13,6 +13,7 @@
 
 #include "app/default_model.h"
 #include "engine/analysis/sae.h"
+#include "engine/train/tasks.h"
 #include "ui/explore/circuits_page.h"
 #include "ui/explore/features_page.h"
 #include "ui/explore/generate_page.h"
@@ -60,11 +61,15 @@ void add_options(QCommandLineParser& p) {
                QString::fromStdString("On Beyond attention (opened when no --tab is given): " +
                                       attnlab::method_names(true) + " (or another name of one of them)."),
                "NAME"});
-  p.addOption(
-      {"train-epochs", "With --tab train: train the shipped negation task for N epochs before the screenshot.", "N"});
+  p.addOption({"train-epochs",
+               "With --tab train: train the shipped negation task (or --train-preset's) for N epochs before the "
+               "screenshot.",
+               "N"});
+  QStringList presets;
+  for (const attnlab::LmPreset& row : attnlab::lm_presets()) presets << row.name;
   p.addOption({"train-preset",
-               "With --tab train: choose a language-model preset (induction) in place of a dataset; with "
-               "--train-epochs N, train it for N epochs.",
+               "With --tab train: choose a language-model preset (" + presets.join(", ") +
+                   ") in place of a dataset; with --train-epochs N, train it for N epochs.",
                "NAME"});
   p.addOption({"generate", "Generate N tokens after the text on the Generate tab (language models; opens it).", "N"});
   p.addOption({"why",

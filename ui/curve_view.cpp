@@ -104,10 +104,11 @@ void CurveView::rescale() {
       plot_->xAxis->setRange(1, 1000);
     else
       plot_->xAxis->setRange(std::max(0, x_first_), std::max(0, x_first_) + 5);
+    placeMarkerLabels();
     return;
   }
-  if (log_x_) {  // a decade's tenth either side, and at least 1 to 1,000
-    plot_->xAxis->setRange(std::min(1.0, x.lower / 1.26), std::max(1000.0, x.upper * 1.26));
+  if (log_x_) {  // a tenth of a decade either side, and at least 1 to 10
+    plot_->xAxis->setRange(std::min(1.0, x.lower / 1.26), std::max(10.0, x.upper * 1.26));
   } else if (x_first_ >= 0) {
     x.lower = std::min(x.lower, static_cast<double>(x_first_));
     x.upper = std::max(x.upper, static_cast<double>(x_first_));
@@ -116,6 +117,7 @@ void CurveView::rescale() {
     const double pad_x = 0.02 * std::max(1.0, x.size());
     plot_->xAxis->setRange(x.lower - pad_x, x.upper + pad_x);
   }
+  placeMarkerLabels();
 }
 
 void CurveView::removeSeries() {
@@ -132,20 +134,27 @@ void CurveView::addMarker(double x, const QString& label) {
   auto* text = new QCPItemText(plot_);
   text->position->setTypeX(QCPItemPosition::ptPlotCoords);
   text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  text->position->setCoords(x, 0.02 + 0.08 * (markers_ % 3));  // a second marker's label below the first's
-  // right of the line, or left of it past 60% of the axis (a label there ran off the chart's edge)
-  const QRect area = plot_->axisRect()->rect();
-  const bool late = area.width() > 0 && plot_->xAxis->coordToPixel(x) > area.left() + 0.6 * area.width();
-  text->setPositionAlignment((late ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
-  text->setText(late ? label + " " : " " + label);
+  text->position->setCoords(x, 0.02 + 0.15 * (markers_ % 3));  // a second marker's label below the first's
   text->setFont(QFont(font().family(), 8));
   text->setColor(QColor(60, 60, 60));
+  marker_labels_.push_back({text, x, label});
+  placeMarkerLabels();
   ++markers_;
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void CurveView::placeMarkerLabels() {
+  const QRect area = plot_->axisRect()->rect();
+  for (const MarkerLabel& m : marker_labels_) {
+    const bool late = area.width() > 0 && plot_->xAxis->coordToPixel(m.x) > area.left() + 0.6 * area.width();
+    m.text->setPositionAlignment((late ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+    m.text->setText(late ? m.label + " " : " " + m.label);
+  }
+}
+
 void CurveView::clear() {
   plot_->clearItems();
+  marker_labels_.clear();
   markers_ = 0;
   for (QCPGraph* g : graphs_) g->data()->clear();
   rescale();

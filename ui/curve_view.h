@@ -7,6 +7,7 @@
 
 class QCustomPlot;
 class QCPGraph;
+class QCPItemText;
 
 namespace attnlab {
 
@@ -46,6 +47,15 @@ class CurveView : public QWidget {
   void rescale();
 
   int markers_ = 0;
+  // markers' labels and their x: each is right of its line, or left of it past 60% of the axis,
+  // decided again whenever the axis changes (a label placed early ran off the left edge later)
+  struct MarkerLabel {
+    QCPItemText* text;
+    double x;
+    QString label;
+  };
+  std::vector<MarkerLabel> marker_labels_;
+  void placeMarkerLabels();
   QString x_label_;
   bool fixed_y_ = false;
   double y_lo_ = 0, y_hi_ = 1;

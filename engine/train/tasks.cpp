@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <utility>
 
@@ -86,8 +87,11 @@ void check_task_name(const LmTask& t) {
 // Every "a b = c" once, shuffled with the seed; the first train_frac to train on.
 LmData make_modadd(const LmTask& t, uint64_t seed) {
   if (t.p < 2 || t.p > 1000) throw Error("the modadd task's modulus must be 2 to 1000, got " + std::to_string(t.p));
-  if (!(t.train_frac > 0 && t.train_frac < 1))
-    throw Error("the modadd task's training share must be between 0 and 1, got " + std::to_string(t.train_frac));
+  if (!(t.train_frac > 0 && t.train_frac < 1)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", t.train_frac);
+    throw Error(std::string("the modadd task's training share must be between 0 and 1 (both left out), got ") + got);
+  }
   std::vector<std::pair<int, int>> pairs;
   for (int a = 0; a < t.p; ++a)
     for (int b = 0; b < t.p; ++b) pairs.emplace_back(a, b);
@@ -199,7 +203,8 @@ const std::vector<LmPreset>& lm_presets() {
         "held out. Watch the training pairs' accuracy reach 1 within about 100 steps while the held-out pairs stay "
         "near 0.3 (memorised, not understood); then, some 600 steps later, the held-out accuracy jumps to 1: "
         "the model has found the general algorithm (grokking, Power et al. 2022). Weight decay drives it (Nanda et "
-        "al. 2023): set it to 0 and the jump does not come. The steps are on a log scale.";
+        "al. 2023): set it to 0 and the jump does not come. Afterwards the loss spikes now and then (Adam's "
+        "\"slingshot\"); the run keeps the weights of its best held-out step. The steps are on a log scale.";
     return std::vector<LmPreset>{induction, grok};
   }();
   return rows;
