@@ -171,7 +171,7 @@ int train_lm(const Args& a) {
     throw Error("--max-len " + std::to_string(shape.max_len) + " is shorter than the task's sequences (" +
                 std::to_string(length) + " tokens)");
   Model model = new_language_model(shape, seed);
-  name_task_tokens(task, model);
+  model.vocab = lm_task_vocabulary(task);
   model.source = a.get("--out");
   if (modadd && a.has("--n")) throw Error("--n does not apply to the modadd task (its sequences are every pair once)");
   const int requested = a.get_int("--n", p.sequences);

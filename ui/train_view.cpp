@@ -130,13 +130,9 @@ std::vector<int> lm_probe(const LmTask& task, uint64_t seed) {
 // The probe as the text Explore is given (the word tokenizer reads it back as the same ids): the
 // names a new model for the task gives its ids (w0, w1, ...; modadd's numbers and "=").
 QString probe_words(const LmTask& task, const std::vector<int>& ids) {
-  LmShape shape;
-  shape.vocab = lm_task_vocab(task), shape.max_len = lm_task_length(task), shape.dim = 4, shape.heads = 1;
-  shape.layers = 1, shape.ff = 0;
-  Model names = new_language_model(shape, 0);
-  name_task_tokens(task, names);
+  const Vocab names = lm_task_vocabulary(task);
   QStringList words;
-  for (int id : ids) words << QString::fromStdString(names.vocab.token(id));
+  for (int id : ids) words << QString::fromStdString(names.token(id));
   return words.join(' ');
 }
 
@@ -261,7 +257,7 @@ bool TrainView::startTraining() {
     try {
       job.model = std::make_shared<Model>(new_language_model(form_->lmShape(), form_->seed()));
       job.model->source = "trained in attnlab";
-      name_task_tokens(p->task, *job.model);
+      job.model->vocab = lm_task_vocabulary(p->task);
       LmData data = make_lm_data(p->task, p->sequences, form_->seed());  // as attnlab-cli train --preset
       job.train = std::move(data.train);
       job.val = std::move(data.val);

@@ -215,16 +215,8 @@ class CpuOps final : public Ops {
       mv(a).array() = cv(h).array().cwiseMax(0.0f);
       return;
     }
-    // Exact GELU with Eigen's vectorised erf, in aligned chunks: on an unaligned buffer Eigen
-    // computes the first elements with the scalar erf and the rest with its own, which differ in
-    // the last bit, so results would depend on where the heap put the tensor.
-    // Chunks are independent: split over the threads (the same result for any split).
-    const int64_t chunks = (h.numel() + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (h.numel() >= kParallelMin)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t k0 = c * kChunk;
-      const Eigen::Index n = std::min<int64_t>(kChunk, h.numel() - k0);
-      Eigen::ArrayXf x = padded_chunk(h.ptr() + k0, n);
+    // Exact GELU with Eigen's vectorised erf, chunk by padded chunk (for_each_padded_chunk).
+    for_each_padded_chunk(h, [&](int64_t k0, Eigen::Index n, Eigen::ArrayXf x) {
       if (act == Activation::Gelu)
         x = 0.5f * x * (1.0f + (x * static_cast<float>(M_SQRT1_2)).erf());
       else if (act == Activation::Silu)
@@ -232,7 +224,7 @@ class CpuOps final : public Ops {
       else  // GeluTanh
         x = 0.5f * x * (1.0f + (kTanhK * (x + kTanhA * x * x * x)).tanh());
       Eigen::Map<Eigen::ArrayXf>(a.ptr() + k0, n) = x.head(n);
-    }
+    });
   }
 
   // RMSNorm, RoPE and Mul: the reference's per-row arithmetic (ops.h's row kernels), rows split
@@ -269,8 +261,8 @@ class CpuOps final : public Ops {
     }
   }
 
-  // act'(h) with Eigen's vectorised tanh, exp and erf (the forward's), in aligned chunks over the
-  // threads, as activation() (the same bits for any buffer offset and split); the formulas are
+  // act'(h) with Eigen's vectorised tanh, exp and erf (the forward's), chunk by padded chunk as
+  // activation() (the same bits for any buffer offset and split); the formulas are
   // the reference's act_grad, in float. The scalar loop took a fifth of a GPT-2-style
   // language model's training step in glibc's tanhf, on one thread.
   void activation_backward(const Tensor& h, Activation act, Tensor& da) override {
@@ -278,12 +270,7 @@ class CpuOps final : public Ops {
       for (size_t i = 0; i < da.data.size(); ++i) da.data[i] *= h.data[i] > 0 ? 1.0f : 0.0f;
       return;
     }
-    const int64_t chunks = (h.numel() + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (h.numel() >= kParallelMin)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t k0 = c * kChunk;
-      const Eigen::Index n = std::min<int64_t>(kChunk, h.numel() - k0);
-      const Eigen::ArrayXf v = padded_chunk(h.ptr() + k0, n);
+    for_each_padded_chunk(h, [&](int64_t k0, Eigen::Index n, const Eigen::ArrayXf& v) {
       Eigen::ArrayXf g(v.size());
       if (act == Activation::GeluTanh) {
         const Eigen::ArrayXf t = (kTanhK * (v + kTanhA * v * v * v)).tanh();
@@ -296,7 +283,7 @@ class CpuOps final : public Ops {
             v * ((-0.5f * v * v).exp() * 0.3989422804014327f);
       }
       Eigen::Map<Eigen::ArrayXf>(da.ptr() + k0, n) *= g.head(n);
-    }
+    });
   }
 
   void attention(const AttnArgs& s, const Tensor& Q, const Tensor& K, const Tensor* V, Tensor* P,
@@ -555,6 +542,19 @@ class CpuOps final : public Ops {
     Eigen::ArrayXf x = Eigen::ArrayXf::Zero((n + 15) / 16 * 16);
     x.head(n) = Eigen::Map<const Eigen::ArrayXf>(p, n);
     return x;
+  }
+  // f(k0, n, x) for each kChunk-long run of h's values from k0, x its padded copy: elementwise
+  // functions all through Eigen's vectorised code; runs are independent, so they are split over the
+  // threads when h is large (the same bits for any buffer offset and split).
+  template <class F>
+  static void for_each_padded_chunk(const Tensor& h, F&& f) {
+    const int64_t chunks = (h.numel() + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (h.numel() >= kParallelMin)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t k0 = c * kChunk;
+      const Eigen::Index n = std::min<int64_t>(kChunk, h.numel() - k0);
+      f(k0, n, padded_chunk(h.ptr() + k0, n));
+    }
   }
 
   static constexpr float kTanhK = 0.7978845608028654f;  // sqrt(2 / pi)

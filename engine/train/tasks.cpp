@@ -121,15 +121,14 @@ int lm_task_length(const LmTask& t) {
   return t.name == "modadd" ? 4 : 2 * t.seq;
 }
 
-void name_task_tokens(const LmTask& t, Model& model) {
-  check_task_name(t);
-  if (t.name != "modadd") return;
-  std::vector<std::string> tokens = model.vocab.tokens();
-  if (static_cast<int>(tokens.size()) != lm_task_vocab(t))
-    throw Error("internal: a modadd model's vocabulary is not the task's");
-  for (int k = 0; k <= t.p; ++k)
-    tokens[static_cast<size_t>(t.first_id + k)] = k < t.p ? std::to_string(k) : std::string("=");
-  model.vocab = Vocab(std::move(tokens));
+Vocab lm_task_vocabulary(const LmTask& t) {
+  ModelConfig c;  // new_language_model's vocabulary: [PAD], [UNK], [CLS], w0, w1, ...
+  c.vocab_size = lm_task_vocab(t), c.tokenizer = TokenizerKind::Word;
+  std::vector<std::string> tokens = default_vocab(c).tokens();
+  if (t.name == "modadd")
+    for (int k = 0; k <= t.p; ++k)
+      tokens[static_cast<size_t>(t.first_id + k)] = k < t.p ? std::to_string(k) : std::string("=");
+  return Vocab(std::move(tokens));
 }
 
 LmData make_lm_data(const LmTask& t, int n, uint64_t seed) {

@@ -48,9 +48,10 @@ LmData make_lm_data(const LmTask& task, int n, uint64_t seed);
 // The vocabulary size a model of the task needs, and its sequences' length.
 int lm_task_vocab(const LmTask& task);
 int lm_task_length(const LmTask& task);
-// Names the tokens of a new model for the task (modadd's ids read "0" .. "p-1" and "=", so Explore
-// reads "12 40 =" as the task does); induction's ids stay arbitrary tokens (w0, w1, ...).
-void name_task_tokens(const LmTask& task, Model& model);
+// The vocabulary of a new model for the task: induction's ids are arbitrary tokens (w0, w1, ...,
+// as new_language_model names them); modadd's read "0" .. "p-1" and "=", so Explore reads "12 40 ="
+// as the task does.
+Vocab lm_task_vocabulary(const LmTask& task);
 // Whether a run on the task ends with the weights of its best held-out epoch: modadd's (past
 // grokking, Adam's loss spikes come and go, the "slingshot" of Thilak et al. 2022, and a run can
 // end inside one); induction's keeps the last (the run is for the change, not the best epoch).

@@ -343,7 +343,8 @@ TEST_CASE("the modadd task: every pair once, split by the seed, only the sum sco
   LmShape shape;
   shape.vocab = lm_task_vocab(t), shape.max_len = 4, shape.dim = 8, shape.heads = 2;
   Model m = new_language_model(shape, 1);
-  name_task_tokens(t, m);
+  m.vocab = lm_task_vocabulary(t);
+  CHECK(m.vocab.size() == m.config.vocab_size);
   CHECK(m.vocab.id("0") == 3);
   CHECK(m.vocab.id("6") == 9);
   CHECK(m.vocab.id("=") == 10);
