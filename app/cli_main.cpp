@@ -93,8 +93,9 @@ usage:
   attnlab-cli train --objective lm --preset induction --out DIR   the Train tab's preset (flags override it)
   attnlab-cli train --objective lm --init DIR --data FILE.txt --out OUT [--seq 64] (--steps N | --epochs E)
                       [--batch 8] [--lr 5e-5]   fine-tune a language model folder (GPT-2, Llama, ...) on a text
-  attnlab-cli train --objective lm --task induction --out DIR [--arch gpt2|llama] [--layers 2]
-                      [--heads 4] [--kv-heads K] [--dim 64] [--ff 0] [--task-seq 16] [--task-vocab 64]
+  attnlab-cli train --objective lm --task induction|copy|reverse|parens|modadd --out DIR [--arch gpt2|llama]
+                      [--layers 2] [--heads 4] [--kv-heads K] [--dim 64] [--ff 0] [--task-seq 16] [--task-vocab 64]
+                      [--task-p 113] [--task-train-frac 0.3]
                       [--n 20000] (--steps N | --epochs E) [--lr 1e-3] [--warmup S] [--cosine]
                       [--log-every 100]   a new decoder on next-token loss (docs/training.md)
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]

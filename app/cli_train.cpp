@@ -1,4 +1,5 @@
 // attnlab-cli train / eval / predict / make-data: the training side of the engine, headless.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -140,20 +141,25 @@ int train_lm(const Args& a) {
   p.task.name.clear();
   p.sequences = 20000;
   if (a.has("--preset")) p = lm_preset(a.get("--preset"));
-  if (!a.has("--task") && p.task.name.empty())
-    throw Error("train --objective lm needs --task induction|modadd or --preset NAME");
+  if (!a.has("--task") && p.task.name.empty()) {
+    std::string tasks;
+    for (const std::string& t : lm_task_names()) tasks += (tasks.empty() ? "" : "|") + t;
+    throw Error("train --objective lm needs --task " + tasks + " or --preset NAME");
+  }
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", static_cast<int>(p.seed)));
   LmTask task = p.task;
   task.name = a.get("--task", task.name);
+  const LmTaskKind& kind = lm_task_kind(task.name);  // Error naming the tasks for an unknown one
   task.seq = a.get_int("--task-seq", task.seq);
   task.vocab = a.get_int("--task-vocab", a.get_int("--vocab-size", task.vocab));
   task.p = a.get_int("--task-p", task.p);
   task.train_frac = a.get_double("--task-train-frac", task.train_frac);
-  const bool modadd = task.name == "modadd";
-  for (const char* f : {"--task-seq", "--task-vocab", "--vocab-size"})
-    if (modadd && a.has(f))
-      throw Error(std::string(f) + " does not apply to the modadd task (--task-p sets its vocabulary)");
+  const bool modadd = kind.fixed_set;
+  for (const char* f : {"--task-vocab", "--vocab-size"})
+    if (!kind.uses_vocab && a.has(f))
+      throw Error(std::string(f) + " does not apply to the " + task.name + " task (its tokens are its own)");
+  if (!kind.uses_seq && a.has("--task-seq")) throw Error("--task-seq does not apply to the " + task.name + " task");
   for (const char* f : {"--task-p", "--task-train-frac"})
     if (!modadd && a.has(f)) throw Error(std::string(f) + " is for --task modadd");
   task.vocab = lm_task_vocab(task);  // Error naming the tasks for an unknown one
@@ -173,14 +179,15 @@ int train_lm(const Args& a) {
   Model model = new_language_model(shape, seed);
   model.vocab = lm_task_vocabulary(task);
   model.source = a.get("--out");
-  if (modadd && a.has("--n")) throw Error("--n does not apply to the modadd task (its sequences are every pair once)");
+  if (modadd && a.has("--n"))
+    throw Error("--n does not apply to the " + task.name + " task (its sequences are every case once)");
   const int requested = a.get_int("--n", p.sequences);
   if (requested < 1) throw Error("--n must be positive");
-  const LmData data = make_lm_data(task, requested, seed);  // induction: drawn; modadd: the pairs split
+  const LmData data = make_lm_data(task, requested, seed);  // drawn, or (modadd) the pairs split
   const EncodedData &train = data.train, &val = data.val;
   const int n = static_cast<int>(train.size());
   TrainConfig tc;
-  tc.batch = a.get_int("--batch", modadd && !a.has("--preset") ? n : p.batch);  // modadd: the full batch
+  tc.batch = a.get_int("--batch", modadd && !a.has("--preset") ? n : p.batch);  // a fixed set: the full batch
   const int steps = a.get_int("--steps", 0);
   if (steps < 0 || (steps == 0 && !a.has("--epochs") && p.epochs == 0))
     throw Error("train --objective lm needs --steps N or --epochs N");
@@ -198,10 +205,14 @@ int train_lm(const Args& a) {
   if (!quiet)
     std::printf(
         "training a %s-style language model (%d layers, %d heads, dim %d, %s) on the %s task: %d sequences of "
-        "%d, vocab %d, %lld parameters\n",
+        "%s%d, vocab %d, %lld parameters\n",
         shape.arch.c_str(), shape.layers, shape.heads, shape.dim,
-        shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", task.name.c_str(), n, length,
-        task.vocab, model.config.parameter_count());
+        shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", task.name.c_str(), n,
+        std::all_of(train.seqs.begin(), train.seqs.end(),
+                    [&](const auto& s) { return s.size() == train.seqs[0].size(); })
+            ? ""
+            : "up to ",
+        length, task.vocab, model.config.parameter_count());
   return run_lm(a, model, train, val, tc, 100);
 }
 

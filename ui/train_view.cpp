@@ -10,7 +10,6 @@
 #include <QScrollBar>
 #include <QSplitter>
 #include <QVBoxLayout>
-#include <random>
 
 #include "engine/model/model_folder.h"
 #include "engine/train/tasks.h"
@@ -111,22 +110,6 @@ void TrainView::fail(const QString& message) {
 
 namespace {
 
-// A language-model run's probe. Induction: seq tokens drawn from the task's ids (no special
-// tokens, so its text reads back as the same ids), then the same seq again, as the head detectors
-// read. Modadd: the first held-out pair's prompt, "a b =" (the split the seed makes).
-std::vector<int> lm_probe(const LmTask& task, uint64_t seed) {
-  if (task.name == "modadd") {
-    const LmData data = make_lm_data(task, 1, seed);
-    const std::vector<int>& s = data.val.seqs.front();
-    return {s[0], s[1], s[2]};
-  }
-  std::mt19937_64 rng(0);
-  std::uniform_int_distribution<int> draw(task.first_id, task.vocab - 1);
-  std::vector<int> ids(static_cast<size_t>(2 * task.seq));
-  for (int k = 0; k < task.seq; ++k) ids[static_cast<size_t>(k)] = ids[static_cast<size_t>(k + task.seq)] = draw(rng);
-  return ids;
-}
-
 // The probe as the text Explore is given (the word tokenizer reads it back as the same ids): the
 // names a new model for the task gives its ids (w0, w1, ...; modadd's numbers and "=").
 QString probe_words(const LmTask& task, const std::vector<int>& ids) {
@@ -137,7 +120,10 @@ QString probe_words(const LmTask& task, const std::vector<int>& ids) {
 }
 
 RunPanel::Charts charts_for(const LmTask& task) {
-  return task.name == "modadd" ? RunPanel::Charts::Grokking : RunPanel::Charts::Induction;
+  const LmTaskKind& kind = lm_task_kind(task.name);
+  return kind.accuracy_curves ? RunPanel::Charts::Grokking
+         : kind.probe_repeats ? RunPanel::Charts::Induction
+                              : RunPanel::Charts::Task;
 }
 
 }  // namespace
@@ -185,7 +171,7 @@ bool TrainView::chooseLmPreset(const QString& name) {
   run_->clearMessage();
   run_->showCharts(charts_for(p->task));
   if (!was_preset) sentence_probe_ = run_->probe();  // given back when a dataset is chosen again
-  lm_probe_shown_ = probe_words(p->task, lm_probe(p->task, form_->seed()));
+  lm_probe_shown_ = probe_words(p->task, lm_task_probe(p->task, form_->seed()));
   run_->setProbe(lm_probe_shown_);
   return true;
 }
@@ -266,10 +252,11 @@ bool TrainView::startTraining() {
       fail(QString::fromStdString(e.what()));
       return false;
     }
-    const std::vector<int> probe = lm_probe(p->task, form_->seed());
+    const std::vector<int> probe = lm_task_probe(p->task, form_->seed());
     lm_probe_shown_ = probe_words(p->task, probe);  // the seed may have changed since the preset was chosen
     run_->setProbe(lm_probe_shown_);
-    controller_->setProbeIds(probe, p->task.name == "induction" ? p->task.seq : 0);  // 0: no detector scores
+    controller_->setProbeIds(probe,
+                             lm_task_kind(p->task.name).probe_repeats ? p->task.seq : 0);  // 0: no detector scores
   } else {
     controller_->setProbeIds({}, 0);
   }

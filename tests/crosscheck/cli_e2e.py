@@ -210,6 +210,16 @@ r = run("forward", "--model", ma, "--text", "3 5 =", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("its folder reads \"3 5 =\" as the task's numbers", j.get("tokens") == ["3", "5", "="] and j.get("ids") == [6, 8, 10],
       r.stdout + r.stderr)
+# copy / reverse / parens: their own tokens in the folder's vocabulary ("|" is the last id)
+for task, flags, text, ids in [("reverse", ["--task-seq", "4", "--task-vocab", "10"], "w1 w2 w3 |", [4, 5, 6, 9]),
+                               ("parens", ["--task-seq", "6"], "( ( ) ) =", [3, 3, 4, 4, 5])]:
+    out = os.path.join(tmp, task)
+    r = run("train", "--objective", "lm", "--task", task, *flags, "--arch", "gpt2", "--heads", "2", "--dim", "16",
+            "--steps", "3", "--n", "64", "--out", out, "--quiet")
+    f = run("forward", "--model", out, "--text", text, "--json") if r.returncode == 0 else r
+    j = json.loads(f.stdout) if f.returncode == 0 else {}
+    check("train --task %s saves a model that reads %r as the task's tokens" % (task, text),
+          j.get("tokens") == text.split() and j.get("ids") == ids, r.stdout + r.stderr + f.stdout + f.stderr)
 r = run("lm-loss", "--model", lm, "--ids", "5,9,7,5,9,7", "--json", "--grad-out", os.path.join(tmp, "g.safetensors"))
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("lm-loss gives the loss over T - 1 positions and writes a gradient per tensor",
@@ -247,9 +257,10 @@ data_bad_cases = [
     ("train lm: no length", ["train", "--objective", "lm", "--task", "induction", "--out", os.path.join(tmp, "x")], "needs --steps N or --epochs N"),
     ("train lm: max-len too short", ["train", "--objective", "lm", "--task", "induction", "--max-len", "8", "--steps", "5", "--out", os.path.join(tmp, "x")], "shorter than the task's sequences"),
     ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),
-    ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction, grokking)"),
+    ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction, grokking, reverse)"),
     ("train lm: --task-p is for modadd", ["train", "--objective", "lm", "--task", "induction", "--task-p", "7", "--steps", "5", "--out", os.path.join(tmp, "x")], "--task-p is for --task modadd"),
     ("train lm: --n does not apply to modadd", ["train", "--objective", "lm", "--task", "modadd", "--n", "9", "--steps", "5", "--out", os.path.join(tmp, "x")], "--n does not apply to the modadd task"),
+    ("train lm: parens has its own tokens", ["train", "--objective", "lm", "--task", "parens", "--task-vocab", "9", "--steps", "5", "--out", os.path.join(tmp, "x")], "--task-vocab does not apply to the parens task"),
     ("train lm: modadd share out of range", ["train", "--objective", "lm", "--task", "modadd", "--task-train-frac", "1.5", "--steps", "5", "--out", os.path.join(tmp, "x")], "between 0 and 1"),
     ("train: --preset is for lm", ["train", "--preset", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--preset is for --objective lm"),
     ("lm-loss: a classifier", ["lm-loss", "--model", trained, "--text", "the film was good"], "lm-loss reads a language model"),

@@ -356,7 +356,98 @@ TEST_CASE("the modadd task: every pair once, split by the seed, only the sum sco
   CHECK_THROWS_WITH(make_lm_data(t, 1, 0), Catch::Contains("between 0 and 1"));
   CHECK_THROWS_WITH(make_lm_task(t, 1, 0), Catch::Contains("split, not drawn"));
   t.name = "nope";
-  CHECK_THROWS_WITH(lm_task_vocab(t), Catch::Contains("induction, modadd"));
+  CHECK_THROWS_WITH(lm_task_vocab(t), Catch::Contains("induction, copy, reverse, parens, modadd"));
+}
+
+TEST_CASE("the copy and reverse tasks: L tokens, \"|\", the L again forwards or backwards, the output scored",
+          "[tasks][lm]") {
+  for (const char* name : {"copy", "reverse"}) {
+    CAPTURE(name);
+    const bool reverse = std::string(name) == "reverse";
+    LmTask t;
+    t.name = name, t.seq = 6, t.vocab = 12;
+    CHECK(lm_task_vocab(t) == 12);
+    CHECK(lm_task_length(t) == 13);
+    const EncodedData a = make_lm_task(t, 60, 2), b = make_lm_task(t, 60, 2), c = make_lm_task(t, 60, 3);
+    REQUIRE(a.size() == 60);
+    CHECK(a.seqs == b.seqs);
+    CHECK(a.seqs != c.seqs);
+    std::set<int> lengths, seen;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto& s = a.seqs[i];
+      const int L = a.loss_from[i];  // "|" is at L and predicts the output's first token
+      REQUIRE(L >= 3);
+      REQUIRE(L <= 6);
+      REQUIRE(s.size() == static_cast<size_t>(2 * L + 1));
+      CHECK(s[static_cast<size_t>(L)] == 11);  // "|", the last id
+      lengths.insert(L);
+      for (int k = 0; k < L; ++k) {
+        CHECK(s[static_cast<size_t>(L + 1 + k)] == s[static_cast<size_t>(reverse ? L - 1 - k : k)]);
+        CHECK(s[static_cast<size_t>(k)] >= 3);  // never a special token, never "|"
+        CHECK(s[static_cast<size_t>(k)] < 11);
+        seen.insert(s[static_cast<size_t>(k)]);
+      }
+    }
+    CHECK(lengths.size() == 4);  // 3 .. 6: the output's source is found through "|", not by an offset
+    CHECK(seen.size() == 8);
+    const Vocab v = lm_task_vocabulary(t);
+    CHECK(v.size() == 12);
+    CHECK(v.id("|") == 11);
+    // the probe is the first held-out sequence without its last token
+    const std::vector<int> probe = lm_task_probe(t, 2), held = make_lm_data(t, 1, 2).val.seqs.front();
+    CHECK(probe == std::vector<int>(held.begin(), held.end() - 1));
+    t.vocab = 5;  // "|" and one token to draw: nothing to copy
+    CHECK_THROWS_WITH(make_lm_task(t, 1, 0), Catch::Contains("at least 3 tokens"));
+  }
+}
+
+TEST_CASE("the parens task: balanced or not, half each, with both kinds of unbalanced string", "[tasks][lm]") {
+  LmTask t;
+  t.name = "parens", t.seq = 12;
+  CHECK(lm_task_vocab(t) == 3 + 5);
+  CHECK(lm_task_length(t) == 14);
+  const Vocab v = lm_task_vocabulary(t);
+  const int open = v.id("("), close = v.id(")"), eq = v.id("="), yes = v.id("yes"), no = v.id("no");
+  CHECK(open == 3);
+  CHECK(no == 7);
+  const EncodedData a = make_lm_task(t, 2000, 9);
+  int n_yes = 0, same_counts = 0, other_counts = 0;
+  std::set<size_t> lengths;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto& s = a.seqs[i];
+    REQUIRE(s.size() >= 4);
+    const size_t m2 = s.size() - 2;  // the parentheses
+    CHECK(a.loss_from[i] == static_cast<int>(m2));
+    CHECK(m2 % 2 == 0);
+    CHECK(m2 <= 12);
+    CHECK(s[m2] == eq);
+    lengths.insert(m2);
+    // the answer, worked out here from the string
+    int depth = 0, opens = 0;
+    bool ok = true;
+    for (size_t k = 0; k < m2; ++k) {
+      REQUIRE((s[k] == open || s[k] == close));
+      opens += s[k] == open;
+      depth += s[k] == open ? 1 : -1;
+      ok = ok && depth >= 0;
+    }
+    ok = ok && depth == 0;
+    CHECK(s.back() == (ok ? yes : no));
+    n_yes += ok;
+    if (!ok) (2 * opens == static_cast<int>(m2) ? same_counts : other_counts) += 1;
+  }
+  CHECK(lengths.size() == 6);  // 2, 4, .. 12
+  // half balanced (2,000 draws: within 4 standard deviations of 1,000); each unbalanced kind is
+  // drawn with odds 1/4, and a flipped balanced string never counts as "same counts"
+  CHECK(std::abs(n_yes - 1000) < 90);
+  CHECK(std::abs(same_counts - 500) < 80);
+  CHECK(std::abs(other_counts - 500) < 80);
+  CHECK_THROWS_WITH(make_lm_data(t, 0, 0), Catch::Contains("positive"));
+  t.seq = 1;
+  CHECK_THROWS_WITH(make_lm_task(t, 1, 0), Catch::Contains("at least 2"));
+  CHECK_THROWS_WITH(lm_task_kind("nope"), Catch::Contains("parens"));
+  CHECK_FALSE(lm_task_kind("parens").uses_vocab);
+  CHECK(lm_task_kind("modadd").fixed_set);
 }
 
 TEST_CASE("a new language model: transformers' initialisation, saved and opened again", "[trainer][lm]") {

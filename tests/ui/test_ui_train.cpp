@@ -226,6 +226,38 @@ TEST_CASE(
   CHECK(decay->value() == Approx(0.0));
 }
 
+TEST_CASE("the reverse preset in the Train tab: held-out accuracy by epoch, heads on a held-out sequence",
+          "[ui][train][lm]") {
+  MainWindow w;
+  TrainView* t = w.train();
+  const LmPreset& p = lm_preset("reverse");
+  REQUIRE(t->chooseLmPreset("reverse"));
+  CHECK(t->datasetChoiceText() == p.label);
+  // a task without head detectors or a grokking gap: the loss and the accuracy by epoch
+  CurveView* grok = t->findChild<CurveView*>("grokCurve");
+  REQUIRE(grok);
+  CHECK(grok->isHidden());
+  CHECK(t->scoresCurve()->isHidden());
+  CHECK_FALSE(t->accuracyCurve()->isHidden());
+  CHECK(t->confusionTable()->isHidden());
+  // the probe: a held-out sequence up to its last token, "|" in the middle, in the task's tokens
+  const QStringList probe = t->probeText().split(' ');
+  const qsizetype bar = probe.indexOf("|");
+  REQUIRE(bar >= 4);
+  CHECK(probe.size() == 2 * bar);  // L tokens, "|", L - 1 of the reversal
+  CHECK(probe[bar + 1] == probe[bar - 1]);
+  t->setEpochs(2);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  CHECK(t->trainedModel()->vocab.id("|") == 15);
+  CHECK(t->accuracyCurve()->pointCount(0) == 2);
+  CHECK(t->scoresCurve()->isHidden());
+  CHECK(t->message().contains("next-token accuracy"));
+  CHECK_FALSE(t->message().contains("induction"));
+  CHECK(t->snapshotCount() >= 2);
+}
+
 TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {
   QTemporaryDir dir;
   MainWindow w;

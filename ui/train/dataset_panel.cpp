@@ -13,6 +13,7 @@
 #include <QSignalBlocker>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <map>
 
 #include "engine/train/tasks.h"
@@ -129,12 +130,16 @@ void DatasetPanel::useLmPreset(const LmPreset& p) {
   summary_->setTextFormat(Qt::RichText);
   const LmData data = make_lm_data(p.task, p.sequences, p.seed);  // the split the run makes (a few ms)
   const QString sizes =
-      p.task.name == "modadd"
+      lm_task_kind(p.task.name).fixed_set
           ? QString("Every sum once: %1 to train on (one batch: a step an epoch), %2 held out.")
                 .arg(data.train.size())
                 .arg(data.val.size())
-          : QString("Generated with the seed: %1 sequences of %2 tokens (an epoch), and %3 more for validation.")
+          : QString("Generated with the seed: %1 sequences of %2%3 tokens (an epoch), and %4 more for validation.")
                 .arg(data.train.size())
+                .arg(std::all_of(data.train.seqs.begin(), data.train.seqs.end(),
+                                 [&](const auto& s) { return s.size() == data.train.seqs[0].size(); })
+                         ? ""
+                         : "up to ")
                 .arg(lm_task_length(p.task))
                 .arg(data.val.size());
   summary_->setText(

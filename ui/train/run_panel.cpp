@@ -178,7 +178,9 @@ void RunPanel::showCharts(Charts charts) {
   lm_ = charts != Charts::Classifier;
   scores_->setVisible(charts == Charts::Induction);
   grok_->setVisible(charts == Charts::Grokking);
-  acc_->setVisible(!lm_);  // a language model's accuracy: in the message or on grokking's chart
+  // a language model's accuracy: by epoch for a task, by step on grokking's chart, in the message
+  // for induction (its head scores say more)
+  acc_->setVisible(!lm_ || charts == Charts::Task);
   confusion_->setVisible(!lm_);
   probe_->setReadOnly(lm_);
   probe_->setToolTip(charts == Charts::Induction
@@ -186,6 +188,9 @@ void RunPanel::showCharts(Charts charts) {
                            "(the scores on the right are its heads' on it)"
                      : charts == Charts::Grokking
                          ? "A held-out sum, \"a b =\": its heads as the model goes from memorising to adding"
+                     : charts == Charts::Task
+                         ? "A held-out sequence of the task without its last token (so the next token is its last "
+                           "answer): its heads as the model learns"
                          : "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" "
                            "find \"good\")");
 }
@@ -376,8 +381,9 @@ void RunPanel::finish(const TrainOutcome& outcome) {
     message_->setStyleSheet("color: #060;");
     message_->setText(QString("Done: next-token accuracy %1 on the validation sequences' scored positions. %2")
                           .arg(ev.accuracy, 0, 'f', 4)
-                          .arg(phase_step_ >= 0 ? QString("The phase change came at step %1.").arg(phase_step_)
-                                                : QString("No head's induction score reached 0.5.")));
+                          .arg(charts_ != Charts::Induction ? QString()
+                               : phase_step_ >= 0 ? QString("The phase change came at step %1.").arg(phase_step_)
+                                                  : QString("No head's induction score reached 0.5.")));
   } else {
     message_->setStyleSheet("color: #060;");
     message_->setText(

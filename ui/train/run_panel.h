@@ -33,7 +33,10 @@ class RunPanel : public QWidget {
   explicit RunPanel(QWidget* parent = nullptr);
   // What a run's charts show: a classifier's accuracy and confusion matrix; an induction run's
   // head scores; grokking's training and held-out accuracy over log-scaled steps.
-  enum class Charts { Classifier, Induction, Grokking };
+  // Classifier: accuracy by epoch and a confusion matrix; Induction: the heads' detector scores on
+  // a repeated probe; Grokking: training and held-out accuracy by step, log-scaled; Task: a
+  // language-model task's held-out next-token accuracy by epoch (copy, reverse, parens).
+  enum class Charts { Classifier, Induction, Grokking, Task };
   void reset();  // nothing of an earlier run or dataset stays on screen
   void begin(const ModelConfig& model, int total_steps, Charts charts);  // a run starts
   // The charts, before a run as well as at its start.
