@@ -77,9 +77,12 @@ int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedD
                 tc.epochs, r.train_loss, r.train_acc, r.val_loss, r.val_acc, r.samples_per_s);
     std::fflush(stdout);
   };
+  // --hf: the folder as transformers saves GPT2LMHeadModel / LlamaForCausalLM; refused before the
+  // run when the model has no such form
+  if (a.has("--hf")) (void)as_hf_language_model(model);
   const TrainResult res = train_model(model, train, val, tc, cb);
   if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
-  save_model(model, a.get("--out"));
+  save_model(a.has("--hf") ? as_hf_language_model(model) : model, a.get("--out"));
   if (!quiet && tc.keep_best && res.best_epoch > 0)
     std::printf("saved %s (the weights of epoch %d, the best held-out accuracy: %.4f)\n", a.get("--out").c_str(),
                 res.best_epoch, res.epochs[static_cast<size_t>(res.best_epoch - 1)].val_acc);
@@ -226,12 +229,12 @@ int cmd_train(const std::vector<std::string>& argv) {
                      "--min-count", "--text-column", "--label-column", "--init",     "--objective",      "--task",
                      "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",          "--n",
                      "--log-every", "--preset",      "--seq",          "--task-p",   "--task-train-frac"}),
-               {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint"});
+               {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint", "--hf"});
   const std::string objective = a.get("--objective", "classify");
   if (objective == "lm") return train_lm(a);
   if (objective != "classify") throw Error("--objective must be classify or lm, got \"" + objective + "\"");
   for (const char* f : {"--task", "--task-seq", "--task-vocab", "--task-p", "--task-train-frac", "--arch", "--kv-heads",
-                        "--steps", "--n", "--preset"})
+                        "--steps", "--n", "--preset", "--hf"})
     if (a.has(f)) throw Error(std::string(f) + " is for --objective lm");
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
@@ -320,9 +323,12 @@ int cmd_train(const std::vector<std::string>& argv) {
                 r.train_loss, r.val_loss, r.val_acc, r.samples_per_s);
     std::fflush(stdout);
   };
+  // --hf: the folder as transformers saves GPT2LMHeadModel / LlamaForCausalLM; refused before the
+  // run when the model has no such form
+  if (a.has("--hf")) (void)as_hf_language_model(model);
   const TrainResult res = train_model(model, train, val, tc, cb);
   if (!res.message.empty()) std::cerr << "attnlab-cli train: " << res.message << "\n";
-  save_model(model, a.get("--out"));
+  save_model(a.has("--hf") ? as_hf_language_model(model) : model, a.get("--out"));
   if (!quiet) std::printf("saved %s (weights of epoch %d)\n", a.get("--out").c_str(), res.best_epoch);
   return res.diverged ? 1 : 0;
 }

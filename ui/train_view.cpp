@@ -1,6 +1,8 @@
 // TrainView: the composer (see train_view.h).
 #include "ui/train_view.h"
 
+#include <optional>
+
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -12,6 +14,7 @@
 #include <QVBoxLayout>
 
 #include "engine/model/model_folder.h"
+#include "engine/model/hf_model.h"
 #include "engine/train/tasks.h"
 #include "engine/train/train_model.h"
 #include "ui/train/dataset_panel.h"
@@ -310,13 +313,23 @@ void TrainView::onFinished(const TrainOutcome& outcome) {
 
 bool TrainView::saveModel(const QString& dir) {
   if (!trained_) return false;
+  QString kind;
   try {
-    save_model(*trained_, dir.toStdString());
+    // A language model made here is saved as transformers saves its class where it has one (every
+    // preset's does), so transformers and TransformerLens open it as well; else attnlab's own folder.
+    std::optional<Model> hf;
+    if (trained_->config.lm_head && !trained_->is_hf()) try {
+        hf = as_hf_language_model(*trained_);
+        kind = QString(" as a Hugging Face %1 folder (transformers opens it)").arg(hf->hf.architecture.c_str());
+      } catch (const Error& e) {
+        kind = QString(" as an attnlab folder (%1)").arg(QString::fromStdString(e.what()));
+      }
+    save_model(hf ? *hf : *trained_, dir.toStdString());
   } catch (const Error& e) {
     fail(QString::fromStdString(e.what()));
     return false;
   }
-  emit status("saved the model to " + dir);
+  emit status("saved the model to " + dir + kind);
   return true;
 }
 

@@ -210,6 +210,17 @@ r = run("forward", "--model", ma, "--text", "3 5 =", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("its folder reads \"3 5 =\" as the task's numbers", j.get("tokens") == ["3", "5", "="] and j.get("ids") == [6, 8, 10],
       r.stdout + r.stderr)
+# --hf: the same run saved as transformers saves LlamaForCausalLM, with a tokenizer.json
+hfo = os.path.join(tmp, "lm-hf")
+r = run("train", "--objective", "lm", "--task", "copy", "--task-seq", "4", "--task-vocab", "12", "--arch", "llama",
+        "--heads", "2", "--dim", "16", "--steps", "3", "--n", "64", "--hf", "--out", hfo, "--quiet")
+cfg = json.load(open(os.path.join(hfo, "config.json"))) if r.returncode == 0 else {}
+f = run("forward", "--model", hfo, "--text", "w1 W2 |", "--json") if r.returncode == 0 else r
+j = json.loads(f.stdout) if f.returncode == 0 else {}
+check("train --hf saves a Llama folder (config, tokenizer.json) that forward reads with its tokenizer",
+      cfg.get("model_type") == "llama" and cfg.get("architectures") == ["LlamaForCausalLM"] and
+      os.path.exists(os.path.join(hfo, "tokenizer.json")) and j.get("ids") == [4, 5, 11],
+      r.stdout + r.stderr + f.stdout + f.stderr + str(cfg))
 # copy / reverse / parens: their own tokens in the folder's vocabulary ("|" is the last id)
 for task, flags, text, ids in [("reverse", ["--task-seq", "4", "--task-vocab", "10"], "w1 w2 w3 |", [4, 5, 6, 9]),
                                ("parens", ["--task-seq", "6"], "( ( ) ) =", [3, 3, 4, 4, 5])]:
@@ -260,6 +271,8 @@ data_bad_cases = [
     ("train lm: unknown preset", ["train", "--objective", "lm", "--preset", "grok", "--out", os.path.join(tmp, "x")], "unknown language-model preset \"grok\" (expected induction, grokking, reverse)"),
     ("train lm: --task-p is for modadd", ["train", "--objective", "lm", "--task", "induction", "--task-p", "7", "--steps", "5", "--out", os.path.join(tmp, "x")], "--task-p is for --task modadd"),
     ("train lm: --n does not apply to modadd", ["train", "--objective", "lm", "--task", "modadd", "--n", "9", "--steps", "5", "--out", os.path.join(tmp, "x")], "--n does not apply to the modadd task"),
+    ("train lm --hf: attention-only GPT-2", ["train", "--objective", "lm", "--task", "induction", "--arch", "gpt2", "--ff", "0", "--hf", "--steps", "5", "--out", os.path.join(tmp, "x")], "cannot run a feed-forward of width 0"),
+    ("train: --hf is for lm", ["train", "--hf", "--data", data, "--out", os.path.join(tmp, "x")], "--hf is for --objective lm"),
     ("train lm: parens has its own tokens", ["train", "--objective", "lm", "--task", "parens", "--task-vocab", "9", "--steps", "5", "--out", os.path.join(tmp, "x")], "--task-vocab does not apply to the parens task"),
     ("train lm: modadd share out of range", ["train", "--objective", "lm", "--task", "modadd", "--task-train-frac", "1.5", "--steps", "5", "--out", os.path.join(tmp, "x")], "between 0 and 1"),
     ("train: --preset is for lm", ["train", "--preset", "induction", "--data", data, "--out", os.path.join(tmp, "x")], "--preset is for --objective lm"),

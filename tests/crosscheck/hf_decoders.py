@@ -22,6 +22,9 @@
    Rotary scaling: rope_type linear and dynamic (4.40 and 5.x), llama3, yarn (with and without
    truncation, mscale) and longrope (its short and long factors) under 5.x, each a folder as
    that version writes it (rope_scaling or rope_parameters).
+   Decoders trained here from scratch and saved with train --objective lm --hf (GPT-2 style, and an
+   attention-only Llama style): from_pretrained and AutoTokenizer open them, with attnlab's
+   probabilities and token ids.
 3. Bad folders: unknown model_type, heads not divisible by key/value heads, vocab.json without
    merges.txt, an unknown rope_type, a rope factor missing, partial_rotary_factor: each a clear
    error and exit code 2.
@@ -439,6 +442,33 @@ def check_fine_tune(name, folder, model, cls, root, vocab):
     if moved < 1e-5:
         fail(f"{name}: fine-tuning left the weights as they were (largest change {moved:.2e})")
     compare_decoder(name + " fine-tuned, opened by transformers", out, tuned, [9], vocab)
+
+
+def check_trained_export(root):
+    """train --objective lm --hf: a decoder trained here from scratch, saved as a Hugging Face folder.
+    transformers' from_pretrained opens it and gives attnlab's probabilities and hidden states
+    (compare_decoder), and its tokenizer.json (loaded by PreTrainedTokenizerFast from the folder's
+    tokenizer_config.json) gives attnlab's ids on strings that test the word tokenizer's rules."""
+    texts = ["w1 w2 | w3", "W1  w2\t(w3)|W4\n", "don't  stop! w1,w2", "h\u00e9llo W\u00c9 w5", "#w1## {w2}~",
+             "w1\u00a0w2", "   ", "[PAD] w1 [UNK]"]
+    for arch, cls, flags in [("gpt2", GPT2LMHeadModel, ["--ff", "48"]),
+                             ("llama", LlamaForCausalLM, ["--ff", "0", "--kv-heads", "2"])]:
+        out = os.path.join(root, "trained-" + arch)
+        run(["train", "--objective", "lm", "--task", "reverse", "--task-seq", "6", "--task-vocab", "30", "--arch", arch,
+             "--layers", "2", "--heads", "4", "--dim", "32", *flags, "--steps", "30", "--n", "300", "--hf", "--out",
+             out, "--quiet"])
+        name = f"a {arch}-style decoder trained here ({' '.join(flags)}), saved with --hf"
+        model = cls.from_pretrained(out, attn_implementation="eager").eval()
+        compare_decoder(name, out, model, [7, 13], 30)
+        tok = transformers.AutoTokenizer.from_pretrained(out)
+        for text in texts:
+            want = tok(text, add_special_tokens=True)["input_ids"]
+            got = json.loads(run(["forward", "--model", out, "--text", text, "--json"], check=False).stdout or "{}")
+            if not want and not got:
+                continue  # white space only: no tokens on either side (attnlab refuses an empty input)
+            if got.get("ids") != want:
+                fail(f"{name}: tokenizer on {text!r}: attnlab {got.get('ids')} vs transformers {want}")
+        print(f"{name}: transformers opens it; {len(texts)} strings tokenized alike")
 
 
 def randomize(model):
@@ -1385,6 +1415,8 @@ def main():
         save(m, spf, sp)
         check_tokenizer("SentencePiece-style BPE (byte fallback)", spf, lambda s: sp.encode(s).ids, strings,
                         lambda ids: sp.decode(ids, skip_special_tokens=False))
+
+        check_trained_export(root)
 
         # ---- bad folders
         def variant(name, edit, drop=()):

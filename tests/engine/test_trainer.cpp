@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "engine/analysis/detectors.h"
+#include "engine/model/hf_model.h"
 #include "engine/model/model_folder.h"
+#include "engine/text/input.h"
 
 #include "engine/train/tasks.h"
 #include "engine/train/train_model.h"
@@ -486,6 +488,64 @@ TEST_CASE("a new language model: transformers' initialisation, saved and opened 
     const ForwardResult r1 = run_forward(m, *cpu, req), r2 = run_forward(back, *cpu, req);
     CHECK(r1.next_logits == r2.next_logits);  // the same weights, bit for bit
   }
+}
+
+TEST_CASE("a new language model saved as a Hugging Face folder: the same config, logits and token ids",
+          "[trainer][lm][hf]") {
+  struct Case {
+    const char* arch;
+    int ff, kv;
+  };
+  LmTask task;
+  task.name = "reverse", task.vocab = 40, task.seq = 8;
+  for (const Case& k : {Case{"gpt2", 48, 0}, Case{"llama", 48, 2}, Case{"llama", 0, 4}}) {
+    CAPTURE(k.arch, k.ff);
+    LmShape shape;
+    shape.arch = k.arch, shape.layers = 2, shape.heads = 4, shape.kv_heads = k.kv, shape.dim = 32, shape.ff = k.ff;
+    shape.vocab = 40, shape.max_len = 24;
+    Model m = new_language_model(shape, 5);
+    m.vocab = lm_task_vocabulary(task);
+    const Model h = as_hf_language_model(m);
+    const std::string dir = scratch_dir("trainer", std::string("hf-") + k.arch + std::to_string(k.ff));
+    save_model(h, dir);
+    const Model back = load_model(dir);
+    REQUIRE(back.is_hf());
+    CHECK(back.hf.model_type == k.arch);
+    CHECK(back.hf.architecture == (std::string(k.arch) == "gpt2" ? "GPT2LMHeadModel" : "LlamaForCausalLM"));
+    CHECK(back.hf.notes.empty());  // every tensor read (an attention-only Llama's empty MLP included)
+    const ModelConfig &a = m.config, &b = back.config;
+    CHECK(b.causal);
+    CHECK(b.lm_head);
+    CHECK(b.tied_lm_head == a.tied_lm_head);
+    CHECK(b.norm_kind == a.norm_kind);
+    CHECK(b.positional == a.positional);
+    CHECK(b.activation == a.activation);
+    CHECK(b.kv_heads() == a.kv_heads());
+    CHECK(b.ff_dim == a.ff_dim);
+    CHECK(b.layer_norm_eps == a.layer_norm_eps);
+    CHECK(b.rope_theta == a.rope_theta);
+    CHECK(b.max_len == a.max_len);
+    CHECK(b.vocab_size == a.vocab_size);
+    CHECK(b.qkv_bias == a.qkv_bias);
+    // the same weights in transformers' names and layout (GPT-2's Conv1D transposed and back): the
+    // same pass, bit for bit
+    auto cpu = make_backend("cpu");
+    ForwardRequest req;
+    req.ids = {3, 9, 17, 39, 3, 9};
+    const ForwardResult r1 = run_forward(m, *cpu, req), r2 = run_forward(back, *cpu, req);
+    CHECK(r1.next_logits == r2.next_logits);
+    for (int l = 0; l < a.num_layers; ++l) CHECK(r1.attention[l].data == r2.attention[l].data);
+    // the folder's tokenizer.json splits as the word tokenizer: case, white space, punctuation (the
+    // apostrophe kept in its word), unknown words, non-ASCII letters left as they are
+    for (const std::string text : {"w1 w2 | w3", "W1  w2\t(w3)|W4\n", "don't  stop! w1,w2", "h\xc3\xa9llo W\xc3\x89 w5",
+                                   "", "   ", "#w1## {w2}~", "w1\xc2\xa0w2"}) {
+      CAPTURE(text);
+      CHECK(prepare_text(back, text).ids == prepare_text(m, text).ids);
+    }
+  }
+  LmShape gpt2;
+  gpt2.arch = "gpt2", gpt2.ff = 0, gpt2.vocab = 40, gpt2.max_len = 8, gpt2.dim = 16, gpt2.heads = 2;
+  CHECK_THROWS_WITH(as_hf_language_model(new_language_model(gpt2, 1)), Catch::Contains("feed-forward of width 0"));
 }
 
 TEST_CASE("the induction preset forms an induction head; the untrained model has none", "[trainer][lm][slow]") {

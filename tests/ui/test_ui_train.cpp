@@ -256,6 +256,14 @@ TEST_CASE("the reverse preset in the Train tab: held-out accuracy by epoch, head
   CHECK(t->message().contains("next-token accuracy"));
   CHECK_FALSE(t->message().contains("induction"));
   CHECK(t->snapshotCount() >= 2);
+  // saved as transformers saves GPT2LMHeadModel, which attnlab opens again with the same weights
+  QTemporaryDir dir;
+  const QString out = dir.filePath("reverse");
+  REQUIRE(t->saveModel(out));
+  const Model back = load_model(out.toStdString());
+  CHECK(back.hf.model_type == "gpt2");
+  CHECK(back.vocab.id("|") == 15);
+  CHECK(back.weights.embedding.data == t->trainedModel()->weights.embedding.data);
 }
 
 TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {
