@@ -104,17 +104,13 @@ int fine_tune_lm(const Args& a) {
   if (!model.config.lm_head || model.config.num_classes > 0)
     throw Error(a.get("--init") + ": not a language model (no LM head); --objective lm fine-tunes decoders");
   const int seq = a.get_int("--seq", std::min(64, model.config.max_len));
-  EncodedData all;
+  LmData data;
   try {
-    all = encode_lm_text(model, read_file_bytes(a.get("--data")), seq);
+    data = split_lm_text(model, read_file_bytes(a.get("--data")), seq);  // the last tenth held out
   } catch (const Error& e) {
     throw Error(a.get("--data") + ": " + e.what());
   }
-  // the last tenth of the sequences (at least one, when there are two) held out for validation
-  EncodedData train, val;
-  const size_t n_val = all.size() >= 2 ? std::max<size_t>(1, all.size() / 10) : 0;
-  train.seqs.assign(all.seqs.begin(), all.seqs.end() - static_cast<std::ptrdiff_t>(n_val));
-  val.seqs.assign(all.seqs.end() - static_cast<std::ptrdiff_t>(n_val), all.seqs.end());
+  const EncodedData &train = data.train, &val = data.val;
   TrainConfig tc;
   tc.batch = a.get_int("--batch", 8);
   const int steps = a.get_int("--steps", 0);
@@ -133,13 +129,90 @@ int fine_tune_lm(const Args& a) {
   return run_lm(a, model, train, val, tc, 10);
 }
 
+// The shape flags of a new decoder, over a preset's (or the defaults').
+LmShape shape_from_flags(const Args& a, LmShape shape, bool preset) {
+  shape.arch = a.get("--arch", shape.arch);
+  shape.layers = a.get_int("--layers", shape.layers);
+  shape.heads = a.get_int("--heads", shape.heads);
+  shape.kv_heads = a.get_int("--kv-heads", shape.kv_heads);
+  shape.dim = a.get_int("--dim", shape.dim);
+  shape.ff = a.get_int("--ff", preset ? shape.ff : 0);
+  return shape;
+}
+
+// train --objective lm --data FILE.txt (no --init): a new decoder on a text, with a character or
+// word vocabulary built from the text (build_vocab: by frequency, --vocab-size at most, each piece
+// seen --min-count times; the rest read as [UNK]); the last tenth of its sequences held out.
+int text_lm(const Args& a) {
+  for (const char* f :
+       {"--task", "--preset", "--task-seq", "--task-vocab", "--task-p", "--task-train-frac", "--n", "--val-data",
+        "--config", "--freeze-encoder", "--classes", "--pooling", "--positional", "--norm", "--activation"})
+    if (a.has(f))
+      throw Error(std::string(f) + " does not apply to a new language model on --data (the text is the data)");
+  if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
+  const std::string kind_name = a.get("--tokenizer", "char");
+  if (kind_name != "char" && kind_name != "word")
+    throw Error("--tokenizer must be char or word for a new language model, got \"" + kind_name + "\"");
+  const TokenizerKind kind = kind_name == "char" ? TokenizerKind::Char : TokenizerKind::Word;
+  const bool lowercase = kind == TokenizerKind::Word;  // characters keep their case; words are lower-cased
+  const std::string text = read_file_bytes(a.get("--data"));
+  Example all{text, "", 1};
+  Vocab vocab;
+  try {
+    vocab = build_vocab({all}, kind, lowercase, a.get_int("--vocab-size", 4096), a.get_int("--min-count", 1));
+  } catch (const Error& e) {
+    throw Error(a.get("--data") + ": " + e.what());
+  }
+  if (vocab.size() <= 4)
+    throw Error(a.get("--data") + ": the text has " + std::to_string(vocab.size() - 3) + " distinct " + kind_name +
+                "s; a language model needs at least 2");
+  const int seq = a.get_int("--seq", 64);
+  LmShape shape = shape_from_flags(a, LmShape{}, false);
+  shape.vocab = vocab.size();
+  shape.max_len = a.get_int("--max-len", seq);
+  const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
+  Model model = new_language_model(shape, seed);
+  model.config.tokenizer = kind, model.config.lowercase = lowercase;
+  model.vocab = std::move(vocab);
+  model.source = a.get("--out");
+  LmData data;
+  try {
+    data = split_lm_text(model, text, seq);
+  } catch (const Error& e) {
+    throw Error(a.get("--data") + ": " + e.what());
+  }
+  if (data.val.size() == 0)
+    throw Error(a.get("--data") + ": the text makes one sequence of " + std::to_string(seq) +
+                " tokens; it needs two (one held out): a longer text or a smaller --seq");
+  TrainConfig tc;
+  tc.batch = a.get_int("--batch", 32);
+  const int steps = a.get_int("--steps", 0);
+  if (steps < 0 || (steps == 0 && !a.has("--epochs")))
+    throw Error("train --objective lm needs --steps N or --epochs N");
+  const int per_epoch =
+      static_cast<int>((data.train.size() + static_cast<size_t>(tc.batch) - 1) / std::max(1, tc.batch));
+  tc.epochs = steps > 0 ? (steps + per_epoch - 1) / per_epoch : a.get_int("--epochs", 1);
+  tc.max_steps = steps;
+  tc.seed = seed;
+  tc.keep_best = false;
+  optimizer_from_flags(a, tc, 1e-3, 0.0);
+  if (!a.has("--quiet"))
+    std::printf(
+        "training a %s-style language model (%d layers, %d heads, dim %d, %s) on %s: %zu train / %zu validation "
+        "sequences of %d tokens, %s vocabulary of %d, %lld parameters\n",
+        shape.arch.c_str(), shape.layers, shape.heads, shape.dim,
+        shape.ff > 0 ? ("ff " + std::to_string(shape.ff)).c_str() : "attention-only", a.get("--data").c_str(),
+        data.train.size(), data.val.size(), seq, kind_name.c_str(), model.vocab.size(), model.config.parameter_count());
+  return run_lm(a, model, data.train, data.val, tc, 100);
+}
+
 int train_lm(const Args& a) {
   if (a.has("--init")) return fine_tune_lm(a);
-  for (const char* f : {"--data", "--val-data", "--init", "--config", "--freeze-encoder", "--classes", "--pooling",
-                        "--tokenizer", "--positional", "--norm", "--activation"})
+  if (a.has("--data")) return text_lm(a);
+  for (const char* f : {"--val-data", "--init", "--config", "--freeze-encoder", "--classes", "--pooling", "--tokenizer",
+                        "--positional", "--norm", "--activation"})
     if (a.has(f))
-      throw Error(std::string(f) +
-                  " does not apply to --objective lm (a new decoder on --task; --arch sets its shape)");
+      throw Error(std::string(f) + " does not apply to --objective lm on --task (--arch sets the new decoder's shape)");
   LmPreset p;  // no preset: the flags' defaults
   p.task.name.clear();
   p.sequences = 20000;
@@ -166,13 +239,7 @@ int train_lm(const Args& a) {
   for (const char* f : {"--task-p", "--task-train-frac"})
     if (!modadd && a.has(f)) throw Error(std::string(f) + " is for --task modadd");
   task.vocab = lm_task_vocab(task);  // Error naming the tasks for an unknown one
-  LmShape shape = p.shape;
-  shape.arch = a.get("--arch", shape.arch);
-  shape.layers = a.get_int("--layers", shape.layers);
-  shape.heads = a.get_int("--heads", shape.heads);
-  shape.kv_heads = a.get_int("--kv-heads", shape.kv_heads);
-  shape.dim = a.get_int("--dim", shape.dim);
-  shape.ff = a.get_int("--ff", a.has("--preset") ? shape.ff : 0);
+  LmShape shape = shape_from_flags(a, p.shape, a.has("--preset"));
   shape.vocab = task.vocab;
   const int length = lm_task_length(task);
   shape.max_len = a.get_int("--max-len", length);

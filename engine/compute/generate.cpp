@@ -124,9 +124,10 @@ int choose_token(const NextTokenDistribution& d, const SamplingOptions& o, Sampl
 }
 
 std::string continuation_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids) {
-  if (!model.tokenizer) {
+  if (!model.tokenizer) {  // a word model's tokens apart; a character model's as they are (" " is a token)
+    const bool chars = model.config.tokenizer == TokenizerKind::Char;
     std::string out;
-    for (size_t k = prompt.size(); k < ids.size(); ++k) out += " " + model.token_name(ids[k]);
+    for (size_t k = prompt.size(); k < ids.size(); ++k) out += (chars ? "" : " ") + model.token_name(ids[k]);
     return out;
   }
   const std::string all = model.tokenizer->decode(ids), base = model.tokenizer->decode(prompt);

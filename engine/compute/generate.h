@@ -93,8 +93,9 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
 
 // The text the tokens after `prompt` add to it: decode(ids) after decode(prompt) with the model's
 // tokenizer (so a token that starts with a space keeps it: SentencePiece decoders strip the
-// first token's); a vocabulary without a tokenizer joins its tokens with spaces. ids begins with
-// prompt. Ends in U+FFFD while a character is split over tokens not all produced yet.
+// first token's); without a tokenizer, a word model's tokens are joined with spaces and a
+// character model's as they are. ids begins with prompt. Ends in U+FFFD while a character is
+// split over tokens not all produced yet.
 std::string continuation_text(const Model& model, const std::vector<int>& prompt, const std::vector<int>& ids);
 // True when decoded text ends in U+FFFD: a character whose remaining tokens are not produced yet.
 bool ends_mid_character(const std::string& text);

@@ -282,4 +282,13 @@ EncodedData encode_lm_text(const Model& model, const std::string& text, int seq)
   return d;
 }
 
+LmData split_lm_text(const Model& model, const std::string& text, int seq) {
+  const EncodedData all = encode_lm_text(model, text, seq);
+  const size_t n_val = all.size() >= 2 ? std::max<size_t>(1, all.size() / 10) : 0;
+  LmData d;
+  d.train.seqs.assign(all.seqs.begin(), all.seqs.end() - static_cast<std::ptrdiff_t>(n_val));
+  d.val.seqs.assign(all.seqs.end() - static_cast<std::ptrdiff_t>(n_val), all.seqs.end());
+  return d;
+}
+
 }  // namespace attnlab

@@ -68,4 +68,12 @@ EncodedData encode_examples(const Model& model, const std::vector<Example>& rows
 // unless it is the only one); every position scored. Error when the text has fewer than 2 tokens.
 EncodedData encode_lm_text(const Model& model, const std::string& text, int seq);
 
+// A language model's training and held-out sequences.
+struct LmData {
+  EncodedData train, val;
+};
+// encode_lm_text's sequences, the last tenth (at least one, when there are two or more) held out:
+// how a text is trained on, by fine-tuning a folder or by a new model.
+LmData split_lm_text(const Model& model, const std::string& text, int seq);
+
 }  // namespace attnlab

@@ -63,9 +63,6 @@ EncodedData make_lm_task(const LmTask& task, int n, uint64_t seed);
 // A task's training and held-out sequences. Drawn tasks: n drawn with 2 seed + 1 and n / 10 (1 to
 // 256) with 2 seed + 2; modadd: the p^2 pairs shuffled with the seed, the first train_frac of
 // them (at least one each side) to train on, n not used. Error naming the problem for a bad task.
-struct LmData {
-  EncodedData train, val;
-};
 LmData make_lm_data(const LmTask& task, int n, uint64_t seed);
 // The vocabulary size a model of the task needs, and its longest sequence.
 int lm_task_vocab(const LmTask& task);

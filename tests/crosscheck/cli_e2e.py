@@ -210,6 +210,28 @@ r = run("forward", "--model", ma, "--text", "3 5 =", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("its folder reads \"3 5 =\" as the task's numbers", j.get("tokens") == ["3", "5", "="] and j.get("ids") == [6, 8, 10],
       r.stdout + r.stderr)
+# a new language model on a text: a character vocabulary built from it, the last tenth held out
+text_file, one_char = os.path.join(tmp, "text.txt"), os.path.join(tmp, "one.txt")
+with open(text_file, "w") as f:
+    f.write("The cat sat on the mat. The dog sat on the log.\n" * 40)
+with open(one_char, "w") as f:
+    f.write("aaaa")
+tl = os.path.join(tmp, "text-lm")
+r = run("train", "--objective", "lm", "--data", text_file, "--seq", "32", "--arch", "gpt2", "--heads", "2", "--dim", "16",
+        "--ff", "32", "--steps", "30", "--lr", "3e-3", "--out", tl)
+epochs = [l for l in r.stdout.splitlines() if l.startswith("epoch ")]
+f = run("forward", "--model", tl, "--text", "The cat", "--json") if r.returncode == 0 else r
+j = json.loads(f.stdout) if f.returncode == 0 else {}
+check("train --objective lm --data FILE.txt: a character model of the text (54 train / 5 held-out sequences of 32), "
+      "which reads its characters, case kept",
+      r.returncode == 0 and "54 train / 5 validation sequences of 32 tokens, char vocabulary of 18" in r.stdout and
+      len(epochs) > 0 and j.get("tokens") == ["T", "h", "e", " ", "c", "a", "t"], r.stdout + r.stderr + f.stdout + f.stderr)
+g = run("generate", "--model", tl, "--text", "The cat", "--max-new", "12", "--greedy", "--json") if r.returncode == 0 else r
+gj = json.loads(g.stdout) if g.returncode == 0 else {}
+check("generate writes a character model's text without spaces between its characters",
+      g.returncode == 0 and len(gj.get("generated_ids", [])) == 12 and
+      gj.get("text") == "".join(step["token"] for step in gj.get("steps", [])),
+      g.stdout + g.stderr)
 # --hf: the same run saved as transformers saves LlamaForCausalLM, with a tokenizer.json
 hfo = os.path.join(tmp, "lm-hf")
 r = run("train", "--objective", "lm", "--task", "copy", "--task-seq", "4", "--task-vocab", "12", "--arch", "llama",
@@ -264,7 +286,10 @@ data_bad_cases = [
     ("eval: label unseen in training", ["eval", "--model", trained, "--data", unseen], "label \"neutral\" was not seen"),
     ("train lm: no task", ["train", "--objective", "lm", "--steps", "5", "--out", os.path.join(tmp, "x")], "needs --task induction"),
     ("train lm: unknown task", ["train", "--objective", "lm", "--task", "sort", "--steps", "5", "--out", os.path.join(tmp, "x")], "unknown language-model task \"sort\""),
-    ("train lm: --data does not apply", ["train", "--objective", "lm", "--task", "induction", "--data", data, "--steps", "5", "--out", os.path.join(tmp, "x")], "--data does not apply to --objective lm"),
+    ("train lm: --task with --data", ["train", "--objective", "lm", "--task", "induction", "--data", data, "--steps", "5", "--out", os.path.join(tmp, "x")], "--task does not apply to a new language model on --data"),
+    ("train lm: --tokenizer on a task", ["train", "--objective", "lm", "--task", "induction", "--tokenizer", "char", "--steps", "5", "--out", os.path.join(tmp, "x")], "--tokenizer does not apply to --objective lm on --task"),
+    ("train lm: a text of one character", ["train", "--objective", "lm", "--data", one_char, "--steps", "5", "--out", os.path.join(tmp, "x")], "a language model needs at least 2"),
+    ("train lm: a character vocabulary has no --hf form", ["train", "--objective", "lm", "--data", text_file, "--hf", "--steps", "5", "--out", os.path.join(tmp, "x")], "only the lower-cased word tokenizer"),
     ("train lm: no length", ["train", "--objective", "lm", "--task", "induction", "--out", os.path.join(tmp, "x")], "needs --steps N or --epochs N"),
     ("train lm: max-len too short", ["train", "--objective", "lm", "--task", "induction", "--max-len", "8", "--steps", "5", "--out", os.path.join(tmp, "x")], "shorter than the task's sequences"),
     ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),

@@ -632,4 +632,13 @@ TEST_CASE("a language model's text is cut into sequences of its tokens", "[datas
   CHECK(encode_lm_text(m, "w1 w2", 3).seqs == std::vector<std::vector<int>>{{m.vocab.id("w1"), m.vocab.id("w2")}});
   CHECK_THROWS_WITH(encode_lm_text(m, "w1", 3), Catch::Contains("it needs 2 or more"));
   CHECK_THROWS_WITH(encode_lm_text(m, "w1 w2 w3", 9), Catch::Contains("longer than the model's max_len"));
+  // split: the last tenth held out, at least one of two or more, none of one
+  std::string long_text;
+  for (int k = 0; k < 46; ++k) long_text += "w" + std::to_string(k % 17) + " ";
+  const LmData split = split_lm_text(m, long_text, 2);  // 23 sequences: 21 and 2
+  CHECK(split.train.size() == 21);
+  REQUIRE(split.val.size() == 2);
+  CHECK(split.val.seqs.back() == std::vector<int>{m.vocab.id("w10"), m.vocab.id("w11")});  // tokens 44, 45
+  CHECK(split_lm_text(m, "w1 w2 w3 w4", 2).val.size() == 1);
+  CHECK(split_lm_text(m, "w1 w2 w3", 3).val.size() == 0);
 }
