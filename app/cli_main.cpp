@@ -100,7 +100,7 @@ usage:
                       [--layers 2] [--heads 4] [--kv-heads K] [--dim 64] [--ff 0] [--task-seq 16] [--task-vocab 64]
                       [--task-p 113] [--task-train-frac 0.3]
                       [--n 20000] (--steps N | --epochs E) [--lr 1e-3] [--warmup S] [--cosine]
-                      [--log-every 100] [--hf]   a new decoder on next-token loss (docs/training.md);
+                      [--log-every 100] [--eval-every 1] [--hf]   a new decoder on next-token loss (docs/training.md);
                       --hf saves it as a Hugging Face GPT-2 / Llama folder that transformers opens
   attnlab-cli eval    [--model DIR] --data FILE.tsv [--json]
   attnlab-cli predict [--model DIR] --text "..." [--pair "..."] [--json]

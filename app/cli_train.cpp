@@ -56,9 +56,11 @@ void optimizer_from_flags(const Args& a, TrainConfig& tc, double default_lr, dou
 // --preset NAME starts from a row of lm_presets() (each flag given overrides it).
 // Both language-model runs: a line every --log-every steps and one per epoch, then the folder
 // saved (the last weights); exit 1 when the run diverged.
-int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedData& val, const TrainConfig& tc,
+int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedData& val, TrainConfig tc,
            int log_every) {
   const bool quiet = a.has("--quiet");
+  tc.eval_every = a.get_int("--eval-every", 1);
+  if (tc.eval_every < 1) throw Error("--eval-every must be 1 or more (epochs between held-out evaluations)");
   TrainCallbacks cb;
   const int every = std::max(1, a.get_int("--log-every", log_every));
   // an epoch line each epoch, or every --log-every steps' worth when epochs are single steps
@@ -290,18 +292,42 @@ int train_lm(const Args& a) {
 
 int cmd_train(const std::vector<std::string>& argv) {
   const Args a(argv,
-               with(kModelValued,
-                    {"--data",      "--val-data",    "--val-split",    "--out",      "--config",         "--epochs",
-                     "--batch",     "--lr",          "--weight-decay", "--dropout",  "--clip",           "--warmup",
-                     "--min-count", "--text-column", "--label-column", "--init",     "--objective",      "--task",
-                     "--task-seq",  "--task-vocab",  "--arch",         "--kv-heads", "--steps",          "--n",
-                     "--log-every", "--preset",      "--seq",          "--task-p",   "--task-train-frac"}),
+               with(kModelValued, {"--data",
+                                   "--val-data",
+                                   "--val-split",
+                                   "--out",
+                                   "--config",
+                                   "--epochs",
+                                   "--batch",
+                                   "--lr",
+                                   "--weight-decay",
+                                   "--dropout",
+                                   "--clip",
+                                   "--warmup",
+                                   "--min-count",
+                                   "--text-column",
+                                   "--label-column",
+                                   "--init",
+                                   "--objective",
+                                   "--task",
+                                   "--task-seq",
+                                   "--task-vocab",
+                                   "--arch",
+                                   "--kv-heads",
+                                   "--steps",
+                                   "--n",
+                                   "--log-every",
+                                   "--preset",
+                                   "--seq",
+                                   "--task-p",
+                                   "--task-train-frac",
+                                   "--eval-every"}),
                {"--cosine", "--quiet", "--json", "--freeze-encoder", "--checkpoint", "--hf"});
   const std::string objective = a.get("--objective", "classify");
   if (objective == "lm") return train_lm(a);
   if (objective != "classify") throw Error("--objective must be classify or lm, got \"" + objective + "\"");
   for (const char* f : {"--task", "--task-seq", "--task-vocab", "--task-p", "--task-train-frac", "--arch", "--kv-heads",
-                        "--steps", "--n", "--preset", "--hf"})
+                        "--steps", "--n", "--preset", "--hf", "--eval-every"})
     if (a.has(f)) throw Error(std::string(f) + " is for --objective lm");
   if (!a.has("--data")) throw Error("train needs --data FILE.tsv");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");

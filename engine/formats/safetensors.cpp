@@ -179,6 +179,10 @@ TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& w
       throw Error(at + ": shape " + shape_str(t.shape) + " of " + dtype + " needs " + std::to_string(count * elem) +
                   " bytes but data_offsets give " + std::to_string(end - begin));
     if (skip) continue;
+    if (count == 0) {  // a dimension of 0 (an attention-only Llama's empty MLP): a shape, no bytes to copy
+      out.emplace(name, std::move(t));
+      continue;
+    }
     const char* p = data + begin;
     if (halves && elem == 2 && t.shape.size() == 2) {  // a matrix kept in its 16 bits
       HalfTensor h;
@@ -241,7 +245,8 @@ std::string serialize_safetensors(const TensorMap& tensors) {
   const uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += h;
-  for (const auto& [name, t] : tensors) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+  for (const auto& [name, t] : tensors)
+    if (!t.data.empty()) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
   return out;
 }
 

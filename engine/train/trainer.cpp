@@ -319,7 +319,9 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
     rep.train_acc = scored > 0 ? static_cast<double>(correct) / static_cast<double>(scored) : NAN;
     rep.samples_per_s = static_cast<double>(seen) /
                         std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (val.size() > 0) {
+    const bool last = epoch == cfg.epochs || step >= oc.total_steps || result.cancelled || result.diverged;
+    const bool evaluated = val.size() > 0 && (last || epoch % std::max(1, cfg.eval_every) == 0);
+    if (evaluated) {
       const EvalResult ev = evaluate(model, *ops, val);
       rep.val_loss = ev.loss;
       rep.val_acc = ev.accuracy;
@@ -333,7 +335,7 @@ TrainResult train_model(Model& model, const EncodedData& train, const EncodedDat
     // when there is no validation data).
     const double acc = std::isnan(rep.val_acc) ? 0.0 : rep.val_acc;
     const double loss = std::isnan(rep.val_loss) ? rep.train_loss : rep.val_loss;
-    if (acc > best_acc || (acc == best_acc && loss < best_loss)) {
+    if ((evaluated || val.size() == 0) && (acc > best_acc || (acc == best_acc && loss < best_loss))) {
       best_acc = acc;
       best_loss = loss;
       best = model.weights;

@@ -27,6 +27,10 @@ struct TrainConfig {
   bool freeze_encoder = false;  // train the head (pooler, classifier) only
   bool checkpoint = false;      // activation checkpointing (StepOptions::checkpoint)
   int max_steps = 0;            // > 0: stop after this many steps (the schedule ends there)
+  // The held-out set is evaluated every this many epochs and after the last (a run of one-step
+  // epochs, modadd's full batch, spent ~40% of its time on it at 1); the epochs between report
+  // val_loss and val_acc as NaN and are not candidates for keep_best.
+  int eval_every = 1;
 };
 
 struct TrainProgress {

@@ -217,6 +217,31 @@ TEST_CASE("the trainer learns a task that needs attention, deterministically", "
   CHECK(r.best_epoch >= 1);
 }
 
+TEST_CASE("eval_every: the held-out set every N epochs and after the last; only those epochs can be kept",
+          "[trainer]") {
+  TaskSetup a = negation_setup(200), b = negation_setup(200);
+  TrainConfig tc;
+  tc.epochs = 7;
+  tc.optimizer.lr = 3e-3f;
+  tc.eval_every = 3;
+  const TrainResult r = train_model(a.model, a.train, a.val, tc);
+  REQUIRE(r.epochs.size() == 7);
+  for (const EpochReport& e : r.epochs) {
+    CAPTURE(e.epoch);
+    const bool evaluated = e.epoch == 3 || e.epoch == 6 || e.epoch == 7;
+    CHECK(std::isnan(e.val_acc) != evaluated);
+    CHECK(std::isnan(e.val_loss) != evaluated);
+    CHECK(std::isfinite(e.train_loss));
+  }
+  CHECK((r.best_epoch == 3 || r.best_epoch == 6 || r.best_epoch == 7));
+  // the same run evaluated every epoch: the same training (evaluation changes no weights) and the
+  // same figures at the evaluated epochs
+  tc.eval_every = 1;
+  const TrainResult every = train_model(b.model, b.train, b.val, tc);
+  for (int e : {3, 6, 7})
+    CHECK(every.epochs[static_cast<size_t>(e - 1)].val_loss == r.epochs[static_cast<size_t>(e - 1)].val_loss);
+}
+
 TEST_CASE("cancellation is honoured before the next batch", "[trainer]") {
   TaskSetup s = negation_setup(400);
   RunControl control;

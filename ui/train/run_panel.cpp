@@ -283,13 +283,14 @@ void RunPanel::onStep(const TrainProgress& p) {
 
 void RunPanel::onEpoch(const EpochReport& r) {
   const int step = progress_->value();
-  loss_->append(2, static_cast<double>(step), r.val_loss);
+  const bool evaluated = !std::isnan(r.val_loss);  // TrainConfig::eval_every: NaN between evaluations
+  if (evaluated) loss_->append(2, static_cast<double>(step), r.val_loss);
   if (charts_ != Charts::Grokking) {
-    acc_->append(0, r.epoch, r.val_acc);
+    if (evaluated) acc_->append(0, r.epoch, r.val_acc);
     return;
   }
   grok_->append(0, step, r.train_acc);
-  grok_->append(1, step, r.val_acc);
+  if (evaluated) grok_->append(1, step, r.val_acc);
   if (memorised_step_ < 0 && r.train_acc >= 0.99) {
     memorised_step_ = step;
     grok_->addMarker(step, "fits the training pairs");
