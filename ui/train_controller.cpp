@@ -96,11 +96,15 @@ void TrainController::snapshot(const Model& model, int step, const BackgroundJob
     } else {
       req.ids = ids;
     }
-    Snapshot s{step, std::make_shared<const ForwardResult>(run_forward(model, *backend, req)), {}, {}};
+    Snapshot s;
+    s.step = step;
+    s.result = std::make_shared<const ForwardResult>(run_forward(model, *backend, req));
     if (!ids.empty() && seq > 0) {  // a task with a repeat (induction): its heads' detector scores
       s.induction = head_detector_scores(*s.result, HeadDetector::Induction, seq);
       s.previous_token = head_detector_scores(*s.result, HeadDetector::PreviousToken, seq);
+      s.duplicate_token = head_detector_scores(*s.result, HeadDetector::DuplicateToken, seq);
     }
+    if (!ids.empty()) s.weight_norms = weight_norms(model.config, model.weights);  // a language model's run
     post([this, s] { emit snapshotTaken(s); });
   } catch (const Error&) {
     // a probe the model cannot read (no vocabulary match) is simply not shown

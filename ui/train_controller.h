@@ -22,7 +22,10 @@ struct Snapshot {
   std::shared_ptr<const ForwardResult> result;  // labelled by its own tokens
   // A language-model preset's probe (a random sequence repeated, TrainController::setProbeIds):
   // every head's detector scores on it, [layers, heads] (engine/analysis/detectors.h); else empty.
-  Tensor induction, previous_token;
+  Tensor induction, previous_token, duplicate_token;
+  // The model's weight norms at this step, each layer's then the rest's (weight_norms in
+  // engine/model/weights.h): what weight decay shrinks. Empty for a classifier.
+  std::vector<double> weight_norms;
 };
 
 struct TrainJob {

@@ -19,6 +19,10 @@ bool is_decoder_type(const std::string& model_type);
 // transformers' class name of its base model ("BertModel") or task model
 // ("BertForSequenceClassification", "LlamaForCausalLM"); Error for a model type without a row.
 std::string hf_class_name(const std::string& model_type, bool task);
+// its tensor names (WeightLayout::HfBert, ...) and its base model's prefix inside a task model's
+// tensors ("bert.", "model."); Error for a model type without a row.
+WeightLayout hf_layout(const std::string& model_type);
+std::string hf_prefix(const std::string& model_type);
 
 // True when DIR/config.json names a "model_type" (a Hugging Face folder).
 bool is_hf_folder(const std::string& dir);
@@ -33,6 +37,7 @@ ModelConfig parse_hf_config(const std::string& text, HfInfo& info, const std::st
 // The shard index's file names, in order of first use (exposed for the fuzz harness).
 std::vector<std::string> parse_shard_index(const std::string& text, const std::string& where);
 
+// Saving (hf_export.cpp).
 // The tensors of w (the model's weights, or gradients shaped as them) under the names the model's
 // folder gives them: its layout and prefix, GPT-2's Conv1D weights transposed and c_attn fused,
 // Phi-3's qkv_proj and gate_up_proj fused (the stored tensors, as transformers' state_dict holds them).

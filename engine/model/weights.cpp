@@ -3,6 +3,7 @@
 #include "engine/model/weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 
 namespace attnlab {
@@ -478,6 +479,30 @@ double resident_bytes(const ModelWeights& w) {
   for (const LayerWeights& L : w.layers)
     for (const auto& [m, h] : L.half) n += static_cast<double>(h.numel()) * 2.0;
   return n;
+}
+
+std::vector<double> weight_norms(const ModelConfig& c, const ModelWeights& w) {
+  const size_t L = w.layers.size();
+  std::vector<double> sq(L + 1, 0.0);
+  std::vector<float> chunk;
+  for (const WeightEntry& e : weight_entries(c)) {
+    double& acc = sq[e.layer < 0 ? L : static_cast<size_t>(e.layer)];
+    if (e.layer >= 0 && static_cast<size_t>(e.layer) >= L) continue;  // weights of fewer layers than the config
+    const Tensor& t = e.in(w);
+    for (int64_t i = 0; i < t.numel(); ++i) acc += static_cast<double>(t.ptr()[i]) * t.ptr()[i];
+    const HalfTensor* h = e.layer < 0 ? half_of(w, e.spec->model_member)
+                                      : half_of(w.layers[static_cast<size_t>(e.layer)], e.spec->layer_member);
+    if (t.numel() > 0 || !h) continue;
+    constexpr int64_t kChunk = 1 << 16;  // widened a piece at a time: a 16-bit embedding stays 16-bit
+    chunk.resize(kChunk);
+    for (int64_t i0 = 0; i0 < h->numel(); i0 += kChunk) {
+      const int64_t n = std::min(kChunk, h->numel() - i0);
+      widen_bits(h->bits.data() + i0, chunk.data(), n, h->bf16);
+      for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(chunk[i]) * chunk[i];
+    }
+  }
+  for (double& v : sq) v = std::sqrt(v);
+  return sq;
 }
 
 ModelWeights empty_weights(const ModelConfig& c) {

@@ -132,6 +132,11 @@ bool has_half(const ModelWeights& w);
 void widen_all(ModelWeights& w);
 // The bytes w holds (float32 tensors at 4, 16-bit matrices at 2).
 double resident_bytes(const ModelWeights& w);
+// The L2 norm of each layer's parameters taken together (every weight, bias and gain of layer l,
+// 16-bit matrices widened), then that of the rest (embeddings, final norm, heads): layers + 1
+// values. What weight decay shrinks; a model that groks loses weight norm as it generalises
+// (Nanda et al. 2023), and the Train tab draws these as it trains.
+std::vector<double> weight_norms(const ModelConfig& config, const ModelWeights& w);
 
 // Every tensor of w, in weight_entries order (empty ones skipped; 16-bit matrices are not in it:
 // widen_all first).

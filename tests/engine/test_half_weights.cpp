@@ -129,6 +129,27 @@ TEST_CASE("BF16 folders: layer matrices kept in 16 bits, the same values and pas
   CHECK(resident_bytes(h.weights) == resident_bytes(f.weights) - 2.0 * matrices);
   CHECK(weight_bytes(h.config, true) == resident_bytes(h.weights));
 
+  // weight norms: the same from 16 bits (the same values, summed in the same order); all of them
+  // together are every parameter's; each layer's is its own (doubling layer 1 doubles its norm only)
+  const std::vector<double> nf = weight_norms(f.config, f.weights);
+  REQUIRE(nf.size() == f.weights.layers.size() + 1);
+  CHECK(weight_norms(h.config, h.weights) == nf);
+  double all = 0, norms2 = 0, count = 0;
+  for (const Tensor* t : parameters(f.weights))
+    for (const float x : t->data) all += static_cast<double>(x) * x, ++count;
+  for (const double v : nf) norms2 += v * v;
+  // double sums of the same positive squares in other groupings: each within count x double's
+  // unit roundoff of the exact sum (a chain of count additions), relative
+  CHECK(norms2 == Approx(all).epsilon(2 * count * std::numeric_limits<double>::epsilon() / 2));
+  ModelWeights doubled = f.weights;
+  for (const WeightEntry& e : weight_entries(f.config))
+    if (e.layer == 1)
+      for (float& x : e.in(doubled).data) x *= 2;  // exact: a power of two
+  const std::vector<double> nd = weight_norms(f.config, doubled);
+  CHECK(nd[1] == Approx(2 * nf[1]).epsilon(1e-12));
+  CHECK(nd[0] == nf[0]);
+  CHECK(nd.back() == nf.back());
+
   for (const int T : {1, 9, 40}) {
     CAPTURE(T);
     ForwardRequest req;

@@ -146,6 +146,35 @@ TEST_CASE(
   CHECK(std::fabs(g->data()->at(g->dataCount() - 1)->value - ind.at(1, 0)) < 1e-5);
   CHECK(ind.at(1, 0) >= 0.5f);
 
+  // the duplicate-token scores instead, redrawn from every snapshot, the phase change still marked;
+  // the last point is layer 1's head on the same pass
+  auto* kind = t->findChild<QComboBox*>("scoreKind");
+  REQUIRE(kind);
+  CHECK(kind->isVisibleTo(t));
+  kind->setCurrentIndex(1);
+  REQUIRE(scores->seriesCount() == 2);
+  CHECK(scores->pointCount(1) == t->snapshotCount());
+  CHECK(scores->markerCount() == 1);
+  const Tensor dup = head_detector_scores(*e->result(), HeadDetector::DuplicateToken, p.task.seq);
+  const QCPGraph* gd = scores->plot()->graph(1);  // L1H0 duplicate
+  CHECK(std::fabs(gd->data()->at(gd->dataCount() - 1)->value - dup.at(1, 0)) < 1e-5);
+  kind->setCurrentIndex(0);
+  CHECK(scores->seriesCount() == 4);
+  CHECK(scores->pointCount(1) == t->snapshotCount());
+
+  // the weight norms: one line per layer and one for the rest, a point per snapshot, the last the
+  // trained model's
+  auto* norms = t->findChild<CurveView*>("weightNorms");
+  REQUIRE(norms);
+  CHECK(norms->isVisibleTo(t));
+  REQUIRE(norms->seriesCount() == m.config.num_layers + 1);
+  CHECK(norms->pointCount(0) == t->snapshotCount());
+  const std::vector<double> wn = weight_norms(m.config, m.weights);
+  for (int k = 0; k < norms->seriesCount(); ++k) {
+    const QCPGraph* gn = norms->plot()->graph(k);
+    CHECK(gn->data()->at(gn->dataCount() - 1)->value == Approx(wn[static_cast<size_t>(k)]).epsilon(1e-12));
+  }
+
   // a dataset again: the classifier's form and charts
   QTemporaryDir dir;
   REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(60, 3)))));
@@ -160,6 +189,8 @@ TEST_CASE(
   CHECK(t->scoresCurve()->isHidden());
   CHECK_FALSE(t->confusionTable()->isHidden());
   CHECK(t->trainedModel()->config.num_classes == 2);
+  CHECK(norms->isHidden());  // a classifier's run draws no weight norms
+  CHECK(kind->isHidden());
 }
 
 TEST_CASE(
@@ -201,6 +232,11 @@ TEST_CASE(
   CHECK(t->progressText() == "finished after 150 of 150 steps");  // the full batch: a step an epoch
   CHECK(grok->pointCount(0) == 150);
   CHECK(grok->pointCount(1) == 150);
+  auto* norms = t->findChild<CurveView*>("weightNorms");
+  REQUIRE(norms);
+  CHECK(norms->isVisibleTo(t));
+  CHECK(norms->seriesCount() == 2);  // the layer, and the embeddings and head
+  CHECK(norms->pointCount(0) == t->snapshotCount());
   // full batch, weight decay 1: the 1,044 training pairs are fitted well within 150 steps, the
   // held-out ones not yet (they stay near a third for ~1,500 steps here)
   CHECK(t->memorisedStep() > 0);

@@ -1,6 +1,7 @@
 // RunPanel (see run_panel.h).
 #include "ui/train/run_panel.h"
 
+#include <QComboBox>
 #include <QDateTime>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -23,6 +24,16 @@
 #include "ui/heatmap_view.h"
 
 namespace attnlab {
+
+namespace {
+
+QColor series_colour(int k) {
+  static const QColor palette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
+                                   {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
+  return palette[static_cast<size_t>(k % 8)];
+}
+
+}  // namespace
 
 RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   auto* rv = new QVBoxLayout(this);
@@ -68,8 +79,10 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   scores_->setAxisLabels("head score");
   scores_->setYRange(0.0, 1.0);
   scores_->setToolTip(
-      "Each head's induction score (attention from a token to the one after its earlier occurrence) and "
-      "previous-token score on a random sequence repeated twice, at every snapshot");
+      "Each head's (LlHh: layer l, head h) induction score (ind: attention from a token to the one after its "
+      "earlier occurrence) and previous-token score (prev), or duplicate-token score (dup: attention to its own "
+      "earlier occurrence), on a random sequence repeated twice, at every snapshot; with many heads, each "
+      "layer's best");
   scores_->hide();
   scores_->setLegendColumns(2);
   grok_ = new CurveView("step (log scale)", this);
@@ -83,15 +96,38 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
       "Accuracy on the pairs trained on and on the held-out pairs, after every step: the model fits the "
       "training pairs long before it gets the held-out ones right (grokking, Power et al. 2022)");
   grok_->hide();
+  norms_ = new CurveView("step", this);
+  norms_->setObjectName("weightNorms");
+  norms_->setAxisLabels("weight norm");
+  norms_->setToolTip(
+      "The L2 norm of each layer's parameters together (Ll: layer l), and of the rest (embeddings, final norm, "
+      "head) at every snapshot: "
+      "what weight decay shrinks (a model that groks loses weight norm as it generalises, Nanda et al. 2023)");
+  norms_->setLegendColumns(2);
+  norms_->hide();
   curves->addWidget(loss_, 3);
   curves->addWidget(acc_, 2);
   curves->addWidget(scores_, 3);
   curves->addWidget(grok_, 3);
+  curves->addWidget(norms_, 2);
   rv->addLayout(curves, 2);
   auto* cexp = new QHBoxLayout;
   auto* export_curves = new QPushButton("Export curves...", this);
   export_curves->setToolTip("Save the loss and accuracy curves as PNG, SVG, PDF or CSV");
   cexp->addWidget(export_curves);
+  score_kind_label_ = new QLabel("head scores", this);
+  score_kind_ = new QComboBox(this);
+  score_kind_->setObjectName("scoreKind");
+  score_kind_->addItems({"induction & previous-token", "duplicate-token"});
+  score_kind_->setToolTip(
+      "Which detector scores the head-score chart draws (engine/analysis/detectors.h): a token's attention "
+      "to the one after its earlier occurrence (induction) and to the token before it (previous-token), or "
+      "to its own earlier occurrence (duplicate-token)");
+  score_kind_label_->hide();
+  score_kind_->hide();
+  cexp->addSpacing(12);
+  cexp->addWidget(score_kind_label_);
+  cexp->addWidget(score_kind_);
   cexp->addStretch();
   rv->addLayout(cexp);
 
@@ -131,6 +167,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   connect(save_, &QPushButton::clicked, this, &RunPanel::saveClicked);
   connect(explore_, &QPushButton::clicked, this, &RunPanel::exploreClicked);
   connect(probe_, &QLineEdit::textChanged, this, &RunPanel::probeChanged);
+  connect(score_kind_, &QComboBox::currentIndexChanged, this, [this] { drawScores(); });
   connect(export_curves, &QPushButton::clicked, this, [this] {
     const QString f =
         QFileDialog::getSaveFileName(this, "Export curves", "loss.png", "PNG (*.png);;SVG (*.svg);;CSV (*.csv)");
@@ -155,6 +192,7 @@ void RunPanel::reset() {
   acc_->clear();
   scores_->clear();
   grok_->clear();
+  norms_->clear();
   phase_step_ = -1;
   memorised_step_ = generalised_step_ = -1;
   smoothed_ = -1;
@@ -177,6 +215,9 @@ void RunPanel::showCharts(Charts charts) {
   charts_ = charts;
   lm_ = charts != Charts::Classifier;
   scores_->setVisible(charts == Charts::Induction);
+  score_kind_->setVisible(charts == Charts::Induction);
+  score_kind_label_->setVisible(charts == Charts::Induction);
+  norms_->setVisible(lm_);
   grok_->setVisible(charts == Charts::Grokking);
   // a language model's accuracy: by epoch for a task, by step on grokking's chart, in the message
   // for induction (its head scores say more)
@@ -198,22 +239,12 @@ void RunPanel::showCharts(Charts charts) {
 void RunPanel::begin(const ModelConfig& model, int total_steps, Charts charts) {
   reset();
   showCharts(charts);
-  scores_->removeSeries();
-  score_series_.clear();
-  if (charts == Charts::Induction) {  // every head when they are few, else each layer's best head
-    const bool each = model.num_layers * model.num_heads <= 4;
-    static const QColor palette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
-                                     {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
-    int k = 0;
-    for (const bool induction : {true, false})
-      for (int l = 0; l < model.num_layers; ++l)
-        for (int h = 0; h < (each ? model.num_heads : 1); ++h, ++k) {
-          const QString who = each ? QString("L%1H%2").arg(l).arg(h) : QString("L%1 best").arg(l);
-          QColor c = palette[static_cast<size_t>((each ? l * model.num_heads + h : l) % 8)];
-          if (!induction) c = c.lighter(150);
-          scores_->addSeries(who + (induction ? " induction" : " prev-token"), c, false, !induction);
-          score_series_.push_back({induction, l, each ? h : -1});
-        }
+  layers_ = model.num_layers, heads_ = model.num_heads;
+  drawScores();
+  norms_->removeSeries();
+  if (lm_) {
+    for (int l = 0; l < layers_; ++l) norms_->addSeries(QString("L%1").arg(l), series_colour(l));
+    norms_->addSeries("rest", QColor(120, 120, 120));  // embeddings, final norm, head
   }
   probe_layer_->setRange(0, model.num_layers - 1);
   if (charts == Charts::Induction) probe_layer_->setValue(model.num_layers - 1);  // where an induction head forms
@@ -316,15 +347,10 @@ void RunPanel::onEpoch(const EpochReport& r) {
 }
 
 void RunPanel::onSnapshot(const Snapshot& s) {
+  if (lm_ && !s.weight_norms.empty() && static_cast<int>(s.weight_norms.size()) == norms_->seriesCount())
+    for (size_t k = 0; k < s.weight_norms.size(); ++k) norms_->append(static_cast<int>(k), s.step, s.weight_norms[k]);
   if (lm_ && s.induction.numel() > 0) {
-    for (size_t k = 0; k < score_series_.size(); ++k) {
-      const ScoreSeries& q = score_series_[k];
-      const Tensor& t = q.induction ? s.induction : s.previous_token;
-      float v = 0;
-      for (int h = 0; h < t.dim(1); ++h)
-        if (q.head < 0 || q.head == h) v = std::max(v, t.at(q.layer, h));
-      scores_->append(static_cast<int>(k), s.step, v);
-    }
+    appendScores(s);
     // The phase change: the first snapshot where a head's induction score reaches 0.5.
     int bl = 0, bh = 0;
     for (int l = 0; l < s.induction.dim(0); ++l)
@@ -347,6 +373,45 @@ void RunPanel::onSnapshot(const Snapshot& s) {
   timeline_->setRange(0, static_cast<int>(snapshots_.size()) - 1);
   if (at_end) timeline_->setValue(timeline_->maximum());
   if (at_end || snapshots_.size() == 1) showSnapshot(timeline_->value());
+}
+
+void RunPanel::drawScores() {
+  scores_->removeSeries();  // its markers too
+  score_series_.clear();
+  if (charts_ != Charts::Induction) return;
+  const bool each = layers_ * heads_ <= 4;  // every head when they are few, else each layer's best head
+  const std::vector<HeadDetector> kinds =
+      score_kind_->currentIndex() == 1
+          ? std::vector<HeadDetector>{HeadDetector::DuplicateToken}
+          : std::vector<HeadDetector>{HeadDetector::Induction, HeadDetector::PreviousToken};
+  for (const HeadDetector kind : kinds)
+    for (int l = 0; l < layers_; ++l)
+      for (int h = 0; h < (each ? heads_ : 1); ++h) {
+        const QString who = each ? QString("L%1H%2").arg(l).arg(h) : QString("L%1 best").arg(l);
+        const bool prev = kind == HeadDetector::PreviousToken;  // lighter and dotted beside the induction line
+        QColor c = series_colour(each ? l * heads_ + h : l);
+        if (prev) c = c.lighter(150);
+        // short names: three charts share the row beside the form (the tooltip spells them out)
+        const char* what = kind == HeadDetector::Induction ? " ind" : prev ? " prev" : " dup";
+        scores_->addSeries(who + what, c, false, prev);
+        score_series_.push_back({kind, l, each ? h : -1});
+      }
+  for (const Snapshot& s : snapshots_) appendScores(s);
+  if (phase_step_ >= 0) scores_->addMarker(phase_step_, QString("step %1").arg(phase_step_));
+}
+
+void RunPanel::appendScores(const Snapshot& s) {
+  for (size_t k = 0; k < score_series_.size(); ++k) {
+    const ScoreSeries& q = score_series_[k];
+    const Tensor& t = q.kind == HeadDetector::Induction       ? s.induction
+                      : q.kind == HeadDetector::PreviousToken ? s.previous_token
+                                                              : s.duplicate_token;
+    if (t.numel() == 0 || q.layer >= t.dim(0)) continue;
+    float v = 0;
+    for (int h = 0; h < t.dim(1); ++h)
+      if (q.head < 0 || q.head == h) v = std::max(v, t.at(q.layer, h));
+    scores_->append(static_cast<int>(k), s.step, v);
+  }
 }
 
 void RunPanel::finish(const TrainOutcome& outcome) {

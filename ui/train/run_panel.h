@@ -1,8 +1,10 @@
 // RunPanel: the Train tab's run: Train / Pause / Stop / Save / Open in Explore, progress, live
 // loss and accuracy curves, a probe sentence's heads refreshed during training with a timeline
 // of snapshots, and at the end the confusion matrix with per-class accuracy. A language model's
-// run draws its heads' induction and previous-token scores instead of the confusion matrix, and
-// marks the phase change: the first snapshot where a head's induction score reaches 0.5. Grokking's
+// run draws its heads' induction and previous-token scores (or duplicate-token scores, chosen
+// beside Export curves) instead of the confusion matrix, and marks the phase change: the first
+// snapshot where a head's induction score reaches 0.5; every language model's run draws its
+// layers' weight norms. Grokking's
 // run (modular addition) draws the training and held-out accuracy over log-scaled steps and marks
 // where each reaches its threshold. It draws what the TrainController reports; the Train tab starts
 // and stops the run.
@@ -11,8 +13,10 @@
 #include <QWidget>
 #include <vector>
 
+#include "engine/analysis/detectors.h"
 #include "ui/train_controller.h"
 
+class QComboBox;
 class QGridLayout;
 class QLabel;
 class QLineEdit;
@@ -58,6 +62,8 @@ class RunPanel : public QWidget {
   CurveView* accuracyCurve() const { return acc_; }
   CurveView* scoresCurve() const { return scores_; }
   CurveView* grokCurve() const { return grok_; }
+  CurveView* normsCurve() const { return norms_; }         // a language model's weight norm per layer, by step
+  QComboBox* scoreKindBox() const { return score_kind_; }  // induction & previous-token, or duplicate-token
   // grokking: the first step where the training pairs' accuracy reached 0.99, and the held-out
   // pairs' 0.95 (-1: not yet)
   int memorisedStep() const { return memorised_step_; }
@@ -78,6 +84,9 @@ class RunPanel : public QWidget {
 
  private:
   void showSnapshot(int index);
+  // The head-score chart's series for the chosen detectors, redrawn from every snapshot so far.
+  void drawScores();
+  void appendScores(const Snapshot& s);
 
   QPushButton *train_, *pause_, *stop_, *save_, *explore_;
   QProgressBar* progress_;
@@ -87,12 +96,16 @@ class RunPanel : public QWidget {
   CurveView* acc_;
   CurveView* scores_;
   CurveView* grok_;
+  CurveView* norms_;
+  QComboBox* score_kind_;
+  QLabel* score_kind_label_;
+  int layers_ = 0, heads_ = 0;  // the run's model
   bool lm_ = false;
   Charts charts_ = Charts::Classifier;
   int phase_step_ = -1;
   int memorised_step_ = -1, generalised_step_ = -1;
   struct ScoreSeries {
-    bool induction;
+    HeadDetector kind;
     int layer, head;  // head -1: the layer's best head
   };
   std::vector<ScoreSeries> score_series_;
