@@ -155,37 +155,25 @@ int text_lm(const Args& a) {
   const std::string kind_name = a.get("--tokenizer", "char");
   if (kind_name != "char" && kind_name != "word")
     throw Error("--tokenizer must be char or word for a new language model, got \"" + kind_name + "\"");
-  const TokenizerKind kind = kind_name == "char" ? TokenizerKind::Char : TokenizerKind::Word;
-  const bool lowercase = kind == TokenizerKind::Word;  // characters keep their case; words are lower-cased
-  const std::string text = read_file_bytes(a.get("--data"));
-  Example all{text, "", 1};
-  Vocab vocab;
-  try {
-    vocab = build_vocab({all}, kind, lowercase, a.get_int("--vocab-size", 4096), a.get_int("--min-count", 1));
-  } catch (const Error& e) {
-    throw Error(a.get("--data") + ": " + e.what());
-  }
-  if (vocab.size() <= 4)
-    throw Error(a.get("--data") + ": the text has " + std::to_string(vocab.size() - 3) + " distinct " + kind_name +
-                "s; a language model needs at least 2");
-  const int seq = a.get_int("--seq", 64);
+  TextLmOptions o;
+  o.tokenizer = kind_name == "char" ? TokenizerKind::Char : TokenizerKind::Word;
+  o.seq = a.get_int("--seq", 64);
+  o.vocab_size = a.get_int("--vocab-size", 4096);
+  o.min_count = a.get_int("--min-count", 1);
   LmShape shape = shape_from_flags(a, LmShape{}, false);
-  shape.vocab = vocab.size();
-  shape.max_len = a.get_int("--max-len", seq);
+  shape.max_len = a.get_int("--max-len", o.seq);
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
-  Model model = new_language_model(shape, seed);
-  model.config.tokenizer = kind, model.config.lowercase = lowercase;
-  model.vocab = std::move(vocab);
-  model.source = a.get("--out");
-  LmData data;
+  const std::string text = read_file_bytes(a.get("--data"));
+  TextLm made;
   try {
-    data = split_lm_text(model, text, seq);
+    made = new_text_language_model(text, o, shape, seed);
   } catch (const Error& e) {
     throw Error(a.get("--data") + ": " + e.what());
   }
-  if (data.val.size() == 0)
-    throw Error(a.get("--data") + ": the text makes one sequence of " + std::to_string(seq) +
-                " tokens; it needs two (one held out): a longer text or a smaller --seq");
+  Model& model = made.model;
+  const LmData& data = made.data;
+  const int seq = o.seq;
+  model.source = a.get("--out");
   TrainConfig tc;
   tc.batch = a.get_int("--batch", 32);
   const int steps = a.get_int("--steps", 0);

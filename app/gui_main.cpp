@@ -61,16 +61,22 @@ void add_options(QCommandLineParser& p) {
                QString::fromStdString("On Beyond attention (opened when no --tab is given): " +
                                       attnlab::method_names(true) + " (or another name of one of them)."),
                "NAME"});
-  p.addOption({"train-epochs",
-               "With --tab train: train the shipped negation task (or --train-preset's) for N epochs before the "
-               "screenshot.",
-               "N"});
+  p.addOption(
+      {"train-epochs",
+       "With --tab train: train the shipped negation task (or --train-preset's, or --train-text's) for N epochs "
+       "before the "
+       "screenshot.",
+       "N"});
   QStringList presets;
   for (const attnlab::LmPreset& row : attnlab::lm_presets()) presets << row.name;
   p.addOption({"train-preset",
                "With --tab train: choose a language-model preset (" + presets.join(", ") +
                    ") in place of a dataset; with --train-epochs N, train it for N epochs.",
                "NAME"});
+  p.addOption({"train-text",
+               "With --tab train: a text file to train a new language model on (as \"Train a language model on a "
+               "text file...\"); with --train-epochs N, train it for N epochs.",
+               "FILE"});
   p.addOption({"generate", "Generate N tokens after the text on the Generate tab (language models; opens it).", "N"});
   p.addOption({"why",
                "With --generate: why the last token and not this one (a token of its chart, or text that is one "
@@ -419,6 +425,10 @@ int main(int argc, char** argv) {
   if (tab == "train") {
     w.tabs()->setCurrentWidget(w.train());
     if (p.isSet("train-preset") && !w.train()->chooseLmPreset(p.value("train-preset"))) {
+      std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.train()->message()));
+      return 2;
+    }
+    if (p.isSet("train-text") && !w.train()->loadLmText(p.value("train-text"))) {
       std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.train()->message()));
       return 2;
     }

@@ -1,6 +1,7 @@
 // TrainView: the composer (see train_view.h).
 #include "ui/train_view.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <QDragEnterEvent>
@@ -13,6 +14,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include "engine/compute/generate.h"
 #include "engine/model/model_folder.h"
 #include "engine/model/hf_model.h"
 #include "engine/train/tasks.h"
@@ -59,6 +61,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   });
   connect(data_, &DatasetPanel::loadRequested, this, &TrainView::loadDataset);
   connect(data_, &DatasetPanel::lmPresetChosen, this, [this](const LmPreset& p) { chooseLmPreset(p.name); });
+  connect(data_, &DatasetPanel::textChosen, this, &TrainView::loadLmText);
   connect(run_, &RunPanel::trainClicked, this, &TrainView::startTraining);
   connect(run_, &RunPanel::pauseToggled, this, &TrainView::setPaused);
   connect(run_, &RunPanel::stopClicked, this, &TrainView::stopTraining);
@@ -71,11 +74,13 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   connect(run_, &RunPanel::exploreClicked, this, [this] {
     // what it was trained on: the preset or the file still chosen (choosing other data drops trained_)
     const LmPreset* p = data_->lmPreset();
+    const bool text = data_->hasText();
     if (trained_)
-      emit openInExplore(
-          trained_,
-          "trained on " + (p ? QString("the %1 task").arg(p->task.name.c_str()) : QFileInfo(data_->path()).fileName()),
-          p ? lm_probe_shown_ : QString());
+      emit openInExplore(trained_,
+                         "trained on " + (p      ? QString("the %1 task").arg(p->task.name.c_str())
+                                          : text ? QFileInfo(data_->textPath()).fileName()
+                                                 : QFileInfo(data_->path()).fileName()),
+                         p || text ? lm_probe_shown_ : QString());
   });
   connect(run_, &RunPanel::probeChanged, this,
           [this](const QString& t) { controller_->setProbeText(t.toStdString()); });
@@ -143,7 +148,7 @@ bool TrainView::loadDataset(const QString& path) {
   form_->useClassifier();
   controller_->setProbeIds({}, 0);
   // back from a preset: the sentence again, unless the shipped dataset chosen gave its own
-  if (data_->lmPreset() && run_->probe() == lm_probe_shown_) run_->setProbe(sentence_probe_);
+  if ((data_->lmPreset() || data_->hasText()) && run_->probe() == lm_probe_shown_) run_->setProbe(sentence_probe_);
   run_->showCharts(RunPanel::Charts::Classifier);
   const QString problem = data_->load(path);
   if (!problem.isEmpty()) {
@@ -166,7 +171,7 @@ bool TrainView::chooseLmPreset(const QString& name) {
     fail(QString::fromStdString(e.what()));
     return false;
   }
-  const bool was_preset = data_->lmPreset() != nullptr;
+  const bool was_preset = data_->lmPreset() != nullptr || data_->hasText();
   run_->reset();
   trained_.reset();
   data_->useLmPreset(*p);
@@ -176,6 +181,46 @@ bool TrainView::chooseLmPreset(const QString& name) {
   if (!was_preset) sentence_probe_ = run_->probe();  // given back when a dataset is chosen again
   lm_probe_shown_ = probe_words(p->task, lm_task_probe(p->task, form_->seed()));
   run_->setProbe(lm_probe_shown_);
+  return true;
+}
+
+bool TrainView::loadLmText(const QString& path) {
+  if (isTraining()) {
+    fail("Stop the training run before choosing another dataset.");
+    return false;
+  }
+  const bool was_lm = data_->lmPreset() != nullptr || data_->hasText();
+  const QString problem = data_->useText(path);
+  if (!problem.isEmpty()) {
+    fail(problem);
+    return false;
+  }
+  run_->reset();
+  trained_.reset();
+  form_->useTextLm();
+  run_->clearMessage();
+  run_->showCharts(RunPanel::Charts::Task);
+  if (!was_lm) sentence_probe_ = run_->probe();
+  lm_probe_shown_.clear();  // a held-out piece, once the run has cut the text
+  run_->setProbe(lm_probe_shown_);
+  // Epochs for ~600 steps at the form's settings (a short text's epoch is a few steps; a model
+  // of characters needs hundreds to spell), at most 200; the form keeps them editable.
+  try {
+    const TextLm made = new_text_language_model(data_->text(), form_->textOptions(), form_->lmShape(), form_->seed());
+    const int batch = form_->trainConfig().batch;
+    const int per_epoch = static_cast<int>((made.data.train.size() + static_cast<size_t>(batch) - 1) / batch);
+    const int epochs = std::clamp((600 + per_epoch - 1) / per_epoch, 1, 200);
+    form_->setEpochs(epochs);
+    emit status(QString("%1: %2 training and %3 held-out sequences of %4 tokens; %5 epochs make %6 steps")
+                    .arg(QFileInfo(path).fileName())
+                    .arg(made.data.train.size())
+                    .arg(made.data.val.size())
+                    .arg(form_->textOptions().seq)
+                    .arg(epochs)
+                    .arg(epochs * per_epoch));
+  } catch (const Error& e) {  // too short for the default length: said now, and again at Train
+    fail(QFileInfo(path).fileName() + ": " + QString::fromStdString(e.what()));
+  }
   return true;
 }
 
@@ -260,6 +305,28 @@ bool TrainView::startTraining() {
     run_->setProbe(lm_probe_shown_);
     controller_->setProbeIds(probe,
                              lm_task_kind(p->task.name).probe_repeats ? p->task.seq : 0);  // 0: no detector scores
+  } else if (data_->hasText()) {
+    try {
+      TextLm made = new_text_language_model(data_->text(), form_->textOptions(), form_->lmShape(), form_->seed());
+      job.model = std::make_shared<Model>(std::move(made.model));
+      job.model->source = "trained in attnlab";
+      job.train = std::move(made.data.train);
+      job.val = std::move(made.data.val);
+      job.config = form_->trainConfig();
+    } catch (const Error& e) {
+      fail(QFileInfo(data_->textPath()).fileName() + ": " + QString::fromStdString(e.what()));
+      return false;
+    }
+    // The probe: the first held-out sequence's opening (at most 48 tokens, the live heads' size),
+    // without white space at its ends, so Explore reads its text back as the same tokens.
+    std::vector<int> probe = job.val.seqs.front();
+    probe.resize(std::min<size_t>(probe.size(), 48));
+    const int space = job.model->vocab.id(" ");
+    while (probe.size() > 2 && probe.back() == space) probe.pop_back();
+    while (probe.size() > 2 && probe.front() == space) probe.erase(probe.begin());
+    lm_probe_shown_ = QString::fromStdString(continuation_text(*job.model, {}, probe)).trimmed();
+    run_->setProbe(lm_probe_shown_);
+    controller_->setProbeIds(probe, 0);
   } else {
     controller_->setProbeIds({}, 0);
   }
@@ -282,7 +349,9 @@ bool TrainView::startTraining() {
   const int batch = job.config.batch;
   const LmPreset* preset = data_->lmPreset();
   run_->begin(job.model->config, job.config.epochs * static_cast<int>((job.train.size() + batch - 1) / batch),
-              preset ? charts_for(preset->task) : RunPanel::Charts::Classifier);
+              preset             ? charts_for(preset->task)
+              : data_->hasText() ? RunPanel::Charts::Task
+                                 : RunPanel::Charts::Classifier);
   emit status("training started");
   controller_->start(std::move(job));
   return true;

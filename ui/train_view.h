@@ -34,6 +34,10 @@ class TrainView : public QWidget {
   // A language-model preset (engine/train/tasks.h's lm_presets, by name) in place of a dataset:
   // its generated task, its architecture in the form, its heads scored as it trains.
   bool chooseLmPreset(const QString& name);
+  // A text file for a new language model (GPT-2-style, its characters or words the vocabulary, the
+  // form's sizes): trained on its sequences, the last tenth held out, its heads shown on a held-out
+  // piece. False, with the message shown, when it cannot be read or is empty.
+  bool loadLmText(const QString& path);
   CurveView* scoresCurve() const;
   int phaseChangeStep() const;
   void applyPreset(const QString& name);  // "tiny (fast)", "article model (d=128, 8 heads)", "default"

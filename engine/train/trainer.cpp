@@ -189,6 +189,31 @@ Model new_language_model(const LmShape& shape, uint64_t seed) {
   return m;
 }
 
+TextLm new_text_language_model(const std::string& text, const TextLmOptions& o, LmShape shape, uint64_t seed) {
+  if (o.tokenizer != TokenizerKind::Char && o.tokenizer != TokenizerKind::Word)
+    throw Error("a new language model on a text reads it by characters or by words");
+  const bool chars = o.tokenizer == TokenizerKind::Char;
+  if (o.seq < 2) throw Error("a sequence needs at least 2 tokens (one predicted from the other)");
+  if (shape.max_len < o.seq)
+    throw Error("the model's " + std::to_string(shape.max_len) + " positions cannot hold sequences of " +
+                std::to_string(o.seq) + " tokens");
+  const bool lowercase = !chars;  // characters keep their case; words are lower-cased
+  Vocab vocab = build_vocab({Example{text, "", 1}}, o.tokenizer, lowercase, o.vocab_size, o.min_count);
+  if (vocab.size() <= 4)
+    throw Error("the text has " + std::to_string(vocab.size() - 3) + " distinct " + (chars ? "character" : "word") +
+                (vocab.size() == 4 ? "" : "s") + "; a language model needs at least 2");
+  shape.vocab = vocab.size();
+  TextLm out;
+  out.model = new_language_model(shape, seed);
+  out.model.config.tokenizer = o.tokenizer, out.model.config.lowercase = lowercase;
+  out.model.vocab = std::move(vocab);
+  out.data = split_lm_text(out.model, text, o.seq);
+  if (out.data.val.size() == 0)
+    throw Error("the text makes one sequence of " + std::to_string(o.seq) +
+                " tokens; it needs two (one held out): a longer text or shorter sequences");
+  return out;
+}
+
 std::vector<bool> encoder_mask(const ModelConfig& c) {
   std::vector<bool> mask;
   for (const WeightEntry& e : weight_entries(c)) {

@@ -120,6 +120,26 @@ struct LmShape {
 };
 Model new_language_model(const LmShape& shape, uint64_t seed);
 
+// A new language model on a text of one's own (attnlab-cli train --objective lm --data FILE.txt,
+// the Train tab's "Train a language model on a text file..."): a character (Char: case kept) or
+// word (Word: lower-cased) vocabulary built from the text (build_vocab: by frequency, vocab_size
+// at most with [PAD], [UNK] and [CLS], each piece seen min_count times; the rest read as [UNK]),
+// a model of `shape` with that vocabulary (shape.vocab is set; shape.max_len must hold seq), and
+// the text's sequences of seq tokens with the last tenth held out (split_lm_text). Error, for the
+// caller to prefix with the file's name, when the text has fewer than 2 distinct pieces or makes
+// fewer than two sequences.
+struct TextLmOptions {
+  TokenizerKind tokenizer = TokenizerKind::Char;
+  int seq = 64;
+  int vocab_size = 4096;
+  int min_count = 1;
+};
+struct TextLm {
+  Model model;
+  LmData data;
+};
+TextLm new_text_language_model(const std::string& text, const TextLmOptions& options, LmShape shape, uint64_t seed);
+
 // Per parameter tensor (parameters() order): true for everything but the head (pooler, classifier).
 std::vector<bool> encoder_mask(const ModelConfig& config);
 

@@ -667,3 +667,42 @@ TEST_CASE("a language model's text is cut into sequences of its tokens", "[datas
   CHECK(split_lm_text(m, "w1 w2 w3 w4", 2).val.size() == 1);
   CHECK(split_lm_text(m, "w1 w2 w3", 3).val.size() == 0);
 }
+
+TEST_CASE("a new language model on a text: its characters or words the vocabulary, its sequences split",
+          "[dataset][lm]") {
+  const std::string text = "Abba, abba!\nBaab ab  ba.";  // characters: A b a , space ! B . (newline, runs: one space)
+  LmShape shape;
+  shape.dim = 16, shape.heads = 2, shape.layers = 1, shape.ff = 0;
+  shape.max_len = 4;
+  TextLmOptions o;
+  o.seq = 4;
+  const TextLm c = new_text_language_model(text, o, shape, 3);
+  // [PAD] [UNK] [CLS] and the 8 distinct characters, case kept
+  CHECK(c.model.vocab.size() == 3 + 8);
+  CHECK(c.model.config.vocab_size == c.model.vocab.size());
+  for (const char* ch : {"A", "B", "a", "b", " ", ",", "!", "."}) CHECK(c.model.vocab.id(ch) >= 3);
+  CHECK(c.model.config.tokenizer == TokenizerKind::Char);
+  CHECK_FALSE(c.model.config.lowercase);
+  // the same sequences as split_lm_text gives the model: 23 tokens, 5 of 4, the last held out
+  const LmData d = split_lm_text(c.model, text, 4);
+  CHECK(c.data.train.seqs == d.train.seqs);
+  CHECK(c.data.val.seqs == d.val.seqs);
+  CHECK(c.data.train.size() == 4);
+  CHECK(c.data.val.size() == 1);
+  CHECK(c.data.train.seqs[0] ==
+        std::vector<int>{c.model.vocab.id("A"), c.model.vocab.id("b"), c.model.vocab.id("b"), c.model.vocab.id("a")});
+  // words: lower-cased, punctuation apart
+  o.tokenizer = TokenizerKind::Word, o.seq = 2;
+  const TextLm w = new_text_language_model(text, o, shape, 3);
+  CHECK(w.model.config.lowercase);
+  CHECK(w.model.vocab.id("abba") >= 3);
+  CHECK(w.model.vocab.id("Abba") < 0);
+  CHECK(w.model.vocab.size() == 3 + 7);  // abba , ! baab ab ba .
+  // refusals: one distinct piece, one sequence, a length the model cannot hold
+  o.tokenizer = TokenizerKind::Char, o.seq = 4;
+  CHECK_THROWS_WITH(new_text_language_model("aaaaaaaa", o, shape, 3),
+                    Catch::Contains("a language model needs at least 2"));
+  CHECK_THROWS_WITH(new_text_language_model("abcab", o, shape, 3), Catch::Contains("it needs two (one held out)"));
+  o.seq = 8;
+  CHECK_THROWS_WITH(new_text_language_model(text, o, shape, 3), Catch::Contains("cannot hold sequences of 8"));
+}

@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -300,6 +301,81 @@ TEST_CASE("the reverse preset in the Train tab: held-out accuracy by epoch, head
   CHECK(back.hf.model_type == "gpt2");
   CHECK(back.vocab.id("|") == 15);
   CHECK(back.weights.embedding.data == t->trainedModel()->weights.embedding.data);
+}
+
+TEST_CASE("a text file in the Train tab: a new character model learns to continue it, its heads on a held-out piece",
+          "[ui][train][lm]") {
+  MainWindow w;
+  TrainView* t = w.train();
+  QTemporaryDir dir;
+  // a text of a few sentences in varied order (seeded), with newlines
+  const char* sentences[] = {"The cat sat on the mat.", "A dog ran to the park.", "Birds sing at dawn.",
+                             "The sun is warm today.", "We read a book."};
+  std::mt19937 gen(5);
+  std::string text;
+  for (int k = 0; k < 200; ++k) text += std::string(sentences[gen() % 5]) + (k % 4 == 3 ? "\n" : " ");
+  const QString path = write_tsv(dir, "story.txt", text);
+  // what cannot be trained on says so, and nothing changes
+  CHECK_FALSE(t->loadLmText(dir.filePath("none.txt")));
+  CHECK(t->message().contains("could not be read"));
+  CHECK_FALSE(t->loadLmText(write_tsv(dir, "blank.txt", " \n\n ")));
+  CHECK(t->message().contains("has no text"));
+
+  REQUIRE(t->loadLmText(path));
+  CHECK(t->datasetChoiceText() == "story.txt");
+  CHECK(t->message().isEmpty());
+  CHECK_FALSE(t->accuracyCurve()->isHidden());  // the loss and the held-out accuracy by epoch
+  CHECK(t->scoresCurve()->isHidden());
+  CHECK(t->confusionTable()->isHidden());
+  auto* arch = t->findChild<QLabel*>("lmArchitecture");
+  REQUIRE(arch);
+  CHECK(arch->isVisibleTo(t));
+  CHECK(arch->text().contains("max length"));
+  t->setEpochs(1);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  const Model& m = *t->trainedModel();
+  // the vocabulary: [PAD] [UNK] [CLS] and the text's characters, white space as one " "
+  std::set<std::string> chars;
+  for (const char ch : text) chars.insert(std::isspace(static_cast<unsigned char>(ch)) ? " " : std::string(1, ch));
+  CHECK(m.vocab.size() == static_cast<int>(chars.size()) + 3);
+  CHECK(m.config.tokenizer == TokenizerKind::Char);
+  CHECK(m.config.lm_head);
+  CHECK(m.config.max_len == 64);  // the form's max length: the sequences' length
+  CHECK(t->accuracyCurve()->pointCount(0) == 1);
+  CHECK(t->message().contains("next-token accuracy"));
+  auto* norms = t->findChild<CurveView*>("weightNorms");
+  REQUIRE(norms);
+  CHECK(norms->seriesCount() == m.config.num_layers + 1);
+  // the probe is a held-out piece of the text (its last tenth), its white space as the model reads it
+  const QString probe = t->probeText();
+  CHECK(probe.size() >= 20);
+  const QString flat = QString::fromStdString(text).simplified();
+  CHECK(flat.contains(probe));
+  CHECK(flat.lastIndexOf(probe) >= flat.size() * 8 / 10);  // (the sentences repeat: found earlier too)
+  // Explore opens the model on it: the same characters
+  QPushButton* open = nullptr;
+  for (QPushButton* b : t->findChildren<QPushButton*>())
+    if (b->text() == "Open in Explore") open = b;
+  REQUIRE(open);
+  open->click();
+  ExploreView* e = w.explore();
+  e->flush();
+  REQUIRE(e->result());
+  std::string joined;
+  for (const std::string& tok : e->result()->tokens) joined += tok;
+  CHECK(QString::fromStdString(joined) == probe);
+  // a character vocabulary has no Hugging Face form: an attnlab folder, which opens with it
+  const QString out = dir.filePath("story-model");
+  REQUIRE(t->saveModel(out));
+  const Model back = load_model(out.toStdString());
+  CHECK(back.vocab.size() == m.vocab.size());
+  CHECK(back.config.tokenizer == TokenizerKind::Char);
+  // a dataset again: the classifier's form, the text gone from the choice
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(60, 3)))));
+  CHECK(t->datasetChoiceText() == "neg.tsv");
+  CHECK_FALSE(arch->isVisibleTo(t));
 }
 
 TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {

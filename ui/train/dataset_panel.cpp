@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/core/io_util.h"
 #include "engine/train/tasks.h"
 #include "ui/dataset_model.h"
 
@@ -29,8 +30,15 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
     choice_->addItem(p.label, QString("lm:") + p.name);
     choice_->setItemData(choice_->count() - 1, p.what, Qt::ToolTipRole);
   }
+  choice_->addItem("Train a language model on a text file...", QString("text:"));
+  choice_->setItemData(choice_->count() - 1,
+                       "A new decoder learns to continue a text of your own (a .txt file, UTF-8): its characters or "
+                       "words become the vocabulary",
+                       Qt::ToolTipRole);
   choice_->addItem("Open a TSV / CSV file...", QString());
-  choice_->setToolTip("A dataset shipped with attnlab, or your own TSV / CSV file (text and label columns)");
+  choice_->setToolTip(
+      "A dataset shipped with attnlab, a language-model preset, a text file to train a language model on, or your "
+      "own TSV / CSV file (text and label columns)");
   dv->addWidget(choice_);
   columns_ = new QWidget(this);
   auto* cols = new QHBoxLayout(columns_);
@@ -87,6 +95,16 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
         showChoice();  // cancelled: back to what is loaded
       return;
     }
+    if (file == "text:") {  // "Train a language model on a text file..."
+      const QString f = QFileDialog::getOpenFileName(this, "Open a text to train a language model on", {},
+                                                     "Text (*.txt);;All files (*)");
+      if (!f.isEmpty())
+        emit textChosen(f);
+      else
+        showChoice();
+      return;
+    }
+    if (file.startsWith("text:")) return emit textChosen(file.mid(5));  // a text opened earlier
     if (file.startsWith("lm:")) return emit lmPresetChosen(lm_preset(file.mid(3).toStdString()));
     const auto& shipped = shipped_datasets();
     if (i >= static_cast<int>(shipped.size())) return emit loadRequested(file);  // a file opened earlier
@@ -121,6 +139,7 @@ void DatasetPanel::showFileParts(bool on) {
 
 void DatasetPanel::useLmPreset(const LmPreset& p) {
   lm_ = &p;
+  text_.clear(), text_path_.clear();
   dataset_ = {};
   path_.clear();
   preview_model_->setRows({});
@@ -148,8 +167,42 @@ void DatasetPanel::useLmPreset(const LmPreset& p) {
   choice_->setCurrentIndex(choice_->findData(QString("lm:") + p.name));
 }
 
+QString DatasetPanel::useText(const QString& path) {
+  std::string bytes;
+  try {
+    bytes = read_file_bytes(path.toStdString());
+  } catch (const Error& e) {
+    return "The text could not be read: " + QString::fromStdString(e.what());
+  }
+  if (bytes.find_first_not_of(" \t\r\n") == std::string::npos)
+    return QFileInfo(path).fileName() + " has no text to train on";
+  lm_ = nullptr;
+  dataset_ = {};
+  path_.clear();
+  preview_model_->setRows({});
+  issues_->clear();
+  issues_->hide();
+  showFileParts(false);
+  text_ = std::move(bytes);
+  text_path_ = path;
+  const QString all = QString::fromUtf8(text_.data(), static_cast<qsizetype>(text_.size()));
+  QString opening = all.left(300).simplified();
+  if (all.size() > 300) opening += " ...";
+  summary_->setTextFormat(Qt::RichText);
+  summary_->setText(QString("<b>%1</b>: %2 characters, %3 lines. A new language model learns to continue it: the "
+                            "text is cut into sequences of the form's \"max length\" tokens, the last tenth held "
+                            "out; the Explore tab opens the trained model on a held-out piece.<br><i>%4</i>")
+                        .arg(QFileInfo(path).fileName().toHtmlEscaped())
+                        .arg(all.size())
+                        .arg(all.count('\n') + (all.endsWith('\n') ? 0 : 1))
+                        .arg(opening.toHtmlEscaped()));
+  showChoice();
+  return {};
+}
+
 QString DatasetPanel::load(const QString& path) {
   lm_ = nullptr;
+  text_.clear(), text_path_.clear();
   showFileParts(true);
   summary_->setTextFormat(Qt::PlainText);
   DatasetOptions opt;
@@ -205,18 +258,19 @@ void DatasetPanel::showChoice() {
   QSignalBlocker block(choice_);
   const int shipped = static_cast<int>(shipped_datasets().size());
   for (int i = 0; i < shipped; ++i)
-    if (QFileInfo(shippedPath(i)) == QFileInfo(path_)) {
+    if (!path_.isEmpty() && QFileInfo(shippedPath(i)) == QFileInfo(path_)) {
       choice_->setCurrentIndex(i);
       return;
     }
-  if (path_.isEmpty()) return;
+  const QString file = hasText() ? text_path_ : path_;
+  if (file.isEmpty()) return;
+  const QString data = hasText() ? "text:" + text_path_ : path_;
   const int user = shipped + static_cast<int>(lm_presets().size());  // the user's file: after the presets
-  const int open_item = choice_->count() - 1;
-  if (open_item == user)  // no user file listed yet
-    choice_->insertItem(user, QFileInfo(path_).fileName(), path_);
+  if (choice_->itemData(user).toString() == "text:")                 // no user file listed yet
+    choice_->insertItem(user, QFileInfo(file).fileName(), data);
   else
-    choice_->setItemText(user, QFileInfo(path_).fileName()), choice_->setItemData(user, path_);
-  choice_->setItemData(user, path_, Qt::ToolTipRole);
+    choice_->setItemText(user, QFileInfo(file).fileName()), choice_->setItemData(user, data);
+  choice_->setItemData(user, file, Qt::ToolTipRole);
   choice_->setCurrentIndex(user);
 }
 

@@ -1,6 +1,7 @@
 // DatasetPanel: the Train tab's data: a shipped dataset (engine/train/tasks.h's table), a
 // language-model preset's generated task (the same file's lm_presets table: what to watch for, in
-// place of the preview) or a TSV / CSV file, its preview and label counts, the text and label
+// place of the preview), a text file for a new language model (its size and opening lines) or a
+// TSV / CSV file, its preview and label counts, the text and label
 // columns, parse problems row by row, and the validation split. It reads files; the Train tab
 // decides when a new one may be loaded.
 #pragma once
@@ -32,7 +33,15 @@ class DatasetPanel : public QGroupBox {
   QString load(const QString& path);
   const Dataset& dataset() const { return dataset_; }
   QString path() const { return path_; }
-  bool ready() const { return lm_ || (!path_.isEmpty() && dataset_.issues.empty() && !dataset_.rows.empty()); }
+  bool ready() const {
+    return lm_ || hasText() || (!path_.isEmpty() && dataset_.issues.empty() && !dataset_.rows.empty());
+  }
+  // A text file for a new language model in place of a dataset: read whole (an error message,
+  // "" when it is ready); a preset or a dataset chosen leaves it.
+  QString useText(const QString& path);
+  bool hasText() const { return !text_path_.isEmpty(); }
+  const std::string& text() const { return text_; }
+  QString textPath() const { return text_path_; }
   // A language-model preset in place of a file (nothing to read: its task is generated); null
   // when a dataset is loaded.
   void useLmPreset(const LmPreset& preset);
@@ -44,6 +53,7 @@ class DatasetPanel : public QGroupBox {
   void loadRequested(const QString& path);        // the user chose a file or a shipped dataset
   void shippedChosen(const ShippedDataset& row);  // before its loadRequested
   void lmPresetChosen(const LmPreset& row);
+  void textChosen(const QString& path);  // a text file for a new language model
 
  private:
   void showChoice();
@@ -59,6 +69,8 @@ class DatasetPanel : public QGroupBox {
   QDoubleSpinBox* val_split_;
   QWidget *columns_, *split_row_;
   const LmPreset* lm_ = nullptr;
+  std::string text_;
+  QString text_path_;
 };
 
 }  // namespace attnlab

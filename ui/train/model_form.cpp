@@ -163,18 +163,19 @@ void ModelForm::setFineTune(bool on, bool freeze) {
 }
 
 bool ModelForm::fineTune() const {
-  return start_from_->currentIndex() == 1 && base_ && !lm_;
+  return start_from_->currentIndex() == 1 && base_ && !lm();
 }
 
 // Fine-tuning takes the architecture from the base model: its fields are not used and say so;
 // the learning rate becomes a fine-tuning one (BERT's paper: 2e-5..5e-5; a head alone: 1e-3).
 void ModelForm::updateStartFrom() {
-  const bool tune = start_from_->currentIndex() == 1 && !lm_;
+  const bool tune = start_from_->currentIndex() == 1 && !lm();
   freeze_->setEnabled(tune);
-  start_from_->setEnabled(!lm_);
+  start_from_->setEnabled(!lm());
   for (QWidget* w : std::initializer_list<QWidget*>{layers_, heads_, dim_, ff_}) w->setEnabled(!tune);
-  for (QWidget* w :
-       std::initializer_list<QWidget*>{preset_, max_len_, positional_, norm_, activation_, tokenizer_, pooling_})
+  for (QWidget* w : std::initializer_list<QWidget*>{preset_, positional_, norm_, activation_, pooling_})
+    w->setEnabled(!tune && !lm());
+  for (QWidget* w : std::initializer_list<QWidget*>{max_len_, tokenizer_})  // a text model's too
     w->setEnabled(!tune && !lm_);
   if (tune) {
     lr_->setValue(freeze_->isChecked() ? 1e-3 : 5e-5);
@@ -183,21 +184,32 @@ void ModelForm::updateStartFrom() {
 }
 
 // The rows a language-model preset fixes are hidden (its architecture is said in their place);
-// the sizes and the optimiser stay.
+// the sizes and the optimiser stay, and a text's model keeps its tokenizer and length.
 void ModelForm::showLmRows(bool lm) {
   for (QWidget* w : std::initializer_list<QWidget*>{start_from_, freeze_, preset_, max_len_, positional_, norm_,
                                                     activation_, tokenizer_, pooling_})
     layout_->setRowVisible(w, !lm);
+  for (QWidget* w : std::initializer_list<QWidget*>{max_len_, tokenizer_}) layout_->setRowVisible(w, !lm || text_);
   layout_->setRowVisible(arch_, lm);
 }
 
+namespace {
+
+QString decoder_description(const std::string& arch) {
+  const bool llama = arch == "llama";
+  return QString("%1-style decoder: %2")
+      .arg(llama ? "Llama" : "GPT-2")
+      .arg(llama ? "rotary positions, pre-RMSNorm, SwiGLU when the feed-forward is not 0"
+                 : "learned positions, pre-LayerNorm, GELU, the head tied to the embedding");
+}
+
+}  // namespace
+
 void ModelForm::useLmPreset(const LmPreset& p) {
   lm_ = &p;
-  const bool llama = p.shape.arch == "llama";
-  arch_->setText(QString("%1-style decoder: %2; causal, next-token loss over the scored tokens; %3 tokens")
-                     .arg(llama ? "Llama" : "GPT-2")
-                     .arg(llama ? "rotary positions, pre-RMSNorm, SwiGLU when the feed-forward is not 0"
-                                : "learned positions, pre-LayerNorm, GELU, the head tied to the embedding")
+  text_ = false;
+  arch_->setText(QString("%1; causal, next-token loss over the scored tokens; %2 tokens")
+                     .arg(decoder_description(p.shape.arch))
                      .arg(p.shape.max_len));
   showLmRows(true);
   {
@@ -213,9 +225,32 @@ void ModelForm::useLmPreset(const LmPreset& p) {
   updateStartFrom();
 }
 
-void ModelForm::useClassifier() {
-  if (!lm_) return;
+void ModelForm::useTextLm() {
   lm_ = nullptr;
+  text_ = true;
+  const LmShape d;  // attnlab-cli train --objective lm --data's defaults
+  const TextLmOptions o;
+  arch_->setText(QString("%1; causal, next-token loss at every position. The text is cut into sequences of "
+                         "\"max length\" tokens, read by the tokenizer below (char keeps case, word lower-cases); "
+                         "the last tenth held out")
+                     .arg(decoder_description(d.arch)));
+  showLmRows(true);
+  {
+    QSignalBlocker block(start_from_);
+    start_from_->setCurrentIndex(0);
+  }
+  layers_->setValue(d.layers), heads_->setValue(d.heads), dim_->setValue(d.dim), ff_->setValue(d.ff);
+  max_len_->setValue(o.seq);
+  tokenizer_->setCurrentText(o.tokenizer == TokenizerKind::Char ? "char" : "word");
+  lr_->setValue(1e-3), epochs_->setValue(5), batch_->setValue(32);
+  dropout_->setValue(0.0), weight_decay_->setValue(0.0);
+  updateStartFrom();
+}
+
+void ModelForm::useClassifier() {
+  if (!lm()) return;
+  lm_ = nullptr;
+  text_ = false;
   showLmRows(false);
   weight_decay_->setValue(0.0);         // the classifiers' default, not a preset's
   applyPreset(preset_->currentText());  // the classifier's sizes again
@@ -225,7 +260,15 @@ void ModelForm::useClassifier() {
 LmShape ModelForm::lmShape() const {
   LmShape s = lm_ ? lm_->shape : LmShape{};
   s.layers = layers_->value(), s.heads = heads_->value(), s.dim = dim_->value(), s.ff = ff_->value();
+  if (text_) s.max_len = max_len_->value();
   return s;
+}
+
+TextLmOptions ModelForm::textOptions() const {
+  TextLmOptions o;
+  o.tokenizer = parse_tokenizer(tokenizer_->currentText().toStdString());
+  o.seq = max_len_->value();
+  return o;
 }
 
 void ModelForm::setEpochs(int epochs) {
@@ -274,6 +317,7 @@ TrainConfig ModelForm::trainConfig() const {
     tc.optimizer.beta2 = lm_->beta2;
     tc.keep_best = lm_keeps_best(lm_->task);
   }
+  if (text_) tc.keep_best = false;  // as attnlab-cli: the last weights
   return tc;
 }
 

@@ -37,17 +37,26 @@ class ModelForm : public QGroupBox {
   void useLmPreset(const LmPreset& preset);
   void useClassifier();
   const LmPreset* lmPreset() const { return lm_; }
-  LmShape lmShape() const;          // the preset's architecture with the form's sizes
-  ModelConfig modelConfig() const;  // a new model's architecture
-  TrainConfig trainConfig() const;  // epochs, batch, optimiser, dropout, seed, backend
+  // A new language model on a text of one's own (new_text_language_model): the sizes and the
+  // optimiser as for a preset, plus the tokenizer (char or word) and "max length", the length of
+  // the sequences the text is cut into; a GPT-2-style decoder. useClassifier() or useLmPreset()
+  // leave it.
+  void useTextLm();
+  bool textLm() const { return text_; }
+  TextLmOptions textOptions() const;  // the tokenizer and the sequence length
+  LmShape lmShape() const;            // the preset's (or a text model's) architecture with the form's sizes
+  ModelConfig modelConfig() const;    // a new model's architecture
+  TrainConfig trainConfig() const;    // epochs, batch, optimiser, dropout, seed, backend
   uint64_t seed() const;
 
  private:
   void updateStartFrom();
   void showLmRows(bool lm);
+  bool lm() const { return lm_ || text_; }  // a language model: a preset's or a text's
 
   std::shared_ptr<const Model> base_;
   const LmPreset* lm_ = nullptr;
+  bool text_ = false;
   QComboBox *start_from_, *preset_;
   QCheckBox* freeze_;
   QSpinBox *layers_, *heads_, *dim_, *ff_, *max_len_, *batch_, *epochs_, *seed_;

@@ -224,16 +224,15 @@ void RunPanel::showCharts(Charts charts) {
   acc_->setVisible(!lm_ || charts == Charts::Task);
   confusion_->setVisible(!lm_);
   probe_->setReadOnly(lm_);
-  probe_->setToolTip(charts == Charts::Induction
-                         ? "A language model's probe: random tokens repeated twice, as the head detectors read "
-                           "(the scores on the right are its heads' on it)"
-                     : charts == Charts::Grokking
-                         ? "A held-out sum, \"a b =\": its heads as the model goes from memorising to adding"
-                     : charts == Charts::Task
-                         ? "A held-out sequence of the task without its last token (so the next token is its last "
-                           "answer): its heads as the model learns"
-                         : "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" "
-                           "find \"good\")");
+  probe_->setToolTip(
+      charts == Charts::Induction
+          ? "A language model's probe: random tokens repeated twice, as the head detectors read "
+            "(the scores on the right are its heads' on it)"
+      : charts == Charts::Grokking ? "A held-out sum, \"a b =\": its heads as the model goes from memorising to adding"
+      : charts == Charts::Task ? "A held-out sequence: a task's without its last token (so the next token is its last "
+                                 "answer), or a text's opening: its heads as the model learns"
+                               : "A sentence whose attention is drawn as the model trains (article 000: watch \"not\" "
+                                 "find \"good\")");
 }
 
 void RunPanel::begin(const ModelConfig& model, int total_steps, Charts charts) {
