@@ -67,6 +67,32 @@ TensorMap hf_tensors(const Model& model, const ModelWeights& w, bool gradients) 
 
 namespace {
 
+// A vocabulary as tokenizer.json's model holds it ({token: id}), and its longest token's bytes.
+std::pair<json, size_t> vocab_ids(const Vocab& vocab) {
+  json ids = json::object();
+  size_t longest = 0;
+  for (int id = 0; id < vocab.size(); ++id) {
+    ids[vocab.token(id)] = id;
+    longest = std::max(longest, vocab.token(id).size());
+  }
+  return {ids, longest};
+}
+
+// The vocabulary's [PAD], [UNK] and [CLS] as tokenizer.json's added tokens.
+json special_tokens(const Vocab& vocab) {
+  json added = json::array();
+  for (const char* special : {kPadToken, kUnkToken, kClsToken})
+    if (vocab.id(special) >= 0)
+      added.push_back({{"id", vocab.id(special)},
+                       {"content", special},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", true}});
+  return added;
+}
+
 // tokenizer.json for attnlab's word tokenizer over `vocab` (tokenizer.cpp's split_text): each
 // step is one that both tokenizers and attnlab's HfTokenizer run, and each matches split_text's
 // ASCII rules exactly (Unicode-aware steps such as Lowercase or WhitespaceSplit would not).
@@ -87,28 +113,13 @@ json word_tokenizer_json(const Vocab& vocab) {
                  {"pattern", {{"Regex", "[!-&(-/:-@\\[-`{-~]"}}},
                  {"behavior", "Isolated"},
                  {"invert", false}});
-  json ids = json::object();
-  size_t longest = 0;
-  for (int id = 0; id < vocab.size(); ++id) {
-    ids[vocab.token(id)] = id;
-    longest = std::max(longest, vocab.token(id).size());
-  }
-  json added = json::array();
-  for (const char* special : {kPadToken, kUnkToken, kClsToken})
-    if (vocab.id(special) >= 0)
-      added.push_back({{"id", vocab.id(special)},
-                       {"content", special},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", false},
-                       {"special", true}});
+  const auto [ids, longest] = vocab_ids(vocab);
   // WordPiece with no "##" pieces in the vocabulary (the split isolates every '#') is a word
   // lookup: a word is its token or [UNK]; no word is cut for length (split_text cuts none)
   return {{"version", "1.0"},
           {"truncation", nullptr},
           {"padding", nullptr},
-          {"added_tokens", added},
+          {"added_tokens", special_tokens(vocab)},
           {"normalizer", {{"type", "Sequence"}, {"normalizers", lower}}},
           {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", pre}}},
           {"post_processor", nullptr},
@@ -121,6 +132,34 @@ json word_tokenizer_json(const Vocab& vocab) {
             {"vocab", ids}}}};
 }
 
+// tokenizer.json for attnlab's character tokenizer over `vocab` (split_text with Char): a run of
+// ASCII white space (space, \t \n \v \f \r) is one " " token and none is kept at either end; every
+// other code point is a token, its case kept, [UNK] when not in the vocabulary. Normalizers:
+// the runs to one space, then the space at either end removed; each code point its own piece
+// ([^\n]: any, the line breaks being spaces by then, where "." would follow each regex engine's
+// newline rules); WordPiece looks each up; Fuse joins them back.
+json char_tokenizer_json(const Vocab& vocab) {
+  const json ids = vocab_ids(vocab).first;
+  json norm = json::array();
+  norm.push_back({{"type", "Replace"}, {"pattern", {{"Regex", "[ \\t\\n\\x0B\\f\\r]+"}}}, {"content", " "}});
+  norm.push_back({{"type", "Replace"}, {"pattern", {{"Regex", "\\A | \\z"}}}, {"content", ""}});
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", special_tokens(vocab)},
+          {"normalizer", {{"type", "Sequence"}, {"normalizers", norm}}},
+          {"pre_tokenizer",
+           {{"type", "Split"}, {"pattern", {{"Regex", "[^\\n]"}}}, {"behavior", "Isolated"}, {"invert", false}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "Fuse"}}},
+          {"model",
+           {{"type", "WordPiece"},
+            {"unk_token", kUnkToken},
+            {"continuing_subword_prefix", "##"},
+            {"max_input_chars_per_word", 100},
+            {"vocab", ids}}}};
+}
+
 }  // namespace
 
 Model as_hf_language_model(const Model& model) {
@@ -129,8 +168,12 @@ Model as_hf_language_model(const Model& model) {
   if (model.is_hf()) return model;  // already one
   if (!c.lm_head || !c.causal || c.num_classes > 0)
     throw Error(what + "only a language model (a causal decoder with its LM head) has a Hugging Face form here");
-  if (c.tokenizer != TokenizerKind::Word || !c.lowercase || c.add_cls || model.tokenizer)
-    throw Error(what + "only the lower-cased word tokenizer without [CLS] is written as a tokenizer.json");
+  const bool words = c.tokenizer == TokenizerKind::Word && c.lowercase,
+             chars = c.tokenizer == TokenizerKind::Char && !c.lowercase;
+  if (!(words || chars) || c.add_cls || model.tokenizer)
+    throw Error(what +
+                "only the lower-cased word tokenizer and the case-keeping character tokenizer, without [CLS], are "
+                "written as a tokenizer.json");
   if (model.vocab.unk_id() < 0) throw Error(what + "the vocabulary has no [UNK] token");
   const bool gpt2 = c.positional == Positional::Learned && c.norm_kind == NormKind::LayerNorm &&
                     c.activation == Activation::GeluTanh && c.tied_lm_head && c.qkv_bias && c.out_bias && !c.gated_ff &&
@@ -190,7 +233,8 @@ Model as_hf_language_model(const Model& model) {
   out.hf.architecture = gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM";
   out.hf.prefix = hf_prefix(out.hf.model_type);
   out.hf.config_text = j.dump();
-  out.hf.tokenizer_files["tokenizer.json"] = word_tokenizer_json(model.vocab).dump(2) + "\n";
+  out.hf.tokenizer_files["tokenizer.json"] =
+      (words ? word_tokenizer_json(model.vocab) : char_tokenizer_json(model.vocab)).dump(2) + "\n";
   json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
              {"model_max_length", c.max_len},
              {"clean_up_tokenization_spaces", false}};

@@ -45,15 +45,17 @@ std::vector<std::string> parse_shard_index(const std::string& text, const std::s
 // gradients (gradients = true) are written as they are.
 TensorMap hf_tensors(const Model& model, const ModelWeights& w, bool gradients = false);
 
-// A language model made in attnlab (new_language_model: GPT-2 or Llama style, the word tokenizer)
-// as a Hugging Face folder holds it: model_type gpt2 (GPT2LMHeadModel) or llama (LlamaForCausalLM),
-// config.json as that class's config, and a tokenizer.json (with tokenizer_config.json) that splits
-// text as attnlab's word tokenizer does (ASCII letters lower-cased; ASCII white space separates;
-// ASCII punctuation but the apostrophe stands alone; a word not in the vocabulary is [UNK]), except
-// that the vocabulary's [PAD], [UNK] and [CLS] written in a text are read as those tokens. Saving the
+// A language model made in attnlab (new_language_model, new_text_language_model: GPT-2 or Llama
+// style, the word or the character tokenizer) as a Hugging Face folder holds it: model_type gpt2
+// (GPT2LMHeadModel) or llama (LlamaForCausalLM), config.json as that class's config, and a
+// tokenizer.json (with tokenizer_config.json) that splits text as attnlab's tokenizer does: words
+// (ASCII letters lower-cased; ASCII white space separates; ASCII punctuation but the apostrophe
+// stands alone; a word not in the vocabulary is [UNK]) or characters (case kept; a run of ASCII
+// white space one " ", none at either end; a character not in the vocabulary [UNK]), except that
+// the vocabulary's [PAD], [UNK] and [CLS] written in a text are read as those tokens. Saving the
 // result (save_model) writes a folder transformers opens and computes the same logits from. Error
 // naming what has no counterpart (an attention-only GPT-2: transformers' GPT-2 cannot run a
-// feed-forward of width 0; a character tokenizer; a classifier).
+// feed-forward of width 0; a classifier).
 Model as_hf_language_model(const Model& model);
 
 // Writes config.json, model.safetensors (in the Hugging Face names, a classifier model as

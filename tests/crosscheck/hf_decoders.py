@@ -469,6 +469,28 @@ def check_trained_export(root):
             if got.get("ids") != want:
                 fail(f"{name}: tokenizer on {text!r}: attnlab {got.get('ids')} vs transformers {want}")
         print(f"{name}: transformers opens it; {len(texts)} strings tokenized alike")
+    # a character model of a text (train --objective lm --data, --tokenizer char): its tokenizer.json
+    # (white-space runs to one space and trimmed, a piece per code point, WordPiece, Fuse)
+    text_file = os.path.join(root, "chars.txt")
+    with open(text_file, "w", encoding="utf-8") as f:
+        f.write(("Hello,\tWorld!\n\n  caf\u00e9 \u4e2d\u6587 a\u00a0b \x0b\x0c\r end. " * 30) + "x" * 50)
+    out = os.path.join(root, "trained-chars")
+    run(["train", "--objective", "lm", "--data", text_file, "--seq", "24", "--arch", "gpt2", "--layers", "1",
+         "--heads", "2", "--dim", "16", "--ff", "32", "--steps", "10", "--hf", "--out", out, "--quiet"])
+    name = "a character model of a text, saved with --hf"
+    model = GPT2LMHeadModel.from_pretrained(out, attn_implementation="eager").eval()
+    compare_decoder(name, out, model, [7, 13], model.config.vocab_size)
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    char_texts = ["Hello, World!", "  \t lead and trail \n\r ", "a\r\n\r\nb\x0b\x0cc", "caf\u00e9\u4e2d Z \U0001F642",
+                  "a\u00a0b", "x", "HHH,,,", "\u2028line\u0085sep"]
+    for text in char_texts:
+        want = tok(text, add_special_tokens=True)["input_ids"]
+        got = json.loads(run(["forward", "--model", out, "--text", text, "--json"], check=False).stdout or "{}")
+        if got.get("ids") != want:
+            fail(f"{name}: tokenizer on {text!r}: attnlab {got.get('ids')} vs transformers {want}")
+    if tok.decode(tok("Hello, World")["input_ids"]) != "Hello, World":
+        fail(f"{name}: transformers decodes {tok.decode(tok('Hello, World')['input_ids'])!r}")
+    print(f"{name}: transformers opens it; {len(char_texts)} strings tokenized alike, decoded without spaces")
 
 
 def randomize(model):

@@ -573,6 +573,47 @@ TEST_CASE("a new language model saved as a Hugging Face folder: the same config,
   CHECK_THROWS_WITH(as_hf_language_model(new_language_model(gpt2, 1)), Catch::Contains("feed-forward of width 0"));
 }
 
+TEST_CASE("a character model saved as a Hugging Face folder: its tokenizer.json splits as the character tokenizer",
+          "[trainer][lm][hf]") {
+  // a text with case, runs of every ASCII white space, non-ASCII letters and a no-break space
+  const std::string text =
+      "Hello,\tWorld!\n\n  caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 a\xc2\xa0"
+      "b \x0b\x0c\r end. " +
+      std::string(200, 'x');
+  TextLmOptions o;
+  o.seq = 16;
+  LmShape shape;
+  shape.dim = 16, shape.heads = 2, shape.layers = 1, shape.ff = 32, shape.max_len = 64;
+  const TextLm made = new_text_language_model(text, o, shape, 2);
+  const Model& m = made.model;
+  const Model h = as_hf_language_model(m);
+  const std::string dir = scratch_dir("trainer", "hf-char");
+  save_model(h, dir);
+  const Model back = load_model(dir);
+  REQUIRE(back.is_hf());
+  REQUIRE(back.tokenizer);
+  CHECK(back.hf.model_type == "gpt2");
+  // white space runs to one " ", none at the ends; case kept; a character not in the vocabulary
+  // ("Z", the emoji) is [UNK]; code points of 2, 3 and 4 bytes
+  for (const std::string t : {std::string("Hello, World!"), std::string("  \t lead and trail \n\r "),
+                              std::string("a\r\n\r\nb\x0b\x0c"
+                                          "c"),
+                              std::string("caf\xc3\xa9\xe4\xb8\xad Z \xf0\x9f\x99\x82"),
+                              std::string("a\xc2\xa0"
+                                          "b"),
+                              std::string("x"), std::string("HHH,,,")}) {
+    CAPTURE(t);
+    CHECK(prepare_text(back, t).ids == prepare_text(m, t).ids);
+  }
+  // the same pass
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.ids = prepare_text(m, "Hello, caf\xc3\xa9").ids;
+  CHECK(run_forward(m, *cpu, req).next_logits == run_forward(back, *cpu, req).next_logits);
+  // and its decoder joins characters back without spaces
+  CHECK(back.tokenizer->decode(prepare_text(m, "Hello, World").ids) == "Hello, World");
+}
+
 TEST_CASE("the induction preset forms an induction head; the untrained model has none", "[trainer][lm][slow]") {
   // Olsson et al. 2022 at a size the suite trains in seconds, the row the Train tab and
   // `train --preset induction` run: 2 layers of one head, attention-only, rotary positions; copies

@@ -69,6 +69,19 @@ QString write_tsv(const QTemporaryDir& dir, const QString& name, const std::stri
   write_file_atomic(path.toStdString(), text);
   return path;
 }
+
+// The Train tab's "Open in Explore", clicked: the Explore tab with the trained model's pass on the probe.
+ExploreView* open_in_explore(MainWindow& w, TrainView* t) {
+  QPushButton* open = nullptr;
+  for (QPushButton* b : t->findChildren<QPushButton*>())
+    if (b->text() == "Open in Explore") open = b;
+  REQUIRE(open);
+  open->click();
+  ExploreView* e = w.explore();
+  e->flush();
+  REQUIRE(e->result());
+  return e;
+}
 }  // namespace
 
 TEST_CASE("training a tiny dataset adds curve points; the saved model opens in Explore", "[ui][train]") {
@@ -131,15 +144,7 @@ TEST_CASE(
 
   // Explore opens the model on the probe, and the curve's last point is its layer-1 head's
   // induction score on that text (the final weights; the same pass)
-  QList<QPushButton*> buttons = t->findChildren<QPushButton*>();
-  QPushButton* open = nullptr;
-  for (QPushButton* b : buttons)
-    if (b->text() == "Open in Explore") open = b;
-  REQUIRE(open);
-  open->click();
-  ExploreView* e = w.explore();
-  e->flush();
-  REQUIRE(e->result());
+  ExploreView* e = open_in_explore(w, t);
   REQUIRE(e->result()->ids.size() == static_cast<size_t>(2 * p.task.seq));
   const Tensor ind = head_detector_scores(*e->result(), HeadDetector::Induction, p.task.seq);
   const QCPGraph* g = scores->plot()->graph(1);  // L1H0 induction
@@ -247,14 +252,7 @@ TEST_CASE(
   CHECK(t->message().contains(QString("learnt at step %1").arg(t->memorisedStep())));
   CHECK(t->message().contains("train longer"));
   // Explore opens it on the probe: the sum's tokens are the numbers
-  QPushButton* open = nullptr;
-  for (QPushButton* btn : t->findChildren<QPushButton*>())
-    if (btn->text() == "Open in Explore") open = btn;
-  REQUIRE(open);
-  open->click();
-  ExploreView* e = w.explore();
-  e->flush();
-  REQUIRE(e->result());
+  ExploreView* e = open_in_explore(w, t);
   CHECK(e->result()->tokens == std::vector<std::string>{probe[0].toStdString(), probe[1].toStdString(), "="});
   // the induction preset again: its charts, not grokking's
   REQUIRE(t->chooseLmPreset("induction"));
@@ -355,23 +353,17 @@ TEST_CASE("a text file in the Train tab: a new character model learns to continu
   CHECK(flat.contains(probe));
   CHECK(flat.lastIndexOf(probe) >= flat.size() * 8 / 10);  // (the sentences repeat: found earlier too)
   // Explore opens the model on it: the same characters
-  QPushButton* open = nullptr;
-  for (QPushButton* b : t->findChildren<QPushButton*>())
-    if (b->text() == "Open in Explore") open = b;
-  REQUIRE(open);
-  open->click();
-  ExploreView* e = w.explore();
-  e->flush();
-  REQUIRE(e->result());
+  ExploreView* e = open_in_explore(w, t);
   std::string joined;
   for (const std::string& tok : e->result()->tokens) joined += tok;
   CHECK(QString::fromStdString(joined) == probe);
-  // a character vocabulary has no Hugging Face form: an attnlab folder, which opens with it
+  // saved as a Hugging Face GPT-2 folder whose tokenizer.json reads the text as the model did
   const QString out = dir.filePath("story-model");
   REQUIRE(t->saveModel(out));
   const Model back = load_model(out.toStdString());
+  CHECK(back.hf.model_type == "gpt2");
   CHECK(back.vocab.size() == m.vocab.size());
-  CHECK(back.config.tokenizer == TokenizerKind::Char);
+  CHECK(prepare_text(back, probe.toStdString()).ids == prepare_text(m, probe.toStdString()).ids);
   // a dataset again: the classifier's form, the text gone from the choice
   REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(60, 3)))));
   CHECK(t->datasetChoiceText() == "neg.tsv");

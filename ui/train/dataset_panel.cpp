@@ -137,8 +137,8 @@ void DatasetPanel::showFileParts(bool on) {
   for (QWidget* w : {columns_, static_cast<QWidget*>(preview_), split_row_}) w->setVisible(on);
 }
 
-void DatasetPanel::useLmPreset(const LmPreset& p) {
-  lm_ = &p;
+void DatasetPanel::clearFile() {
+  lm_ = nullptr;
   text_.clear(), text_path_.clear();
   dataset_ = {};
   path_.clear();
@@ -146,6 +146,11 @@ void DatasetPanel::useLmPreset(const LmPreset& p) {
   issues_->clear();
   issues_->hide();
   showFileParts(false);
+}
+
+void DatasetPanel::useLmPreset(const LmPreset& p) {
+  clearFile();
+  lm_ = &p;
   summary_->setTextFormat(Qt::RichText);
   const LmData data = make_lm_data(p.task, p.sequences, p.seed);  // the split the run makes (a few ms)
   const QString sizes =
@@ -176,13 +181,7 @@ QString DatasetPanel::useText(const QString& path) {
   }
   if (bytes.find_first_not_of(" \t\r\n") == std::string::npos)
     return QFileInfo(path).fileName() + " has no text to train on";
-  lm_ = nullptr;
-  dataset_ = {};
-  path_.clear();
-  preview_model_->setRows({});
-  issues_->clear();
-  issues_->hide();
-  showFileParts(false);
+  clearFile();
   text_ = std::move(bytes);
   text_path_ = path;
   const QString all = QString::fromUtf8(text_.data(), static_cast<qsizetype>(text_.size()));

@@ -57,7 +57,9 @@ class DatasetPanel : public QGroupBox {
 
  private:
   void showChoice();
-  void showFileParts(bool on);  // the columns, preview and split (a file), or not (a generated task)
+  void showFileParts(bool on);
+  void clearFile();  // no dataset, preset or text: what a preset or a text starts from  // the columns, preview and
+                     // split (a file), or not (a generated task)
 
   Dataset dataset_;
   QString path_, data_dir_;
