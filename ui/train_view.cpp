@@ -61,7 +61,9 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   });
   connect(data_, &DatasetPanel::loadRequested, this, &TrainView::loadDataset);
   connect(data_, &DatasetPanel::lmPresetChosen, this, [this](const LmPreset& p) { chooseLmPreset(p.name); });
-  connect(data_, &DatasetPanel::textChosen, this, &TrainView::loadLmText);
+  connect(data_, &DatasetPanel::textChosen, this, [this](const QString& path) { loadLmText(path); });
+  connect(data_, &DatasetPanel::shippedTextChosen, this,
+          [this](const ShippedText& row, const QString& path) { loadLmText(path, &row); });
   connect(run_, &RunPanel::trainClicked, this, &TrainView::startTraining);
   connect(run_, &RunPanel::pauseToggled, this, &TrainView::setPaused);
   connect(run_, &RunPanel::stopClicked, this, &TrainView::stopTraining);
@@ -184,7 +186,7 @@ bool TrainView::chooseLmPreset(const QString& name) {
   return true;
 }
 
-bool TrainView::loadLmText(const QString& path) {
+bool TrainView::loadLmText(const QString& path, const ShippedText* row) {
   if (isTraining()) {
     fail("Stop the training run before choosing another dataset.");
     return false;
@@ -197,7 +199,7 @@ bool TrainView::loadLmText(const QString& path) {
   }
   run_->reset();
   trained_.reset();
-  form_->useTextLm();
+  form_->useTextLm(row);
   run_->clearMessage();
   run_->showCharts(RunPanel::Charts::Task);
   if (!was_lm) sentence_probe_ = run_->probe();
@@ -209,7 +211,7 @@ bool TrainView::loadLmText(const QString& path) {
     const TextLm made = new_text_language_model(data_->text(), form_->textOptions(), form_->lmShape(), form_->seed());
     const int batch = form_->trainConfig().batch;
     const int per_epoch = static_cast<int>((made.data.train.size() + static_cast<size_t>(batch) - 1) / batch);
-    const int epochs = std::clamp((600 + per_epoch - 1) / per_epoch, 1, 200);
+    const int epochs = row ? row->epochs : std::clamp((600 + per_epoch - 1) / per_epoch, 1, 200);
     form_->setEpochs(epochs);
     emit status(QString("%1: %2 training and %3 held-out sequences of %4 tokens; %5 epochs make %6 steps")
                     .arg(QFileInfo(path).fileName())

@@ -21,6 +21,7 @@ class CurveView;
 class DatasetPanel;
 class ModelForm;
 class RunPanel;
+struct ShippedText;
 
 class TrainView : public QWidget {
   Q_OBJECT
@@ -37,7 +38,9 @@ class TrainView : public QWidget {
   // A text file for a new language model (GPT-2-style, its characters or words the vocabulary, the
   // form's sizes): trained on its sequences, the last tenth held out, its heads shown on a held-out
   // piece. False, with the message shown, when it cannot be read or is empty.
-  bool loadLmText(const QString& path);
+  // A shipped text (engine/train/tasks.h's shipped_texts) comes with its row's settings (else the
+  // epochs are set for ~600 steps).
+  bool loadLmText(const QString& path, const ShippedText* row = nullptr);
   CurveView* scoresCurve() const;
   int phaseChangeStep() const;
   void applyPreset(const QString& name);  // "tiny (fast)", "article model (d=128, 8 heads)", "default"

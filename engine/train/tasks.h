@@ -128,4 +128,18 @@ struct ShippedDataset {
 };
 const std::vector<ShippedDataset>& shipped_datasets();
 
+// Texts shipped in resources/data for a new language model (new_text_language_model), one row
+// each: the file, how the Train tab lists it, what to watch for, and the model and run that show
+// it in a minute or so here (the form keeps them editable).
+struct ShippedText {
+  const char* file;
+  const char* label;
+  const char* what;
+  LmShape shape;  // its vocab is the text's
+  TextLmOptions text;
+  int epochs = 10, batch = 32;
+  float lr = 1e-3f, dropout = 0.0f;
+};
+const std::vector<ShippedText>& shipped_texts();
+
 }  // namespace attnlab

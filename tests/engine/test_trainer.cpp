@@ -595,13 +595,13 @@ TEST_CASE("a character model saved as a Hugging Face folder: its tokenizer.json 
   CHECK(back.hf.model_type == "gpt2");
   // white space runs to one " ", none at the ends; case kept; a character not in the vocabulary
   // ("Z", the emoji) is [UNK]; code points of 2, 3 and 4 bytes
-  for (const std::string t : {std::string("Hello, World!"), std::string("  \t lead and trail \n\r "),
-                              std::string("a\r\n\r\nb\x0b\x0c"
-                                          "c"),
-                              std::string("caf\xc3\xa9\xe4\xb8\xad Z \xf0\x9f\x99\x82"),
-                              std::string("a\xc2\xa0"
-                                          "b"),
-                              std::string("x"), std::string("HHH,,,")}) {
+  for (const std::string& t : {std::string("Hello, World!"), std::string("  \t lead and trail \n\r "),
+                               std::string("a\r\n\r\nb\x0b\x0c"
+                                           "c"),
+                               std::string("caf\xc3\xa9\xe4\xb8\xad Z \xf0\x9f\x99\x82"),
+                               std::string("a\xc2\xa0"
+                                           "b"),
+                               std::string("x"), std::string("HHH,,,")}) {
     CAPTURE(t);
     CHECK(prepare_text(back, t).ids == prepare_text(m, t).ids);
   }

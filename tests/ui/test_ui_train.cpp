@@ -370,6 +370,43 @@ TEST_CASE("a text file in the Train tab: a new character model learns to continu
   CHECK_FALSE(arch->isVisibleTo(t));
 }
 
+TEST_CASE("the shipped text in the Train tab: chosen from the Data list with its row's model and run",
+          "[ui][train][lm]") {
+  MainWindow w;
+  TrainView* t = w.train();
+  t->setDataDir(ATTNLAB_RESOURCE_DIR "/data");  // as the app finds it installed
+  const ShippedText& row = shipped_texts().front();
+  auto* choice = t->findChild<QComboBox*>("dataChoice");
+  REQUIRE(choice);
+  const int at = choice->findData(QString("shipped-text:0"));
+  REQUIRE(at >= 0);
+  emit choice->activated(at);  // as a click on the entry
+  CHECK(t->datasetChoiceText() == row.label);
+  CHECK(t->message().isEmpty());
+  auto* arch = t->findChild<QLabel*>("lmArchitecture");
+  REQUIRE(arch);
+  CHECK(arch->isVisibleTo(t));
+  t->setEpochs(1);  // the row's are 20
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  const Model& m = *t->trainedModel();
+  CHECK(m.config.num_layers == row.shape.layers);
+  CHECK(m.config.embed_size == row.shape.dim);
+  CHECK(m.config.ff_dim == row.shape.ff);
+  CHECK(m.config.max_len == row.text.seq);
+  CHECK(m.config.tokenizer == TokenizerKind::Char);
+  CHECK(m.vocab.size() == 80);  // the text's 77 characters (white space as one) and [PAD] [UNK] [CLS]
+  CHECK(m.vocab.id("M") >= 3);
+  CHECK(t->accuracyCurve()->pointCount(0) == 1);
+  // a user's text afterwards is listed by its own name; the shipped one can be chosen again
+  QTemporaryDir dir;
+  REQUIRE(t->loadLmText(write_tsv(dir, "mine.txt", std::string(40, 'a') + std::string(3000, 'b') + " ab ba")));
+  CHECK(t->datasetChoiceText() == "mine.txt");
+  emit choice->activated(choice->findData(QString("shipped-text:0")));
+  CHECK(t->datasetChoiceText() == row.label);
+}
+
 TEST_CASE("bf16 precision in the Train tab trains with bf16 products and learns the task", "[ui][train][bf16]") {
   QTemporaryDir dir;
   MainWindow w;

@@ -30,12 +30,17 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
     choice_->addItem(p.label, QString("lm:") + p.name);
     choice_->setItemData(choice_->count() - 1, p.what, Qt::ToolTipRole);
   }
+  for (size_t k = 0; k < shipped_texts().size(); ++k) {
+    choice_->addItem(shipped_texts()[k].label, QString("shipped-text:%1").arg(k));
+    choice_->setItemData(choice_->count() - 1, shipped_texts()[k].what, Qt::ToolTipRole);
+  }
   choice_->addItem("Train a language model on a text file...", QString("text:"));
   choice_->setItemData(choice_->count() - 1,
                        "A new decoder learns to continue a text of your own (a .txt file, UTF-8): its characters or "
                        "words become the vocabulary",
                        Qt::ToolTipRole);
   choice_->addItem("Open a TSV / CSV file...", QString());
+  choice_->setObjectName("dataChoice");
   choice_->setToolTip(
       "A dataset shipped with attnlab, a language-model preset, a text file to train a language model on, or your "
       "own TSV / CSV file (text and label columns)");
@@ -105,6 +110,10 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
       return;
     }
     if (file.startsWith("text:")) return emit textChosen(file.mid(5));  // a text opened earlier
+    if (file.startsWith("shipped-text:")) {
+      const ShippedText& row = shipped_texts().at(file.mid(13).toUInt());
+      return emit shippedTextChosen(row, QDir(data_dir_).filePath(row.file));
+    }
     if (file.startsWith("lm:")) return emit lmPresetChosen(lm_preset(file.mid(3).toStdString()));
     const auto& shipped = shipped_datasets();
     if (i >= static_cast<int>(shipped.size())) return emit loadRequested(file);  // a file opened earlier
@@ -261,11 +270,17 @@ void DatasetPanel::showChoice() {
       choice_->setCurrentIndex(i);
       return;
     }
+  for (size_t k = 0; k < shipped_texts().size(); ++k)
+    if (hasText() && QFileInfo(QDir(data_dir_).filePath(shipped_texts()[k].file)) == QFileInfo(text_path_)) {
+      choice_->setCurrentIndex(choice_->findData(QString("shipped-text:%1").arg(k)));
+      return;
+    }
   const QString file = hasText() ? text_path_ : path_;
   if (file.isEmpty()) return;
   const QString data = hasText() ? "text:" + text_path_ : path_;
-  const int user = shipped + static_cast<int>(lm_presets().size());  // the user's file: after the presets
-  if (choice_->itemData(user).toString() == "text:")                 // no user file listed yet
+  // the user's file: after the presets and the shipped texts
+  const int user = shipped + static_cast<int>(lm_presets().size() + shipped_texts().size());
+  if (choice_->itemData(user).toString() == "text:")  // no user file listed yet
     choice_->insertItem(user, QFileInfo(file).fileName(), data);
   else
     choice_->setItemText(user, QFileInfo(file).fileName()), choice_->setItemData(user, data);

@@ -21,6 +21,7 @@ namespace attnlab {
 class DatasetTableModel;
 struct ShippedDataset;
 struct LmPreset;
+struct ShippedText;
 
 class DatasetPanel : public QGroupBox {
   Q_OBJECT
@@ -53,7 +54,8 @@ class DatasetPanel : public QGroupBox {
   void loadRequested(const QString& path);        // the user chose a file or a shipped dataset
   void shippedChosen(const ShippedDataset& row);  // before its loadRequested
   void lmPresetChosen(const LmPreset& row);
-  void textChosen(const QString& path);  // a text file for a new language model
+  void textChosen(const QString& path);                                 // a text file for a new language model
+  void shippedTextChosen(const ShippedText& row, const QString& path);  // a text shipped with attnlab
 
  private:
   void showChoice();

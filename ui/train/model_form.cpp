@@ -225,11 +225,11 @@ void ModelForm::useLmPreset(const LmPreset& p) {
   updateStartFrom();
 }
 
-void ModelForm::useTextLm() {
+void ModelForm::useTextLm(const ShippedText* row) {
   lm_ = nullptr;
   text_ = true;
-  const LmShape d;  // attnlab-cli train --objective lm --data's defaults
-  const TextLmOptions o;
+  const LmShape d = row ? row->shape : LmShape{};  // attnlab-cli train --objective lm --data's defaults
+  const TextLmOptions o = row ? row->text : TextLmOptions{};
   arch_->setText(QString("%1; causal, next-token loss at every position. The text is cut into sequences of "
                          "\"max length\" tokens, read by the tokenizer below (char keeps case, word lower-cases); "
                          "the last tenth held out")
@@ -242,8 +242,9 @@ void ModelForm::useTextLm() {
   layers_->setValue(d.layers), heads_->setValue(d.heads), dim_->setValue(d.dim), ff_->setValue(d.ff);
   max_len_->setValue(o.seq);
   tokenizer_->setCurrentText(o.tokenizer == TokenizerKind::Char ? "char" : "word");
-  lr_->setValue(1e-3), epochs_->setValue(5), batch_->setValue(32);
-  dropout_->setValue(0.0), weight_decay_->setValue(0.0);
+  lr_->setValue(row ? row->lr : 1e-3), epochs_->setValue(row ? row->epochs : 5),
+      batch_->setValue(row ? row->batch : 32);
+  dropout_->setValue(row ? row->dropout : 0.0), weight_decay_->setValue(0.0);
   updateStartFrom();
 }
 

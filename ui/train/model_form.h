@@ -41,7 +41,7 @@ class ModelForm : public QGroupBox {
   // optimiser as for a preset, plus the tokenizer (char or word) and "max length", the length of
   // the sequences the text is cut into; a GPT-2-style decoder. useClassifier() or useLmPreset()
   // leave it.
-  void useTextLm();
+  void useTextLm(const ShippedText* row = nullptr);  // a shipped text's settings, or the defaults
   bool textLm() const { return text_; }
   TextLmOptions textOptions() const;  // the tokenizer and the sequence length
   LmShape lmShape() const;            // the preset's (or a text model's) architecture with the form's sizes
