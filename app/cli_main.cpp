@@ -93,9 +93,10 @@ usage:
   attnlab-cli train --objective lm --preset induction --out DIR   the Train tab's preset (flags override it)
   attnlab-cli train --objective lm --init DIR --data FILE.txt --out OUT [--seq 64] (--steps N | --epochs E)
                       [--batch 8] [--lr 5e-5]   fine-tune a language model folder (GPT-2, Llama, ...) on a text
-  attnlab-cli train --objective lm --data FILE.txt --out DIR [--tokenizer char|word] [--seq 64] [--vocab-size 4096]
-                      [--arch ...] [--layers 2] [--heads 4] [--dim 64] [--ff 0] (--steps N | --epochs E)
-                      a new decoder on a text, its vocabulary built from it (the last tenth held out)
+  attnlab-cli train --objective lm --data FILE.txt --out DIR [--tokenizer char|word|bpe] [--seq 64] [--vocab-size V]
+                      [--min-count N] [--arch ...] [--layers 2] [--heads 4] [--dim 64] [--ff 0] (--steps N | --epochs E)
+                      a new decoder on a text, its vocabulary learned from it (the last tenth held out); bpe: a
+                      byte-level BPE as tokenizers' BpeTrainer learns it (V 1024, N 2), saved as a Hugging Face folder
   attnlab-cli train --objective lm --task induction|copy|reverse|parens|modadd --out DIR [--arch gpt2|llama]
                       [--layers 2] [--heads 4] [--kv-heads K] [--dim 64] [--ff 0] [--task-seq 16] [--task-vocab 64]
                       [--task-p 113] [--task-train-frac 0.3]

@@ -144,7 +144,8 @@ LmShape shape_from_flags(const Args& a, LmShape shape, bool preset) {
 
 // train --objective lm --data FILE.txt (no --init): a new decoder on a text, with a character or
 // word vocabulary built from the text (build_vocab: by frequency, --vocab-size at most, each piece
-// seen --min-count times; the rest read as [UNK]); the last tenth of its sequences held out.
+// seen --min-count times; the rest read as [UNK]) or a byte-level BPE learned from it (--tokenizer
+// bpe; the folder is a Hugging Face one); the last tenth of its sequences held out.
 int text_lm(const Args& a) {
   for (const char* f :
        {"--task", "--preset", "--task-seq", "--task-vocab", "--task-p", "--task-train-frac", "--n", "--val-data",
@@ -153,13 +154,15 @@ int text_lm(const Args& a) {
       throw Error(std::string(f) + " does not apply to a new language model on --data (the text is the data)");
   if (!a.has("--out")) throw Error("train needs --out DIR (where the trained model folder goes)");
   const std::string kind_name = a.get("--tokenizer", "char");
-  if (kind_name != "char" && kind_name != "word")
-    throw Error("--tokenizer must be char or word for a new language model, got \"" + kind_name + "\"");
   TextLmOptions o;
-  o.tokenizer = kind_name == "char" ? TokenizerKind::Char : TokenizerKind::Word;
+  try {
+    o.tokenizer = parse_text_tokenizer(kind_name);
+  } catch (const Error& e) {
+    throw Error(std::string("--tokenizer: ") + e.what());
+  }
   o.seq = a.get_int("--seq", 64);
-  o.vocab_size = a.get_int("--vocab-size", 4096);
-  o.min_count = a.get_int("--min-count", 1);
+  o.vocab_size = a.get_int("--vocab-size", TextLmOptions::default_vocab_size(o.tokenizer));
+  o.min_count = a.get_int("--min-count", TextLmOptions::default_min_count(o.tokenizer));
   LmShape shape = shape_from_flags(a, LmShape{}, false);
   shape.max_len = a.get_int("--max-len", o.seq);
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));

@@ -77,6 +77,8 @@ void add_options(QCommandLineParser& p) {
                "With --tab train: a text file to train a new language model on (as \"Train a language model on a "
                "text file...\"); with --train-epochs N, train it for N epochs.",
                "FILE"});
+  p.addOption({"train-tokenizer",
+               "With --train-text: read the text by char, word or bpe (a byte-level BPE learned from it).", "NAME"});
   p.addOption({"generate", "Generate N tokens after the text on the Generate tab (language models; opens it).", "N"});
   p.addOption({"why",
                "With --generate: why the last token and not this one (a token of its chart, or text that is one "
@@ -430,6 +432,11 @@ int main(int argc, char** argv) {
     }
     if (p.isSet("train-text") && !w.train()->loadLmText(p.value("train-text"))) {
       std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.train()->message()));
+      return 2;
+    }
+    if (p.isSet("train-tokenizer") && !w.train()->setTextTokenizer(p.value("train-tokenizer"))) {
+      std::fprintf(stderr, "attnlab: --train-tokenizer: expected char, word or bpe with --train-text, got \"%s\"\n",
+                   qPrintable(p.value("train-tokenizer")));
       return 2;
     }
     if (p.isSet("train-epochs")) {

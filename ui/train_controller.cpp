@@ -93,8 +93,12 @@ void TrainController::snapshot(const Model& model, int step, const BackgroundJob
       const PreparedInput in = prepare_text(model, text, o);  // cut at max_len, as everywhere
       if (in.ids.empty()) return;
       req.ids = in.ids, req.tokens = in.tokens;
-    } else {
+    } else {  // labelled as the views label tokens: a byte-level "Ġwho" as "␣who", a character's space as "␣"
       req.ids = ids;
+      for (int id : ids) {
+        const std::string label = model.readable_token(id);
+        req.tokens.push_back(label == " " ? "\u2423" : label);
+      }
     }
     Snapshot s;
     s.step = step;

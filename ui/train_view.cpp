@@ -17,6 +17,7 @@
 #include "engine/compute/generate.h"
 #include "engine/model/model_folder.h"
 #include "engine/model/hf_model.h"
+#include "engine/text/input.h"
 #include "engine/train/tasks.h"
 #include "engine/train/train_model.h"
 #include "ui/train/dataset_panel.h"
@@ -62,6 +63,7 @@ TrainView::TrainView(QWidget* parent) : QWidget(parent), controller_(new TrainCo
   connect(data_, &DatasetPanel::loadRequested, this, &TrainView::loadDataset);
   connect(data_, &DatasetPanel::lmPresetChosen, this, [this](const LmPreset& p) { chooseLmPreset(p.name); });
   connect(data_, &DatasetPanel::textChosen, this, [this](const QString& path) { loadLmText(path); });
+  connect(form_, &ModelForm::textOptionsChanged, this, [this] { estimateTextEpochs(); });
   connect(data_, &DatasetPanel::shippedTextChosen, this,
           [this](const ShippedText& row, const QString& path) { loadLmText(path, &row); });
   connect(run_, &RunPanel::trainClicked, this, &TrainView::startTraining);
@@ -192,7 +194,7 @@ bool TrainView::loadLmText(const QString& path, const ShippedText* row) {
     return false;
   }
   const bool was_lm = data_->lmPreset() != nullptr || data_->hasText();
-  const QString problem = data_->useText(path);
+  const QString problem = data_->useText(path, row ? row->opening : nullptr);
   if (!problem.isEmpty()) {
     fail(problem);
     return false;
@@ -205,25 +207,44 @@ bool TrainView::loadLmText(const QString& path, const ShippedText* row) {
   if (!was_lm) sentence_probe_ = run_->probe();
   lm_probe_shown_.clear();  // a held-out piece, once the run has cut the text
   run_->setProbe(lm_probe_shown_);
-  // Epochs for ~600 steps at the form's settings (a short text's epoch is a few steps; a model
-  // of characters needs hundreds to spell), at most 200; the form keeps them editable.
+  text_row_ = row;
+  estimateTextEpochs();
+  return true;
+}
+
+bool TrainView::setTextTokenizer(const QString& name) {
+  return data_->hasText() && form_->setTextTokenizer(name);
+}
+
+// Epochs for ~600 steps at the form's settings (a short text's epoch is a few steps; a model of
+// characters needs hundreds to spell), at most 200; a shipped text's are its row's. The form
+// keeps them editable, and a change of tokenizer or length estimates them again.
+void TrainView::estimateTextEpochs() {
+  if (!data_->hasText() || isTraining()) return;
+  const QString name = QFileInfo(data_->textPath()).fileName();
   try {
-    const TextLm made = new_text_language_model(data_->text(), form_->textOptions(), form_->lmShape(), form_->seed());
+    const TextLmOptions o = form_->textOptions();
+    const TextLm made = new_text_language_model(data_->text(), o, form_->lmShape(), form_->seed());
     const int batch = form_->trainConfig().batch;
     const int per_epoch = static_cast<int>((made.data.train.size() + static_cast<size_t>(batch) - 1) / batch);
-    const int epochs = row ? row->epochs : std::clamp((600 + per_epoch - 1) / per_epoch, 1, 200);
+    const int epochs = text_row_ && o.tokenizer == text_row_->text.tokenizer && o.seq == text_row_->text.seq
+                           ? text_row_->epochs
+                           : std::clamp((600 + per_epoch - 1) / per_epoch, 1, 200);
     form_->setEpochs(epochs);
-    emit status(QString("%1: %2 training and %3 held-out sequences of %4 tokens; %5 epochs make %6 steps")
-                    .arg(QFileInfo(path).fileName())
+    run_->clearMessage();
+    emit status(QString("%1: %2 training and %3 held-out sequences of %4 tokens (%5 tokenizer, %6 in its "
+                        "vocabulary); %7 epochs make %8 steps")
+                    .arg(name)
                     .arg(made.data.train.size())
                     .arg(made.data.val.size())
-                    .arg(form_->textOptions().seq)
+                    .arg(o.seq)
+                    .arg(to_string(o.tokenizer))
+                    .arg(made.model.config.vocab_size)
                     .arg(epochs)
                     .arg(epochs * per_epoch));
-  } catch (const Error& e) {  // too short for the default length: said now, and again at Train
-    fail(QFileInfo(path).fileName() + ": " + QString::fromStdString(e.what()));
+  } catch (const Error& e) {  // too short for the length: said now, and again at Train
+    fail(name + ": " + QString::fromStdString(e.what()));
   }
-  return true;
 }
 
 CurveView* TrainView::scoresCurve() const {
@@ -321,12 +342,18 @@ bool TrainView::startTraining() {
     }
     // The probe: the first held-out sequence's opening (at most 48 tokens, the live heads' size),
     // without white space at its ends, so Explore reads its text back as the same tokens.
+    // A learned BPE reads " mind" and "mind" as different tokens, so the trimmed text is read again:
+    // the probe is what Explore's tokenizer makes of the text shown.
     std::vector<int> probe = job.val.seqs.front();
     probe.resize(std::min<size_t>(probe.size(), 48));
-    const int space = job.model->vocab.id(" ");
-    while (probe.size() > 2 && probe.back() == space) probe.pop_back();
-    while (probe.size() > 2 && probe.front() == space) probe.erase(probe.begin());
     lm_probe_shown_ = QString::fromStdString(continuation_text(*job.model, {}, probe)).trimmed();
+    try {
+      InputOptions keep;
+      keep.overflow = Overflow::Keep;
+      std::vector<int> read = prepare_text(*job.model, lm_probe_shown_.toStdString(), keep).ids;
+      if (read.size() >= 2 && read.size() <= 48) probe = std::move(read);
+    } catch (const Error&) {  // the piece as cut: its ids stand
+    }
     run_->setProbe(lm_probe_shown_);
     controller_->setProbeIds(probe, 0);
   } else {

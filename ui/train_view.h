@@ -41,6 +41,8 @@ class TrainView : public QWidget {
   // A shipped text (engine/train/tasks.h's shipped_texts) comes with its row's settings (else the
   // epochs are set for ~600 steps).
   bool loadLmText(const QString& path, const ShippedText* row = nullptr);
+  // A text's model read by "char", "word" or "bpe" (the form's choice); false when not offered.
+  bool setTextTokenizer(const QString& name);
   CurveView* scoresCurve() const;
   int phaseChangeStep() const;
   void applyPreset(const QString& name);  // "tiny (fast)", "article model (d=128, 8 heads)", "default"
@@ -82,12 +84,14 @@ class TrainView : public QWidget {
  private:
   void onFinished(const TrainOutcome& outcome);
   void fail(const QString& message);
+  void estimateTextEpochs();  // a user's text: epochs for ~600 steps at the form's tokenizer and length
 
   DatasetPanel* data_;
   ModelForm* form_;
   RunPanel* run_;
   TrainController* controller_;
   std::shared_ptr<const Model> trained_;
+  const ShippedText* text_row_ = nullptr;    // the shipped text chosen (its epochs are its row's), or null
   QString lm_probe_shown_, sentence_probe_;  // a preset's probe in the box (Explore's text); the sentence it replaced
 };
 

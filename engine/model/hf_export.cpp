@@ -168,13 +168,15 @@ Model as_hf_language_model(const Model& model) {
   if (model.is_hf()) return model;  // already one
   if (!c.lm_head || !c.causal || c.num_classes > 0)
     throw Error(what + "only a language model (a causal decoder with its LM head) has a Hugging Face form here");
+  // A byte-level BPE learned from a text (new_text_language_model) carries its tokenizer.json.
+  const bool learned = model.tokenizer && model.hf.tokenizer_files.count("tokenizer.json");
   const bool words = c.tokenizer == TokenizerKind::Word && c.lowercase,
              chars = c.tokenizer == TokenizerKind::Char && !c.lowercase;
-  if (!(words || chars) || c.add_cls || model.tokenizer)
+  if (!learned && (!(words || chars) || c.add_cls || model.tokenizer))
     throw Error(what +
                 "only the lower-cased word tokenizer and the case-keeping character tokenizer, without [CLS], are "
                 "written as a tokenizer.json");
-  if (model.vocab.unk_id() < 0) throw Error(what + "the vocabulary has no [UNK] token");
+  if (!learned && model.vocab.unk_id() < 0) throw Error(what + "the vocabulary has no [UNK] token");
   const bool gpt2 = c.positional == Positional::Learned && c.norm_kind == NormKind::LayerNorm &&
                     c.activation == Activation::GeluTanh && c.tied_lm_head && c.qkv_bias && c.out_bias && !c.gated_ff &&
                     c.kv_heads() == c.num_heads;
@@ -223,8 +225,11 @@ Model as_hf_language_model(const Model& model) {
          {"attention_bias", false},
          {"mlp_bias", false}};
   }
-  j["bos_token_id"] = nullptr;  // the classes' defaults (50256; 1 and 2) are not this vocabulary's
-  j["eos_token_id"] = nullptr;
+  // The classes' defaults (50256; 1 and 2) are not this vocabulary's; a learned BPE's end of
+  // text (GPT-2's <|endoftext|>) is its bos and eos.
+  const int end_of_text = model.vocab.id("<|endoftext|>");
+  j["bos_token_id"] = learned && end_of_text >= 0 ? json(end_of_text) : json(nullptr);
+  j["eos_token_id"] = j["bos_token_id"];
   j["pad_token_id"] = model.vocab.pad_id() >= 0 ? json(model.vocab.pad_id()) : json(nullptr);
   j["torch_dtype"] = "float32";  // transformers 4.x's key; 5.x reads dtype
   j["dtype"] = "float32";
@@ -233,15 +238,17 @@ Model as_hf_language_model(const Model& model) {
   out.hf.architecture = gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM";
   out.hf.prefix = hf_prefix(out.hf.model_type);
   out.hf.config_text = j.dump();
-  out.hf.tokenizer_files["tokenizer.json"] =
-      (words ? word_tokenizer_json(model.vocab) : char_tokenizer_json(model.vocab)).dump(2) + "\n";
+  if (!learned)
+    out.hf.tokenizer_files["tokenizer.json"] =
+        (words ? word_tokenizer_json(model.vocab) : char_tokenizer_json(model.vocab)).dump(2) + "\n";
   json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
              {"model_max_length", c.max_len},
              {"clean_up_tokenization_spaces", false}};
+  if (learned && end_of_text >= 0) tc["bos_token"] = tc["eos_token"] = "<|endoftext|>";
   for (const auto& [key, token] : {std::pair<const char*, const char*>{"pad_token", kPadToken},
                                    {"unk_token", kUnkToken},
                                    {"cls_token", kClsToken}})
-    if (model.vocab.id(token) >= 0) tc[key] = token;
+    if (!learned && model.vocab.id(token) >= 0) tc[key] = token;
   out.hf.tokenizer_files["tokenizer_config.json"] = tc.dump(2) + "\n";
   return out;
 }

@@ -1,6 +1,7 @@
 // What the four files of the Hugging Face tokenizer share (hf_tokenizer.cpp: loading and GPT-2's
 // slow files; hf_tokenizer_pipeline.cpp: normalize, pre-tokenize, WordPiece, templates;
-// hf_tokenizer_bpe.cpp: BPE; hf_tokenizer_labels.cpp: readable labels). Not for other callers.
+// hf_tokenizer_bpe.cpp: BPE; hf_tokenizer_labels.cpp: readable labels), and bpe_trainer.cpp
+// (the byte alphabet). Not for other callers.
 #pragma once
 
 #include <cstdint>

@@ -135,7 +135,8 @@ struct ShippedText {
   const char* file;
   const char* label;
   const char* what;
-  LmShape shape;  // its vocab is the text's
+  const char* opening = nullptr;  // where the Data box's preview starts (past the file's header), or null
+  LmShape shape;                  // its vocab is the text's
   TextLmOptions text;
   int epochs = 10, batch = 32;
   float lr = 1e-3f, dropout = 0.0f;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "engine/model/hf_model.h"
+#include "engine/text/bpe_trainer.h"
 #include "engine/train/train_model.h"
 
 namespace attnlab {
@@ -189,24 +190,47 @@ Model new_language_model(const LmShape& shape, uint64_t seed) {
   return m;
 }
 
+TextTokenizer parse_text_tokenizer(const std::string& name) {
+  if (name == "char") return TextTokenizer::Char;
+  if (name == "word") return TextTokenizer::Word;
+  if (name == "bpe") return TextTokenizer::Bpe;
+  throw Error("a new language model reads its text by char, word or bpe (a byte-level BPE learned from it), got \"" +
+              name + "\"");
+}
+const char* to_string(TextTokenizer t) {
+  return t == TextTokenizer::Char ? "char" : t == TextTokenizer::Word ? "word" : "bpe";
+}
+
 TextLm new_text_language_model(const std::string& text, const TextLmOptions& o, LmShape shape, uint64_t seed) {
-  if (o.tokenizer != TokenizerKind::Char && o.tokenizer != TokenizerKind::Word)
-    throw Error("a new language model on a text reads it by characters or by words");
-  const bool chars = o.tokenizer == TokenizerKind::Char;
   if (o.seq < 2) throw Error("a sequence needs at least 2 tokens (one predicted from the other)");
   if (shape.max_len < o.seq)
     throw Error("the model's " + std::to_string(shape.max_len) + " positions cannot hold sequences of " +
                 std::to_string(o.seq) + " tokens");
-  const bool lowercase = !chars;  // characters keep their case; words are lower-cased
-  Vocab vocab = build_vocab({Example{text, "", 1}}, o.tokenizer, lowercase, o.vocab_size, o.min_count);
-  if (vocab.size() <= 4)
-    throw Error("the text has " + std::to_string(vocab.size() - 3) + " distinct " + (chars ? "character" : "word") +
-                (vocab.size() == 4 ? "" : "s") + "; a language model needs at least 2");
-  shape.vocab = vocab.size();
   TextLm out;
-  out.model = new_language_model(shape, seed);
-  out.model.config.tokenizer = o.tokenizer, out.model.config.lowercase = lowercase;
-  out.model.vocab = std::move(vocab);
+  if (o.tokenizer == TextTokenizer::Bpe) {
+    BpeTrainOptions b;
+    b.vocab_size = o.vocab_size, b.min_frequency = o.min_count;
+    const BpeVocabulary learned = train_byte_level_bpe(text, b);
+    const std::string json = byte_level_bpe_json(learned);
+    shape.vocab = static_cast<int>(learned.tokens.size());
+    Model m = new_language_model(shape, seed);
+    m.tokenizer = HfTokenizer::from_tokenizer_json(json, "the learned BPE");
+    m.vocab = m.tokenizer->vocab();
+    m.hf.tokenizer_files["tokenizer.json"] = json;
+    out.model = as_hf_language_model(m);
+  } else {
+    const bool chars = o.tokenizer == TextTokenizer::Char;
+    const TokenizerKind kind = chars ? TokenizerKind::Char : TokenizerKind::Word;
+    const bool lowercase = !chars;  // characters keep their case; words are lower-cased
+    Vocab vocab = build_vocab({Example{text, "", 1}}, kind, lowercase, o.vocab_size, o.min_count);
+    if (vocab.size() <= 4)
+      throw Error("the text has " + std::to_string(vocab.size() - 3) + " distinct " + (chars ? "character" : "word") +
+                  (vocab.size() == 4 ? "" : "s") + "; a language model needs at least 2");
+    shape.vocab = vocab.size();
+    out.model = new_language_model(shape, seed);
+    out.model.config.tokenizer = kind, out.model.config.lowercase = lowercase;
+    out.model.vocab = std::move(vocab);
+  }
   out.data = split_lm_text(out.model, text, o.seq);
   if (out.data.val.size() == 0)
     throw Error("the text makes one sequence of " + std::to_string(o.seq) +

@@ -121,18 +121,29 @@ struct LmShape {
 Model new_language_model(const LmShape& shape, uint64_t seed);
 
 // A new language model on a text of one's own (attnlab-cli train --objective lm --data FILE.txt,
-// the Train tab's "Train a language model on a text file..."): a character (Char: case kept) or
-// word (Word: lower-cased) vocabulary built from the text (build_vocab: by frequency, vocab_size
-// at most with [PAD], [UNK] and [CLS], each piece seen min_count times; the rest read as [UNK]),
-// a model of `shape` with that vocabulary (shape.vocab is set; shape.max_len must hold seq), and
-// the text's sequences of seq tokens with the last tenth held out (split_lm_text). Error, for the
-// caller to prefix with the file's name, when the text has fewer than 2 distinct pieces or makes
-// fewer than two sequences.
+// the Train tab's "Train a language model on a text file..."), read by a tokenizer learned from
+// the text:
+// - Char (case kept) or Word (lower-cased): a vocabulary built by build_vocab (by frequency,
+//   vocab_size at most with [PAD], [UNK] and [CLS], each piece seen min_count times; the rest
+//   read as [UNK]);
+// - Bpe: a byte-level BPE learned as tokenizers' BpeTrainer learns one (train_byte_level_bpe:
+//   vocab_size at most with <|endoftext|> and the 256 bytes, pairs seen min_count times merged);
+//   nothing is unknown. The model is a Hugging Face one from the start (as_hf_language_model), its
+//   tokenizer.json the learned one.
+// Then a model of `shape` with that vocabulary (shape.vocab is set; shape.max_len must hold seq),
+// and the text's sequences of seq tokens with the last tenth held out (split_lm_text). Error, for
+// the caller to prefix with the file's name, when the text has fewer than 2 distinct pieces or
+// makes fewer than two sequences.
+enum class TextTokenizer { Char, Word, Bpe };
+TextTokenizer parse_text_tokenizer(const std::string& name);  // char | word | bpe; Error otherwise
+const char* to_string(TextTokenizer t);
 struct TextLmOptions {
-  TokenizerKind tokenizer = TokenizerKind::Char;
+  TextTokenizer tokenizer = TextTokenizer::Char;
   int seq = 64;
-  int vocab_size = 4096;
-  int min_count = 1;
+  int vocab_size = 4096;  // a BPE's default is 1024 (default_vocab_size)
+  int min_count = 1;      // a BPE's default is 2 (ByteLevelBPETokenizer's min_frequency)
+  static int default_vocab_size(TextTokenizer t) { return t == TextTokenizer::Bpe ? 1024 : 4096; }
+  static int default_min_count(TextTokenizer t) { return t == TextTokenizer::Bpe ? 2 : 1; }
 };
 struct TextLm {
   Model model;

@@ -491,6 +491,54 @@ def check_trained_export(root):
     if tok.decode(tok("Hello, World")["input_ids"]) != "Hello, World":
         fail(f"{name}: transformers decodes {tok.decode(tok('Hello, World')['input_ids'])!r}")
     print(f"{name}: transformers opens it; {len(char_texts)} strings tokenized alike, decoded without spaces")
+    check_learned_bpe(root)
+
+
+def check_learned_bpe(root):
+    """train --objective lm --data --tokenizer bpe: the byte-level BPE learned from the text is the one
+    tokenizers' BpeTrainer learns from it (the same vocabulary with the same ids, the same merges in the
+    same order), and transformers opens the folder with attnlab's ids and probabilities."""
+    with open(os.path.join(REPO, "resources", "data", "dhammapada.txt"), encoding="utf-8") as f:
+        text = f.read()
+    text += "\n\u6771\u4eac caf\u00e9 na\u00efve \U0001F642 \t tabs  and   runs 12345 it's we'll\n" * 20
+    text_file = os.path.join(root, "bpe.txt")
+    with open(text_file, "w", encoding="utf-8") as f:
+        f.write(text)
+    out = os.path.join(root, "trained-bpe")
+    run(["train", "--objective", "lm", "--data", text_file, "--tokenizer", "bpe", "--vocab-size", "700",
+         "--min-count", "2", "--seq", "16", "--arch", "gpt2", "--layers", "1", "--heads", "2", "--dim", "16",
+         "--ff", "32", "--steps", "5", "--out", out, "--quiet"])
+    name = "a byte-level BPE learned from the Dhammapada (--tokenizer bpe)"
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator([text], trainer)
+    want = json.loads(tok.to_str())["model"]
+    with open(os.path.join(out, "tokenizer.json"), encoding="utf-8") as f:
+        got = json.load(f)["model"]
+    pairs = lambda merges: [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]  # noqa: E731
+    if got["vocab"] != want["vocab"]:
+        diff = sorted(set(got["vocab"].items()) ^ set(want["vocab"].items()), key=lambda kv: kv[1])[:6]
+        fail(f"{name}: vocabulary differs from tokenizers' ({len(got['vocab'])} vs {len(want['vocab'])}): {diff}")
+    elif pairs(got["merges"]) != pairs(want["merges"]):
+        at = next(i for i, (a, b) in enumerate(zip(pairs(got["merges"]), pairs(want["merges"]))) if a != b)
+        fail(f"{name}: merge {at} differs: attnlab {pairs(got['merges'])[at]} vs tokenizers "
+             f"{pairs(want['merges'])[at]}")
+    model = GPT2LMHeadModel.from_pretrained(out, attn_implementation="eager").eval()
+    compare_decoder(name, out, model, [7, 13], model.config.vocab_size)
+    fast = transformers.AutoTokenizer.from_pretrained(out)
+    strings = ["Hello, World!", "  lead and trail \n\r ", "The mind is wayward; caf\u00e9 \u4e2d\U0001F642",
+               "<|endoftext|>after", "x", "it's we'll THEY'RE 3.14"]
+    for s in strings:
+        ids = fast(s, add_special_tokens=True)["input_ids"]
+        got_ids = json.loads(run(["forward", "--model", out, "--text", s, "--json"], check=False).stdout or "{}")
+        if got_ids.get("ids") != ids:
+            fail(f"{name}: tokenizer on {s!r}: attnlab {got_ids.get('ids')} vs transformers {ids}")
+        if fast.decode(ids) != s:
+            fail(f"{name}: transformers decodes {s!r} as {fast.decode(ids)!r}")
+    print(f"{name}: {len(want['vocab'])} tokens and {len(want['merges'])} merges as tokenizers' BpeTrainer learns "
+          f"them; transformers opens the folder; {len(strings)} strings tokenized alike")
 
 
 def randomize(model):

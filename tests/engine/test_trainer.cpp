@@ -733,14 +733,14 @@ TEST_CASE("a new language model on a text: its characters or words the vocabular
   CHECK(c.data.train.seqs[0] ==
         std::vector<int>{c.model.vocab.id("A"), c.model.vocab.id("b"), c.model.vocab.id("b"), c.model.vocab.id("a")});
   // words: lower-cased, punctuation apart
-  o.tokenizer = TokenizerKind::Word, o.seq = 2;
+  o.tokenizer = TextTokenizer::Word, o.seq = 2;
   const TextLm w = new_text_language_model(text, o, shape, 3);
   CHECK(w.model.config.lowercase);
   CHECK(w.model.vocab.id("abba") >= 3);
   CHECK(w.model.vocab.id("Abba") < 0);
   CHECK(w.model.vocab.size() == 3 + 7);  // abba , ! baab ab ba .
   // refusals: one distinct piece, one sequence, a length the model cannot hold
-  o.tokenizer = TokenizerKind::Char, o.seq = 4;
+  o.tokenizer = TextTokenizer::Char, o.seq = 4;
   CHECK_THROWS_WITH(new_text_language_model("aaaaaaaa", o, shape, 3),
                     Catch::Contains("a language model needs at least 2"));
   CHECK_THROWS_WITH(new_text_language_model("abcab", o, shape, 3), Catch::Contains("it needs two (one held out)"));

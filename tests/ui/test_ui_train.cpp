@@ -370,6 +370,56 @@ TEST_CASE("a text file in the Train tab: a new character model learns to continu
   CHECK_FALSE(arch->isVisibleTo(t));
 }
 
+TEST_CASE("a text file in the Train tab read by a byte-level BPE learned from it", "[ui][train][lm][bpe]") {
+  MainWindow w;
+  TrainView* t = w.train();
+  QTemporaryDir dir;
+  std::string text;
+  for (int k = 0; k < 120; ++k)
+    text += std::string(k % 3 ? "The mind is wayward and hard to hold. " : "Attention heads attend, ") +
+            (k % 5 == 4 ? "\n" : "");
+  REQUIRE(t->loadLmText(write_tsv(dir, "verses.txt", text)));
+  auto* tokenizer = t->findChild<QComboBox*>("trainTokenizer");
+  REQUIRE(tokenizer);
+  REQUIRE(tokenizer->findText("bpe") >= 0);  // offered for a text's model
+  QSignalSpy said(t, &TrainView::status);
+  CHECK_FALSE(t->setTextTokenizer("sentencepiece"));  // (attnlab --train-tokenizer's refusal)
+  CHECK(said.count() == 0);
+  REQUIRE(t->setTextTokenizer("bpe"));  // the epochs are estimated again for the BPE's fewer tokens
+  CHECK(tokenizer->currentText() == "bpe");
+  REQUIRE(said.count() == 1);
+  CHECK(said.takeFirst().at(0).toString().contains("bpe tokenizer"));
+  t->setEpochs(1);
+  REQUIRE(t->startTraining());
+  t->waitForFinish();
+  REQUIRE(t->trainedModel());
+  const Model& m = *t->trainedModel();
+  // a GPT-2 folder's model from the start: the learned tokenizer.json, <|endoftext|> first
+  CHECK(m.is_hf());
+  REQUIRE(m.tokenizer);
+  CHECK(m.vocab.id("<|endoftext|>") == 0);
+  CHECK(m.vocab.size() > 257);
+  CHECK(m.vocab.size() <= 1024);
+  InputOptions keep;
+  keep.overflow = Overflow::Keep;
+  CHECK(m.tokenizer->decode(prepare_text(m, text, keep).ids) == text);
+  // Explore opens the model on the probe, the ids its tokenizer reads from the text shown
+  const QString probe = t->probeText();
+  CHECK(QString::fromStdString(text).contains(probe));
+  ExploreView* e = open_in_explore(w, t);
+  CHECK(e->result()->ids == prepare_text(m, probe.toStdString()).ids);
+  // saved: the same tokenizer.json
+  const QString out = dir.filePath("bpe-model");
+  REQUIRE(t->saveModel(out));
+  const Model back = load_model(out.toStdString());
+  CHECK(back.hf.model_type == "gpt2");
+  CHECK(back.hf.tokenizer_files.at("tokenizer.json") == m.hf.tokenizer_files.at("tokenizer.json"));
+  // a classifier's dataset: bpe leaves the choices (a classifier's vocabulary is words or characters)
+  REQUIRE(t->loadDataset(write_tsv(dir, "neg.tsv", examples_to_tsv(make_negation_task(60, 3)))));
+  CHECK(tokenizer->findText("bpe") < 0);
+  CHECK(tokenizer->currentText() == "word");
+}
+
 TEST_CASE("the shipped text in the Train tab: chosen from the Data list with its row's model and run",
           "[ui][train][lm]") {
   MainWindow w;
@@ -383,6 +433,14 @@ TEST_CASE("the shipped text in the Train tab: chosen from the Data list with its
   emit choice->activated(at);  // as a click on the entry
   CHECK(t->datasetChoiceText() == row.label);
   CHECK(t->message().isEmpty());
+  // the preview starts at the verses' title, past the archive's notice; characters counted, not bytes
+  auto* summary = t->findChild<QLabel*>("dataSummary");
+  REQUIRE(summary);
+  CHECK(summary->text().contains("... THE DHAMMAPADA An anthology of 423 Buddhist verses"));
+  CHECK_FALSE(summary->text().contains("coombspapers"));
+  QFile f(ATTNLAB_RESOURCE_DIR "/data/" + QString(row.file));
+  REQUIRE(f.open(QIODevice::ReadOnly));
+  CHECK(summary->text().contains(QString("%1 characters").arg(QString::fromUtf8(f.readAll()).size())));
   auto* arch = t->findChild<QLabel*>("lmArchitecture");
   REQUIRE(arch);
   CHECK(arch->isVisibleTo(t));

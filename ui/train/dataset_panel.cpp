@@ -58,6 +58,7 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox("Data", parent) {
   cols->addWidget(label_col_, 1);
   dv->addWidget(columns_);
   summary_ = new QLabel(this);
+  summary_->setObjectName("dataSummary");
   summary_->setWordWrap(true);
   dv->addWidget(summary_);
   preview_model_ = new DatasetTableModel(this);
@@ -181,7 +182,7 @@ void DatasetPanel::useLmPreset(const LmPreset& p) {
   choice_->setCurrentIndex(choice_->findData(QString("lm:") + p.name));
 }
 
-QString DatasetPanel::useText(const QString& path) {
+QString DatasetPanel::useText(const QString& path, const char* opening) {
   std::string bytes;
   try {
     bytes = read_file_bytes(path.toStdString());
@@ -193,17 +194,26 @@ QString DatasetPanel::useText(const QString& path) {
   clearFile();
   text_ = std::move(bytes);
   text_path_ = path;
-  const QString all = QString::fromUtf8(text_.data(), static_cast<qsizetype>(text_.size()));
-  QString opening = all.left(300).simplified();
-  if (all.size() > 300) opening += " ...";
+  // Characters and lines counted in the bytes, and only the preview's bytes decoded: a text of
+  // tens of MB is not copied into a QString to show 300 characters.
+  const auto lead = [](char b) { return (static_cast<unsigned char>(b) & 0xC0) != 0x80; };
+  const qsizetype chars = std::count_if(text_.begin(), text_.end(), lead);
+  const qsizetype lines = std::count(text_.begin(), text_.end(), '\n') + (text_.back() == '\n' ? 0 : 1);
+  size_t from = opening ? text_.find(opening) : std::string::npos;
+  if (from == std::string::npos) from = 0;
+  size_t to = std::min(text_.size(), from + 1200);     // 300 characters are at most 1,200 bytes
+  while (to < text_.size() && !lead(text_[to])) --to;  // not inside a character
+  const QString head = QString::fromUtf8(text_.data() + from, static_cast<qsizetype>(to - from));
+  QString shown = (from > 0 ? "... " : "") + head.left(300).simplified();
+  if (from + static_cast<size_t>(head.left(300).toUtf8().size()) < text_.size()) shown += " ...";
   summary_->setTextFormat(Qt::RichText);
   summary_->setText(QString("<b>%1</b>: %2 characters, %3 lines. A new language model learns to continue it: the "
                             "text is cut into sequences of the form's \"max length\" tokens, the last tenth held "
                             "out; the Explore tab opens the trained model on a held-out piece.<br><i>%4</i>")
                         .arg(QFileInfo(path).fileName().toHtmlEscaped())
-                        .arg(all.size())
-                        .arg(all.count('\n') + (all.endsWith('\n') ? 0 : 1))
-                        .arg(opening.toHtmlEscaped()));
+                        .arg(chars)
+                        .arg(lines)
+                        .arg(shown.toHtmlEscaped()));
   showChoice();
   return {};
 }

@@ -39,7 +39,7 @@ class DatasetPanel : public QGroupBox {
   }
   // A text file for a new language model in place of a dataset: read whole (an error message,
   // "" when it is ready); a preset or a dataset chosen leaves it.
-  QString useText(const QString& path);
+  QString useText(const QString& path, const char* opening = nullptr);
   bool hasText() const { return !text_path_.isEmpty(); }
   const std::string& text() const { return text_; }
   QString textPath() const { return text_path_; }

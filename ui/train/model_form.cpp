@@ -66,6 +66,14 @@ ModelForm::ModelForm(QWidget* parent) : QGroupBox("Model and optimiser", parent)
   norm_ = combo({"post", "pre"}, "post", this);
   activation_ = combo({"relu", "gelu"}, "relu", this);
   tokenizer_ = combo({"word", "char"}, "word", this);
+  tokenizer_->setObjectName("trainTokenizer");
+  // a text's model: what the text is cut into changes with them (the epochs are re-estimated)
+  connect(tokenizer_, &QComboBox::currentTextChanged, this, [this] {
+    if (text_) emit textOptionsChanged();
+  });
+  connect(max_len_, qOverload<int>(&QSpinBox::valueChanged), this, [this] {
+    if (text_) emit textOptionsChanged();
+  });
   pooling_ = combo({"masked_mean", "mean", "cls"}, "masked_mean", this);
   dropout_ = dspin(0, 0.9, 0.1, 2, 0.05, this);
   lr_ = dspin(1e-5, 1, 1e-3, 5, 1e-4, this);
@@ -93,7 +101,9 @@ ModelForm::ModelForm(QWidget* parent) : QGroupBox("Model and optimiser", parent)
        "Position information: none, sinusoidal (Vaswani et al.), learned table, or relative (Shaw et al.)"},
       {"norm", norm_, "LayerNorm after each residual (post, the articles') or before each sub-layer (pre)"},
       {"activation", activation_, "Feed-forward activation"},
-      {"tokenizer", tokenizer_, "Split text into words or characters (a new vocabulary is built from the data)"},
+      {"tokenizer", tokenizer_,
+       "Split text into words or characters (a new vocabulary is built from the data); a text's language model can "
+       "also learn a byte-level BPE from it (bpe: 1,024 pieces as Hugging Face's tokenizers learns GPT-2's)"},
       {"pooling", pooling_,
        "How token states become one vector for the classifier: mean over real tokens, mean over all, or [CLS]"},
       {"dropout", dropout_, "Dropout on attention probabilities and residual branches while training"},
@@ -205,9 +215,20 @@ QString decoder_description(const std::string& arch) {
 
 }  // namespace
 
+// A byte-level BPE is learned for a text's model only; a classifier's vocabulary is words or characters.
+void ModelForm::offerBpe(bool offer) {
+  const int at = tokenizer_->findText("bpe");
+  if (offer && at < 0) tokenizer_->addItem("bpe");
+  if (!offer && at >= 0) {
+    if (tokenizer_->currentIndex() == at) tokenizer_->setCurrentText("word");
+    tokenizer_->removeItem(at);
+  }
+}
+
 void ModelForm::useLmPreset(const LmPreset& p) {
   lm_ = &p;
   text_ = false;
+  offerBpe(false);
   arch_->setText(QString("%1; causal, next-token loss over the scored tokens; %2 tokens")
                      .arg(decoder_description(p.shape.arch))
                      .arg(p.shape.max_len));
@@ -231,8 +252,8 @@ void ModelForm::useTextLm(const ShippedText* row) {
   const LmShape d = row ? row->shape : LmShape{};  // attnlab-cli train --objective lm --data's defaults
   const TextLmOptions o = row ? row->text : TextLmOptions{};
   arch_->setText(QString("%1; causal, next-token loss at every position. The text is cut into sequences of "
-                         "\"max length\" tokens, read by the tokenizer below (char keeps case, word lower-cases); "
-                         "the last tenth held out")
+                         "\"max length\" tokens, read by the tokenizer below (char keeps case, word lower-cases, bpe "
+                         "learns 1,024 byte-level pieces from the text); the last tenth held out")
                      .arg(decoder_description(d.arch)));
   showLmRows(true);
   {
@@ -240,8 +261,12 @@ void ModelForm::useTextLm(const ShippedText* row) {
     start_from_->setCurrentIndex(0);
   }
   layers_->setValue(d.layers), heads_->setValue(d.heads), dim_->setValue(d.dim), ff_->setValue(d.ff);
-  max_len_->setValue(o.seq);
-  tokenizer_->setCurrentText(o.tokenizer == TokenizerKind::Char ? "char" : "word");
+  {
+    const QSignalBlocker b1(max_len_), b2(tokenizer_);  // the caller estimates the run once
+    max_len_->setValue(o.seq);
+    offerBpe(true);
+    tokenizer_->setCurrentText(to_string(o.tokenizer));
+  }
   lr_->setValue(row ? row->lr : 1e-3), epochs_->setValue(row ? row->epochs : 5),
       batch_->setValue(row ? row->batch : 32);
   dropout_->setValue(row ? row->dropout : 0.0), weight_decay_->setValue(0.0);
@@ -252,6 +277,7 @@ void ModelForm::useClassifier() {
   if (!lm()) return;
   lm_ = nullptr;
   text_ = false;
+  offerBpe(false);
   showLmRows(false);
   weight_decay_->setValue(0.0);         // the classifiers' default, not a preset's
   applyPreset(preset_->currentText());  // the classifier's sizes again
@@ -267,9 +293,17 @@ LmShape ModelForm::lmShape() const {
 
 TextLmOptions ModelForm::textOptions() const {
   TextLmOptions o;
-  o.tokenizer = parse_tokenizer(tokenizer_->currentText().toStdString());
+  o.tokenizer = parse_text_tokenizer(tokenizer_->currentText().toStdString());
+  o.vocab_size = TextLmOptions::default_vocab_size(o.tokenizer);
+  o.min_count = TextLmOptions::default_min_count(o.tokenizer);
   o.seq = max_len_->value();
   return o;
+}
+
+bool ModelForm::setTextTokenizer(const QString& name) {
+  if (!text_ || tokenizer_->findText(name) < 0) return false;
+  tokenizer_->setCurrentText(name);
+  return true;
 }
 
 void ModelForm::setEpochs(int epochs) {

@@ -43,15 +43,20 @@ class ModelForm : public QGroupBox {
   // leave it.
   void useTextLm(const ShippedText* row = nullptr);  // a shipped text's settings, or the defaults
   bool textLm() const { return text_; }
-  TextLmOptions textOptions() const;  // the tokenizer and the sequence length
-  LmShape lmShape() const;            // the preset's (or a text model's) architecture with the form's sizes
-  ModelConfig modelConfig() const;    // a new model's architecture
-  TrainConfig trainConfig() const;    // epochs, batch, optimiser, dropout, seed, backend
+  TextLmOptions textOptions() const;           // the tokenizer and the sequence length
+  bool setTextTokenizer(const QString& name);  // false: not offered (a text's model: char, word, bpe)
+  LmShape lmShape() const;                     // the preset's (or a text model's) architecture with the form's sizes
+  ModelConfig modelConfig() const;             // a new model's architecture
+  TrainConfig trainConfig() const;             // epochs, batch, optimiser, dropout, seed, backend
   uint64_t seed() const;
+
+ signals:
+  void textOptionsChanged();  // a text's model: its tokenizer or length changed by the user
 
  private:
   void updateStartFrom();
   void showLmRows(bool lm);
+  void offerBpe(bool offer);
   bool lm() const { return lm_ || text_; }  // a language model: a preset's or a text's
 
   std::shared_ptr<const Model> base_;
