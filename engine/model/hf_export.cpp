@@ -253,6 +253,18 @@ Model as_hf_language_model(const Model& model) {
   return out;
 }
 
+namespace {
+
+// What every Hugging Face folder holds: the weights, config.json and the tokenizer's files as read.
+void write_folder_files(const Model& model, const std::string& dir, const TensorMap& tensors, const json& config) {
+  if (model.hf.tokenizer_files.empty()) throw Error("internal: a Hugging Face model without its tokenizer files");
+  write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
+  write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+  for (const auto& [name, bytes] : model.hf.tokenizer_files) write_file_atomic((fs::path(dir) / name).string(), bytes);
+}
+
+}  // namespace
+
 void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
   json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
@@ -269,12 +281,7 @@ void write_hf_folder(const Model& model, const std::string& dir) {
         tensors[at + "mlp.down_proj.weight"] = Tensor({c.embed_size, 0});
         tensors[at + "post_attention_layernorm.weight"] = Tensor({c.embed_size}, 1.0f);
       }
-    write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
-    write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
-    if (model.hf.tokenizer_files.empty()) throw Error("internal: a Hugging Face model without its tokenizer files");
-    for (const auto& [name, bytes] : model.hf.tokenizer_files)
-      write_file_atomic((fs::path(dir) / name).string(), bytes);
-    return;
+    return write_folder_files(model, dir, tensors, j);
   }
   const bool classifier = c.num_classes > 0;
   j["architectures"] = {hf_class_name(model.hf.model_type, classifier)};
@@ -298,10 +305,7 @@ void write_hf_folder(const Model& model, const std::string& dir) {
     const LayoutName n = layout_name(layout, e, c);
     tensors[(n.head ? "" : prefix) + n.name] = e.in(w);
   }
-  write_file_atomic((fs::path(dir) / "model.safetensors").string(), serialize_safetensors(tensors));
-  write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
-  if (model.hf.tokenizer_files.empty()) throw Error("internal: a Hugging Face model without its tokenizer files");
-  for (const auto& [name, bytes] : model.hf.tokenizer_files) write_file_atomic((fs::path(dir) / name).string(), bytes);
+  write_folder_files(model, dir, tensors, j);
 }
 
 }  // namespace attnlab
