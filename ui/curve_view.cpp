@@ -1,10 +1,12 @@
 // CurveView implementation.
 #include "ui/curve_view.h"
 
+#include <QFontMetrics>
 #include <QMouseEvent>
 #include <QSvgGenerator>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
@@ -19,17 +21,16 @@ CurveView::CurveView(const QString& x_label, QWidget* parent) : QWidget(parent),
   plot_ = new QCustomPlot(this);
   l->addWidget(plot_);
   plot_->xAxis->setLabel(x_label);
-  plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), 8));
   plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-  // The legend sits above the axis rect, in its own row: it never covers the data.
-  plot_->plotLayout()->insertRow(0);
-  plot_->plotLayout()->addElement(0, 0, plot_->legend);
-  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
   plot_->legend->setBorderPen(Qt::NoPen);
+  plot_->axisRect()->insetLayout()->take(plot_->legend);  // placed with the first series (showLegend)
+  plot_->legend->setVisible(false);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot_->setMouseTracking(true);
   plot_->installEventFilter(this);
+  // marker labels measured against the axis rect as this replot lays it out, not the last one's
+  connect(plot_, &QCustomPlot::afterLayout, this, [this] { placeMarkerLabels(); });
   setMinimumHeight(180);
 }
 
@@ -38,9 +39,28 @@ int CurveView::addSeries(const QString& name, const QColor& color, bool right, b
   g->setName(name);
   g->setPen(QPen(color, dots ? 1.5 : 1.2));
   if (dots) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+  dots_.push_back(dots);
   if (right) plot_->yAxis2->setVisible(true);
   graphs_.push_back(g);
+  showLegend(true);
   return static_cast<int>(graphs_.size()) - 1;
+}
+
+// The legend sits above the axis rect, in its own row: it never covers the data. A chart without
+// series has none: an empty legend's largest size is its margins, and a layout column is as narrow
+// as the narrowest largest size in it, so the axis rect under it shrank to its 50 px minimum.
+void CurveView::showLegend(bool on) {
+  QCPLayoutGrid* layout = plot_->plotLayout();
+  const bool placed = layout->rowCount() > 1 && layout->element(0, 0) == plot_->legend;
+  if (on && !placed) {
+    layout->insertRow(0);
+    layout->addElement(0, 0, plot_->legend);
+    layout->setRowStretchFactor(0, 0.001);
+  } else if (!on && placed) {
+    layout->take(plot_->legend);
+    layout->simplify();
+  }
+  plot_->legend->setVisible(on);
 }
 
 void CurveView::setAxisLabels(const QString& left, const QString& right) {
@@ -50,7 +70,11 @@ void CurveView::setAxisLabels(const QString& left, const QString& right) {
 
 void CurveView::append(int series, double x, double y) {
   if (!std::isfinite(y)) return;  // a diverged step is reported in words, not plotted
-  graphs_.at(static_cast<size_t>(series))->addData(x, y);
+  QCPGraph* g = graphs_.at(static_cast<size_t>(series));
+  g->addData(x, y);
+  // A point's circle shows a held-out evaluation among the training steps; past 60 of them the
+  // circles merge into a thick band (grokking evaluates every step), so the line goes on alone.
+  if (dots_.at(static_cast<size_t>(series)) && g->dataCount() == 61) g->setScatterStyle(QCPScatterStyle::ssNone);
   rescale();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -117,12 +141,17 @@ void CurveView::rescale() {
     const double pad_x = 0.02 * std::max(1.0, x.size());
     plot_->xAxis->setRange(x.lower - pad_x, x.upper + pad_x);
   }
+  // about one step label per 70 px: a narrow chart's 0 100 200 300 400 ran together
+  if (plot_->axisRect()->width() > 0)
+    plot_->xAxis->ticker()->setTickCount(std::max(2, plot_->axisRect()->width() / 70));
   placeMarkerLabels();
 }
 
 void CurveView::removeSeries() {
   plot_->clearGraphs();
   graphs_.clear();
+  dots_.clear();
+  showLegend(false);
   clear();
 }
 
@@ -143,12 +172,23 @@ void CurveView::addMarker(double x, const QString& label) {
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+// Each label right of its line, or left of it past 60% of the axis; on the other side when only
+// that side holds it, and cut short with an ellipsis on the roomier side when neither does: a
+// label never runs past the axis rect.
 void CurveView::placeMarkerLabels() {
   const QRect area = plot_->axisRect()->rect();
   for (const MarkerLabel& m : marker_labels_) {
-    const bool late = area.width() > 0 && plot_->xAxis->coordToPixel(m.x) > area.left() + 0.6 * area.width();
-    m.text->setPositionAlignment((late ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
-    m.text->setText(late ? m.label + " " : " " + m.label);
+    const double px = plot_->xAxis->coordToPixel(m.x);
+    const QFontMetrics fm(m.text->font());
+    const int need = fm.horizontalAdvance(" " + m.label) + 2;
+    const int room_left = static_cast<int>(px) - area.left(), room_right = area.right() - static_cast<int>(px);
+    bool left = area.width() > 0 && px > area.left() + 0.6 * area.width();
+    if (left && room_left < need && room_right >= need) left = false;
+    if (!left && room_right < need && room_left >= need) left = true;
+    const int room = std::max(0, (left ? room_left : room_right) - fm.horizontalAdvance(" ") - 2);
+    const QString shown = area.width() > 0 && room < need ? fm.elidedText(m.label, Qt::ElideRight, room) : m.label;
+    m.text->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+    m.text->setText(left ? shown + " " : " " + shown);
   }
 }
 
@@ -156,7 +196,10 @@ void CurveView::clear() {
   plot_->clearItems();
   marker_labels_.clear();
   markers_ = 0;
-  for (QCPGraph* g : graphs_) g->data()->clear();
+  for (size_t k = 0; k < graphs_.size(); ++k) {
+    graphs_[k]->data()->clear();
+    if (dots_[k]) graphs_[k]->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+  }
   rescale();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }

@@ -42,8 +42,10 @@ class CurveView : public QWidget {
   bool eventFilter(QObject* obj, QEvent* ev) override;
 
  private:
+  void showLegend(bool on);
   QCustomPlot* plot_;
   std::vector<QCPGraph*> graphs_;
+  std::vector<bool> dots_;  // drawn with a circle at each point (while there are at most 60)
   void rescale();
 
   int markers_ = 0;

@@ -626,3 +626,46 @@ TEST_CASE("the Train tab fine-tunes the model open in Explore; a frozen encoder 
   REQUIRE(w.openModel(out));
   CHECK(w.explore()->model()->hf.architecture == "BertForSequenceClassification");
 }
+
+TEST_CASE("a chart keeps its plot wide without series, drops crowded circles and keeps marker labels inside",
+          "[ui][train][curves]") {
+  CurveView c("step");
+  c.resize(250, 180);
+  c.show();
+  QCustomPlot* p = c.plot();
+  p->replot();
+  // no series yet (a run's head scores and norms before training): the axes span the chart
+  CHECK(p->axisRect()->width() > 250 / 2);
+  const int a = c.addSeries("held-out", Qt::red, false, true);
+  p->replot();
+  CHECK(p->legend->visible());
+  CHECK(p->axisRect()->width() > 250 / 2);
+  c.removeSeries();
+  p->replot();
+  CHECK(p->axisRect()->width() > 250 / 2);
+  // an evaluation's circle at each point while there are few; a line alone past 60 of them
+  const int b = c.addSeries("held-out", Qt::red, false, true);
+  CHECK(b == 0);
+  (void)a;
+  for (int k = 1; k <= 60; ++k) c.append(b, k, 0.5);
+  CHECK(p->graph(0)->scatterStyle().shape() == QCPScatterStyle::ssCircle);
+  c.append(b, 61, 0.5);
+  CHECK(p->graph(0)->scatterStyle().shape() == QCPScatterStyle::ssNone);
+  c.clear();
+  CHECK(p->graph(0)->scatterStyle().shape() == QCPScatterStyle::ssCircle);
+  // a marker's label, late on a narrow axis, stays inside the axis rect (cut short when it must)
+  for (int k = 1; k <= 100; ++k) c.append(b, k, 0.5);
+  c.addMarker(70, "the training pairs learnt, the held-out ones not yet");
+  p->replot();
+  QCPItemText* text = nullptr;
+  for (int i = 0; i < p->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(p->item(i))) text = t;
+  REQUIRE(text);
+  const QFontMetrics fm(text->font());
+  const double x = p->xAxis->coordToPixel(70);
+  const int width = fm.horizontalAdvance(text->text());
+  const bool left = text->positionAlignment() & Qt::AlignRight;
+  CHECK((left ? x - width : x + width) >= p->axisRect()->left() - 1);
+  CHECK((left ? x - width : x + width) <= p->axisRect()->right() + 1);
+  CHECK(text->text().contains(QChar(0x2026)));  // 250 px cannot hold it whole
+}

@@ -109,7 +109,7 @@ class RunPanel : public QWidget {
     int layer, head;  // head -1: the layer's best head
   };
   std::vector<ScoreSeries> score_series_;
-  double smoothed_ = -1;
+  double smoothed_ = -1, smoothing_ = 0.95;  // the smoothed loss and its weight of the past
   qint64 start_ms_ = 0;
   QLineEdit* probe_;
   QSpinBox* probe_layer_;
