@@ -163,6 +163,9 @@ int text_lm(const Args& a) {
   o.seq = a.get_int("--seq", 64);
   o.vocab_size = a.get_int("--vocab-size", TextLmOptions::default_vocab_size(o.tokenizer));
   o.min_count = a.get_int("--min-count", TextLmOptions::default_min_count(o.tokenizer));
+  if (o.tokenizer == TextTokenizer::Bpe && o.vocab_size < 257)  // said before the text is read
+    throw Error("--vocab-size: a byte-level BPE holds <|endoftext|> and the 256 bytes: at least 257, got " +
+                std::to_string(o.vocab_size));
   LmShape shape = shape_from_flags(a, LmShape{}, false);
   shape.max_len = a.get_int("--max-len", o.seq);
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));

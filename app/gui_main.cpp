@@ -434,8 +434,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.train()->message()));
       return 2;
     }
+    if (p.isSet("train-tokenizer") && !p.isSet("train-text")) {
+      std::fprintf(stderr, "attnlab: --train-tokenizer is for a text's model: give --train-text FILE too\n");
+      return 2;
+    }
     if (p.isSet("train-tokenizer") && !w.train()->setTextTokenizer(p.value("train-tokenizer"))) {
-      std::fprintf(stderr, "attnlab: --train-tokenizer: expected char, word or bpe with --train-text, got \"%s\"\n",
+      std::fprintf(stderr, "attnlab: --train-tokenizer: expected char, word or bpe, got \"%s\"\n",
                    qPrintable(p.value("train-tokenizer")));
       return 2;
     }

@@ -56,7 +56,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* tb = addToolBar("Model");
   tb->setObjectName("modelToolbar");
   summary_ = new QLabel(this);
+  summary_->setObjectName("modelSummary");
   tb->addWidget(summary_);
+  // On the Train tab the bar says whose model it is: Explore's, not the one being trained.
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] { showSummary(); });
   tb->addSeparator();
   tb->addWidget(new QLabel(" Backend: ", this));
   backend_ = new QComboBox(this);
@@ -307,7 +310,8 @@ void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source)
   QString labels;
   for (const auto& l : c.labels) labels += (labels.isEmpty() ? "" : ", ") + QString::fromStdString(l);
   const QString name = QFileInfo(source).fileName().isEmpty() ? source : QFileInfo(source).fileName();
-  summary_->setText(QString(" %1 - %2 ").arg(name, QString::fromStdString(m->summary())));
+  summary_text_ = QString("%1 - %2").arg(name, QString::fromStdString(m->summary()));
+  showSummary();
   QString tip = source + QString("\nfeed-forward %1, max length %2").arg(c.ff_dim).arg(c.max_len);
   if (m->tokenizer) tip += "\ntokenizer: " + QString::fromStdString(m->tokenizer->describe());
   if (!labels.isEmpty()) tip += "\nlabels: " + labels;
@@ -318,6 +322,12 @@ void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source)
   if (QFileInfo(source).isDir()) rememberRecent(QFileInfo(source).absoluteFilePath());
   train_->setBaseModel(m, name);
   explore_->setModel(std::move(m));
+}
+
+void MainWindow::showSummary() {
+  if (summary_text_.isEmpty()) return summary_->clear();
+  summary_->setText(tabs_->currentWidget() == train_ ? " In Explore: " + summary_text_ + " "
+                                                     : " " + summary_text_ + " ");
 }
 
 // File > Recent models: the last eight folders opened (kept in the settings unless --no-settings).

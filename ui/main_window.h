@@ -46,6 +46,7 @@ class MainWindow : public QMainWindow {
   void closeEvent(class QCloseEvent* e) override;
 
  private:
+  void showSummary();
   void exportDialog(int scope);  // 0 head, 1 layer, 2 all layers, 3 data
   void rememberRecent(const QString& dir);
 
@@ -60,6 +61,7 @@ class MainWindow : public QMainWindow {
   TrainView* train_;
   QTabWidget* tabs_;
   QComboBox* backend_;
+  QString summary_text_;  // "default - TextClassifier: ..." (showSummary says whose on the Train tab)
   QLabel* summary_;
   QLabel* warn_;
   QString model_dir_;

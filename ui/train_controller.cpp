@@ -95,10 +95,7 @@ void TrainController::snapshot(const Model& model, int step, const BackgroundJob
       req.ids = in.ids, req.tokens = in.tokens;
     } else {  // labelled as the views label tokens: a byte-level "Ġwho" as "␣who", a character's space as "␣"
       req.ids = ids;
-      for (int id : ids) {
-        const std::string label = model.readable_token(id);
-        req.tokens.push_back(label == " " ? "\u2423" : label);
-      }
+      for (int id : ids) req.tokens.push_back(model.readable_token(id));
     }
     Snapshot s;
     s.step = step;

@@ -29,7 +29,13 @@ const std::string& Model::label(int c) const {
 }
 
 std::string Model::readable_token(int id) const {
-  return tokenizer ? tokenizer->readable_token(id) : token_name(id);
+  const std::string t = tokenizer ? tokenizer->readable_token(id) : token_name(id);
+  // A character model's space (its own tokenizer, or the WordPiece of its Hugging Face folder)
+  // drawn as the byte-level labels draw one, not as nothing.
+  if (t.empty() || t.find_first_not_of(" \t\n") != std::string::npos) return t;
+  std::string shown;
+  for (char c : t) shown += c == ' ' ? "\u2423" : c == '\n' ? "\u21B5" : "\u21E5";
+  return shown;
 }
 
 std::string Model::token_name(int id) const {

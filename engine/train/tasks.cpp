@@ -422,7 +422,7 @@ const std::vector<ShippedText>& shipped_texts() {
   static const std::vector<ShippedText> rows = [] {
     ShippedText verses;
     verses.file = "dhammapada.txt";
-    verses.label = "Verses: the Dhammapada (a text; a character-level language model)";
+    verses.label = "Verses: the Dhammapada (a text for a new language model)";
     verses.what =
         "About 70,000 characters of verse (the Dhammapada in John Richards's 1993 translation, public domain), "
         "read a character at a time: 77 characters and the 3 special tokens. The loss starts at ln 80 = 4.4, "

@@ -290,7 +290,7 @@ data_bad_cases = [
     ("train lm: --tokenizer on a task", ["train", "--objective", "lm", "--task", "induction", "--tokenizer", "char", "--steps", "5", "--out", os.path.join(tmp, "x")], "--tokenizer does not apply to --objective lm on --task"),
     ("train lm: a text of one character", ["train", "--objective", "lm", "--data", one_char, "--steps", "5", "--out", os.path.join(tmp, "x")], "a language model needs at least 2"),
     ("train lm: unknown text tokenizer", ["train", "--objective", "lm", "--data", one_char, "--tokenizer", "sentencepiece", "--steps", "5", "--out", os.path.join(tmp, "x")], "--tokenizer: a new language model reads its text by char, word or bpe"),
-    ("train lm: a BPE smaller than the bytes", ["train", "--objective", "lm", "--data", one_char, "--tokenizer", "bpe", "--vocab-size", "200", "--steps", "5", "--out", os.path.join(tmp, "x")], "--vocab-size must be at least 257, got 200"),
+    ("train lm: a BPE smaller than the bytes", ["train", "--objective", "lm", "--data", one_char, "--tokenizer", "bpe", "--vocab-size", "200", "--steps", "5", "--out", os.path.join(tmp, "x")], "--vocab-size: a byte-level BPE holds <|endoftext|> and the 256 bytes: at least 257, got 200"),
     ("train lm: no length", ["train", "--objective", "lm", "--task", "induction", "--out", os.path.join(tmp, "x")], "needs --steps N or --epochs N"),
     ("train lm: max-len too short", ["train", "--objective", "lm", "--task", "induction", "--max-len", "8", "--steps", "5", "--out", os.path.join(tmp, "x")], "shorter than the task's sequences"),
     ("train lm: unknown arch", ["train", "--objective", "lm", "--task", "induction", "--arch", "t5", "--steps", "5", "--out", os.path.join(tmp, "x")], "expected gpt2 or llama"),

@@ -612,6 +612,10 @@ TEST_CASE("a character model saved as a Hugging Face folder: its tokenizer.json 
   CHECK(run_forward(m, *cpu, req).next_logits == run_forward(back, *cpu, req).next_logits);
   // and its decoder joins characters back without spaces
   CHECK(back.tokenizer->decode(prepare_text(m, "Hello, World").ids) == "Hello, World");
+  // both label the space as a mark, not as nothing (the next-token lists, the lens)
+  CHECK(m.readable_token(m.vocab.id(" ")) == "\u2423");
+  CHECK(back.readable_token(m.vocab.id(" ")) == "\u2423");
+  CHECK(back.readable_token(m.vocab.id("H")) == "H");
 }
 
 TEST_CASE("the induction preset forms an induction head; the untrained model has none", "[trainer][lm][slow]") {

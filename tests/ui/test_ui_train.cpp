@@ -408,6 +408,11 @@ TEST_CASE("a text file in the Train tab read by a byte-level BPE learned from it
   CHECK(QString::fromStdString(text).contains(probe));
   ExploreView* e = open_in_explore(w, t);
   CHECK(e->result()->ids == prepare_text(m, probe.toStdString()).ids);
+  auto* summary = w.findChild<QLabel*>("modelSummary");
+  REQUIRE(summary);
+  CHECK(summary->text().startsWith(" trained on verses.txt - GPT2LMHeadModel"));
+  w.tabs()->setCurrentWidget(t);  // on the Train tab the top bar says the model is Explore's
+  CHECK(summary->text().startsWith(" In Explore: trained on verses.txt - GPT2LMHeadModel"));
   // saved: the same tokenizer.json
   const QString out = dir.filePath("bpe-model");
   REQUIRE(t->saveModel(out));

@@ -287,6 +287,7 @@ void RunPanel::clearMessage() {
 }
 void RunPanel::setProbe(const QString& text) {
   probe_->setText(text);
+  probe_->setCursorPosition(0);  // its opening shown, not its tail cut mid-word
 }
 QString RunPanel::probe() const {
   return probe_->text();
