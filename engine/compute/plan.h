@@ -189,4 +189,14 @@ int64_t hook_numel(const ModelConfig& c, const std::string& name, int T, int S =
 // Steps (indices, in plan order) that value `target` depends on.
 std::vector<int> steps_for(const LayerPlan& plan, int target);
 
+// For the executors in plan.cpp (defined in plan_hooks.cpp).
+namespace plan_detail {
+// A named value of the plan just computed: its edits applied and, when asked for, a copy kept.
+void visit_hook(const LayerPlan& plan, const AttnArgs& a, const LayerRun& run, int value, Tensor& t);
+// One attention's attn.hook_attn_scores and attn.hook_pattern kept or edited (a single sequence);
+// every changed row's context computed again from its new probabilities.
+void attention_hooks(const std::string& block, const AttnArgs& a, const Tensor& Q, const Tensor& K, const Tensor& V,
+                     HookRun& hooks, Tensor* P, Tensor& ctx);
+}  // namespace plan_detail
+
 }  // namespace attnlab
