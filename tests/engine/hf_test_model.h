@@ -117,7 +117,7 @@ inline std::string byte_level_tokenizer_json(bool bos) {
 // qwen3: the same with Qwen3's per-head q_norm / k_norm (gains spread over 0.6 .. 1.0).
 // head_dim > 0: heads of that width apart from hidden / heads (16 / 4 = 4), as transformers 5.x reads it.
 inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding_window = 0, bool qwen3 = false,
-                          int head_dim = 0) {
+                          int head_dim = 0, bool qwen2 = false, int max_positions = 64) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << byte_level_tokenizer_json(!gpt2);
   nlohmann::json cfg;
@@ -127,7 +127,7 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
            {"n_embd", 16},
            {"n_layer", 2},
            {"n_head", 4},
-           {"n_positions", 64},
+           {"n_positions", max_positions},
            {"architectures", {"GPT2LMHeadModel"}}};
   } else {
     cfg = {{"model_type", sliding_window ? "mistral" : "llama"},
@@ -137,7 +137,7 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
            {"num_hidden_layers", 2},
            {"num_attention_heads", 4},
            {"num_key_value_heads", 2},
-           {"max_position_embeddings", 64},
+           {"max_position_embeddings", max_positions},
            {"rms_norm_eps", 1e-6},
            {"architectures", {sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM"}}};
     if (sliding_window) cfg["sliding_window"] = sliding_window;
@@ -145,6 +145,10 @@ inline Model tiny_decoder(const std::string& dir, bool gpt2 = false, int sliding
       cfg["model_type"] = "qwen3";
       cfg["head_dim"] = 4;
       cfg["architectures"] = {"Qwen3ForCausalLM"};
+    }
+    if (qwen2) {  // Llama's steps with biases on q, k and v (Qwen2Attention)
+      cfg["model_type"] = "qwen2";
+      cfg["architectures"] = {"Qwen2ForCausalLM"};
     }
     if (head_dim > 0) cfg["head_dim"] = head_dim;
   }

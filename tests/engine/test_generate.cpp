@@ -114,14 +114,44 @@ TEST_CASE("the memory a pass is estimated to take counts what it keeps", "[gener
   CHECK(memory_text(4.44e9) == "4.4 GB");
 }
 
+TEST_CASE("KV cache over 1 to 200 tokens: one at a time, each step's rows equal a full pass", "[generate]") {
+  const std::string dir = scratch_dir("gen", "kv-long");
+  // Mistral's window of 5 is crossed 40 times; Qwen2's biases enter every cached key and value
+  for (const int kind : {0, 1}) {
+    CAPTURE(kind);
+    const Model m = tiny_decoder(dir, false, kind == 0 ? 5 : 0, false, 0, kind == 1, 256);
+    auto cpu = make_backend("cpu");
+    const std::vector<int> ids = random_ids(200, m.config.vocab_size, 17);
+    KvCache cache;
+    ForwardRequest one;
+    one.kv = &cache;
+    for (int t = 1; t <= 200; ++t) {
+      one.ids.assign(ids.begin(), ids.begin() + t);
+      const ForwardResult r = run_forward(m, *cpu, one);
+      REQUIRE(r.first_position == t - 1);
+      CHECK(cache.size() == t);
+      if (t == 1 || t == 2 || t == 6 || t == 64 || t == 65 || t == 128 || t == 199 || t == 200) {
+        CAPTURE(t);
+        ForwardRequest full_req;
+        full_req.ids = one.ids;
+        const ForwardResult full = run_forward(m, *cpu, full_req);
+        check_rows(m, full_req, full, r);
+        check_next_tokens(m, full_req, full, r);
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("KV cache: appended, edited, one token at a time and with a changed mask, the rows equal a full pass",
           "[generate]") {
   const std::string dir = scratch_dir("gen", "kv");
   // Llama (rotary, grouped-query), GPT-2 (learned positions), Mistral (window 5), Qwen3 with heads
-  // of 6 over a hidden size of 16 (q/k norm, the cache's rows head_dim wide)
-  for (const int kind : {0, 1, 2, 3}) {
+  // of 6 over a hidden size of 16 (q/k norm, the cache's rows head_dim wide), Qwen2 (q, k, v biases)
+  for (const int kind : {0, 1, 2, 3, 4}) {
     CAPTURE(kind);
-    const Model m = tiny_decoder(dir, kind == 1, kind == 2 ? 5 : 0, kind == 3, kind == 3 ? 6 : 0);
+    const Model m = tiny_decoder(dir, kind == 1, kind == 2 ? 5 : 0, kind == 3, kind == 3 ? 6 : 0, kind == 4);
+    if (kind == 4) REQUIRE(m.config.qkv_bias);
     auto cpu = make_backend("cpu");
     const std::vector<int> ids = random_ids(23, m.config.vocab_size, 11);
     ForwardRequest full_req;

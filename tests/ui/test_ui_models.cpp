@@ -575,6 +575,22 @@ TEST_CASE(
   int waiting = 0;
   for (const auto& st : g->history()) waiting += st.pending;
   CHECK(waiting > 0);  // the case this checks did happen
+  // Stop ends a run after the step in flight: Generate 40, Stop at once, and no step follows
+  while (g->steps() > 0) g->undo();
+  SamplingOptions greedy;
+  greedy.greedy = true;
+  g->setSampling(greedy);
+  g->generate(40);
+  g->stop();
+  g->wait();
+  QTest::qWait(100);  // a next step would start from the event loop
+  g->wait();
+  CHECK(g->steps() == 1);
+  g->generate(2);  // and a new run goes on from there
+  g->wait();
+  QTest::qWait(100);
+  g->wait();
+  CHECK(g->steps() == 3);
   // an encoder has no Generate page
   w.useModel(test_model(), "test");
   CHECK_FALSE(e->showPage("generate"));
