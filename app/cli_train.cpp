@@ -9,6 +9,7 @@
 
 #include "app/cli_common.h"
 #include "engine/core/io_util.h"
+#include "engine/core/memory.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/hf_model.h"
 #include "engine/train/train_model.h"
@@ -93,6 +94,15 @@ int run_lm(const Args& a, Model& model, const EncodedData& train, const EncodedD
   return res.diverged ? 1 : 0;
 }
 
+// A language model's training text, refused before it is read when training on it would not fit
+// in the memory available (check_text_fits).
+std::string read_training_text(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) check_text_fits(static_cast<double>(size), available_bytes(), path);
+  return read_file_bytes(path);
+}
+
 // train --objective lm --init DIR --data FILE.txt: fine-tune a language model folder (a Hugging
 // Face decoder or one trained here) on a text, saved in the folder's own kind.
 int fine_tune_lm(const Args& a) {
@@ -108,7 +118,7 @@ int fine_tune_lm(const Args& a) {
   const int seq = a.get_int("--seq", std::min(64, model.config.max_len));
   LmData data;
   try {
-    data = split_lm_text(model, read_file_bytes(a.get("--data")), seq);  // the last tenth held out
+    data = split_lm_text(model, read_training_text(a.get("--data")), seq);  // the last tenth held out
   } catch (const Error& e) {
     throw Error(a.get("--data") + ": " + e.what());
   }
@@ -169,7 +179,7 @@ int text_lm(const Args& a) {
   LmShape shape = shape_from_flags(a, LmShape{}, false);
   shape.max_len = a.get_int("--max-len", o.seq);
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 0));
-  const std::string text = read_file_bytes(a.get("--data"));
+  const std::string text = read_training_text(a.get("--data"));
   TextLm made;
   try {
     made = new_text_language_model(text, o, shape, seed);

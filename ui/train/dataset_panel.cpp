@@ -17,6 +17,7 @@
 #include <map>
 
 #include "engine/core/io_util.h"
+#include "engine/core/memory.h"
 #include "engine/train/tasks.h"
 #include "ui/dataset_model.h"
 
@@ -184,6 +185,12 @@ void DatasetPanel::useLmPreset(const LmPreset& p) {
 
 QString DatasetPanel::useText(const QString& path, const char* opening) {
   std::string bytes;
+  try {  // a text too large to train on in this memory is refused before it is read
+    check_text_fits(static_cast<double>(QFileInfo(path).size()), available_bytes(),
+                    QFileInfo(path).fileName().toStdString());
+  } catch (const Error& e) {
+    return QString::fromStdString(e.what());
+  }
   try {
     bytes = read_file_bytes(path.toStdString());
   } catch (const Error& e) {
