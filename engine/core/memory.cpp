@@ -39,8 +39,8 @@ void check_text_fits(double text_bytes, double available, const std::string& whe
   if (available <= 0 || need <= 0.9 * available) return;
   char msg[400];
   std::snprintf(msg, sizeof msg,
-                ": a text of %.2f GB takes up to %.1f GB to train on (the text, a 4-byte id for each character and "
-                "the sequences cut from them), more than the %.1f GB of memory available; train on a part of it",
+                ": a text of %.2f GB takes up to %.1f GB to read into training sequences (its tokens with their "
+                "labels, ids and sequences), more than the %.1f GB of memory available; train on a part of it",
                 text_bytes / 1e9, need / 1e9, available / 1e9);
   throw Error(where + msg);
 }

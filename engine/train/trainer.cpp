@@ -5,7 +5,6 @@
 #include <cmath>
 #include <random>
 
-#include "engine/core/memory.h"
 #include "engine/model/hf_model.h"
 #include "engine/text/bpe_trainer.h"
 #include "engine/train/train_model.h"
@@ -209,7 +208,6 @@ TextLm new_text_language_model(const std::string& text, const TextLmOptions& o, 
                 std::to_string(o.seq) + " tokens");
   TextLm out;
   if (o.tokenizer == TextTokenizer::Bpe) {
-    check_text_fits(static_cast<double>(text.size()), available_bytes(), "learning a BPE", 17);
     BpeTrainOptions b;
     b.vocab_size = o.vocab_size, b.min_frequency = o.min_count;
     const BpeVocabulary learned = train_byte_level_bpe(text, b);

@@ -226,6 +226,17 @@ check("train --objective lm --data FILE.txt: a character model of the text (54 t
       "which reads its characters, case kept",
       r.returncode == 0 and "54 train / 5 validation sequences of 32 tokens, char vocabulary of 18" in r.stdout and
       len(epochs) > 0 and j.get("tokens") == ["T", "h", "e", " ", "c", "a", "t"], r.stdout + r.stderr + f.stdout + f.stderr)
+# a text too large to read into sequences in this machine's memory (100 bytes a byte): refused
+# before it is read, with the figures (a sparse file: its size on disk is nothing)
+with open("/proc/meminfo") as f:
+    avail = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:"))
+huge = os.path.join(tmp, "huge.txt")
+with open(huge, "wb") as f:
+    f.truncate(avail // 50)  # twice what the memory holds: refused even if some is freed meanwhile
+r2 = run("train", "--objective", "lm", "--data", huge, "--steps", "1", "--out", os.path.join(tmp, "x"))
+os.remove(huge)
+check("train --objective lm refuses a text too large for the memory before reading it",
+      r2.returncode == 2 and "takes up to" in r2.stderr and "GB of memory available" in r2.stderr, r2.stdout + r2.stderr)
 g = run("generate", "--model", tl, "--text", "The cat", "--max-new", "12", "--greedy", "--json") if r.returncode == 0 else r
 gj = json.loads(g.stdout) if g.returncode == 0 else {}
 check("generate writes a character model's text without spaces between its characters",
