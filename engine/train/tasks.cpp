@@ -381,7 +381,8 @@ const std::vector<LmPreset>& lm_presets() {
         "near 0.3 (memorised, not understood); then, some 600 steps later, the held-out accuracy jumps to 1: "
         "the model has found the general algorithm (grokking, Power et al. 2022). Weight decay drives it (Nanda et "
         "al. 2023): set it to 0 and the jump does not come. Afterwards the loss spikes now and then (Adam's "
-        "\"slingshot\"); the run keeps the weights of its best held-out step. The steps are on a log scale.";
+        "\"slingshot\"); the run keeps the weights of its best held-out step. The accuracy chart's steps are on a log "
+        "scale.";
     LmPreset rev;
     rev.name = "reverse";
     rev.label = "Reverse a sequence (generated; a 2-layer transformer)";

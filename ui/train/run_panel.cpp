@@ -1,6 +1,8 @@
 // RunPanel (see run_panel.h).
 #include "ui/train/run_panel.h"
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QDateTime>
 #include <QFileDialog>
@@ -246,7 +248,8 @@ void RunPanel::begin(const ModelConfig& model, int total_steps, Charts charts) {
   norms_->removeSeries();
   if (lm_) {
     for (int l = 0; l < layers_; ++l) norms_->addSeries(QString("L%1").arg(l), series_colour(l));
-    norms_->addSeries("rest", QColor(120, 120, 120));  // embeddings, final norm, head
+    norms_->addSeries("rest", QColor(120, 120, 120));    // embeddings, final norm, head
+    norms_->setLegendColumns(std::min(layers_ + 1, 4));  // L0 L1 rest in one row, as high as the other charts
   }
   probe_layer_->setRange(0, model.num_layers - 1);
   if (charts == Charts::Induction) probe_layer_->setValue(model.num_layers - 1);  // where an induction head forms
