@@ -2,6 +2,8 @@
 // config flags, input ids and mask flags.
 #include "app/cli_common.h"
 #include "engine/formats/npy.h"
+#include "engine/core/memory.h"
+#include "engine/formats/attention_file.h"
 
 #include <cstdlib>
 
@@ -178,6 +180,21 @@ ForwardRequest request_from_flags(const Args& a, const Model& model, const std::
   if (prepared) *prepared = {in, cross};
   req.mask = mask_from_flags(a);
   return req;
+}
+
+ForwardResult result_from_attention_flag(const Args& a, const std::string& cmd) {
+  for (const char* flag : {"--model", "--random-init", "--text", "--ids", "--pair", "--cross-text", "--cross-ids",
+                           "--pad-to", "--mask", "--truncation", "--backend"})
+    if (a.has(flag))
+      throw Error(std::string(flag) +
+                  " does not apply to --attention: the file brings its own probabilities and tokens");
+  const int batch = a.has("--batch") ? a.get_int("--batch", 0) : -1;
+  if (a.has("--batch") && batch < 0) throw Error("--batch: a sequence of the file's batch, 0 or more");
+  const AttentionFile file = load_attention_file(a.get("--attention"), batch, available_bytes());
+  for (const auto& w : file.warnings) std::cerr << "attnlab-cli " << cmd << ": warning: " << w << "\n";
+  ForwardResult r = attention_result(file);
+  r.warnings.clear();  // said above
+  return r;
 }
 
 }  // namespace attnlab::cli

@@ -37,5 +37,8 @@ std::string unknown_note(const PreparedInput& in, const std::string& flag);
 HookSpec hooks_from_flags(const Args& a);
 ForwardRequest request_from_flags(const Args& a, const Model& model, const std::string& cmd,
                                   std::pair<PreparedInput, PreparedInput>* prepared = nullptr);
+// --attention FILE [--batch N] (engine/formats/attention_file.h) as a pass's result; its warnings
+// go to stderr. Flags that make an input of a model (--model, --text, --ids, ...) are an Error.
+ForwardResult result_from_attention_flag(const Args& a, const std::string& cmd);
 
 }  // namespace attnlab::cli

@@ -20,14 +20,11 @@ void quiet_qt_messages(QtMsgType type, const QMessageLogContext&, const QString&
 
 int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   const Args a(argv,
-               with(kModelValued,
-                    {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids", "--pad-to", "--layer",
-                     "--head", "--out", "--width", "--height", "--dpi", "--colormap", "--title", "--scale"}),
+               with(kModelValued, {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids",
+                                   "--pad-to", "--layer", "--head", "--out", "--width", "--height", "--dpi",
+                                   "--colormap", "--title", "--scale", "--attention", "--batch"}),
                {"--random-init", "--annotate", "--hide-special", "--merge-pieces"});
   if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
-  const Model model = resolve_model(a, argv0);
-  std::pair<PreparedInput, PreparedInput> prepared;
-  const ForwardRequest req = request_from_flags(a, model, "export", &prepared);
   auto which = [&](const char* flag, int fallback) {
     const std::string v = a.get(flag, std::to_string(fallback));
     return v == "all" ? -1 : a.get_int(flag, fallback);
@@ -49,11 +46,20 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
     throw Error("--width/--height out of range");
   if (spec.layer < -1 || spec.head < -1) throw Error("--layer and --head take a number or \"all\"");
 
-  auto backend = make_backend(a.get("--backend", "cpu"));
-  ForwardResult r = run_forward(model, *backend, req);
   TokenViewOptions view;  // as the app's Display options: a transform of what is drawn
   view.hide_special = a.has("--hide-special");
   view.merge_pieces = a.has("--merge-pieces");
+  ForwardResult r;
+  std::pair<PreparedInput, PreparedInput> prepared;
+  if (a.has("--attention")) {  // made elsewhere: no model, the file's tokens
+    if (view.active()) throw Error("--hide-special and --merge-pieces need a model's tokenizer, not an attention file");
+    r = result_from_attention_flag(a, "export");
+  } else {
+    const Model model = resolve_model(a, argv0);
+    const ForwardRequest req = request_from_flags(a, model, "export", &prepared);
+    auto backend = make_backend(a.get("--backend", "cpu"));
+    r = run_forward(model, *backend, req);
+  }
   if (view.active()) {
     const PreparedInput& A = prepared.first;
     const PreparedInput& B = r.is_cross() ? prepared.second : prepared.first;

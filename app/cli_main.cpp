@@ -147,6 +147,12 @@ usage:
                       [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
                       [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate] [--scale max|0-1]
                       [--hide-special] [--merge-pieces]   (as the app's Display options)
+  attnlab-cli export  --attention FILE.npz|FILE.safetensors [--batch B] [--layer L|all] [--head H|all] --out ...
+                      attention made elsewhere (transformers' outputs.attentions, a TransformerLens cache):
+                      `attentions` [layers, heads, T, S] (or per layer `attentions_0`.., `arr_0`..,
+                      `blocks.0.attn.hook_pattern`..), `tokens`, `tokens_b`, `mask` (docs/attention-files.md)
+  attnlab-cli analyze --attention FILE [--batch B] --method rollout|mean-heads|mean-layers|head-patterns
+                      [--out F.npy] [--json]   the methods that need only the probabilities
 
 model options (instead of --model, build a random model):
   --random-init --seed N --vocab-size V --dim D --heads H --layers L --ff F --max-len T
@@ -349,11 +355,85 @@ int answer_from_flags(const Args& a, const Model& model, const std::string& whic
   return resolve_answer(model, a.get("--" + which), "--" + which);
 }
 
+// Clark et al.'s head patterns of a result as JSON ([layer][head] objects), printed as a table
+// too when `print`.
+json head_patterns_json(const ForwardResult& r, bool print) {
+  const std::vector<std::string>& labels = r.tokens;
+  const auto pats = head_patterns(r);
+  json layers = json::array();
+  for (size_t l = 0; l < pats.size(); ++l) {
+    json heads = json::array();
+    for (size_t h = 0; h < pats[l].size(); ++h) {
+      const HeadPattern& p = pats[l][h];
+      heads.push_back({{"prev", p.prev},
+                       {"next", p.next},
+                       {"self", p.self},
+                       {"first", p.first},
+                       {"sep", p.sep},
+                       {"punct", p.punct},
+                       {"entropy", p.entropy},
+                       {"induction", p.induction},
+                       {"focus", p.focus},
+                       {"focus_share", p.focus_share},
+                       {"label", p.label}});
+      if (print)
+        std::printf(
+            "layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f induction %.2f "
+            "entropy %.2f%s%s\n",
+            l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.induction, p.entropy,
+            p.label.empty() ? "" : "  pattern: ",
+            p.label == "token" ? ("-> " + labels[static_cast<size_t>(p.focus)]).c_str() : p.label.c_str());
+    }
+    layers.push_back(heads);
+  }
+  return layers;
+}
+
+// analyze --attention FILE: the methods that need only the probabilities, on a file made elsewhere.
+int analyze_attention_file(const Args& a, const MethodRow& row) {
+  const ForwardResult r = result_from_attention_flag(a, "analyze");
+  json j;
+  j["method"] = row.name;
+  j["labels"] = r.tokens;
+  if (row.id == MethodId::HeadPatterns) {
+    if (r.is_cross()) throw Error("head-patterns reads self-attention; the file holds cross attention");
+    if (a.has("--out")) throw Error("--out: head-patterns is a table; use --json");
+    j["head_patterns"] = head_patterns_json(r, !a.has("--json"));
+    if (a.has("--json")) std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  Tensor m;
+  if (row.id == MethodId::Rollout) {
+    if (r.is_cross()) throw Error("rollout composes self-attention across layers; the file holds cross attention");
+    m = rollout_of(r.attention);
+  } else if (row.id == MethodId::MeanHeads || row.id == MethodId::MeanLayers) {
+    const Tensor all = r.stacked_probs();
+    m = row.id == MethodId::MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
+  } else {
+    throw Error(std::string("--method ") + row.name +
+                " needs a model (its weights or a prediction); an attention file gives rollout, mean-heads, "
+                "mean-layers and head-patterns");
+  }
+  if (a.has("--out")) save_npy(a.get("--out"), m);
+  j["shape"] = m.shape;
+  if (m.shape.size() == 2) {
+    std::vector<std::vector<float>> rows;
+    for (int64_t i = 0; i < m.dim(0); ++i) rows.emplace_back(m.ptr() + i * m.dim(1), m.ptr() + (i + 1) * m.dim(1));
+    j[row.id == MethodId::Rollout ? "rollout" : "mean"] = rows;
+  }
+  if (a.has("--json"))
+    std::cout << j.dump(2) << "\n";
+  else if (!a.has("--out"))
+    std::cout << row.name << ": " << shape_str(m.shape) << "; write it with --out FILE.npy or see it with --json\n";
+  return 0;
+}
+
 int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv,
-               with(kModelValued, {"--text", "--ids", "--pair", "--truncation", "--pad-to", "--method", "--out",
-                                   "--target", "--seq", "--answer", "--wrong", "--answer-id", "--wrong-id"}),
-               {"--json", "--random-init"});
+  const Args a(
+      argv,
+      with(kModelValued, {"--text", "--ids", "--pair", "--truncation", "--pad-to", "--method", "--out", "--target",
+                          "--seq", "--answer", "--wrong", "--answer-id", "--wrong-id", "--attention", "--batch"}),
+      {"--json", "--random-init"});
   if (!a.has("--method")) throw Error("analyze needs --method (" + method_names() + ")");
   // the table's names and aliases (the app's "relevance" is grad-attention, and so on)
   const MethodRow* row = nullptr;
@@ -365,6 +445,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   const std::string method = row->name;
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
     throw Error("--out: analysis results are written as .npy, got \"" + a.get("--out") + "\"");
+  if (a.has("--attention")) return analyze_attention_file(a, *row);
   const int target = a.has("--target") ? a.get_int("--target", -1) : -1;
   if (a.has("--target") && target < 0)
     throw Error("--target: a class index (classifiers) or a token id (language models), 0 or more");
@@ -500,33 +581,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   } else if (method == "head-patterns") {
     ForwardRequest full = req;
     const ForwardResult r = run_forward(model, *backend, full);
-    const auto pats = head_patterns(r);
-    json layers = json::array();
-    for (size_t l = 0; l < pats.size(); ++l) {
-      json heads = json::array();
-      for (size_t h = 0; h < pats[l].size(); ++h) {
-        const HeadPattern& p = pats[l][h];
-        heads.push_back({{"prev", p.prev},
-                         {"next", p.next},
-                         {"self", p.self},
-                         {"first", p.first},
-                         {"sep", p.sep},
-                         {"punct", p.punct},
-                         {"entropy", p.entropy},
-                         {"induction", p.induction},
-                         {"focus", p.focus},
-                         {"focus_share", p.focus_share},
-                         {"label", p.label}});
-        if (!a.has("--json"))
-          std::printf(
-              "layer %zu head %zu: prev %.2f next %.2f self %.2f first %.2f sep %.2f punct %.2f induction %.2f "
-              "entropy %.2f%s%s\n",
-              l, h, p.prev, p.next, p.self, p.first, p.sep, p.punct, p.induction, p.entropy,
-              p.label.empty() ? "" : "  pattern: ",
-              p.label == "token" ? ("-> " + labels[static_cast<size_t>(p.focus)]).c_str() : p.label.c_str());
-      }
-      layers.push_back(heads);
-    }
+    const json layers = head_patterns_json(r, !a.has("--json"));
     j["head_patterns"] = layers;
     if (a.has("--out")) throw Error("--out: head-patterns is a table; use --json");
   } else {  // logit-lens

@@ -17,7 +17,7 @@ JOBS=${ATTNLAB_JOBS:-$(nproc)}
 PACKAGES=(
   build-essential cmake pkg-config
   libeigen3-dev nlohmann-json3-dev catch2 libicu-dev libpcre2-dev libdnnl-dev
-  qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
+  zlib1g-dev qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
   libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   xvfb xauth clang libclang-rt-14-dev clang-format
   fonts-wqy-microhei

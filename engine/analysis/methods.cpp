@@ -50,15 +50,13 @@ void require_self(const ForwardRequest& r, const char* what) {
 
 }  // namespace
 
-Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequest& request) {
-  require_self(request, "attention rollout");
-  ForwardRequest req = request;
-  req.keep_attention.clear();  // every layer
-  const ForwardResult r = run_forward(model, backend, req);
-  const int T = static_cast<int>(r.ids.size());
+Tensor rollout_of(const std::vector<Tensor>& attention) {
+  if (attention.empty()) throw Error("attention rollout needs at least one layer");
+  const int T = static_cast<int>(attention[0].dim(1));
+  if (attention[0].dim(2) != T) throw Error("attention rollout needs self-attention (as many keys as queries)");
   auto ops = make_cpu_ops();
   Tensor R = identity(T), A({T, T}), next;
-  for (const Tensor& P : r.attention) {  // [H, T, T], layer 1 first
+  for (const Tensor& P : attention) {  // [H, T, T], layer 1 first
     const int H = static_cast<int>(P.dim(0));
     for (int i = 0; i < T; ++i) {
       double sum = 0;
@@ -75,6 +73,13 @@ Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequ
     std::swap(R, next);
   }
   return R;
+}
+
+Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequest& request) {
+  require_self(request, "attention rollout");
+  ForwardRequest req = request;
+  req.keep_attention.clear();  // every layer
+  return rollout_of(run_forward(model, backend, req).attention);
 }
 
 Tensor value_norm_attention(const Model& model, Backend& backend, const ForwardRequest& request) {

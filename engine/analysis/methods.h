@@ -20,6 +20,9 @@ namespace attnlab {
 // -> [T, T]: how much query i's final representation draws on input token j. Every row sums to 1
 // (a row whose keys are all blocked keeps only the residual).
 Tensor attention_rollout(const Model& model, Backend& backend, const ForwardRequest& request);
+// The same from probabilities already at hand (per layer [H, T, T], layer 0 first): an opened
+// attention file's, say.
+Tensor rollout_of(const std::vector<Tensor>& attention);
 
 // Norm-based attention (Kobayashi et al. 2020): || a^h_ij f^h(x_j) ||_2 with
 // f^h(x) = (x W_V^h + b_V^h) W_O^h, W_O^h the columns of the output projection that read head h

@@ -1,10 +1,12 @@
 // .npy parsing: magic, version, header dict ('descr', 'fortran_order', 'shape'), raw data.
 #include "engine/formats/npy.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <zlib.h>
 
 #include "engine/core/io_util.h"
 #include "engine/formats/safetensors.h"  // half_to_float
@@ -39,9 +41,15 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
   return h.substr(p, end - p);
 }
 
-}  // namespace
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  uint64_t count = 1;
+  size_t data_start = 0;
+};
 
-NpyArray parse_npy(const std::string& bytes, const std::string& where) {
+// Magic, version, the header dict's descr / fortran_order / shape, and where the data starts.
+NpyHeader read_header(const std::string& bytes, const std::string& where) {
   if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
     throw Error(where + ": not a .npy file (bad magic)");
   const int major = static_cast<unsigned char>(bytes[6]);
@@ -59,14 +67,14 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
   }
   if (hlen > bytes.size() - hstart) throw Error(where + ": header runs past the end of the file");
   const std::string h = bytes.substr(hstart, hlen);
-  const std::string descr = dict_value(h, "descr", where);
+  NpyHeader out;
+  out.descr = dict_value(h, "descr", where);
   const std::string fortran = dict_value(h, "fortran_order", where);
   const std::string shape_txt = dict_value(h, "shape", where);
   if (fortran.find("True") != std::string::npos)
     throw Error(where + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
 
-  NpyArray out;
-  std::vector<int64_t> shape;
+  std::vector<int64_t>& shape = out.shape;
   {
     if (shape_txt.empty() || shape_txt.front() != '(') throw Error(where + ": malformed shape " + shape_txt);
     size_t i = 1;
@@ -83,12 +91,27 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
       shape.push_back(v);
     }
   }
-  uint64_t count = 1;
+  uint64_t& count = out.count;
   for (int64_t d : shape) {
     if (d != 0 && count > (uint64_t(1) << 40) / static_cast<uint64_t>(d))
       throw Error(where + ": shape is absurdly large");
     count *= static_cast<uint64_t>(d);
   }
+  out.data_start = hstart + hlen;
+  return out;
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& bytes, const std::string& where) {
+  const NpyHeader head = read_header(bytes, where);
+  const std::string& descr = head.descr;
+  const std::vector<int64_t>& shape = head.shape;
+  const uint64_t count = head.count;
+  if (descr == "|O")
+    throw Error(where +
+                ": an object array (it would need Python's pickle, which attnlab never runs): save numbers "
+                "with a numeric dtype and strings with np.array(strings, dtype=str)");
   if (descr.size() < 3) throw Error(where + ": unsupported dtype '" + descr + "'");
   const char order = descr[0];
   const char kind = descr[1];
@@ -98,11 +121,12 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
                        ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
                        (kind == 'f' && (size == 2 || size == 4 || size == 8));
   if (!ok_kind) throw Error(where + ": unsupported dtype '" + descr + "' (bool, int, uint, float are read)");
-  const size_t data_start = hstart + hlen;
+  const size_t data_start = head.data_start;
   if (bytes.size() - data_start < count * static_cast<uint64_t>(size))
     throw Error(where + ": data is truncated: shape " + shape_str(shape) + " needs " + std::to_string(count * size) +
                 " bytes, file has " + std::to_string(bytes.size() - data_start));
   const char* p = bytes.data() + data_start;
+  NpyArray out;
   out.tensor.shape = shape;
   out.tensor.data.resize(count);
   out.kind = kind == 'b' ? NpyKind::Bool : kind == 'f' ? NpyKind::Float : NpyKind::Int;
@@ -151,6 +175,70 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
     out.tensor.data[i] = v;
   }
   return out;
+}
+
+std::vector<std::string> parse_npy_strings(const std::string& bytes, const std::string& where,
+                                           std::vector<int64_t>* shape) {
+  const NpyHeader head = read_header(bytes, where);
+  const std::string& d = head.descr;
+  if (d == "|O")
+    throw Error(where +
+                ": an object array (it would need Python's pickle, which attnlab never runs): save strings "
+                "with np.array(strings, dtype=str)");
+  const bool utf32 = d.size() > 2 && (d[0] == '<' || d[0] == '=' || d[0] == '|') && d[1] == 'U';
+  const bool raw = d.size() > 2 && (d[0] == '|' || d[0] == '<' || d[0] == '=') && d[1] == 'S';
+  if (!utf32 && !raw) throw Error(where + ": expected strings (dtype str or bytes), got dtype '" + d + "'");
+  const long chars = std::atol(d.c_str() + 2);
+  if (chars <= 0 || chars > (1 << 20)) throw Error(where + ": unsupported string dtype '" + d + "'");
+  const uint64_t width = static_cast<uint64_t>(chars) * (utf32 ? 4 : 1);
+  if (head.count > (uint64_t(1) << 40) / width || bytes.size() - head.data_start < head.count * width)
+    throw Error(where + ": data is truncated: shape " + shape_str(head.shape) + " of " + d + " needs " +
+                std::to_string(head.count * width) + " bytes");
+  if (shape) *shape = head.shape;
+  std::vector<std::string> out;
+  out.reserve(head.count);
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(bytes.data()) + head.data_start;
+  for (uint64_t i = 0; i < head.count; ++i, p += width) {
+    std::string s;
+    if (!utf32) {
+      s.assign(reinterpret_cast<const char*>(p), static_cast<size_t>(chars));
+      s.resize(std::strlen(s.c_str()));  // NumPy pads with NULs
+    } else {
+      for (long c = 0; c < chars; ++c) {
+        const uint32_t u =
+            p[4 * c] | uint32_t(p[4 * c + 1]) << 8 | uint32_t(p[4 * c + 2]) << 16 | uint32_t(p[4 * c + 3]) << 24;
+        if (u == 0) break;  // NumPy pads with NULs
+        if (u > 0x10FFFF || (u >= 0xD800 && u <= 0xDFFF))
+          throw Error(where + ": string " + std::to_string(i) + " holds an invalid code point");
+        if (u < 0x80) {
+          s += static_cast<char>(u);
+        } else if (u < 0x800) {
+          s += static_cast<char>(0xC0 | (u >> 6));
+          s += static_cast<char>(0x80 | (u & 0x3F));
+        } else if (u < 0x10000) {
+          s += static_cast<char>(0xE0 | (u >> 12));
+          s += static_cast<char>(0x80 | ((u >> 6) & 0x3F));
+          s += static_cast<char>(0x80 | (u & 0x3F));
+        } else {
+          s += static_cast<char>(0xF0 | (u >> 18));
+          s += static_cast<char>(0x80 | ((u >> 12) & 0x3F));
+          s += static_cast<char>(0x80 | ((u >> 6) & 0x3F));
+          s += static_cast<char>(0x80 | (u & 0x3F));
+        }
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool npy_holds_strings(const std::string& bytes) {
+  try {
+    const NpyHeader head = read_header(bytes, "");
+    return head.descr.size() > 2 && (head.descr[1] == 'U' || head.descr[1] == 'S');
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 NpyArray load_npy(const std::string& path) {
@@ -293,6 +381,103 @@ std::string serialize_npz(const std::map<std::string, Tensor>& arrays) {
 
 void save_npz(const std::string& path, const std::map<std::string, Tensor>& arrays) {
   write_file_atomic(path, serialize_npz(arrays));
+}
+
+namespace {
+
+uint32_t get16(const std::string& b, uint64_t at) {
+  return static_cast<unsigned char>(b[at]) | uint32_t(static_cast<unsigned char>(b[at + 1])) << 8;
+}
+uint32_t get32(const std::string& b, uint64_t at) {
+  return get16(b, at) | get16(b, at + 2) << 16;
+}
+uint64_t get64(const std::string& b, uint64_t at) {
+  return get32(b, at) | uint64_t(get32(b, at + 4)) << 32;
+}
+
+// A raw deflate stream (zip's method 8) of known output size, inflated with zlib.
+std::string inflate_raw(const char* data, uint64_t size, uint64_t out_size, const std::string& where) {
+  std::string out(out_size, '\0');
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw Error(where + ": cannot start zlib");
+  int rc = Z_OK;
+  while (rc == Z_OK) {  // zlib counts in uInt: at most 1 GiB in and out at a time
+    if (z.avail_in == 0) {
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data + z.total_in));
+      z.avail_in = static_cast<uInt>(std::min<uint64_t>(size - z.total_in, 1u << 30));
+    }
+    if (z.avail_out == 0) {
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + z.total_out);
+      z.avail_out = static_cast<uInt>(std::min<uint64_t>(out_size - z.total_out, 1u << 30));
+    }
+    rc = inflate(&z, Z_NO_FLUSH);
+  }
+  const uint64_t out_done = z.total_out;
+  const std::string msg = z.msg ? z.msg : "the stream ends early";
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END || out_done != out_size)
+    throw Error(where + ": the compressed data is damaged (zlib: " + msg + ")");
+  return out;
+}
+
+}  // namespace
+
+// APPNOTE 4.3: the end-of-central-directory record (and Zip64's, as Python's zipfile writes for
+// large members), then one central entry per member: its name, method, sizes, CRC and offset.
+std::vector<std::pair<std::string, std::string>> parse_npz_members(const std::string& b, const std::string& where) {
+  if (b.size() < 22 || b.compare(0, 2, "PK") != 0) throw Error(where + ": not an .npz file (not a zip archive)");
+  uint64_t eocd = std::string::npos;
+  for (uint64_t i = b.size() - 22 + 1; i-- > 0 && b.size() - i <= 22 + 0xFFFF;)
+    if (get32(b, i) == 0x06054b50) {
+      eocd = i;
+      break;
+    }
+  if (eocd == std::string::npos) throw Error(where + ": damaged zip archive (no end of central directory)");
+  uint64_t entries = get16(b, eocd + 10), dir_size = get32(b, eocd + 12), dir_offset = get32(b, eocd + 16);
+  if (eocd >= 20 && get32(b, eocd - 20) == 0x07064b50) {  // Zip64 locator
+    const uint64_t z = get64(b, eocd - 20 + 8);
+    if (z > b.size() - 56 || get32(b, z) != 0x06064b50) throw Error(where + ": damaged Zip64 directory");
+    entries = get64(b, z + 32);
+    dir_size = get64(b, z + 40);
+    dir_offset = get64(b, z + 48);
+  }
+  if (dir_offset > b.size() || dir_size > b.size() - dir_offset) throw Error(where + ": damaged zip directory");
+  std::vector<std::pair<std::string, std::string>> out;
+  uint64_t at = dir_offset;
+  for (uint64_t e = 0; e < entries; ++e) {
+    if (at + 46 > dir_offset + dir_size || get32(b, at) != 0x02014b50) throw Error(where + ": damaged zip directory");
+    const uint32_t flags = get16(b, at + 8), method = get16(b, at + 10), crc = get32(b, at + 16);
+    uint64_t csize = get32(b, at + 20), usize = get32(b, at + 24), local = get32(b, at + 42);
+    const uint32_t nlen = get16(b, at + 28), xlen = get16(b, at + 30), clen = get16(b, at + 32);
+    if (at + 46 + nlen + xlen + clen > dir_offset + dir_size) throw Error(where + ": damaged zip directory");
+    std::string name = b.substr(at + 46, nlen);
+    for (uint64_t x = at + 46 + nlen; x + 4 <= at + 46 + nlen + xlen;) {  // Zip64 sizes and offset
+      const uint32_t id = get16(b, x), len = get16(b, x + 2);
+      uint64_t f = x + 4;
+      if (id == 1) {
+        if (usize == 0xFFFFFFFFu && f + 8 <= x + 4 + len) usize = get64(b, f), f += 8;
+        if (csize == 0xFFFFFFFFu && f + 8 <= x + 4 + len) csize = get64(b, f), f += 8;
+        if (local == 0xFFFFFFFFu && f + 8 <= x + 4 + len) local = get64(b, f);
+      }
+      x += 4 + len;
+    }
+    at += 46 + nlen + xlen + clen;
+    const std::string member = where + ": " + name;
+    if (flags & 1) throw Error(member + " is encrypted");
+    if (method != 0 && method != 8)
+      throw Error(member + ": compression method " + std::to_string(method) +
+                  " (np.savez and np.savez_compressed write 0 and 8)");
+    if (local > b.size() - 30 || get32(b, local) != 0x04034b50) throw Error(member + ": damaged local header");
+    const uint64_t data = local + 30 + get16(b, local + 26) + get16(b, local + 28);
+    if (data > b.size() || csize > b.size() - data) throw Error(member + ": data runs past the end of the file");
+    if (usize > (uint64_t(1) << 40)) throw Error(member + ": absurdly large");
+    std::string bytes = method == 0 ? b.substr(data, csize) : inflate_raw(b.data() + data, csize, usize, member);
+    if (bytes.size() != usize) throw Error(member + ": sizes disagree");
+    if (crc32(bytes) != crc) throw Error(member + ": CRC mismatch (the file is damaged)");
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
+    out.emplace_back(std::move(name), std::move(bytes));
+  }
+  return out;
 }
 
 }  // namespace attnlab

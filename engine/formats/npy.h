@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/core/tensor.h"
 
@@ -21,6 +23,16 @@ struct NpyArray {
 
 NpyArray parse_npy(const std::string& bytes, const std::string& where = "array.npy");
 NpyArray load_npy(const std::string& path);
+// A string array ('<U' as np.array(strings) saves it, or '|S' bytes) in C order, as UTF-8;
+// *shape, when given, gets its shape. Error for numbers, and for object arrays ('|O', pickled:
+// never read).
+std::vector<std::string> parse_npy_strings(const std::string& bytes, const std::string& where,
+                                           std::vector<int64_t>* shape = nullptr);
+bool npy_holds_strings(const std::string& bytes);
+// The members of an .npz (numpy.savez: stored; numpy.savez_compressed: deflated; Zip64 as
+// Python writes it past 4 GiB) in the archive's order: name without ".npy", and the .npy bytes.
+// Every size, offset and CRC is checked; Error naming the member otherwise.
+std::vector<std::pair<std::string, std::string>> parse_npz_members(const std::string& bytes, const std::string& where);
 std::string serialize_npy(const Tensor& t);
 void save_npy(const std::string& path, const Tensor& t);
 // A float32 array of shape [parts, ...] written part after part: part(i) gives part i (each of

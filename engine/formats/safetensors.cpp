@@ -107,6 +107,29 @@ class MappedFile {
 
 }  // namespace
 
+std::map<std::string, std::string> parse_safetensors_metadata(const std::string& bytes, const std::string& where) {
+  if (bytes.size() < 8) throw Error(where + ": too short to be a safetensors file");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  if (n > bytes.size() - 8) throw Error(where + ": header length runs past the end of the file");
+  json header;
+  try {
+    header = json::parse(bytes.data() + 8, bytes.data() + 8 + n);
+  } catch (const json::exception& e) {
+    throw Error(where + ": header is not valid JSON (" + json_error_text(e.what()) + ")");
+  }
+  std::map<std::string, std::string> out;
+  if (!header.is_object() || !header.contains("__metadata__")) return out;
+  const json& m = header["__metadata__"];
+  if (!m.is_object()) throw Error(where + ": __metadata__ is not a JSON object");
+  for (const auto& [key, value] : m.items()) {
+    if (!value.is_string())
+      throw Error(where + ": __metadata__ \"" + key + "\" is not a string (safetensors keeps strings)");
+    out[key] = value.get<std::string>();
+  }
+  return out;
+}
+
 TensorMap parse_safetensors(const std::string& bytes, const std::string& where) {
   return parse_safetensors(bytes.data(), bytes.size(), where);
 }

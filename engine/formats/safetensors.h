@@ -32,6 +32,8 @@ TensorMap parse_safetensors(const char* bytes, size_t size, const std::string& w
 // The file memory-mapped while it is parsed (read into memory where it cannot be mapped).
 TensorMap load_safetensors(const std::string& path, HalfMap* halves = nullptr);
 std::string serialize_safetensors(const TensorMap& tensors);
+// The header's "__metadata__" (a string-to-string map; empty when there is none).
+std::map<std::string, std::string> parse_safetensors_metadata(const std::string& bytes, const std::string& where);
 // Writes to PATH.tmp and renames into place, so a crash never leaves a half-written file.
 void save_safetensors(const std::string& path, const TensorMap& tensors);
 
