@@ -451,13 +451,15 @@ std::vector<std::pair<std::string, std::string>> parse_npz_members(const std::st
     const uint32_t nlen = get16(b, at + 28), xlen = get16(b, at + 30), clen = get16(b, at + 32);
     if (at + 46 + nlen + xlen + clen > dir_offset + dir_size) throw Error(where + ": damaged zip directory");
     std::string name = b.substr(at + 46, nlen);
-    for (uint64_t x = at + 46 + nlen; x + 4 <= at + 46 + nlen + xlen;) {  // Zip64 sizes and offset
+    const uint64_t extra_end = at + 46 + nlen + xlen;
+    for (uint64_t x = at + 46 + nlen; x + 4 <= extra_end;) {  // Zip64 sizes and offset
       const uint32_t id = get16(b, x), len = get16(b, x + 2);
+      const uint64_t end = std::min<uint64_t>(x + 4 + len, extra_end);  // a field never reads past the extra area
       uint64_t f = x + 4;
       if (id == 1) {
-        if (usize == 0xFFFFFFFFu && f + 8 <= x + 4 + len) usize = get64(b, f), f += 8;
-        if (csize == 0xFFFFFFFFu && f + 8 <= x + 4 + len) csize = get64(b, f), f += 8;
-        if (local == 0xFFFFFFFFu && f + 8 <= x + 4 + len) local = get64(b, f);
+        if (usize == 0xFFFFFFFFu && f + 8 <= end) usize = get64(b, f), f += 8;
+        if (csize == 0xFFFFFFFFu && f + 8 <= end) csize = get64(b, f), f += 8;
+        if (local == 0xFFFFFFFFu && f + 8 <= end) local = get64(b, f);
       }
       x += 4 + len;
     }

@@ -24,7 +24,7 @@ if [ "$mode" = build ]; then
   done
   wait
   for h in "${HARNESSES[@]}"; do
-    "$CXX" "${FLAGS[@]}" "$here/fuzz_$h.cpp" "$out"/obj/*.o -licuuc -lpcre2-8 -o "$out/fuzz_$h" &
+    "$CXX" "${FLAGS[@]}" "$here/fuzz_$h.cpp" "$out"/obj/*.o -licuuc -lpcre2-8 -lz -o "$out/fuzz_$h" &
   done
   wait
   for h in "${HARNESSES[@]}"; do test -x "$out/fuzz_$h"; done
