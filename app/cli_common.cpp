@@ -183,8 +183,9 @@ ForwardRequest request_from_flags(const Args& a, const Model& model, const std::
 }
 
 ForwardResult result_from_attention_flag(const Args& a, const std::string& cmd) {
-  for (const char* flag : {"--model", "--random-init", "--text", "--ids", "--pair", "--cross-text", "--cross-ids",
-                           "--pad-to", "--mask", "--truncation", "--backend"})
+  for (const std::string& flag :
+       with(kModelValued, {"--random-init", "--text", "--ids", "--pair", "--cross-text", "--cross-ids", "--pad-to",
+                           "--truncation", "--target", "--seq", "--answer", "--wrong", "--answer-id", "--wrong-id"}))
     if (a.has(flag))
       throw Error(std::string(flag) +
                   " does not apply to --attention: the file brings its own probabilities and tokens");

@@ -46,6 +46,7 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
     throw Error("--width/--height out of range");
   if (spec.layer < -1 || spec.head < -1) throw Error("--layer and --head take a number or \"all\"");
 
+  if (a.has("--batch") && !a.has("--attention")) throw Error("--batch chooses a sequence of an --attention file");
   TokenViewOptions view;  // as the app's Display options: a transform of what is drawn
   view.hide_special = a.has("--hide-special");
   view.merge_pieces = a.has("--merge-pieces");

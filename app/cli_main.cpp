@@ -445,6 +445,7 @@ int cmd_analyze(const std::vector<std::string>& argv, const std::string& argv0) 
   const std::string method = row->name;
   if (a.has("--out") && !ends_with(a.get("--out"), ".npy"))
     throw Error("--out: analysis results are written as .npy, got \"" + a.get("--out") + "\"");
+  if (a.has("--batch") && !a.has("--attention")) throw Error("--batch chooses a sequence of an --attention file");
   if (a.has("--attention")) return analyze_attention_file(a, *row);
   const int target = a.has("--target") ? a.get_int("--target", -1) : -1;
   if (a.has("--target") && target < 0)

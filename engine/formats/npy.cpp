@@ -436,7 +436,8 @@ std::vector<std::pair<std::string, std::string>> parse_npz_members(const std::st
   uint64_t entries = get16(b, eocd + 10), dir_size = get32(b, eocd + 12), dir_offset = get32(b, eocd + 16);
   if (eocd >= 20 && get32(b, eocd - 20) == 0x07064b50) {  // Zip64 locator
     const uint64_t z = get64(b, eocd - 20 + 8);
-    if (z > b.size() - 56 || get32(b, z) != 0x06064b50) throw Error(where + ": damaged Zip64 directory");
+    if (b.size() < 56 || z > b.size() - 56 || get32(b, z) != 0x06064b50)
+      throw Error(where + ": damaged Zip64 directory");
     entries = get64(b, z + 32);
     dir_size = get64(b, z + 40);
     dir_offset = get64(b, z + 48);
@@ -473,6 +474,12 @@ std::vector<std::pair<std::string, std::string>> parse_npz_members(const std::st
     const uint64_t data = local + 30 + get16(b, local + 26) + get16(b, local + 28);
     if (data > b.size() || csize > b.size() - data) throw Error(member + ": data runs past the end of the file");
     if (usize > (uint64_t(1) << 40)) throw Error(member + ": absurdly large");
+    // deflate expands at most 1032 to 1 (zlib's technical notes): a member that claims more is a
+    // damaged or hostile archive, refused before its output is allocated
+    if (method == 8 && usize > csize * 1032 + 64)
+      throw Error(member + ": claims " + std::to_string(usize) + " bytes from " + std::to_string(csize) +
+                  " compressed, more than deflate can give");
+    if (method == 0 && usize != csize) throw Error(member + ": a stored member whose sizes disagree");
     std::string bytes = method == 0 ? b.substr(data, csize) : inflate_raw(b.data() + data, csize, usize, member);
     if (bytes.size() != usize) throw Error(member + ": sizes disagree");
     if (crc32(bytes) != crc) throw Error(member + ": CRC mismatch (the file is damaged)");

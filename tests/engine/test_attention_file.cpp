@@ -150,4 +150,9 @@ TEST_CASE("attention files: strings in .npy, and what is refused", "[formats][at
   CHECK_THROWS_WITH(parse_attention_file(flipped, "f.npz"), Catch::Contains("CRC mismatch"));
   CHECK_THROWS_WITH(parse_attention_file(zip.substr(0, zip.size() - 30), "c.npz"), Catch::Contains("damaged"));
   CHECK_THROWS_WITH(parse_attention_file("not a file at all", "j.bin"), Catch::Contains("not an attention file"));
+  // a Zip64 locator in a 42-byte file pointing far away: refused, not read
+  std::string tiny = std::string("PK\x06\x07", 4) + std::string(4, '\0') + std::string("AAAAA\0\0\0", 8) +
+                     std::string(4, '\0') + std::string("PK\x05\x06", 4) + std::string(18, '\0');
+  REQUIRE(tiny.size() == 42);
+  CHECK_THROWS_WITH(parse_attention_file(tiny, "z.npz"), Catch::Contains("damaged Zip64"));
 }
