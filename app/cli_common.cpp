@@ -191,10 +191,10 @@ ForwardResult result_from_attention_flag(const Args& a, const std::string& cmd) 
                   " does not apply to --attention: the file brings its own probabilities and tokens");
   const int batch = a.has("--batch") ? a.get_int("--batch", 0) : -1;
   if (a.has("--batch") && batch < 0) throw Error("--batch: a sequence of the file's batch, 0 or more");
-  const AttentionFile file = load_attention_file(a.get("--attention"), batch, available_bytes());
+  AttentionFile file = load_attention_file(a.get("--attention"), batch, available_bytes());
   for (const auto& w : file.warnings) std::cerr << "attnlab-cli " << cmd << ": warning: " << w << "\n";
-  ForwardResult r = attention_result(file);
-  r.warnings.clear();  // said above
+  ForwardResult r = attention_result(std::move(file));  // the layers moved, not copied
+  r.warnings.clear();                                   // said above
   return r;
 }
 

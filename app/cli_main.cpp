@@ -402,18 +402,7 @@ int analyze_attention_file(const Args& a, const MethodRow& row) {
     if (a.has("--json")) std::cout << j.dump(2) << "\n";
     return 0;
   }
-  Tensor m;
-  if (row.id == MethodId::Rollout) {
-    if (r.is_cross()) throw Error("rollout composes self-attention across layers; the file holds cross attention");
-    m = rollout_of(r.attention);
-  } else if (row.id == MethodId::MeanHeads || row.id == MethodId::MeanLayers) {
-    const Tensor all = r.stacked_probs();
-    m = row.id == MethodId::MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
-  } else {
-    throw Error(std::string("--method ") + row.name +
-                " needs a model (its weights or a prediction); an attention file gives rollout, mean-heads, "
-                "mean-layers and head-patterns");
-  }
+  const Tensor m = probability_map(row.id, r);  // rollout, mean-heads, mean-layers; else an Error
   if (a.has("--out")) save_npy(a.get("--out"), m);
   j["shape"] = m.shape;
   if (m.shape.size() == 2) {

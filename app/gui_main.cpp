@@ -31,6 +31,10 @@ void add_options(QCommandLineParser& p) {
   p.addHelpOption();
   p.addVersionOption();
   p.addOption({"model", "Model folder to open.", "DIR"});
+  p.addOption({"attention",
+               "Open attention made elsewhere (.npz or .safetensors: docs/attention-files.md) without a model.",
+               "FILE"});
+  p.addOption({"batch", "With --attention: which sequence of a batched file (default: the first).", "B"});
   p.addOption({"text", "Text to show.", "TEXT"});
   p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});
   p.addOption({"pair", "Sentence B of a pair (BERT-family models).", "TEXT"});
@@ -131,7 +135,33 @@ int main(int argc, char** argv) {
   QString dir = p.value("model");
   if (dir.isEmpty() && use_settings) dir = QSettings().value("model/dir").toString();
   const bool batch = p.isSet("screenshot") || p.isSet("type-text");  // no dialogs: nobody to close them
-  if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model") || batch)) {
+  if (p.isSet("batch") && !p.isSet("attention")) {
+    std::fprintf(stderr, "attnlab: --batch chooses a sequence of an --attention file\n");
+    return 2;
+  }
+  if (p.isSet("attention")) {  // the file's probabilities and tokens: no model, no text, no mask
+    for (const char* opt : {"model", "text", "cross-text", "pair", "hide-special", "merge-pieces", "mask", "ablate",
+                            "generate", "heads", "compare-text", "compare-model", "type-text"})
+      if (p.isSet(opt)) {
+        std::fprintf(stderr,
+                     "attnlab: --%s does not apply to --attention: the file brings its own probabilities "
+                     "and tokens\n",
+                     opt);
+        return 2;
+      }
+    bool ok = true;
+    const int b = p.isSet("batch") ? p.value("batch").toInt(&ok) : -1;
+    if (!ok || (p.isSet("batch") && b < 0)) {
+      std::fprintf(stderr, "attnlab: --batch: a sequence of the file's batch, 0 or more\n");
+      return 2;
+    }
+    if (!w.openAttention(p.value("attention"), b, batch)) {
+      if (batch) {
+        std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.statusBar()->currentMessage()));
+        return 2;
+      }
+    }
+  } else if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model") || batch)) {
     if (batch && p.isSet("model") && !dir.isEmpty()) {
       std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.statusBar()->currentMessage()));
       return 2;
@@ -145,7 +175,7 @@ int main(int argc, char** argv) {
   if (p.isSet("perf-log")) e->setPerfLog(p.value("perf-log"));
   if (p.isSet("text"))
     e->setText(p.value("text"));
-  else if (e->text().isEmpty())
+  else if (e->text().isEmpty() && !e->showsFile())
     e->setText("the film was not very good");
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
   if (p.isSet("pair")) e->setPairText(p.value("pair"));
@@ -206,6 +236,11 @@ int main(int argc, char** argv) {
     }
     if (row->available && e->model() && !row->available(e->model()->config)) {
       std::fprintf(stderr, "attnlab: --tab %s: %s\n", qPrintable(tab), row->unavailable);
+      return 2;
+    }
+    if (e->showsFile() && !row->from_probabilities) {
+      std::fprintf(stderr, "attnlab: --tab %s needs a model's weights; an attention file holds probabilities only\n",
+                   qPrintable(tab));
       return 2;
     }
     tab = row->name;
@@ -316,7 +351,11 @@ int main(int argc, char** argv) {
   if (p.isSet("method")) {  // after --select: the method chosen wins over the selection's default
     int m = -1;             // the page's methods, by any of the table's names (the CLI's too)
     try {
-      m = attnlab::find_method(p.value("method").toStdString(), true).page_index;
+      const attnlab::MethodRow& row = attnlab::find_method(p.value("method").toStdString(), true);
+      if (e->showsFile() && !row.from_probabilities)
+        throw attnlab::Error(std::string(row.name) +
+                             " needs a model's weights; an attention file holds probabilities only");
+      m = row.page_index;
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "attnlab: --method: %s\n", ex.what());
       return 2;

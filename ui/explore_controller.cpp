@@ -32,9 +32,33 @@ void ExploreController::shutdown() {
 
 void ExploreController::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);
+  fixed_.reset();
   result_.reset();
   outcome_ = {};
   setInput(input_);
+}
+
+void ExploreController::setAttention(std::shared_ptr<const Model> model, std::shared_ptr<const ForwardResult> result) {
+  model_ = std::move(model);
+  fixed_ = std::move(result);
+  result_.reset();
+  outcome_ = {};
+  // the input as the views label it: the file's tokens, their ids numbering the distinct strings
+  auto input_of = [](const std::vector<int>& ids, const std::vector<std::string>& tokens) {
+    PreparedInput in;
+    in.ids = ids;
+    in.tokens = tokens;
+    in.unknown.assign(ids.size(), 0);
+    in.special.assign(ids.size(), 0);
+    in.token_types.assign(ids.size(), 0);
+    in.words.assign(ids.size(), -1);
+    return in;
+  };
+  prepared_ = input_of(fixed_->ids, fixed_->tokens);
+  prepared_cross_ = fixed_->is_cross() ? input_of(fixed_->cross_ids, fixed_->cross_tokens) : PreparedInput{};
+  emit inputPrepared({});
+  ++next_id_;  // a pass of the model before, still in flight, is stale
+  schedule();
 }
 
 void ExploreController::setBackend(const QString& name) {
@@ -44,6 +68,7 @@ void ExploreController::setBackend(const QString& name) {
 
 void ExploreController::setInput(ExploreInput input) {
   input_ = std::move(input);
+  if (fixed_) return;  // an attention file's tokens are its input: typed text waits for a model
   QStringList notices;
   auto prepare = [&](const std::string& text, const char* what, bool with_pair) {
     if (!model_) return PreparedInput{};
@@ -98,6 +123,15 @@ void ExploreController::schedule() {
 
 void ExploreController::recompute() {
   if (!model_) return;
+  if (fixed_) {  // drawn in the worker as a pass's result is, so a long file never blocks the window
+    ForwardJob job;
+    job.model = model_;
+    job.fixed = fixed_;
+    job.id = next_id_++;
+    job.submitted_ns = last_input_ns_;
+    runner_.submit(std::move(job));
+    return;
+  }
   const bool empty = prepared_.ids.empty() || (input_.cross && prepared_cross_.ids.empty());
   if (empty) {
     ++next_id_;  // results of earlier inputs still in flight are stale now

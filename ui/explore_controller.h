@@ -36,6 +36,11 @@ class ExploreController : public QObject {
 
   void setModel(std::shared_ptr<const Model> model);
   const std::shared_ptr<const Model>& model() const { return model_; }
+  // An attention file (engine/formats/attention_file.h): `model` holds its shape only
+  // (probabilities_only) and `result` is shown as it is, with no pass; the input is the file's
+  // tokens, and typed text, masks and ablation do not apply until setModel opens a model.
+  void setAttention(std::shared_ptr<const Model> model, std::shared_ptr<const ForwardResult> result);
+  bool showsFile() const { return fixed_ != nullptr; }
   void setBackend(const QString& name);
   QString backend() const { return backend_; }
   // The mask of the next pass, asked for after inputPrepared (the mask editor takes the new
@@ -83,6 +88,7 @@ class ExploreController : public QObject {
   std::vector<std::pair<int, int>> ablated_;
   std::function<void(ForwardRequest&)> request_hook_;
   std::shared_ptr<const ForwardResult> result_;
+  std::shared_ptr<const ForwardResult> fixed_;  // an attention file's result (setAttention)
   ForwardOutcome outcome_;
   ForwardRunner runner_;
   quint64 next_id_ = 1, shown_id_ = 0;

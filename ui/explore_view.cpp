@@ -141,18 +141,45 @@ ExploreView::~ExploreView() {
   controller_->shutdown();
 }
 
-void ExploreView::setModel(std::shared_ptr<const Model> model) {
-  input_->setModel(*model);
-  const ModelConfig& c = model->config;
-  for (const ExplorePageRow& row : explore_pages())  // the lens: language models only
-    tabs_->setTabVisible(tabs_->indexOf(pages_.at(row.name)), !row.available || row.available(c));
+void ExploreView::showModelShape(const Model& model) {
+  input_->setModel(model);
+  const ModelConfig& c = model.config;
+  // A page is shown for the models it applies to (the lens: language models only); for an
+  // attention file, the pages that need weights stay in place, disabled, and say so.
+  for (const ExplorePageRow& row : explore_pages()) {
+    const int i = tabs_->indexOf(pages_.at(row.name));
+    tabs_->setTabVisible(i, !row.available || row.available(c));
+    const bool usable = !model.probabilities_only || row.from_probabilities;
+    tabs_->setTabEnabled(i, usable);
+    tabs_->setTabToolTip(i, usable ? QString(row.tooltip)
+                                   : QString("%1. Needs a model's weights: an attention file holds probabilities only "
+                                             "(File > Open model folder...)")
+                                         .arg(row.tooltip));
+  }
+  if (!tabs_->isTabEnabled(tabs_->currentIndex())) tabs_->setCurrentWidget(pages_.at("heads"));
+  // what needs a pass: value-weighted maps, masks and the prediction
+  if (model.probabilities_only) weighting_->setCurrentIndex(0);
+  weighting_->setEnabled(!model.probabilities_only);
+  masks_->setVisible(!model.probabilities_only);
+  prediction_->setVisible(!model.probabilities_only);
   {
     QSignalBlocker block(layer_slider_);
     layer_slider_->setRange(0, c.num_layers - 1);
   }
+}
+
+void ExploreView::setModel(std::shared_ptr<const Model> model) {
+  showModelShape(*model);
   state_->setModel(model);  // every page rebuilds for the model's shape
   onLayer(state_->layer());
-  controller_->setModel(std::move(model));
+  controller_->setModel(std::move(model));  // computes the typed text (kept while a file was shown)
+}
+
+void ExploreView::setAttention(std::shared_ptr<const Model> model, std::shared_ptr<const ForwardResult> result) {
+  showModelShape(*model);
+  state_->setModel(model);
+  onLayer(state_->layer());
+  controller_->setAttention(std::move(model), std::move(result));
 }
 
 void ExploreView::onLayer(int layer) {
@@ -241,7 +268,7 @@ void ExploreView::onInputPrepared(const QStringList& notices) {
   input_->showPrepared(a);
   const bool cross = input_->crossOn();
   const int T = static_cast<int>(a.size()), S = cross ? static_cast<int>(b.size()) : T;
-  if (model())
+  if (model() && !model()->probabilities_only)
     editor_->setShape(T, S, model()->config.num_heads, to_labels(a.tokens), to_labels(cross ? b.tokens : a.tokens));
   QStringList all = notices;
   // A pretrained model never saw these masks in training: what they show is an experiment.
@@ -276,6 +303,19 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   QStringList warn;
   for (const auto& w : r.warnings) warn << QString::fromStdString(w);
   emit warnings(warn);
+  if (controller_->showsFile()) {  // no pass: what the file holds
+    const ModelConfig& c = model()->config;
+    QString count = QString("%1 tokens").arg(r.ids.size());
+    if (r.is_cross()) count += QString(" attending to %1").arg(r.cross_ids.size());
+    emit status(QString("attention file | %1 | %2 layers x %3 heads | probabilities %4 | drawn in %5 ms%6")
+                    .arg(count)
+                    .arg(c.num_layers)
+                    .arg(c.num_heads)
+                    .arg(QString::fromStdString(memory_text(out.memory.attention)))
+                    .arg((controller_->nowNs() - out.submitted_ns) / 1e6, 0, 'f', 1)
+                    .arg(warn.isEmpty() ? "" : " | " + warn.join("; ")));
+    return;
+  }
   // Counts of the input; with hidden or merged tokens, also how many rows the views show.
   const size_t n = controller_->prepared().size(), shown = r.ids.size();
   QString count = n == 1 ? QString("1 token") : QString("%1 tokens").arg(n);
@@ -311,7 +351,8 @@ bool ExploreView::showPage(const QString& name) {
   const ExplorePageRow* row = find_explore_page(name);
   if (!row) return false;
   QWidget* w = pages_.at(row->name);
-  if (!tabs_->isTabVisible(tabs_->indexOf(w))) return false;  // the lens: language models only
+  const int i = tabs_->indexOf(w);
+  if (!tabs_->isTabVisible(i) || !tabs_->isTabEnabled(i)) return false;  // the lens: LMs only; weights: not a file
   tabs_->setCurrentWidget(w);
   return true;
 }

@@ -43,6 +43,11 @@ class ExploreView : public QWidget {
   ~ExploreView() override;
 
   void setModel(std::shared_ptr<const Model> model);
+  // An attention file (engine/formats/attention_file.h) in place of a model: `model` holds its
+  // shape only (probabilities_only); the pages that read probabilities show `result`, the others
+  // are disabled and say why; typing, masks and the Train tab wait for a model.
+  void setAttention(std::shared_ptr<const Model> model, std::shared_ptr<const ForwardResult> result);
+  bool showsFile() const { return controller_->showsFile(); }
   const Model* model() const { return state_->model().get(); }
   ExploreState* state() const { return state_; }
   ExploreController* controller() const { return controller_; }
@@ -77,7 +82,7 @@ class ExploreView : public QWidget {
   TokenListModel* tokenModel() const;
   QTabWidget* tabs() const { return tabs_; }
   // A page by its name or alias in page_table.h; false for another name or a page this model
-  // does not have (the lens: language models only).
+  // does not have (the lens: language models only) or cannot show (an attention file's model-only pages).
   bool showPage(const QString& name);
   QWidget* page(const QString& name) const;
   // Language models: the position whose next tokens the prediction panel lists (-1: the last).
@@ -123,7 +128,8 @@ class ExploreView : public QWidget {
   void layerChanged(int layer);
 
  private:
-  void schedule();  // sends the current input to the controller
+  void schedule();                          // sends the current input to the controller
+  void showModelShape(const Model& model);  // the tabs, the layer range and the pages' shape
   void onInputPrepared(const QStringList& notices);
   void onResult(const ForwardOutcome& out);
   void onLayer(int layer);

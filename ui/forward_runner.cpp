@@ -136,6 +136,17 @@ void ForwardRunner::start(ForwardJob job) {
         out.id = job.id;
         out.submitted_ns = job.submitted_ns;
         try {
+          if (job.fixed) {  // an attention file: its probabilities are the result, drawn in the worker
+            out.result = job.fixed;
+            out.backend = "file";
+            out.device = "no pass";
+            for (const Tensor& t : out.result->is_cross() ? out.result->cross_attention : out.result->attention)
+              out.memory.attention += static_cast<double>(t.numel()) * sizeof(float);
+            out.memory.available = available_bytes();
+            draw_heads(out, job, nullptr, nullptr, 0);
+            out.mask = mask_heatmap(out.result, 0, job.display_cells);
+            return out;
+          }
           auto backend = make_backend(job.backend);
           // ATTNLAB_NO_PREFIX_REUSE=1: every pass whole (the benchmark's baseline, docs/performance.md)
           static const bool disabled = std::getenv("ATTNLAB_NO_PREFIX_REUSE") != nullptr;

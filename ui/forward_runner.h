@@ -35,6 +35,8 @@ struct ForwardJob {
   // the worker after the pass: rows = queries, cols = keys.
   std::optional<std::pair<TokenGroups, TokenGroups>> token_view;
   std::shared_ptr<std::atomic<bool>> cancel;  // set by the runner (restart); the pass stops at its next layer
+  // An attention file's result (model->probabilities_only): drawn as it is, no pass run.
+  std::shared_ptr<const ForwardResult> fixed;
 };
 
 struct ForwardOutcome {

@@ -28,6 +28,8 @@
 #include <QToolBar>
 
 #include "engine/compute/ops.h"
+#include "engine/core/memory.h"
+#include "engine/formats/attention_file.h"
 #include "ui/explore_view.h"
 #include "ui/mask_editor.h"
 #include "ui/methods_view.h"
@@ -94,6 +96,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   file->addAction("&Open model folder...", QKeySequence::Open, this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, "Open model folder", model_dir_);
     if (!dir.isEmpty()) openModel(dir);
+  });
+  file->addAction("Open &attention file (.npz, .safetensors)...", QKeySequence("Ctrl+Shift+O"), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(
+        this, "Open attention file", QFileInfo(attention_file_).absolutePath(),
+        "Attention (*.npz *.safetensors);;NumPy archives (*.npz);;safetensors (*.safetensors)");
+    if (!f.isEmpty()) openAttention(f);
   });
   recent_ = file->addMenu("&Recent models");
   fillRecent();
@@ -250,6 +258,7 @@ void MainWindow::showTour(int step) {
 QString MainWindow::shortcutsText() const {
   const char* rows[][2] = {
       {"Ctrl+O", "open a model folder"},
+      {"Ctrl+Shift+O", "open an attention file (.npz, .safetensors) without a model"},
       {"Ctrl+E", "export the current layer's heads as an image"},
       {"Alt+Up / Alt+Down, Ctrl+PgUp / Ctrl+PgDown", "previous / next layer"},
       {"Ctrl+Z / Ctrl+Shift+Z", "undo / redo a mask edit (after clicking the mask editor)"},
@@ -304,8 +313,36 @@ bool MainWindow::openModel(const QString& dir, bool quiet) {
   return true;
 }
 
+bool MainWindow::openAttention(const QString& path, int batch, bool quiet) {
+  std::shared_ptr<const ForwardResult> result;
+  std::shared_ptr<const Model> shape;
+  std::string layout;
+  try {
+    AttentionFile file = load_attention_file(path.toStdString(), batch, available_bytes());
+    layout = file.layout;
+    result = std::make_shared<const ForwardResult>(attention_result(std::move(file)));
+    shape = std::make_shared<const Model>(attention_model(*result, path.toStdString()));
+  } catch (const std::exception& e) {
+    const QString msg = QString("Could not open the attention file: %1").arg(QString::fromStdString(e.what()));
+    if (quiet)
+      statusBar()->showMessage(msg);
+    else
+      showError(msg + (explore_->model() ? "\nWhat was shown stays open." : ""));
+    return false;
+  }
+  attention_file_ = QFileInfo(path).absoluteFilePath();
+  summary_text_ = QString("%1 - %2").arg(QFileInfo(path).fileName(), QString::fromStdString(shape->summary()));
+  showSummary();
+  summary_->setToolTip(attention_file_ + "\n" + QString::fromStdString(layout) +
+                       "\nThe views that read probabilities show the file; the others need a model's weights.");
+  explore_->setAttention(std::move(shape), std::move(result));
+  tabs_->setCurrentWidget(explore_);
+  return true;
+}
+
 void MainWindow::useModel(std::shared_ptr<const Model> m, const QString& source) {
   model_dir_ = source;
+  attention_file_.clear();
   const ModelConfig& c = m->config;
   QString labels;
   for (const auto& l : c.labels) labels += (labels.isEmpty() ? "" : ", ") + QString::fromStdString(l);
@@ -383,7 +420,15 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
 void MainWindow::dropEvent(QDropEvent* e) {
   for (const QUrl& u : e->mimeData()->urls()) {
     QString path = u.toLocalFile();
-    if (QFileInfo(path).isFile()) path = QFileInfo(path).absolutePath();  // a file inside the folder
+    const QFileInfo info(path);
+    // attention made elsewhere: an .npz, or a .safetensors that is not a model folder's weights
+    if (info.isFile() && (info.suffix().compare("npz", Qt::CaseInsensitive) == 0 ||
+                          (info.suffix().compare("safetensors", Qt::CaseInsensitive) == 0 &&
+                           !QFileInfo::exists(info.absolutePath() + "/config.json")))) {
+      openAttention(path);
+      break;
+    }
+    if (info.isFile()) path = info.absolutePath();  // a file inside the folder
     openModel(path);
     break;
   }

@@ -25,6 +25,11 @@ class MainWindow : public QMainWindow {
   // Loads a model folder; on failure shows the message and keeps the current model.
   bool openModel(const QString& dir, bool quiet = false);
   void useModel(std::shared_ptr<const Model> model, const QString& source);
+  // Opens attention made elsewhere (.npz or .safetensors: engine/formats/attention_file.h) in
+  // Explore without a model; batch picks a sequence of a batched file (-1: the first, warned).
+  // On failure shows the message and keeps what was shown.
+  bool openAttention(const QString& path, int batch = -1, bool quiet = false);
+  QString attentionFile() const { return attention_file_; }  // the file shown; empty: a model
   ExploreView* explore() const { return explore_; }
   // Help > Tour: the articles' steps in a small window beside this one; each opens its state.
   // Help > Tour: the tour's panel, docked at the right; step >= 0 opens that step (0-based).
@@ -65,6 +70,7 @@ class MainWindow : public QMainWindow {
   QLabel* summary_;
   QLabel* warn_;
   QString model_dir_;
+  QString attention_file_;
   QString shipped_models_;
   QMenu* recent_ = nullptr;
   bool remember_recent_ = false;

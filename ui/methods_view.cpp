@@ -150,8 +150,16 @@ void MethodsView::setModel(std::shared_ptr<const Model> model) {
   for (int h = 0; h < model_->config.num_heads; ++h) head_box_->addItem(QString("head %1").arg(h));
   const bool predicts = model_->config.num_classes > 0 || model_->config.lm_head;
   auto* items = qobject_cast<QStandardItemModel*>(method_box_->model());
-  if (items) items->item(Relevance)->setEnabled(predicts);
-  if (!predicts && method() == Relevance) method_box_->setCurrentIndex(Rollout);
+  // an attention file has probabilities only: rollout, the means and the selections read them;
+  // relevance, value-weighted and compare need a model's weights
+  const bool file = model_->probabilities_only;
+  if (items) {
+    items->item(Relevance)->setEnabled(predicts);
+    items->item(ValueNorm)->setEnabled(!file);
+    items->item(Compare)->setEnabled(!file);
+  }
+  if ((!predicts && method() == Relevance) || (file && (method() == ValueNorm || method() == Compare)))
+    method_box_->setCurrentIndex(Rollout);
   dirty_ = true;
 }
 
@@ -335,6 +343,7 @@ void MethodsView::start() {
   const std::shared_ptr<const Model> other = compare_model_;
   const std::string other_text = compare_text_->text().toStdString(), text = text_.toStdString();
   const QString other_name = compare_model_name_;
+  const std::shared_ptr<const ForwardResult> shown = result_;  // an attention file's maps are read from it
   struct Computed {
     Tensor maps;
     std::vector<uint8_t> blocked;  // [T * T]: blocked for every head by the mask
@@ -345,6 +354,17 @@ void MethodsView::start() {
         ForwardRequest req = request;
         req.cancel = cancel;
         Computed out;
+        if (model->probabilities_only) {  // no pass: the file's probabilities, its mask's blocked keys
+          if (!shown) throw Error("the attention file is still being read");
+          out.maps = probability_map(page_method_id(m), *shown);  // Error for a method that needs weights
+          const AttnMask& mask = shown->mask;
+          const int T = static_cast<int>(shown->ids.size());
+          out.blocked.assign(static_cast<size_t>(T) * T, 0);
+          if (mask.T == T && mask.S == T)
+            for (int i = 0; i < T; ++i)
+              for (int j = 0; j < T; ++j) out.blocked[static_cast<size_t>(i) * T + j] = mask.is_blocked(0, i, j);
+          return out;
+        }
         auto backend = make_backend("cpu");
         if (m == Relevance) {
           int target = -1;

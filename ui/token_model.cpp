@@ -29,6 +29,13 @@ void TokenListModel::setGlobalPositions(const std::vector<int>& positions) {
   if (!tokens_.empty()) emit dataChanged(index(0), index(static_cast<int>(tokens_.size()) - 1), {Qt::CheckStateRole});
 }
 
+void TokenListModel::setPlain(bool on) {
+  beginResetModel();
+  plain_ = on;
+  if (on) global_.clear();
+  endResetModel();
+}
+
 int TokenListModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(tokens_.size());
 }
@@ -40,9 +47,10 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole: {
       QString t = QString::fromStdString(tokens_[r]);
       if (t == " ") t = QStringLiteral("\u2423");  // visible space
-      return QString("%1\n%2").arg(t).arg(ids_[r]);
+      return plain_ ? t : QString("%1\n%2").arg(t).arg(ids_[r]);
     }
     case Qt::ToolTipRole:
+      if (plain_) return QString("position %1").arg(index.row());
       return QString("position %1, id %2%3%4%5")
           .arg(index.row())
           .arg(ids_[r])
@@ -57,6 +65,7 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
       if (global_.count(index.row())) return QBrush(QColor(190, 220, 255));
       return {};
     case Qt::CheckStateRole:
+      if (plain_) return {};
       return global_.count(index.row()) ? Qt::Checked : Qt::Unchecked;
     case IdRole:
       return ids_[r];
@@ -80,7 +89,8 @@ bool TokenListModel::setData(const QModelIndex& index, const QVariant& value, in
 
 Qt::ItemFlags TokenListModel::flags(const QModelIndex& index) const {
   if (!index.isValid()) return Qt::NoItemFlags;
-  return Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable;
+  return plain_ ? Qt::ItemIsEnabled | Qt::ItemIsSelectable
+                : Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable;
 }
 
 }  // namespace attnlab

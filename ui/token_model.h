@@ -26,6 +26,8 @@ class TokenListModel : public QAbstractListModel {
   bool anyGenerated() const { return generated_from_ >= 0 && generated_from_ < static_cast<int>(tokens_.size()); }
   std::vector<int> globalPositions() const { return {global_.begin(), global_.end()}; }
   void setGlobalPositions(const std::vector<int>& positions);
+  // Labels only: an attention file's tokens have no vocabulary ids and take no global-token ticks.
+  void setPlain(bool on);
 
   int rowCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
@@ -40,6 +42,7 @@ class TokenListModel : public QAbstractListModel {
   std::vector<int> ids_;
   std::vector<bool> unknown_;
   int generated_from_ = -1;
+  bool plain_ = false;
   bool generated(int row) const { return generated_from_ >= 0 && row >= generated_from_; }
   std::set<int> global_;
 };

@@ -7,8 +7,8 @@ namespace attnlab {
 
 const std::vector<MethodRow>& method_table() {
   static const std::vector<MethodRow> rows = {
-      {MethodId::Rollout, "rollout", {"attention-rollout"}, "[T, T]", "rollout", false, true, 0},
-      {MethodId::GradAttention, "grad-attention", {"relevance"}, "[T, T]", "relevance", true, true, 1},
+      {MethodId::Rollout, "rollout", {"attention-rollout"}, "[T, T]", "rollout", false, true, true, 0},
+      {MethodId::GradAttention, "grad-attention", {"relevance"}, "[T, T]", "relevance", true, true, false, 1},
       {MethodId::ValueNorm,
        "value-norm",
        {"value-weighted", "norm-based"},
@@ -16,15 +16,32 @@ const std::vector<MethodRow>& method_table() {
        "norm-weighted attention",
        false,
        true,
+       false,
        2},
-      {MethodId::MeanHeads, "mean-heads", {}, "[L, T, T]", "mean probability", false, true, 3},
-      {MethodId::MeanLayers, "mean-layers", {}, "[T, T]", "mean probability", false, true, 4},
-      {MethodId::HeadImportance, "head-importance", {"importance"}, "[L, H]", "probability drop", true, true, -1},
-      {MethodId::HeadPatterns, "head-patterns", {}, "table (--json)", "", false, true, -1},
-      {MethodId::LogitLens, "logit-lens", {"lens"}, "[2, L, T]", "top token, probability", true, true, -1},
-      {MethodId::Induction, "induction", {"induction-score"}, "[L, H]", "induction score", false, true, -1},
-      {MethodId::PreviousToken, "previous-token", {"prev-token"}, "[L, H]", "previous-token score", false, true, -1},
-      {MethodId::DuplicateToken, "duplicate-token", {}, "[L, H]", "duplicate-token score", false, true, -1},
+      {MethodId::MeanHeads, "mean-heads", {}, "[L, T, T]", "mean probability", false, true, true, 3},
+      {MethodId::MeanLayers, "mean-layers", {}, "[T, T]", "mean probability", false, true, true, 4},
+      {MethodId::HeadImportance,
+       "head-importance",
+       {"importance"},
+       "[L, H]",
+       "probability drop",
+       true,
+       true,
+       false,
+       -1},
+      {MethodId::HeadPatterns, "head-patterns", {}, "table (--json)", "", false, true, true, -1},
+      {MethodId::LogitLens, "logit-lens", {"lens"}, "[2, L, T]", "top token, probability", true, true, false, -1},
+      {MethodId::Induction, "induction", {"induction-score"}, "[L, H]", "induction score", false, true, false, -1},
+      {MethodId::PreviousToken,
+       "previous-token",
+       {"prev-token"},
+       "[L, H]",
+       "previous-token score",
+       false,
+       true,
+       false,
+       -1},
+      {MethodId::DuplicateToken, "duplicate-token", {}, "[L, H]", "duplicate-token score", false, true, false, -1},
       {MethodId::LogitAttribution,
        "logit-attribution",
        {"dla", "direct-logit-attribution"},
@@ -32,10 +49,11 @@ const std::vector<MethodRow>& method_table() {
        "direct contribution to the logit difference",
        true,
        true,
+       false,
        -1},
-      {MethodId::SelectedQueries, "selected-queries", {}, "[H, T]", "summed probability", false, false, 5},
-      {MethodId::SelectedKeys, "selected-keys", {}, "[H, T]", "summed probability", false, false, 6},
-      {MethodId::Compare, "compare", {}, "[L, H, T, T]", "difference (A - B)", false, false, 7},
+      {MethodId::SelectedQueries, "selected-queries", {}, "[H, T]", "summed probability", false, false, true, 5},
+      {MethodId::SelectedKeys, "selected-keys", {}, "[H, T]", "summed probability", false, false, true, 6},
+      {MethodId::Compare, "compare", {}, "[L, H, T, T]", "difference (A - B)", false, false, false, 7},
   };
   return rows;
 }
@@ -92,6 +110,23 @@ const MethodRow& find_method(const std::string& name, bool for_page) {
     names += (names.empty() ? "" : ", ") + std::string(r.name) + (also.empty() ? "" : also + ")");
   }
   throw Error("expected one of " + names + ", got \"" + name + "\"");
+}
+
+Tensor probability_map(MethodId id, const ForwardResult& result) {
+  const MethodRow& row = method_row(id);
+  if (!row.from_probabilities) {
+    std::string names;
+    for (const auto& r : method_table())
+      if (r.from_probabilities && r.cli) names += (names.empty() ? "" : ", ") + std::string(r.name);
+    throw Error(std::string(row.name) + " needs a model (its weights or a prediction); attention alone gives " + names);
+  }
+  if (id != MethodId::Rollout && id != MethodId::MeanHeads && id != MethodId::MeanLayers)
+    throw Error(std::string("internal: ") + row.name + " is not a map of one input's probabilities");
+  if (result.is_cross())
+    throw Error(std::string(row.name) + " reads self-attention; this attention is cross attention");
+  if (id == MethodId::Rollout) return rollout_of(result.attention);
+  const Tensor all = result.stacked_probs();
+  return id == MethodId::MeanHeads ? mean_over_heads(all) : mean_over_layers(all);
 }
 
 Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, const ForwardRequest& request, int target,

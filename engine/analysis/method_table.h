@@ -37,6 +37,7 @@ struct MethodRow {
   const char* value;                 // what a cell holds (a map's colour-bar title)
   bool needs_prediction;             // a classifier or a language model (a logit to explain)
   bool cli;                          // attnlab-cli analyze --method NAME
+  bool from_probabilities;           // read from the probabilities alone: works on an attention file
   int page_index;                    // position on the Beyond attention page, -1: not there
 };
 
@@ -51,6 +52,11 @@ std::string method_names(bool for_page = false);
 // The [T, T] / [L, H, T, T] / [L, T, T] maps, computed the one way both the CLI and the app do:
 // rollout, grad-attention (target < 0: the prediction; *used gets the one explained), value-norm,
 // mean-heads, mean-layers. Error for a method that is not a map of one input.
+// A map method's result read from a pass's (or an attention file's) probabilities alone, with no
+// model: rollout, mean-heads, mean-layers (the rows with from_probabilities that are maps). Error
+// naming those for any other, and for cross attention.
+Tensor probability_map(MethodId id, const ForwardResult& result);
+
 Tensor compute_method_map(MethodId id, const Model& model, Backend& backend, const ForwardRequest& request,
                           int target = -1, int* used = nullptr);
 

@@ -327,7 +327,7 @@ AttentionFile load_attention_file(const std::string& path, int batch, double ava
   return parse_attention_file(read_file_bytes(path), path, batch);
 }
 
-ForwardResult attention_result(const AttentionFile& file) {
+ForwardResult attention_result(AttentionFile file) {
   ForwardResult r;
   const int T = file.queries(), S = file.keys();
   // One id per distinct token string: what the head patterns' repeated-token (induction) test
@@ -343,9 +343,9 @@ ForwardResult attention_result(const AttentionFile& file) {
   if (file.is_cross()) {
     r.cross_tokens = file.tokens_b;
     r.cross_ids = ids_of(file.tokens_b);
-    r.cross_attention = file.layers;
+    r.cross_attention = std::move(file.layers);
   } else {
-    r.attention = file.layers;
+    r.attention = std::move(file.layers);
   }
   r.mask.T = T;
   r.mask.S = S;
@@ -354,8 +354,35 @@ ForwardResult attention_result(const AttentionFile& file) {
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < S; ++j) r.mask.blocked[r.mask.index(0, i, j)] = file.key_kept[static_cast<size_t>(j)] ? 0 : 1;
   }
-  r.warnings = file.warnings;
+  r.warnings = std::move(file.warnings);
   return r;
+}
+
+Model attention_model(const ForwardResult& result, const std::string& source) {
+  const std::vector<Tensor>& layers = result.is_cross() ? result.cross_attention : result.attention;
+  if (layers.empty() || layers[0].shape.size() != 3) throw Error(source + ": no attention to show");
+  Model m;
+  m.probabilities_only = true;
+  m.source = source;
+  ModelConfig& c = m.config;
+  c.num_layers = static_cast<int>(layers.size());
+  c.num_heads = static_cast<int>(layers[0].dim(0));
+  c.embed_size = c.num_heads;  // no hidden state: one unit a head keeps head_dim() meaningful
+  c.max_len = static_cast<int>(std::max(result.ids.size(), result.cross_ids.size()));
+  // the vocabulary: token i is the string the ids of attention_result number
+  std::vector<std::string> vocab;
+  auto add = [&](const std::vector<int>& ids, const std::vector<std::string>& tokens) {
+    for (size_t k = 0; k < ids.size() && k < tokens.size(); ++k) {
+      const size_t id = static_cast<size_t>(ids[k]);
+      if (id >= vocab.size()) vocab.resize(id + 1);
+      vocab[id] = tokens[k];
+    }
+  };
+  add(result.ids, result.tokens);
+  add(result.cross_ids, result.cross_tokens);
+  c.vocab_size = static_cast<int>(vocab.size());
+  m.vocab = Vocab(std::move(vocab));
+  return m;
 }
 
 }  // namespace attnlab

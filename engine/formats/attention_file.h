@@ -21,6 +21,7 @@
 
 #include "engine/compute/forward.h"
 #include "engine/core/tensor.h"
+#include "engine/model/model.h"
 
 namespace attnlab {
 
@@ -46,6 +47,12 @@ AttentionFile load_attention_file(const std::string& path, int batch = -1, doubl
 // The file as a pass's result, for the views and exports that draw probabilities: attention (or
 // cross_attention), tokens, the mask's blocked keys; ids number the distinct token strings (there
 // is no vocabulary).
-ForwardResult attention_result(const AttentionFile& file);
+// Taken by value: a caller done with the file moves it in, and its layers are not copied.
+ForwardResult attention_result(AttentionFile file);
+
+// A Model that holds only the shape of an attention file's result, for the app's views: layers and
+// heads, max_len the longer sequence, the result's ids as its vocabulary (token_name(id) is the
+// file's token), probabilities_only set; no weights, no tokenizer. source names the file.
+Model attention_model(const ForwardResult& result, const std::string& source);
 
 }  // namespace attnlab

@@ -10,6 +10,7 @@
 
 #include "engine/core/io_util.h"
 #include "engine/formats/safetensors.h"  // half_to_float
+#include "engine/text/unicode.h"
 
 namespace attnlab {
 
@@ -343,13 +344,32 @@ void put32(std::string& out, uint32_t v) {
 
 }  // namespace
 
+std::string serialize_npy_strings(const std::vector<std::string>& strings) {
+  std::vector<std::u32string> cps;
+  size_t width = 1;  // numpy's narrowest '<U1' for an array of empty strings
+  for (const std::string& s : strings) {
+    cps.push_back(unicode::decode(s, "an array's string"));
+    width = std::max(width, cps.back().size());
+  }
+  std::string out = npy_header({static_cast<int64_t>(strings.size())}, ("<U" + std::to_string(width)).c_str());
+  for (const std::u32string& s : cps)
+    for (size_t k = 0; k < width; ++k) {
+      const uint32_t c = k < s.size() ? static_cast<uint32_t>(s[k]) : 0;  // NUL-padded, little-endian
+      for (int byte = 0; byte < 4; ++byte) out.push_back(static_cast<char>((c >> (8 * byte)) & 0xff));
+    }
+  return out;
+}
+
 // PKWARE's APPNOTE 4.3: per member a local header and the data; then the central directory
 // (one entry per member) and its end record. Method 0 (stored), no data descriptors, times 0.
-std::string serialize_npz(const std::map<std::string, Tensor>& arrays) {
-  if (arrays.size() > 0xFFFF) throw Error("an .npz (a plain zip archive) holds at most 65535 arrays");
+std::string serialize_npz(const std::map<std::string, Tensor>& arrays,
+                          const std::map<std::string, std::vector<std::string>>& strings) {
+  if (arrays.size() + strings.size() > 0xFFFF) throw Error("an .npz (a plain zip archive) holds at most 65535 arrays");
+  std::vector<std::pair<std::string, std::string>> members;  // name.npy, bytes
+  for (const auto& [key, tensor] : arrays) members.emplace_back(key + ".npy", serialize_npy(tensor));
+  for (const auto& [key, list] : strings) members.emplace_back(key + ".npy", serialize_npy_strings(list));
   std::string out, central;
-  for (const auto& [key, tensor] : arrays) {
-    const std::string name = key + ".npy", data = serialize_npy(tensor);
+  for (const auto& [name, data] : members) {
     if (out.size() + data.size() + name.size() + 30 > 0xFFFFFFF0ull || data.size() > 0xFFFFFFF0ull)
       throw Error("the .npz would be larger than 4 GiB, which a plain zip archive cannot hold: keep fewer activations");
     const uint32_t crc = crc32(data), size = static_cast<uint32_t>(data.size()),
@@ -374,7 +394,7 @@ std::string serialize_npz(const std::map<std::string, Tensor>& arrays) {
   out += central;
   put32(out, 0x06054b50);  // end of central directory
   put16(out, 0), put16(out, 0);
-  put16(out, static_cast<uint32_t>(arrays.size())), put16(out, static_cast<uint32_t>(arrays.size()));
+  put16(out, static_cast<uint32_t>(members.size())), put16(out, static_cast<uint32_t>(members.size()));
   put32(out, dir_size), put32(out, dir_offset), put16(out, 0);
   return out;
 }

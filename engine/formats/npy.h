@@ -43,9 +43,13 @@ void save_npy_parts(const std::string& path, const std::vector<int64_t>& shape,
 // A bool array ('|b1'): how masks are saved, so that loading one back blocks rather than adds.
 std::string serialize_npy_bool(const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
 void save_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);
+// A 1-D string array as np.array(list_of_str) saves it: '<UN', UTF-32, NUL-padded to the longest.
+std::string serialize_npy_strings(const std::vector<std::string>& utf8);
 // An .npz as numpy.savez writes it: a zip archive of stored (uncompressed) NAME.npy members,
-// float32, in the map's order. Error above the plain zip format's 4 GiB.
-std::string serialize_npz(const std::map<std::string, Tensor>& arrays);
+// float32 arrays in the map's order, then the string arrays (tokens). Error above the plain zip
+// format's 4 GiB.
+std::string serialize_npz(const std::map<std::string, Tensor>& arrays,
+                          const std::map<std::string, std::vector<std::string>>& strings = {});
 void save_npz(const std::string& path, const std::map<std::string, Tensor>& arrays);
 
 }  // namespace attnlab

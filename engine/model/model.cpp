@@ -44,6 +44,10 @@ std::string Model::token_name(int id) const {
 
 std::string Model::summary() const {
   const ModelConfig& c = config;
+  if (probabilities_only)  // "Attention file: 6 layers, 12 heads, 9 tokens"
+    return "Attention file: " + std::to_string(c.num_layers) + (c.num_layers == 1 ? " layer, " : " layers, ") +
+           std::to_string(c.num_heads) + (c.num_heads == 1 ? " head, " : " heads, ") + std::to_string(c.max_len) +
+           (c.max_len == 1 ? " token" : " tokens") + " (probabilities only, no weights)";
   char params[32];
   const double n = static_cast<double>(c.parameter_count());
   if (n < 1e5)  // a small model trained here: "12,384", not "0.0 M"

@@ -36,6 +36,10 @@ struct Model {
   HfInfo hf;
   // The folder's own tokenizer (Hugging Face models); null: the config's word/char tokenizer.
   std::shared_ptr<const HfTokenizer> tokenizer;
+  // Opened from an attention file (engine/formats/attention_file.h): the config holds its shape
+  // (layers, heads, tokens) and the vocabulary its token strings; there are no weights, so only
+  // views of the file's probabilities apply.
+  bool probabilities_only = false;
 
   const std::string& label(int c) const;
   // The vocabulary's string for an id, or "#N" for an embedding row without a token (models pad

@@ -156,3 +156,28 @@ TEST_CASE("attention files: strings in .npy, and what is refused", "[formats][at
   REQUIRE(tiny.size() == 42);
   CHECK_THROWS_WITH(parse_attention_file(tiny, "z.npz"), Catch::Contains("damaged Zip64"));
 }
+
+TEST_CASE("attention files: string arrays written as numpy writes them, and the shape the app opens",
+          "[formats][attention-file]") {
+  const Tensor stacked = probabilities({2, 3, 4, 4}, 3);
+  const std::vector<std::string> tokens = {"[CLS]", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+                                           ""};  // café, 日本, empty
+  const std::string bytes = serialize_npz({{"attentions", stacked}}, {{"tokens", tokens}});
+  AttentionFile f = parse_attention_file(bytes, "t.npz");
+  CHECK(f.tokens == tokens);
+  CHECK(f.warnings.empty());
+  // '<U' of the longest string's code points ("[CLS]": 5), NUL-padded: numpy's own layout
+  const std::string npy = serialize_npy_strings(tokens);
+  CHECK(npy.find("'descr': '<U5'") != std::string::npos);
+  CHECK(parse_npy_strings(npy, "t.npy") == tokens);
+  CHECK_THROWS_WITH(serialize_npy_strings({"\xff"}), Catch::Contains("UTF-8"));
+
+  const ForwardResult r = attention_result(std::move(f));
+  const Model m = attention_model(r, "t.npz");
+  CHECK(m.probabilities_only);
+  CHECK(m.config.num_layers == 2);
+  CHECK(m.config.num_heads == 3);
+  CHECK(m.config.max_len == 4);
+  for (size_t i = 0; i < tokens.size(); ++i) CHECK(m.token_name(r.ids[i]) == tokens[i]);
+  CHECK(m.summary() == "Attention file: 2 layers, 3 heads, 4 tokens (probabilities only, no weights)");
+}

@@ -14,8 +14,8 @@ CXX=${ATTNLAB_FUZZ_CXX:-clang++}
 FLAGS=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root")
 SOURCES=(core/config core/memory core/half model/weights formats/safetensors formats/npy text/tokenizer text/input compute/mask train/dataset
          text/unicode text/regex text/hf_tokenizer text/hf_tokenizer_pipeline text/hf_tokenizer_bpe
-         text/hf_tokenizer_labels text/hf_tokenizer_decode model/hf_model model/model)
-HARNESSES=(safetensors config vocab dataset npy mask_spec tokenizer_json hf_config)
+         text/hf_tokenizer_labels text/hf_tokenizer_decode model/hf_model model/model formats/attention_file)
+HARNESSES=(safetensors config vocab dataset npy mask_spec tokenizer_json hf_config attention_file)
 
 if [ "$mode" = build ]; then
   mkdir -p "$out/obj"

@@ -2,6 +2,7 @@
 #include "ui/explore/input_bar.h"
 
 #include <QCheckBox>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QItemSelectionModel>
 #include <QKeyEvent>
@@ -49,8 +50,14 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
   merge_pieces_->setToolTip(
       "One row and column per word: attention to a word = sum over its pieces (keys), "
       "from a word = mean over its pieces (queries)");
-  inputs->addWidget(new QLabel("Text:", this));
+  text_label_ = new QLabel("Text:", this);
+  file_label_ = new QLabel(this);
+  file_label_->setObjectName("attentionFileLabel");
+  file_label_->setTextFormat(Qt::RichText);
+  file_label_->setVisible(false);
+  inputs->addWidget(text_label_);
   inputs->addWidget(text_, 3);
+  inputs->addWidget(file_label_, 1);
   inputs->addWidget(pair_label_);
   inputs->addWidget(pair_text_, 2);
   inputs->addWidget(hide_special_);
@@ -122,6 +129,17 @@ void InputBar::setModel(const Model& model) {
   merge_pieces_->setVisible(model.tokenizer != nullptr);
   if (lm) cross_on_->setChecked(false);
   cross_on_->setEnabled(!lm);
+  // An attention file brings its own tokens: no boxes to type in until a model is opened (the
+  // text typed before stays in its box for then).
+  const bool file = model.probabilities_only;
+  for (QWidget* w : std::initializer_list<QWidget*>{text_label_, text_, cross_on_, cross_text_}) w->setVisible(!file);
+  file_label_->setVisible(file);
+  tokens_->setPlain(file);
+  if (file)
+    file_label_->setText(QString("Attention file <b>%1</b>: its tokens and probabilities, without a model. "
+                                 "Open a model folder (Ctrl+O) to type text.")
+                             .arg(QFileInfo(QString::fromStdString(model.source)).fileName().toHtmlEscaped()));
+  file_label_->setToolTip(QString::fromStdString(model.source));
   cross_on_->setToolTip(lm ? "Cross-attention compares two sequences through an encoder; this is a language model"
                            : "Queries from the text, keys and values from a second text (article 005, section 5.2)");
 }

@@ -54,6 +54,7 @@ class InputBar : public QWidget {
   QLineEdit *text_, *cross_text_, *pair_text_;
   QCheckBox* cross_on_;
   QLabel* pair_label_;
+  QLabel *text_label_, *file_label_;  // file_label_: in place of the boxes while an attention file is shown
   QCheckBox *hide_special_, *merge_pieces_;
   QListView* strip_;
   TokenListModel* tokens_;

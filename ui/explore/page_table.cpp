@@ -41,6 +41,7 @@ QWidget* make_methods(ExploreView& view) {
   QObject::connect(s, &ExploreState::modelChanged, m, [m, s] { m->setModel(s->model()); });
   QObject::connect(s, &ExploreState::resultChanged, m, [m, s, &view] {
     if (!s->result()) return;
+    m->setResult(s->result());  // first: an attention file's maps are read from the result
     QStringList labels;
     for (const auto& t : s->controller()->prepared().tokens) labels << QString::fromStdString(t);
     m->setInput(s->analysisRequest(), labels, view.text());
@@ -95,25 +96,26 @@ QWidget* make_mask_editor(ExploreView& view) {
 
 const std::vector<ExplorePageRow>& explore_pages() {
   static const std::vector<ExplorePageRow> rows = {
-      {"heads", "", "Heads", "", nullptr, "", [](ExploreView& v) -> QWidget* { return new HeadsPage(v.state()); }},
-      {"lines", "", "Lines", "BertViz's line view: hover a token for its lines", nullptr, "",
+      {"heads", "", "Heads", "", nullptr, "", true,
+       [](ExploreView& v) -> QWidget* { return new HeadsPage(v.state()); }},
+      {"lines", "", "Lines", "BertViz's line view: hover a token for its lines", nullptr, "", true,
        [](ExploreView& v) -> QWidget* { return new LinesPage(v.state()); }},
-      {"layers", "", "All layers", "Every head of every layer; click one to open its layer", nullptr, "",
+      {"layers", "", "All layers", "Every head of every layer; click one to open its layer", nullptr, "", true,
        [](ExploreView& v) -> QWidget* { return new LayersPage(v.state()); }},
-      {"head", "", "Head", "One head, large", nullptr, "",
+      {"head", "", "Head", "One head, large", nullptr, "", true,
        [](ExploreView& v) -> QWidget* { return new HeadPage(v.state()); }},
       {"mask", "mask-editor", "Mask editor", "Paint a mask of your own (article 003, sections 2.3-2.4)", nullptr, "",
-       make_mask_editor},
+       false, make_mask_editor},
       {"patterns", "head-patterns", "Patterns",
-       "What each head mostly attends to, every layer at once (Clark et al. 2019)", nullptr, "",
+       "What each head mostly attends to, every layer at once (Clark et al. 2019)", nullptr, "", true,
        [](ExploreView& v) -> QWidget* { return new PatternsPage(v.state()); }},
       {"lens", "logit-lens", "Logit lens", "Each layer's guess of the next token", has_lm_head,
-       "the logit lens reads a language model's LM head; this model has none",
+       "the logit lens reads a language model's LM head; this model has none", false,
        [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
       {"generate", "", "Generate",
        "Let the model write, one token a step: its next-token distribution before and after temperature, top-k, "
        "top-p and min-p, what it attended to, and why it chose its token and not another",
-       is_causal_lm, "generation needs a causal language model (one with an LM head); this model is not one",
+       is_causal_lm, "generation needs a causal language model (one with an LM head); this model is not one", false,
        [](ExploreView& v) -> QWidget* {
          auto* page = new GeneratePage(v.state());
          page->setTextSource([&v] { return v.text(); });
@@ -126,11 +128,11 @@ const std::vector<ExplorePageRow>& explore_pages() {
          return page;
        }},
       {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
-       "", [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
+       "", false, [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
       {"circuits", "patching", "Circuits",
        "Activation and attribution patching, logit attribution: which layers, positions and heads carry the answer "
        "(Meng et al. 2022)",
-       nullptr, "",
+       nullptr, "", false,
        [](ExploreView& v) -> QWidget* {
          auto* page = new CircuitsPage(v.state());
          // first shown: the clean prompt is the text being explored, the corrupted one a copy to edit
@@ -147,14 +149,14 @@ const std::vector<ExplorePageRow>& explore_pages() {
        }},
       {"steer", "steering", "Steering",
        "Add the difference of two prompts' residual streams and watch the prediction move (Turner et al. 2023)",
-       has_prediction, "steering moves a prediction: this model has neither a classifier nor an LM head",
+       has_prediction, "steering moves a prediction: this model has neither a classifier nor an LM head", false,
        [](ExploreView& v) -> QWidget* { return new SteeringPage(v.state()); }},
       {"features", "sae", "Features",
        "A sparse autoencoder's features (SAELens format) on the text, and clamping them (Bricken et al. 2023)", nullptr,
-       "", [](ExploreView& v) -> QWidget* { return new FeaturesPage(v.state()); }},
+       "", false, [](ExploreView& v) -> QWidget* { return new FeaturesPage(v.state()); }},
       {"methods", "beyond,beyond-attention", "Beyond attention",
        "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)", nullptr, "",
-       make_methods},
+       true, make_methods},
   };
   return rows;
 }

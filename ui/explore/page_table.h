@@ -22,6 +22,7 @@ struct ExplorePageRow {
   const char* tooltip;                    // the tab's tooltip ("" for none)
   bool (*available)(const ModelConfig&);  // null: every model; else the tab is hidden for others
   const char* unavailable;                // why it is hidden (for --tab)
+  bool from_probabilities;                // reads probabilities only: works on an attention file
   QWidget* (*make)(ExploreView& view);    // the page, wired to view.state()
 };
 
