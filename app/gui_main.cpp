@@ -14,6 +14,7 @@
 #include "app/default_model.h"
 #include "engine/analysis/sae.h"
 #include "engine/train/tasks.h"
+#include "ui/attention_channel.h"
 #include "ui/explore/circuits_page.h"
 #include "ui/explore/features_page.h"
 #include "ui/explore/generate_page.h"
@@ -35,6 +36,9 @@ void add_options(QCommandLineParser& p) {
                "Open attention made elsewhere (.npz or .safetensors: docs/attention-files.md) without a model.",
                "FILE"});
   p.addOption({"batch", "With --attention: which sequence of a batched file (default: the first).", "B"});
+  p.addOption({"reuse-window",
+               "With --attention: show the file in the attnlab window opened this way before (attnlab.show in "
+               "Python), else open one that later calls reuse."});
   p.addOption({"text", "Text to show.", "TEXT"});
   p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});
   p.addOption({"pair", "Sentence B of a pair (BERT-family models).", "TEXT"});
@@ -126,6 +130,25 @@ int main(int argc, char** argv) {
   QCommandLineParser p;
   add_options(p);
   p.process(app);
+
+  const bool batch_run = p.isSet("screenshot") || p.isSet("type-text");
+  if (p.isSet("reuse-window") && !p.isSet("attention")) {
+    std::fprintf(stderr, "attnlab: --reuse-window shows an --attention file in an open window\n");
+    return 2;
+  }
+  const bool reuse = p.isSet("reuse-window") && !batch_run;  // a screenshot run draws its own window
+  if (reuse) {  // a window opened by an earlier call: hand it the file, and done
+    bool ok_batch = true, ok_layer = true;
+    const int b = p.isSet("batch") ? p.value("batch").toInt(&ok_batch) : -1;
+    const int layer = p.isSet("layer") ? p.value("layer").toInt(&ok_layer) : -1;
+    QString reply;
+    if (ok_batch && ok_layer &&
+        attnlab::send_to_open_window(QFileInfo(p.value("attention")).absoluteFilePath(), b, layer, &reply)) {
+      const bool failed = reply.startsWith("error: ");
+      std::fprintf(failed ? stderr : stdout, "attnlab: %s\n", qPrintable(reply));
+      return failed ? 2 : 0;
+    }
+  }
 
   attnlab::MainWindow w;
   w.setShippedModels(QFileInfo(QString::fromStdString(attnlab::default_model_dir(argv[0]))).absolutePath());
@@ -489,6 +512,11 @@ int main(int argc, char** argv) {
     }
   }
   if (first_start) QTimer::singleShot(0, &w, [&w] { w.showTour(); });
+  if (reuse) {  // later --reuse-window calls (attnlab.show) land in this window
+    QString error;
+    if (!attnlab::listen_for_attention(&w, &error))
+      w.statusBar()->showMessage("Later calls of attnlab.show will open their own windows: " + error);
+  }
   if (p.isSet("screenshot")) {
     const QString file = p.value("screenshot");
     QTimer::singleShot(300, [&w, e, file] {

@@ -23,6 +23,7 @@ PACKAGES=(
   fonts-wqy-microhei
   dpkg-dev desktop-file-utils appstream
   python3 python3-numpy python3-torch libopenblas0-pthread python3-venv
+  python3-dev pybind11-dev python3-pytest
 )
 # The Hugging Face reference for the tests: transformers on Debian's torch, in a venv of our own.
 CACHE=${ATTNLAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/attnlab}
@@ -165,7 +166,9 @@ case "$cmd" in
     # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
     # The fuzz label is left out (the fuzzers carry their own sanitizers), and retrain (two
     # trainings, 10x slower under the sanitizers; training runs there in engine_tests), and the
-    # cross-checks' second run under the current transformers (the same engine paths as the first).
+    # cross-checks' second run under the current transformers (the same engine paths as the first),
+    # and the Python package (its own pip build, without sanitizers: a sanitized module would need
+    # the sanitizer runtime preloaded into python; engine_tests run the same engine code here).
     deps; hf_venv; get_model minilm > /dev/null
     ASAN_BUILD="${ATTNLAB_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     if [ ! -f "$ASAN_BUILD/CMakeCache.txt" ]; then
@@ -178,7 +181,7 @@ case "$cmd" in
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
     export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    exec ctest --output-on-failure -j "$JOBS" -LE "fuzz|retrain|hf5" "$@"
+    exec ctest --output-on-failure -j "$JOBS" -LE "fuzz|retrain|hf5|python" "$@"
     ;;
   bench)
     # The performance table: attnlab side by side with PyTorch 2.x from PyPI (the bench venv) in

@@ -11,6 +11,7 @@
 #include <QSaveFile>
 #include <QSvgGenerator>
 #include <QTextStream>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <qcustomplot.h>
@@ -36,6 +37,14 @@ QString csv_field(const std::string& s) {
   return q;
 }
 
+// The shortest decimal that reads back as the same float32 (std::to_chars): a CSV read back gives
+// the numbers written, bit for bit ("0.25", not "0.25000000"; 9 digits only where needed).
+QString shortest(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return QString::fromLatin1(buf, ec == std::errc() ? static_cast<int>(end - buf) : 0);
+}
+
 void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const std::vector<std::string>& qt,
                const std::vector<std::string>& kt, const QString& path) {
   QString out = "layer,head,query_index,query_token,key_index,key_token,probability,blocked\n";
@@ -52,7 +61,7 @@ void write_csv(const ForwardResult& r, const std::vector<Panel>& panels, const s
                    .arg(csv_field(qt[static_cast<size_t>(i)]))
                    .arg(j)
                    .arg(csv_field(kt[static_cast<size_t>(j)]))
-                   .arg(static_cast<double>(t.data[(static_cast<size_t>(p.head) * T + i) * S + j]), 0, 'g', 8)
+                   .arg(shortest(t.data[(static_cast<size_t>(p.head) * T + i) * S + j]))
                    .arg(r.mask_of(p.layer).is_blocked(p.head, i, j) ? 1 : 0);
   }
   write_file_atomic(path.toStdString(), out.toStdString());

@@ -13,8 +13,10 @@ and `analyze --attention`:
     archive) are refused with the engine's message and exit status 2; rows that do not sum to 1
     are a warning.
 Usage: attention_files.py ATTNLAB_CLI MINILM_DIR (under the transformers venv's Python)."""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,7 @@ from transformers import AutoModel, AutoTokenizer
 
 cli, model_dir = sys.argv[1], sys.argv[2]
 tmp = tempfile.mkdtemp(prefix="attnlab-attention-files-")
+atexit.register(shutil.rmtree, tmp, True)  # the files it wrote go with it, passed or failed
 failures = []
 
 

@@ -1,0 +1,298 @@
+"""Attention from anywhere into attnlab's views: the desktop app (show, head_view) and its export
+figures (figure). Whatever the attention came from, it goes through one file in attnlab's attention
+format (docs/attention-files.md), read by the same code as `attnlab --attention` and
+`attnlab-cli export --attention`: what a notebook shows is what the app and the CLI show."""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from . import _engine
+
+_PATTERN = re.compile(r"^blocks\.(\d+)\.attn\.hook_pattern$")
+
+
+def _numpy(x):
+    """A torch tensor (any device, any dtype) or an array-like as a float32 numpy array."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch
+        x = x.detach()
+        if hasattr(x, "float"):
+            x = x.float()
+        x = x.cpu().numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def _pick_batch(a, batch, what):
+    """[batch, heads, T, S] -> [heads, T, S]: the one sequence, or `batch`."""
+    if a.ndim == 3:
+        if batch not in (None, 0):
+            raise ValueError(f"{what} has no batch axis; batch={batch} does not apply")
+        return a
+    if a.ndim != 4:
+        raise ValueError(
+            f"{what} has shape {list(a.shape)}: expected [heads, T, S] or [batch, heads, T, S] per layer "
+            "(did the model run with output_attentions=True?)"
+        )
+    if batch is None:
+        if a.shape[0] != 1:
+            raise ValueError(f"{what} holds a batch of {a.shape[0]} sequences: choose one with batch=N")
+        batch = 0
+    if not 0 <= batch < a.shape[0]:
+        raise ValueError(f"batch={batch}: {what} holds {a.shape[0]} sequences")
+    return a[batch]
+
+
+def as_attention(attention, batch=None):
+    """Attention in any of the shapes people have it, as one float32 array [layers, heads, T, S]:
+
+    - transformers' `outputs.attentions` (a tuple of [batch, heads, T, S] tensors, one per layer),
+      or a list of numpy arrays or torch tensors shaped like that or [heads, T, S];
+    - one array or tensor [layers, heads, T, S], [heads, T, S] (one layer) or
+      [layers, batch, heads, T, S] (torch.stack(outputs.attentions));
+    - a TransformerLens ActivationCache, or any mapping with `blocks.{l}.attn.hook_pattern` entries
+      ([batch, heads, T, S]; attnlab's own Result.cache holds them without the batch axis);
+    - an attnlab Result (its attentions).
+
+    batch picks a sequence of a batch (required when there is more than one)."""
+    if isinstance(attention, _engine.Result):
+        return attention.attentions
+    if hasattr(attention, "keys") and callable(attention.keys):  # a mapping: TransformerLens's cache
+        layers = {}
+        for key in attention.keys():
+            hit = _PATTERN.match(str(key))
+            if hit:
+                layers[int(hit.group(1))] = key
+        if not layers:
+            raise ValueError("the cache holds no blocks.{l}.attn.hook_pattern entries (cache them first)")
+        missing = sorted(set(range(max(layers) + 1)) - set(layers))
+        if missing:
+            raise ValueError(f"the cache has no blocks.{missing[0]}.attn.hook_pattern")
+        attention = [attention[layers[l]] for l in range(len(layers))]
+    if isinstance(attention, (tuple, list)):
+        if not attention:
+            raise ValueError("no layers of attention given")
+        per_layer = [_pick_batch(_numpy(a), batch, f"layer {l}'s attention") for l, a in enumerate(attention)]
+        shapes = {a.shape for a in per_layer}
+        if len(shapes) != 1:
+            raise ValueError(f"the layers' attentions differ in shape: {sorted(shapes)}")
+        out = np.stack(per_layer)
+    else:
+        out = _numpy(attention)
+        if out.ndim == 5:
+            out = np.stack([_pick_batch(out[l], batch, f"layer {l}'s attention") for l in range(out.shape[0])])
+        elif out.ndim == 3:
+            out = out[None]
+        elif out.ndim != 4:
+            raise ValueError(
+                f"attention of shape {list(out.shape)}: expected [layers, heads, T, S], [heads, T, S] or "
+                "[layers, batch, heads, T, S]"
+            )
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def _strings(tokens, what):
+    tokens = [str(t) for t in tokens]
+    if not tokens:
+        raise ValueError(f"{what} is empty")
+    return tokens
+
+
+def save_attention(path, attention, tokens, tokens_b=None, mask=None, batch=None):
+    """Writes attention (anything as_attention takes) and its tokens as an attnlab attention file
+    (.npz): what `attnlab --attention FILE` and `attnlab-cli export --attention FILE` open. Returns
+    the path. The engine reads it back before this returns, so a file it would refuse is an error
+    here, with its message."""
+    a = as_attention(attention, batch)
+    tokens = _strings(tokens, "tokens")
+    arrays = {"attentions": a, "tokens": np.array(tokens, dtype=np.str_)}
+    if tokens_b is not None:
+        arrays["tokens_b"] = np.array(_strings(tokens_b, "tokens_b"), dtype=np.str_)
+    if mask is not None:
+        arrays["mask"] = np.asarray(_numpy(mask)).astype(np.int64)
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        raise ValueError(f"{path}: an attention file is written as .npz")
+    np.savez(path, **arrays)
+    _engine.load_attention(path)  # attnlab.Error naming what the views would refuse
+    return path
+
+
+def _tool(name, env):
+    """attnlab's executables: $ATTNLAB_CLI / $ATTNLAB_APP, else on PATH (the Debian package)."""
+    path = os.environ.get(env) or shutil.which(name)
+    if not path:
+        raise _engine.Error(
+            f"{name} not found: install attnlab (its Debian package, or scripts/attnlab.sh build) "
+            f"or set {env}=/path/to/{name}"
+        )
+    return path
+
+
+class Figure:
+    """An exported figure: a file (PNG, SVG or PDF) that Jupyter shows inline."""
+
+    def __init__(self, path):
+        self.path = path
+
+    @property
+    def data(self):
+        with open(self.path, "rb") as f:
+            return f.read()
+
+    def _repr_png_(self):
+        return self.data if self.path.endswith(".png") else None
+
+    def _repr_svg_(self):
+        return self.data.decode("utf-8") if self.path.endswith(".svg") else None
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return f"<attnlab.Figure {self.path}>"
+
+
+def figure(
+    attention,
+    tokens,
+    layer=0,
+    heads=None,
+    path=None,
+    tokens_b=None,
+    batch=None,
+    width=None,
+    height=None,
+    dpi=150,
+    colormap="viridis",
+    title=None,
+    annotate=False,
+    scale="max",
+):
+    """The export figure of one layer, without a display: every head (heads=None), or one head
+    (heads=H). layer may be "all" (every layer's grid). path: .png, .svg or .pdf (default: a
+    temporary PNG). The figure is `attnlab-cli export`'s, so the same attention gives the same file
+    here and there. Returns a Figure (shown inline in Jupyter)."""
+    if isinstance(heads, (list, tuple)):
+        if len(heads) != 1:
+            raise ValueError("figure draws every head (heads=None) or one (heads=H)")
+        heads = heads[0]
+    work = tempfile.mkdtemp(prefix="attnlab-")
+    try:
+        source = save_attention(os.path.join(work, "attention.npz"), attention, tokens, tokens_b, batch=batch)
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="attnlab-figure-", suffix=".png")
+            os.close(fd)
+        path = os.fspath(path)
+        cmd = [_tool("attnlab-cli", "ATTNLAB_CLI"), "export", "--attention", source, "--out", path]
+        cmd += ["--layer", str(layer), "--head", "all" if heads is None else str(heads)]
+        cmd += ["--dpi", str(dpi), "--colormap", colormap, "--scale", scale]
+        if width:
+            cmd += ["--width", str(width)]
+        if height:
+            cmd += ["--height", str(height)]
+        if title:
+            cmd += ["--title", title]
+        if annotate:
+            cmd += ["--annotate"]
+        env = dict(os.environ)
+        env.setdefault("QT_QPA_PLATFORM", "offscreen")  # no display needed
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise _engine.Error(done.stderr.strip().removeprefix("attnlab-cli: ") or "attnlab-cli export failed")
+        return Figure(path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def show(attention, tokens, tokens_b=None, layer=None, batch=None, app_args=()):
+    """Opens attention (anything as_attention takes) in the desktop app: Heads, Lines, All layers,
+    Head, Patterns and Beyond attention's rollout and means. The app's window is reused by later
+    calls. Returns the attention file written (it stays for the app to read)."""
+    fd, path = tempfile.mkstemp(prefix="attnlab-show-", suffix=".npz")
+    os.close(fd)
+    save_attention(path, attention, tokens, tokens_b, batch=batch)
+    cmd = [_tool("attnlab", "ATTNLAB_APP"), "--attention", path, "--reuse-window"]
+    if layer is not None:
+        cmd += ["--layer", str(layer)]
+    cmd += list(app_args)
+    subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
+    return path
+
+
+def _prettify(tokens):
+    """BertViz's format_special_chars: byte-level BPE's space marks and end-of-word marks out."""
+    return [t.replace("Ġ", " ").replace("▁", " ").replace("</w>", "") for t in tokens]
+
+
+def head_view(
+    attention=None,
+    tokens=None,
+    sentence_b_start=None,
+    prettify_tokens=True,
+    layer=None,
+    heads=None,
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers=None,
+    html_action="view",
+):
+    """BertViz's head_view, in attnlab: `from attnlab import head_view` in place of
+    `from bertviz import head_view` moves a notebook over. html_action "view" opens the desktop app
+    on the attention (show); "return" gives the figure of `layer` (Figure, shown inline in Jupyter)
+    instead, for notebooks with no display (one head when heads names one, else every head). Cross attention (cross_attention with encoder_tokens
+    and decoder_tokens) opens as attnlab's cross view; sentence_b_start is checked (attnlab's views
+    keep one token axis for the pair)."""
+    if attention is not None:
+        if tokens is None:
+            raise ValueError("'tokens' is required")
+        if any(x is not None for x in (encoder_attention, decoder_attention, cross_attention, encoder_tokens,
+                                       decoder_tokens)):
+            raise ValueError("If you specify 'attention' you may not specify any encoder-decoder arguments. This"
+                             " argument is only for self-attention models.")
+        a, rows, cols = as_attention(attention), list(tokens), None
+    elif cross_attention is not None:
+        if encoder_tokens is None or decoder_tokens is None:
+            raise ValueError("'encoder_tokens' and 'decoder_tokens' are required with 'cross_attention'")
+        a, rows, cols = as_attention(cross_attention), list(decoder_tokens), list(encoder_tokens)
+    elif encoder_attention is not None or decoder_attention is not None:
+        which = "encoder" if encoder_attention is not None else "decoder"
+        seq = encoder_tokens if encoder_attention is not None else decoder_tokens
+        if seq is None:
+            raise ValueError(f"'{which}_tokens' required if '{which}_attention' is not None")
+        a, rows, cols = as_attention(encoder_attention if encoder_attention is not None else decoder_attention), list(
+            seq), None
+    else:
+        raise ValueError("You must specify at least one attention argument.")
+    if include_layers is None:
+        include_layers = list(range(a.shape[0]))
+    include_layers = list(include_layers)
+    if any(not 0 <= l < a.shape[0] for l in include_layers):
+        raise ValueError(f"include_layers {include_layers}: the attention has {a.shape[0]} layers")
+    # BertViz leaves layers out to stay responsive; attnlab's views draw every layer at any
+    # length, so all are kept (layers keep their numbers) and include_layers only checks `layer`
+    if layer is not None and layer not in include_layers:
+        raise ValueError(f"Layer {layer} is not in include_layers: {include_layers}")
+    if a.shape[2] != len(rows):
+        raise ValueError(f"Attention has {a.shape[2]} positions, while number of tokens is {len(rows)}")
+    if a.shape[3] != len(cols if cols is not None else rows):
+        raise ValueError(f"Attention has {a.shape[3]} positions, while number of tokens is "
+                         f"{len(cols if cols is not None else rows)}")
+    if sentence_b_start is not None and not 0 < sentence_b_start < len(rows):
+        raise ValueError(f"sentence_b_start={sentence_b_start}: expected a position inside the {len(rows)} tokens")
+    if prettify_tokens:
+        rows = _prettify(rows)
+        cols = _prettify(cols) if cols is not None else None
+    shown = layer if layer is not None else include_layers[0]
+    if html_action == "view":
+        return show(a, rows, tokens_b=cols, layer=shown)
+    if html_action == "return":
+        one = heads[0] if isinstance(heads, (list, tuple)) and len(heads) == 1 else None
+        return figure(a, rows, layer=shown, heads=one, tokens_b=cols)
+    raise ValueError("'html_action' parameter must be 'view' or 'return")
