@@ -6,6 +6,7 @@
 #include <QIcon>
 #include <QKeyEvent>
 #include <QLineEdit>
+#include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTimer>
@@ -183,6 +184,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "attnlab: %s\n", qPrintable(w.statusBar()->currentMessage()));
         return 2;
       }
+    }
+    if (reuse) {  // later --reuse-window calls (attnlab.show) land in this window, from now on
+      QString error;
+      if (!attnlab::listen_for_attention(&w, &error))
+        w.statusBar()->showMessage("Later calls of attnlab.show will open their own windows: " + error);
     }
   } else if (dir.isEmpty() || !w.openModel(dir, !p.isSet("model") || batch)) {
     if (batch && p.isSet("model") && !dir.isEmpty()) {
@@ -512,11 +518,6 @@ int main(int argc, char** argv) {
     }
   }
   if (first_start) QTimer::singleShot(0, &w, [&w] { w.showTour(); });
-  if (reuse) {  // later --reuse-window calls (attnlab.show) land in this window
-    QString error;
-    if (!attnlab::listen_for_attention(&w, &error))
-      w.statusBar()->showMessage("Later calls of attnlab.show will open their own windows: " + error);
-  }
   if (p.isSet("screenshot")) {
     const QString file = p.value("screenshot");
     QTimer::singleShot(300, [&w, e, file] {
@@ -532,7 +533,11 @@ int main(int argc, char** argv) {
           if (auto* f = qobject_cast<attnlab::FeaturesPage*>(page)) f->wait();
         }
       QApplication::processEvents();
-      const bool ok = w.grab().save(file);
+      QSaveFile out(file);  // whole or not at all: a reader waiting for the file never sees half of it
+      const bool ok =
+          out.open(QIODevice::WriteOnly) &&
+          w.grab().save(&out, QFileInfo(file).suffix().isEmpty() ? "PNG" : qPrintable(QFileInfo(file).suffix())) &&
+          out.commit();
       if (!ok) std::fprintf(stderr, "attnlab: could not write %s\n", qPrintable(file));
       QApplication::exit(ok ? 0 : 1);
     });

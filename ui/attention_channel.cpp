@@ -4,6 +4,7 @@
 #include <QJsonObject>
 #include <QLocalServer>
 #include <QLocalSocket>
+#include <QStandardPaths>
 #include <QStatusBar>
 
 #include <unistd.h>
@@ -14,7 +15,11 @@
 namespace attnlab {
 
 QString attention_channel_name() {
-  return QString("attnlab-attention-%1").arg(getuid());
+  // the user's runtime folder ($XDG_RUNTIME_DIR, mode 0700; Qt makes a private one when it is
+  // unset): no other user can put a socket of that name in its way
+  const QString dir = QStandardPaths::writableLocation(QStandardPaths::RuntimeLocation);
+  if (!dir.isEmpty()) return dir + "/attnlab-attention";
+  return QString("attnlab-attention-%1").arg(getuid());  // the temporary folder
 }
 
 bool send_to_open_window(const QString& path, int batch, int layer, QString* reply) {
@@ -35,7 +40,16 @@ bool listen_for_attention(MainWindow* w, QString* error) {
   auto* server = new QLocalServer(w);
   server->setSocketOptions(QLocalServer::UserAccessOption);  // this user's notebooks only
   if (!server->listen(attention_channel_name())) {
-    QLocalServer::removeServer(attention_channel_name());  // left by a window that crashed
+    {  // a window that answers keeps its socket; only one left by a window that crashed goes
+      QLocalSocket probe;
+      probe.connectToServer(attention_channel_name());
+      if (probe.waitForConnected(1000)) {
+        *error = "another attnlab window already takes them";
+        delete server;
+        return false;
+      }
+    }
+    QLocalServer::removeServer(attention_channel_name());
     if (!server->listen(attention_channel_name())) {
       *error = server->errorString();
       delete server;

@@ -9,7 +9,7 @@ namespace attnlab {
 
 class MainWindow;
 
-// The socket's name: one per user ("attnlab-attention-1000").
+// The socket: one per user, in the user's runtime folder ($XDG_RUNTIME_DIR/attnlab-attention).
 QString attention_channel_name();
 // Hands FILE (batch, layer; -1: the file's first, the window's current) to a window already
 // listening. True when one answered; *reply is its answer ("opened ..." or "error: ..."). False at

@@ -17,6 +17,23 @@ from ._engine import Error, Model, Result, backends, default_model_dir, load_att
 from ._engine import __version__
 from ._views import Figure, as_attention, figure, head_view, save_attention, show
 
+
+
+def _cache(self, text=None, names=("*",), **kwargs):
+    """The named activations of one pass ({name: array}), TransformerLens's run_with_cache:
+    names are hook names or globs ("blocks.*.attn.hook_pattern"); Model.hook_names lists them."""
+    return self.forward(text, cache=[names] if isinstance(names, str) else list(names), **kwargs).cache
+
+
+def _patch(self, text=None, values=None, **kwargs):
+    """One pass with activations replaced ({name: array, or (array, positions)}), TransformerLens's
+    run_with_hooks for the common case: a patched activation's later layers see the new values."""
+    return self.forward(text, patch=dict(values or {}), **kwargs)
+
+
+Model.cache = _cache
+Model.patch = _patch
+
 __all__ = [
     "Error",
     "Figure",

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -82,6 +83,9 @@ def as_attention(attention, batch=None):
         out = np.stack(per_layer)
     else:
         out = _numpy(attention)
+        if out.ndim in (3, 4) and batch not in (None, 0):
+            raise ValueError(f"attention of shape {list(out.shape)} ([layers, heads, T, S] or [heads, T, S]) has no "
+                             f"batch axis; batch={batch} does not apply (pass the per-layer tuple or a stack)")
         if out.ndim == 5:
             out = np.stack([_pick_batch(out[l], batch, f"layer {l}'s attention") for l in range(out.shape[0])])
         elif out.ndim == 3:
@@ -112,7 +116,12 @@ def save_attention(path, attention, tokens, tokens_b=None, mask=None, batch=None
     if tokens_b is not None:
         arrays["tokens_b"] = np.array(_strings(tokens_b, "tokens_b"), dtype=np.str_)
     if mask is not None:
-        arrays["mask"] = np.asarray(_numpy(mask)).astype(np.int64)
+        m = np.asarray(_numpy(mask)).astype(np.int64)
+        if m.ndim == 2:  # Hugging Face's attention_mask [batch, S]: the chosen sequence's row
+            if batch is None and m.shape[0] != 1:
+                raise ValueError(f"the mask holds a batch of {m.shape[0]} sequences: choose one with batch=N")
+            m = m[batch or 0]
+        arrays["mask"] = m
     path = os.fspath(path)
     if not path.endswith(".npz"):
         raise ValueError(f"{path}: an attention file is written as .npz")
@@ -130,6 +139,17 @@ def _tool(name, env):
             f"or set {env}=/path/to/{name}"
         )
     return path
+
+
+def _index(i, n, what):
+    """A layer or head as attnlab-cli takes it: "all", or 0..n-1 (negative ints count from the end)."""
+    if isinstance(i, str) and i == "all":
+        return i
+    if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+        if -n <= i < n:
+            return str(int(i) % n)
+        raise ValueError(f"{what} {i}: the attention has {n} {what}s (0 to {n - 1})")
+    raise ValueError(f"{what}: expected an int or \"all\", got {i!r}")
 
 
 class Figure:
@@ -180,15 +200,18 @@ def figure(
         if len(heads) != 1:
             raise ValueError("figure draws every head (heads=None) or one (heads=H)")
         heads = heads[0]
+    a = as_attention(attention, batch)
+    layer = _index(layer, a.shape[0], "layer")
+    heads = "all" if heads is None else _index(heads, a.shape[1], "head")
+    cli = _tool("attnlab-cli", "ATTNLAB_CLI")
     work = tempfile.mkdtemp(prefix="attnlab-")
     try:
-        source = save_attention(os.path.join(work, "attention.npz"), attention, tokens, tokens_b, batch=batch)
+        source = save_attention(os.path.join(work, "attention.npz"), a, tokens, tokens_b)
         if path is None:
             fd, path = tempfile.mkstemp(prefix="attnlab-figure-", suffix=".png")
             os.close(fd)
         path = os.fspath(path)
-        cmd = [_tool("attnlab-cli", "ATTNLAB_CLI"), "export", "--attention", source, "--out", path]
-        cmd += ["--layer", str(layer), "--head", "all" if heads is None else str(heads)]
+        cmd = [cli, "export", "--attention", source, "--out", path, "--layer", layer, "--head", heads]
         cmd += ["--dpi", str(dpi), "--colormap", colormap, "--scale", scale]
         if width:
             cmd += ["--width", str(width)]
@@ -208,19 +231,52 @@ def figure(
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _show_dir():
+    """This user's folder of files handed to the app ($TMPDIR/attnlab-show-UID)."""
+    d = os.path.join(tempfile.gettempdir(), f"attnlab-show-{os.getuid()}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
 def show(attention, tokens, tokens_b=None, layer=None, batch=None, app_args=()):
     """Opens attention (anything as_attention takes) in the desktop app: Heads, Lines, All layers,
-    Head, Patterns and Beyond attention's rollout and means. The app's window is reused by later
-    calls. Returns the attention file written (it stays for the app to read)."""
-    fd, path = tempfile.mkstemp(prefix="attnlab-show-", suffix=".npz")
-    os.close(fd)
-    save_attention(path, attention, tokens, tokens_b, batch=batch)
-    cmd = [_tool("attnlab", "ATTNLAB_APP"), "--attention", path, "--reuse-window"]
+    Head, Patterns and Beyond attention's rollout and means. Later calls show theirs in the same
+    window (attnlab --attention FILE --reuse-window). Returns the attention file written; the
+    app reads it whole when it opens it, and the next call removes the files of earlier calls.
+    attnlab.Error when the app cannot start or refuses the file, with its message."""
+    app = _tool("attnlab", "ATTNLAB_APP")
+    a = as_attention(attention, batch)
     if layer is not None:
-        cmd += ["--layer", str(layer)]
-    cmd += list(app_args)
-    subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
-    return path
+        layer = _index(layer, a.shape[0], "layer")
+    folder = _show_dir()
+    for old in os.listdir(folder):  # earlier calls' files: their window read them long ago
+        if time.time() - os.path.getmtime(os.path.join(folder, old)) > 60:
+            os.remove(os.path.join(folder, old))
+    fd, path = tempfile.mkstemp(prefix="attention-", suffix=".npz", dir=folder)
+    os.close(fd)
+    try:
+        save_attention(path, a, tokens, tokens_b)
+        cmd = [app, "--attention", path, "--reuse-window"] + (["--layer", layer] if layer is not None else [])
+        log = tempfile.TemporaryFile()
+        proc = subprocess.Popen(cmd + list(app_args), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
+        try:  # a window already open answers at once; a new window keeps running
+            code = proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            return path
+        log.seek(0)
+        said = log.read().decode("utf-8", "replace")
+        if code != 0:
+            lines = [l for l in said.splitlines() if l.startswith("attnlab:")]
+            raise _engine.Error((lines[-1].removeprefix("attnlab: ") if lines else said.strip()) or
+                                f"attnlab exited with {code}")
+        if "opened " in said:  # handed to the open window, which has read it
+            os.remove(path)
+        return path
+    except BaseException:
+        if os.path.exists(path):
+            os.remove(path)
+        raise
 
 
 def _prettify(tokens):
@@ -242,13 +298,16 @@ def head_view(
     decoder_tokens=None,
     include_layers=None,
     html_action="view",
+    batch=None,
 ):
     """BertViz's head_view, in attnlab: `from attnlab import head_view` in place of
     `from bertviz import head_view` moves a notebook over. html_action "view" opens the desktop app
     on the attention (show); "return" gives the figure of `layer` (Figure, shown inline in Jupyter)
-    instead, for notebooks with no display (one head when heads names one, else every head). Cross attention (cross_attention with encoder_tokens
-    and decoder_tokens) opens as attnlab's cross view; sentence_b_start is checked (attnlab's views
-    keep one token axis for the pair)."""
+    instead, for notebooks with no display (one head when heads names one, else every head).
+    Cross attention (cross_attention with encoder_tokens and decoder_tokens) opens as attnlab's
+    cross view; sentence_b_start is checked (attnlab's views keep one token axis for the pair). BertViz's one view of encoder, decoder and cross attention
+    together is attnlab's cross view (cross_attention); encoder_attention alone opens the encoder's
+    self-attention. batch (not in BertViz) picks a sequence of a batch."""
     if attention is not None:
         if tokens is None:
             raise ValueError("'tokens' is required")
@@ -256,23 +315,21 @@ def head_view(
                                        decoder_tokens)):
             raise ValueError("If you specify 'attention' you may not specify any encoder-decoder arguments. This"
                              " argument is only for self-attention models.")
-        a, rows, cols = as_attention(attention), list(tokens), None
-    elif cross_attention is not None:
+        a, rows, cols = as_attention(attention, batch), list(tokens), None
+    elif cross_attention is not None:  # with encoder and decoder attention too: the cross view
         if encoder_tokens is None or decoder_tokens is None:
             raise ValueError("'encoder_tokens' and 'decoder_tokens' are required with 'cross_attention'")
-        a, rows, cols = as_attention(cross_attention), list(decoder_tokens), list(encoder_tokens)
+        a, rows, cols = as_attention(cross_attention, batch), list(decoder_tokens), list(encoder_tokens)
     elif encoder_attention is not None or decoder_attention is not None:
         which = "encoder" if encoder_attention is not None else "decoder"
         seq = encoder_tokens if encoder_attention is not None else decoder_tokens
         if seq is None:
             raise ValueError(f"'{which}_tokens' required if '{which}_attention' is not None")
-        a, rows, cols = as_attention(encoder_attention if encoder_attention is not None else decoder_attention), list(
-            seq), None
+        a = as_attention(encoder_attention if encoder_attention is not None else decoder_attention, batch)
+        rows, cols = list(seq), None
     else:
         raise ValueError("You must specify at least one attention argument.")
-    if include_layers is None:
-        include_layers = list(range(a.shape[0]))
-    include_layers = list(include_layers)
+    include_layers = list(range(a.shape[0])) if not include_layers else list(include_layers)
     if any(not 0 <= l < a.shape[0] for l in include_layers):
         raise ValueError(f"include_layers {include_layers}: the attention has {a.shape[0]} layers")
     # BertViz leaves layers out to stay responsive; attnlab's views draw every layer at any

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,19 +74,24 @@ Tensor tensor_of(const py::handle& obj, const std::string& what) {
   return t;
 }
 
-// Where the shipped default model lives: $ATTNLAB_MODEL, the installed package's, else the
-// source tree's the module was built from (as attnlab-cli finds it, app/default_model.h).
+// Where the shipped default model lives: $ATTNLAB_MODEL, the source tree's the module was built
+// from (the attnlab-cli built beside it opens the same one, app/default_model.h), else the
+// installed Debian package's.
 std::string default_model_dir() {
   if (const char* env = std::getenv("ATTNLAB_MODEL"); env && *env) return env;
   for (const std::string dir :
-       {std::string("/usr/share/attnlab/models/default"), std::string(ATTNLAB_RESOURCE_DIR) + "/models/default"})
+       {std::string(ATTNLAB_RESOURCE_DIR) + "/models/default", std::string("/usr/share/attnlab/models/default")})
     if (std::filesystem::exists(dir + "/config.json")) return dir;
   throw Error("no model folder given and no default model found (set ATTNLAB_MODEL or pass a folder)");
 }
 
+// A backend keeps per-shape state (oneDNN primitives, buffers) and is not thread-safe: the calls on
+// one Model take turns (the lock is taken with the GIL released, so other Python threads run);
+// separate Models run in parallel.
 struct PyModel {
   std::shared_ptr<Model> model;
   std::shared_ptr<Backend> backend;
+  std::shared_ptr<std::mutex> busy = std::make_shared<std::mutex>();
 };
 
 // One pass's result. Holds the model (attention on demand recomputes layers from it).
@@ -316,11 +322,16 @@ PYBIND11_MODULE(_engine, m) {
             }
             {
               py::gil_scoped_release free;
+              const std::lock_guard<std::mutex> turn(*p.busy);
               out->r = run_forward(*p.model, *p.backend, req);
             }
-            if (!cache.empty() && out->r.cache.empty())
-              throw Error("cache: no activation of this model's pass matches " + cache.front() +
-                          " (Model.hook_names lists them)");
+            for (const std::string& pattern : cache) {  // each name or glob must match something
+              bool hit = false;
+              for (const auto& kept : out->r.cache) hit = hit || glob_match(pattern, kept.first);
+              if (!hit)
+                throw Error("cache: no activation of this model's pass matches " + pattern +
+                            " (Model.hook_names lists them)");
+            }
             out->r.warnings.insert(out->r.warnings.begin(), warnings.begin(), warnings.end());
             return out;
           },
@@ -338,6 +349,7 @@ PYBIND11_MODULE(_engine, m) {
             Tensor map;
             {
               py::gil_scoped_release free;
+              const std::lock_guard<std::mutex> turn(*p.busy);
               map = compute_method_map(row.id, *p.model, *p.backend, req, target);
             }
             Tensor* keep = new Tensor(std::move(map));

@@ -82,6 +82,12 @@ def test_hooks_cache_and_patch():
     assert np.abs(zeroed.hidden - r.hidden).max() > 0.1
     with pytest.raises(attnlab.Error, match="hook_names"):
         m.forward(TEXT, cache=["blocks.99.nothing"])
+    # TransformerLens's run_with_cache and run_with_hooks, by their attnlab names
+    patterns = m.cache(TEXT, "blocks.*.attn.hook_pattern")
+    assert sorted(patterns) == [f"blocks.{l}.attn.hook_pattern" for l in range(m.num_layers)]
+    np.testing.assert_array_equal(patterns["blocks.1.attn.hook_pattern"], r.attention(1))
+    np.testing.assert_array_equal(m.patch(TEXT, {"blocks.2.hook_resid_pre": np.zeros((len(r.tokens), m.dim))}).hidden,
+                                  zeroed.hidden)
 
 
 def test_errors_are_the_engines():
@@ -212,13 +218,14 @@ def test_head_view_keeps_bertviz_checks_and_returns_the_figure():
         attnlab.head_view(attentions, tokens, html_action="print")
 
 
-def test_show_opens_the_app_on_the_file(tmp_path):
+def test_show_opens_the_app_on_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no open window of the user's is reached
     attentions, tokens = transformers_attention()
     shot = tmp_path / "shown.png"
     path = attnlab.show(attentions, tokens, layer=2,
                         app_args=["--no-settings", "--size", "1280x720", "--screenshot", str(shot)])
     deadline = time.time() + 120
-    while not shot.exists() and time.time() < deadline:
+    while not shot.exists() and time.time() < deadline:  # written whole (QSaveFile) or not yet
         time.sleep(0.2)
     assert shot.exists(), "the app wrote no screenshot"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -226,25 +233,29 @@ def test_show_opens_the_app_on_the_file(tmp_path):
                                   np.stack([a[0].numpy() for a in attentions]))
 
 
-def test_later_calls_reuse_the_open_window(tmp_path):
+def test_later_calls_reuse_the_open_window(tmp_path, monkeypatch):
     app = os.environ["ATTNLAB_APP"]
+    # a runtime folder of this test's own: the socket is $XDG_RUNTIME_DIR/attnlab-attention, so
+    # neither a user's open window nor another run's is reached
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
     a = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)
     first = attnlab.save_attention(tmp_path / "first.npz", a, list("abcd"))
     second = attnlab.save_attention(tmp_path / "second.npz", np.full((3, 2, 5, 5), 0.2, dtype=np.float32),
                                     list("vwxyz"))
     window = subprocess.Popen([app, "--no-settings", "--attention", first, "--reuse-window"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        # until the window listens on its socket (Qt's QLocalServer: TMPDIR/attnlab-attention-UID)
-        sock = os.path.join(tempfile.gettempdir(), f"attnlab-attention-{os.getuid()}")
-        deadline = time.time() + 60
-        while time.time() < deadline and window.poll() is None:
+        deadline, listening = time.time() + 60, False
+        while not listening and time.time() < deadline and window.poll() is None:
             try:
                 with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(sock)
-                break
+                    s.connect(str(run / "attnlab-attention"))
+                listening = True
             except OSError:
                 time.sleep(0.2)
+        assert listening and window.poll() is None, "the first window does not listen"
         done = subprocess.run([app, "--attention", second, "--reuse-window", "--layer", "2"], capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0 and f"opened {second}" in done.stdout, done.stderr
@@ -253,6 +264,50 @@ def test_later_calls_reuse_the_open_window(tmp_path):
                              capture_output=True, text=True, timeout=120)
         assert bad.returncode == 2 and "Could not open the attention file" in bad.stderr
         assert window.poll() is None  # a bad file leaves the window as it was
+        # attnlab.show hands its file over the same way: the window has read it, the file is gone
+        shown = attnlab.show(np.full((1, 2, 3, 3), 1 / 3, dtype=np.float32), list("xyz"))
+        assert not os.path.exists(shown)
+        assert window.poll() is None
+        # a second window does not take the first one's socket
+        other = subprocess.run([app, "--no-settings", "--attention", first, "--screenshot", str(tmp_path / "o.png")],
+                               capture_output=True, text=True, timeout=120)
+        assert other.returncode == 0
+        again = subprocess.run([app, "--attention", second, "--reuse-window"], capture_output=True, text=True,
+                               timeout=120)
+        assert again.returncode == 0 and "opened" in again.stdout
     finally:
         window.kill()
         window.wait()
+
+
+def test_show_reports_an_app_that_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_APP", "/bin/false")
+    with pytest.raises(attnlab.Error, match="exited with 1"):
+        attnlab.show(np.full((1, 1, 2, 2), 0.5, dtype=np.float32), ["a", "b"])
+    monkeypatch.setenv("ATTNLAB_APP", str(tmp_path / "nothing-here"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises((attnlab.Error, OSError)):
+        attnlab.show(np.full((1, 1, 2, 2), 0.5, dtype=np.float32), ["a", "b"])
+
+
+def test_calls_on_one_model_from_threads_take_turns():
+    import concurrent.futures
+
+    m = attnlab.Model(MINILM)
+    texts = [("word " * n).strip() for n in (3, 17, 40, 9, 64, 1)] * 3
+    alone = [m.forward(t).attentions for t in texts]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # different shapes at once on one backend
+        together = list(pool.map(lambda t: m.forward(t).attentions, texts))
+    for x, y in zip(alone, together):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_layer_and_head_indices_as_python_counts_them(tmp_path):
+    a = np.random.default_rng(3).random((3, 2, 4, 4)).astype(np.float32)
+    a /= a.sum(-1, keepdims=True)
+    tokens = list("abcd")
+    assert attnlab.figure(a, tokens, layer=-1, heads=-2).data == attnlab.figure(a, tokens, layer=2, heads=0).data
+    with pytest.raises(ValueError, match="layer 3"):
+        attnlab.figure(a, tokens, layer=3)
+    with pytest.raises(ValueError, match="no batch axis"):
+        attnlab.as_attention(a, batch=1)
