@@ -24,7 +24,7 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
                                    "--pad-to", "--layer", "--head", "--out", "--width", "--height", "--dpi",
                                    "--colormap", "--title", "--scale", "--attention", "--batch"}),
                {"--random-init", "--annotate", "--hide-special", "--merge-pieces"});
-  if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy");
+  if (!a.has("--out")) throw Error("export needs --out FILE.png|svg|pdf|csv|npy|npz");
   auto which = [&](const char* flag, int fallback) {
     const std::string v = a.get(flag, std::to_string(fallback));
     return v == "all" ? -1 : a.get_int(flag, fallback);

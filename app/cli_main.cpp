@@ -144,7 +144,7 @@ usage:
   attnlab-cli lm-loss [--model DIR] (--text "..." | --ids 1,2,3) [--grad-out G.safetensors] [--json]
                       a language model's next-token loss, and its gradients in the folder's names
   attnlab-cli export  [--model DIR] (--text "..." [--pair "..."] | --ids ...) [--cross-text ...] [--layer L|all] [--head H|all]
-                      [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy
+                      [--mask ...]... [--pad-to N] --out FILE.png|svg|pdf|csv|npy|npz (.npz: an attention file)
                       [--width PX --height PX] [--dpi 150] [--colormap viridis] [--title T] [--annotate] [--scale max|0-1]
                       [--hide-special] [--merge-pieces]   (as the app's Display options)
   attnlab-cli export  --attention FILE.npz|FILE.safetensors [--batch B] [--layer L|all] [--head H|all] --out ...

@@ -1,6 +1,8 @@
 // Figure export through an off-screen QCustomPlot: a grid of colour maps sharing one scale.
 #include "ui/figure_export.h"
 
+#include "engine/formats/attention_file.h"
+
 #include "ui/heatmap_data.h"
 
 #include "ui/heatmap_view.h"
@@ -95,6 +97,10 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
 
   const QString ext = QFileInfo(path).suffix().toLower();
   if (ext == "csv") return write_csv(r, panels, qt, kt, path);
+  if (ext == "npz") {  // an attention file: what --attention, the app and attnlab.load_attention open
+    if (spec.head >= 0) throw Error("an attention file (.npz) keeps every head of its layers: export all heads");
+    return save_attention_file(path.toStdString(), r, spec.layer);
+  }
   if (ext == "npy") {
     const std::shared_ptr<const Tensor> first = r.layer_probs(panels[0].layer);
     const int64_t T = first->dim(1), S = first->dim(2);
@@ -115,7 +121,7 @@ void export_attention(const ForwardResult& r, const ExportSpec& spec, const QStr
     return;
   }
   if (ext != "png" && ext != "svg" && ext != "pdf")
-    throw Error("unknown export format \"." + ext.toStdString() + "\" (expected .png, .svg, .pdf, .csv or .npy)");
+    throw Error("unknown export format \"." + ext.toStdString() + "\" (expected .png, .svg, .pdf, .csv, .npy or .npz)");
 
   const int rows_of_panels = spec.layer < 0 ? L : 1;
   const int cols_of_panels = spec.layer < 0 ? (spec.head < 0 ? H : 1) : static_cast<int>(panels.size());

@@ -109,7 +109,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   exp->addAction("Enlarged head as image...", this, [this] { exportDialog(0); });
   exp->addAction("Current layer's heads as image...", QKeySequence("Ctrl+E"), this, [this] { exportDialog(1); });
   exp->addAction("Every layer as image...", this, [this] { exportDialog(2); });
-  exp->addAction("Probabilities as CSV or .npy...", this, [this] { exportDialog(3); });
+  exp->addAction("Probabilities as CSV, .npy or an attention file...", this, [this] { exportDialog(3); });
   exp->addAction("Beyond-attention map (rollout, relevance, ...)...", this, [this] {
     explore_->showPage("methods");
     const QString f = QFileDialog::getSaveFileName(
@@ -388,7 +388,8 @@ void MainWindow::fillRecent() {
 }
 
 void MainWindow::exportDialog(int scope) {
-  const QString filter = scope == 3 ? "CSV (*.csv);;NumPy (*.npy)" : "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf)";
+  const QString filter = scope == 3 ? "CSV (*.csv);;NumPy (*.npy);;Attention file: tokens and probabilities (*.npz)"
+                                    : "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf)";
   const QString name = scope == 3 ? "attention.csv" : scope == 2 ? "all-layers.png" : "attention.png";
   const QString f = QFileDialog::getSaveFileName(this, "Export", name, filter);
   if (f.isEmpty()) return;

@@ -55,4 +55,11 @@ ForwardResult attention_result(AttentionFile file);
 // file's token), probabilities_only set; no weights, no tokenizer. source names the file.
 Model attention_model(const ForwardResult& result, const std::string& source);
 
+// A pass's result (or a file's) as an attention file that load_attention_file reads back to the
+// same float32s: `attentions` [layers, heads, T, S] (every layer, or only `layer`), `tokens`,
+// `tokens_b` in cross mode, and `mask` [S] when some keys are padding (blocked for every query
+// of every head). np.savez's layout: numpy, attnlab.load_attention and the app open it.
+std::string serialize_attention_file(const ForwardResult& r, int layer = -1);
+void save_attention_file(const std::string& path, const ForwardResult& r, int layer = -1);
+
 }  // namespace attnlab

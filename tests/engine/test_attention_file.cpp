@@ -181,3 +181,48 @@ TEST_CASE("attention files: string arrays written as numpy writes them, and the 
   for (size_t i = 0; i < tokens.size(); ++i) CHECK(m.token_name(r.ids[i]) == tokens[i]);
   CHECK(m.summary() == "Attention file: 2 layers, 3 heads, 4 tokens (probabilities only, no weights)");
 }
+
+TEST_CASE("a pass written as an attention file reads back as the same float32s", "[formats][attention-file]") {
+  const ModelConfig c = small_config(16, 2, 3, 16, 32);
+  const Model m = random_model(c, 4);
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.ids = random_ids(5, c.vocab_size, 2);
+  req.ids.insert(req.ids.end(), {0, 0});  // [PAD] (default_vocab's id 0), blocked as keys
+  req.mask.padding = true;
+  for (const bool on_demand : {false, true}) {  // kept probabilities, or recomputed when written
+    ForwardRequest r_req = req;
+    r_req.attention_on_demand = on_demand;
+    if (on_demand) r_req.keep_attention.assign(3, false);
+    const ForwardResult r = run_forward(m, *cpu, r_req);
+    const AttentionFile f = parse_attention_file(serialize_attention_file(r), "pass.npz");
+    REQUIRE(f.num_layers() == 3);
+    for (int l = 0; l < 3; ++l) CHECK(f.layers[static_cast<size_t>(l)].data == r.layer_probs(l)->data);
+    CHECK(f.tokens == r.tokens);
+    CHECK(f.key_kept == std::vector<uint8_t>{1, 1, 1, 1, 1, 0, 0});  // the padding, as attention_mask says it
+    CHECK(f.warnings.empty());
+    // one layer: a file of one layer
+    const AttentionFile one = parse_attention_file(serialize_attention_file(r, 1), "one.npz");
+    REQUIRE(one.num_layers() == 1);
+    CHECK(one.layers[0].data == r.layer_probs(1)->data);
+    CHECK_THROWS_WITH(serialize_attention_file(r, 3), Catch::Contains("layer 3 does not exist"));
+  }
+  // a causal mask blocks no key for every query: it is in the probabilities, not in a file's mask
+  ForwardRequest causal;
+  causal.ids = random_ids(6, c.vocab_size, 5);
+  causal.mask.causal = true;
+  const ForwardResult rc = run_forward(m, *cpu, causal);
+  const AttentionFile fc = parse_attention_file(serialize_attention_file(rc), "causal.npz");
+  CHECK(fc.key_kept.empty());
+  CHECK(fc.layers[2].data == rc.attention[2].data);
+  // cross attention: tokens_b, and the file opens as cross attention
+  ForwardRequest cross;
+  cross.ids = random_ids(4, c.vocab_size, 6);
+  cross.cross_ids = random_ids(7, c.vocab_size, 7);
+  const ForwardResult rx = run_forward(m, *cpu, cross);
+  const AttentionFile fx = parse_attention_file(serialize_attention_file(rx), "cross.npz");
+  CHECK(fx.is_cross());
+  CHECK(fx.tokens_b == rx.cross_tokens);
+  CHECK(fx.keys() == 7);
+  CHECK(fx.layers[0].data == rx.cross_attention[0].data);
+}

@@ -311,3 +311,19 @@ def test_layer_and_head_indices_as_python_counts_them(tmp_path):
         attnlab.figure(a, tokens, layer=3)
     with pytest.raises(ValueError, match="no batch axis"):
         attnlab.as_attention(a, batch=1)
+
+
+def test_a_pass_exported_as_an_attention_file_is_the_pass(tmp_path):
+    # attnlab-cli export --out F.npz: the attention file format, read by load_attention and numpy
+    cli("export", "--model", MINILM, "--text", TEXT, "--layer", "all", "--head", "all", "--out",
+        str(tmp_path / "pass.npz"))
+    r = attnlab.Model(MINILM).forward(TEXT)
+    f = attnlab.load_attention(str(tmp_path / "pass.npz"))
+    assert f["tokens"] == r.tokens and f["warnings"] == []
+    np.testing.assert_allclose(np.stack(f["layers"]), r.attentions, rtol=0, atol=4 * EPS)
+    with np.load(tmp_path / "pass.npz") as z:  # numpy reads it as np.savez wrote it
+        assert z["attentions"].shape == r.attentions.shape and list(z["tokens"]) == r.tokens
+    # and its figure is the pass's figure
+    cli("export", "--attention", str(tmp_path / "pass.npz"), "--layer", "1", "--out", str(tmp_path / "file.png"))
+    cli("export", "--model", MINILM, "--text", TEXT, "--layer", "1", "--out", str(tmp_path / "model.png"))
+    assert (tmp_path / "file.png").read_bytes() == (tmp_path / "model.png").read_bytes()

@@ -32,6 +32,7 @@
 
 #include "engine/analysis/methods.h"
 #include "engine/compute/forward.h"
+#include "engine/formats/attention_file.h"
 #include "engine/compute/lm.h"
 #include "engine/core/memory.h"
 #include "engine/formats/npy.h"
@@ -196,6 +197,14 @@ TEST_CASE("export writes valid PNG, SVG, PDF, CSV and .npy files", "[ui][export]
   e->exportTo(npy, -1, -1);
   const NpyArray a = load_npy(npy.toStdString());
   CHECK(a.tensor.shape == std::vector<int64_t>{2, 4, 7, 7});
+  const QString npz = dir.filePath("p.npz");  // an attention file: reopened, the same probabilities
+  e->exportTo(npz, -1, -1);
+  const AttentionFile f = load_attention_file(npz.toStdString());
+  REQUIRE(f.num_layers() == 2);
+  CHECK(f.tokens.size() == 7);
+  for (size_t l = 0; l < 2; ++l)  // the .npy export's layer l, value for value
+    CHECK(std::equal(f.layers[l].data.begin(), f.layers[l].data.end(), a.tensor.data.begin() + l * 4 * 7 * 7));
+  CHECK_THROWS_WITH(e->exportTo(npz, 0, 1), Catch::Contains("every head"));
   CHECK_THROWS_WITH(e->exportTo(dir.filePath("x.bmp"), 0, 0), Catch::Contains("unknown export format"));
   CHECK_THROWS_WITH(e->exportTo(png, 5, 0), Catch::Contains("layer 5 does not exist"));
   CHECK_FALSE(QFile::exists(dir.filePath("x.bmp")));
