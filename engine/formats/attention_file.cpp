@@ -25,18 +25,29 @@ using json = nlohmann::json;
 struct Contents {
   std::map<std::string, Tensor> arrays;
   std::map<std::string, std::pair<std::vector<std::string>, std::vector<int64_t>>> strings;
+  // "attentions" of 4 or 5 dimensions in an .npz, read layer by layer (parse_npy_slices): the
+  // layers are made without the whole stack in memory beside them
+  std::map<std::string, NpySlices> stacks;
   std::string kind;  // "npz" or "safetensors"
 };
 
 Contents read_npz(const std::string& bytes, const std::string& where) {
   Contents c;
   c.kind = "npz";
-  for (auto& [name, npy] : parse_npz_members(bytes, where)) {
+  for (const NpzMember& member : parse_npz_members(bytes, where)) {
+    const std::string& name = member.name;
+    const std::string_view npy = member.bytes;
     const std::string at = where + ": " + name;
     if (npy_holds_strings(npy)) {
       std::vector<int64_t> shape;
       std::vector<std::string> s = parse_npy_strings(npy, at, &shape);
       c.strings[name] = {std::move(s), std::move(shape)};
+    } else if (name == "attentions" || name == "attention") {
+      NpySlices stack = parse_npy_slices(npy, at, 4);
+      if (stack.shape.size() >= 4)
+        c.stacks[name] = std::move(stack);
+      else
+        c.arrays[name] = std::move(stack.slices.at(0));
     } else {
       c.arrays[name] = parse_npy(npy, at).tensor;
     }
@@ -146,21 +157,29 @@ std::vector<std::string> strings_of(const Contents& c, const std::string& name, 
   throw Error(where + ": \"" + name + "\" must be [T] or [batch, T], got " + shape_text(shape));
 }
 
-AttentionFile assemble(const Contents& c, const std::string& where, int batch) {
+AttentionFile assemble(Contents c, const std::string& where, int batch) {
   AttentionFile f;
   // The layers, each [batch?, heads, T, S], and how many sequences the batch holds.
   std::vector<Tensor> raw;
   std::string layout;
   bool batched = false;
-  const char* stacked_name = c.arrays.count("attentions")  ? "attentions"
-                             : c.arrays.count("attention") ? "attention"
-                                                           : nullptr;
+  const char* stacked_name = c.arrays.count("attentions") || c.stacks.count("attentions") ? "attentions"
+                             : c.arrays.count("attention") || c.stacks.count("attention") ? "attention"
+                                                                                          : nullptr;
   const std::map<int, std::string> per_layer = layer_arrays(c);
-  if (stacked_name) {
+  if (stacked_name && c.stacks.count(stacked_name)) {  // read as its layers already
+    NpySlices& stack = c.stacks.at(stacked_name);
+    layout = std::string(stacked_name) + " " + shape_text(stack.shape);
+    if (stack.shape.size() != 4 && stack.shape.size() != 5)
+      throw Error(where + ": \"" + stacked_name + "\" " + shape_text(stack.shape) +
+                  " must be [heads, T, S], [layers, heads, T, S] or [layers, batch, heads, T, S]");
+    raw = std::move(stack.slices);
+    batched = stack.shape.size() == 5;
+  } else if (stacked_name) {
     const Tensor& t = c.arrays.at(stacked_name);
     layout = std::string(stacked_name) + " " + shape_text(t.shape);
     if (t.shape.size() == 3) {
-      raw.push_back(t);
+      raw.push_back(std::move(c.arrays.at(stacked_name)));
     } else if (t.shape.size() == 4 || t.shape.size() == 5) {
       for (int64_t l = 0; l < t.shape[0]; ++l) raw.push_back(pick(t, l));
       batched = t.shape.size() == 5;
@@ -181,7 +200,7 @@ AttentionFile assemble(const Contents& c, const std::string& where, int batch) {
       if (!raw.empty() && t.shape.size() != raw[0].shape.size())
         throw Error(where + ": \"" + name + "\" " + shape_text(t.shape) + " differs in rank from \"" +
                     per_layer.begin()->second + "\"");
-      raw.push_back(t);
+      raw.push_back(std::move(c.arrays.at(name)));  // moved: a file's per-layer arrays are not copied
     }
     batched = raw[0].shape.size() == 4;
     layout = per_layer.begin()->second + " .. " + per_layer.rbegin()->second + " " + shape_text(raw[0].shape);
@@ -306,25 +325,39 @@ AttentionFile assemble(const Contents& c, const std::string& where, int batch) {
 
 }  // namespace
 
-AttentionFile parse_attention_file(const std::string& bytes, const std::string& where, int batch) {
-  if (bytes.size() >= 2 && bytes.compare(0, 2, "PK") == 0) return assemble(read_npz(bytes, where), where, batch);
-  if (bytes.size() >= 9 && bytes[8] == '{') return assemble(read_safetensors(bytes, where), where, batch);
+namespace {
+
+Contents read_contents(const std::string& bytes, const std::string& where) {
+  if (bytes.size() >= 2 && bytes.compare(0, 2, "PK") == 0) return read_npz(bytes, where);
+  if (bytes.size() >= 9 && bytes[8] == '{') return read_safetensors(bytes, where);
   throw Error(where + ": not an attention file (expected an .npz or a .safetensors file)");
+}
+
+}  // namespace
+
+AttentionFile parse_attention_file(const std::string& bytes, const std::string& where, int batch) {
+  return assemble(read_contents(bytes, where), where, batch);
 }
 
 AttentionFile load_attention_file(const std::string& path, int batch, double available) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw Error(path + ": cannot open (" + ec.message() + ")");
-  // The bytes, each member's bytes, float32 values (twice the bytes of a 16-bit file) and the
-  // per-layer copies: up to five times the file while it is read. (A compressed .npz inflates to
-  // more; each member is bounded by deflate's 1032:1 and checked before it is inflated.)
-  if (available > 0 && 5.0 * static_cast<double>(size) > available)
+  // While it is read: the file's bytes and float32 values of its arrays (twice the bytes of a
+  // 16-bit file), then the layers cut from them: an .npz's stack is read layer by layer, so up to
+  // about three times the file (plus a deflated member's own bytes: each bounded by deflate's
+  // 1032:1 and checked before it is inflated); a .safetensors file up to five times.
+  const bool npz = std::filesystem::path(path).extension() == ".npz";
+  const double factor = npz ? 3.0 : 5.0;
+  if (available > 0 && factor * static_cast<double>(size) > available)
     throw Error(path + ": reading " + std::to_string(size >> 20) + " MB of attention takes about " +
-                std::to_string((5 * size) >> 20) + " MB and " +
+                std::to_string(static_cast<long long>(factor * static_cast<double>(size)) >> 20) + " MB and " +
                 std::to_string(static_cast<long long>(available) >> 20) +
                 " MB are free: save fewer layers, or one sequence of the batch");
-  return parse_attention_file(read_file_bytes(path), path, batch);
+  std::string bytes = read_file_bytes(path);
+  Contents c = read_contents(bytes, path);
+  std::string().swap(bytes);  // the values are read: the file's bytes go before the layers are cut
+  return assemble(std::move(c), path, batch);
 }
 
 ForwardResult attention_result(AttentionFile file) {
@@ -383,45 +416,6 @@ Model attention_model(const ForwardResult& result, const std::string& source) {
   c.vocab_size = static_cast<int>(vocab.size());
   m.vocab = Vocab(std::move(vocab));
   return m;
-}
-
-}  // namespace attnlab
-
-namespace attnlab {
-
-std::string serialize_attention_file(const ForwardResult& r, int layer) {
-  const int L = static_cast<int>(r.is_cross() ? r.cross_attention.size() : r.attention.size());
-  if (L == 0) throw Error("no attention to write");
-  if (layer < -1 || layer >= L) throw Error("layer " + std::to_string(layer) + " does not exist");
-  const int first = layer < 0 ? 0 : layer, count = layer < 0 ? L : 1;
-  const std::shared_ptr<const Tensor> head = r.layer_probs(first);
-  const int64_t H = head->dim(0), T = head->dim(1), S = head->dim(2);
-  Tensor all({count, H, T, S});
-  for (int k = 0; k < count; ++k) {
-    const std::shared_ptr<const Tensor> p = k == 0 ? head : r.layer_probs(first + k);  // kept, or recomputed
-    std::copy(p->data.begin(), p->data.end(), all.data.begin() + static_cast<std::ptrdiff_t>(k * H * T * S));
-  }
-  std::map<std::string, Tensor> arrays{{"attentions", std::move(all)}};
-  // the file's mask is Hugging Face's attention_mask: a key blocked for every query of every head
-  // is padding (0); a causal or windowed mask is in the probabilities already
-  const AttnMask& m = r.mask_of(first);
-  Tensor kept({S}, 1.0f);
-  bool padding = false;
-  for (int64_t j = 0; j < S; ++j) {
-    bool all_blocked = !m.blocked.empty();
-    for (int64_t h = 0; h < H && all_blocked; ++h)
-      for (int64_t i = 0; i < T && all_blocked; ++i)
-        all_blocked = m.is_blocked(static_cast<int>(h), static_cast<int>(i), static_cast<int>(j));
-    if (all_blocked) kept.data[static_cast<size_t>(j)] = 0.0f, padding = true;
-  }
-  if (padding) arrays.emplace("mask", std::move(kept));
-  std::map<std::string, std::vector<std::string>> strings{{"tokens", r.tokens}};
-  if (r.is_cross()) strings.emplace("tokens_b", r.cross_tokens);
-  return serialize_npz(arrays, strings);
-}
-
-void save_attention_file(const std::string& path, const ForwardResult& r, int layer) {
-  write_file_atomic(path, serialize_attention_file(r, layer));
 }
 
 }  // namespace attnlab

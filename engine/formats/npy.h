@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,18 +22,33 @@ struct NpyArray {
   NpyKind kind = NpyKind::Float;
 };
 
-NpyArray parse_npy(const std::string& bytes, const std::string& where = "array.npy");
+NpyArray parse_npy(std::string_view bytes, const std::string& where = "array.npy");
+// A numeric array cut along its first axis: one float32 tensor per index, without the whole array
+// in memory at once beside them (a [layers, heads, T, S] stack read as its layers). An array of
+// fewer than min_rank dimensions comes back whole, as one slice; shape is the stored shape.
+struct NpySlices {
+  std::vector<int64_t> shape;
+  std::vector<Tensor> slices;
+};
+NpySlices parse_npy_slices(std::string_view bytes, const std::string& where, size_t min_rank);
 NpyArray load_npy(const std::string& path);
 // A string array ('<U' as np.array(strings) saves it, or '|S' bytes) in C order, as UTF-8;
 // *shape, when given, gets its shape. Error for numbers, and for object arrays ('|O', pickled:
 // never read).
-std::vector<std::string> parse_npy_strings(const std::string& bytes, const std::string& where,
+std::vector<std::string> parse_npy_strings(std::string_view bytes, const std::string& where,
                                            std::vector<int64_t>* shape = nullptr);
-bool npy_holds_strings(const std::string& bytes);
+bool npy_holds_strings(std::string_view bytes);
 // The members of an .npz (numpy.savez: stored; numpy.savez_compressed: deflated; Zip64 as
 // Python writes it past 4 GiB) in the archive's order: name without ".npy", and the .npy bytes.
-// Every size, offset and CRC is checked; Error naming the member otherwise.
-std::vector<std::pair<std::string, std::string>> parse_npz_members(const std::string& bytes, const std::string& where);
+// Every size, offset and CRC is checked; Error naming the member otherwise. A stored member's bytes
+// are a view of `bytes` (valid while it is: a 600 MB archive is not copied again); a deflated
+// one's are its own (owned).
+struct NpzMember {
+  std::string name;
+  std::string_view bytes;
+  std::shared_ptr<const std::string> owned;
+};
+std::vector<NpzMember> parse_npz_members(const std::string& bytes, const std::string& where);
 std::string serialize_npy(const Tensor& t);
 void save_npy(const std::string& path, const Tensor& t);
 // A float32 array of shape [parts, ...] written part after part: part(i) gives part i (each of

@@ -371,7 +371,11 @@ PYBIND11_MODULE(_engine, m) {
           f = load_attention_file(path, batch, available_bytes());
         }
         py::list layers;
-        for (const Tensor& t : f.layers) layers.append(copy_of(t));
+        for (Tensor& t : f.layers) {  // each layer moved into the array that shows it: no copy
+          auto* keep = new Tensor(std::move(t));
+          py::capsule owner(keep, [](void* q) { delete static_cast<Tensor*>(q); });
+          layers.append(view(keep->data.data(), keep->shape, owner));
+        }
         py::dict d;
         d["layers"] = layers;
         d["tokens"] = f.tokens;

@@ -226,3 +226,32 @@ TEST_CASE("a pass written as an attention file reads back as the same float32s",
   CHECK(fx.keys() == 7);
   CHECK(fx.layers[0].data == rx.cross_attention[0].data);
 }
+
+TEST_CASE("an .npy read in slices along its first axis equals the whole array's slices", "[formats][attention-file]") {
+  // awkward shapes: one slice, odd sizes, a 5-D batch stack; float32 (copied as stored) and
+  // float16 / int64 (converted value by value)
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{3, 5, 7, 7}, std::vector<int64_t>{2, 3, 1, 4, 9}}) {
+    const Tensor t = random_tensor(shape, 11);
+    const std::string npy = serialize_npy(t);
+    const NpySlices s = parse_npy_slices(npy, "t.npy", 4);
+    CHECK(s.shape == shape);
+    REQUIRE(s.slices.size() == static_cast<size_t>(shape[0]));
+    for (int64_t i = 0; i < shape[0]; ++i) CHECK(s.slices[static_cast<size_t>(i)].data == slice(t, i).data);
+  }
+  const NpySlices small = parse_npy_slices(serialize_npy(random_tensor({2, 3, 4}, 2)), "t.npy", 4);
+  REQUIRE(small.slices.size() == 1);  // fewer dimensions than asked: whole
+  CHECK(small.slices[0].shape == std::vector<int64_t>{2, 3, 4});
+  // other dtypes: the same conversion as parse_npy
+  std::string i64("\x93NUMPY\x01\x00", 8);
+  std::string h = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1, 1, 2), }";
+  while ((10 + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  i64 += static_cast<char>(h.size()), i64 += '\0', i64 += h;
+  for (int64_t v : {1, -2, 3, 40}) i64.append(reinterpret_cast<const char*>(&v), 8);
+  const NpySlices ints = parse_npy_slices(i64, "i.npy", 4);
+  REQUIRE(ints.slices.size() == 2);
+  CHECK(std::vector<float>(ints.slices[0].data.begin(), ints.slices[0].data.end()) == std::vector<float>{1, -2});
+  CHECK(std::vector<float>(ints.slices[1].data.begin(), ints.slices[1].data.end()) == std::vector<float>{3, 40});
+  CHECK_THROWS_WITH(parse_npy_slices(i64.substr(0, i64.size() - 4), "i.npy", 4), Catch::Contains("truncated"));
+}
