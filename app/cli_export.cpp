@@ -5,6 +5,7 @@
 
 #include "app/cli_common.h"
 #include "engine/text/token_view.h"
+#include "ui/colormaps.h"
 #include "ui/figure_export.h"
 
 namespace attnlab::cli {
@@ -36,6 +37,9 @@ int cmd_export(const std::vector<std::string>& argv, const std::string& argv0) {
   spec.height = a.get_int("--height", 0);
   spec.dpi = a.get_int("--dpi", 150);
   spec.colormap = QString::fromStdString(a.get("--colormap", "viridis"));
+  if (!colormap_names().contains(spec.colormap))
+    throw Error("--colormap: no colour map \"" + spec.colormap.toStdString() + "\" (" +
+                colormap_names().join(", ").toStdString() + ")");
   spec.title = QString::fromStdString(a.get("--title"));
   spec.annotate = a.has("--annotate");
   const std::string scale = a.get("--scale", "max");

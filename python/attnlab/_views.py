@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -61,6 +62,12 @@ def as_attention(attention, batch=None):
     batch picks a sequence of a batch (required when there is more than one)."""
     if isinstance(attention, _engine.Result):
         return attention.attentions
+    if attention is None:
+        raise ValueError("no attention given (transformers: run the model with output_attentions=True)")
+    if hasattr(attention, "attentions") and not hasattr(attention, "shape"):  # a transformers ModelOutput
+        if attention.attentions is None:
+            raise ValueError("the model's output holds no attentions: run it with output_attentions=True")
+        attention = attention.attentions
     if hasattr(attention, "keys") and callable(attention.keys):  # a mapping: TransformerLens's cache
         layers = {}
         for key in attention.keys():
@@ -99,7 +106,12 @@ def as_attention(attention, batch=None):
 
 
 def _strings(tokens, what):
-    tokens = [str(t) for t in tokens]
+    if isinstance(tokens, str):
+        raise ValueError(f"{what} must be a list of strings, not one string")
+    tokens = list(tokens)
+    if any(not isinstance(t, str) for t in tokens):
+        raise ValueError(f"{what} must be strings, got {type(tokens[0]).__name__ if tokens else '?'}s "
+                         "(token ids? tokenizer.convert_ids_to_tokens(ids) gives their strings)")
     if not tokens:
         raise ValueError(f"{what} is empty")
     return tokens
@@ -116,18 +128,31 @@ def save_attention(path, attention, tokens, tokens_b=None, mask=None, batch=None
     if tokens_b is not None:
         arrays["tokens_b"] = np.array(_strings(tokens_b, "tokens_b"), dtype=np.str_)
     if mask is not None:
-        m = np.asarray(_numpy(mask)).astype(np.int64)
-        if m.ndim == 2:  # Hugging Face's attention_mask [batch, S]: the chosen sequence's row
-            if batch is None and m.shape[0] != 1:
-                raise ValueError(f"the mask holds a batch of {m.shape[0]} sequences: choose one with batch=N")
-            m = m[batch or 0]
-        arrays["mask"] = m
+        arrays["mask"] = _mask_row(mask, batch)
     path = os.fspath(path)
     if not path.endswith(".npz"):
         raise ValueError(f"{path}: an attention file is written as .npz")
     np.savez(path, **arrays)
-    _engine.load_attention(path)  # attnlab.Error naming what the views would refuse
+    try:
+        read = _engine.load_attention(path)  # attnlab.Error naming what the views would refuse
+    except _engine.Error as e:
+        os.remove(path)  # a file the views refuse is not left behind
+        raise _engine.Error(str(e).replace(path, "the attention")) from None
+    for w in read["warnings"]:  # rows that do not sum to 1, ...: drawn, and said
+        warnings.warn(f"attnlab: {w}", stacklevel=3)
     return path
+
+
+def _mask_row(mask, batch):
+    """Hugging Face's attention_mask ([S] or [batch, S]) as the chosen sequence's [S] row of 0 / 1."""
+    if mask is None:
+        return None
+    m = np.asarray(_numpy(mask)).astype(np.int64)
+    if m.ndim == 2:
+        if batch is None and m.shape[0] != 1:
+            raise ValueError(f"the mask holds a batch of {m.shape[0]} sequences: choose one with batch=N")
+        m = m[batch or 0]
+    return m
 
 
 def _tool(name, env):
@@ -153,27 +178,39 @@ def _index(i, n, what):
 
 
 class Figure:
-    """An exported figure: a file (PNG, SVG or PDF) that Jupyter shows inline."""
+    """An exported figure that Jupyter shows inline: a file (PNG, SVG or PDF) at path, or, made
+    without a path, a PNG held in memory (data; save(path) writes it)."""
 
-    def __init__(self, path):
+    def __init__(self, path, data=None, kind=None):
         self.path = path
+        self._data = data
+        self.kind = kind or os.path.splitext(path)[1].lstrip(".").lower()
 
     @property
     def data(self):
+        if self._data is not None:
+            return self._data
         with open(self.path, "rb") as f:
             return f.read()
 
+    def save(self, path):
+        with open(path, "wb") as f:
+            f.write(self.data)
+        return path
+
     def _repr_png_(self):
-        return self.data if self.path.endswith(".png") else None
+        return self.data if self.kind == "png" else None
 
     def _repr_svg_(self):
-        return self.data.decode("utf-8") if self.path.endswith(".svg") else None
+        return self.data.decode("utf-8") if self.kind == "svg" else None
 
     def __fspath__(self):
+        if self.path is None:
+            raise TypeError("this figure is in memory: figure(..., path=...) or Figure.save(path) writes a file")
         return self.path
 
     def __repr__(self):
-        return f"<attnlab.Figure {self.path}>"
+        return f"<attnlab.Figure {self.path or 'in memory, ' + str(len(self._data)) + ' bytes of PNG'}>"
 
 
 def figure(
@@ -191,10 +228,13 @@ def figure(
     title=None,
     annotate=False,
     scale="max",
+    mask=None,
 ):
     """The export figure of one layer, without a display: every head (heads=None), or one head
     (heads=H). layer may be "all" (every layer's grid). path: .png, .svg or .pdf (default: a
-    temporary PNG). The figure is `attnlab-cli export`'s, so the same attention gives the same file
+    PNG held in memory). mask: Hugging Face's attention_mask (padding drawn grey). colormap:
+    viridis, magma, inferno, plasma, cividis or greys; scale: "max" (the figure's largest value
+    is the top colour) or "0-1". The figure is `attnlab-cli export`'s, so the same attention gives the same file
     here and there. Returns a Figure (shown inline in Jupyter)."""
     if isinstance(heads, (list, tuple)):
         if len(heads) != 1:
@@ -206,11 +246,9 @@ def figure(
     cli = _tool("attnlab-cli", "ATTNLAB_CLI")
     work = tempfile.mkdtemp(prefix="attnlab-")
     try:
-        source = save_attention(os.path.join(work, "attention.npz"), a, tokens, tokens_b)
-        if path is None:
-            fd, path = tempfile.mkstemp(prefix="attnlab-figure-", suffix=".png")
-            os.close(fd)
-        path = os.fspath(path)
+        source = save_attention(os.path.join(work, "attention.npz"), a, tokens, tokens_b, mask=_mask_row(mask, batch))
+        in_memory = path is None
+        path = os.path.join(work, "figure.png") if in_memory else os.fspath(path)
         cmd = [cli, "export", "--attention", source, "--out", path, "--layer", layer, "--head", heads]
         cmd += ["--dpi", str(dpi), "--colormap", colormap, "--scale", scale]
         if width:
@@ -224,8 +262,16 @@ def figure(
         env = dict(os.environ)
         env.setdefault("QT_QPA_PLATFORM", "offscreen")  # no display needed
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        said = done.stderr.replace(source, "the attention")
         if done.returncode != 0:
-            raise _engine.Error(done.stderr.strip().removeprefix("attnlab-cli: ") or "attnlab-cli export failed")
+            lines = [l for l in said.strip().splitlines() if l]
+            last = lines[-1] if lines else "attnlab-cli export failed"
+            for prefix in ("attnlab-cli export: error: ", "attnlab-cli: error: ", "attnlab-cli: "):
+                last = last.removeprefix(prefix)
+            raise _engine.Error(last)
+        if in_memory:
+            with open(path, "rb") as f:
+                return Figure(None, f.read(), "png")
         return Figure(path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -238,12 +284,14 @@ def _show_dir():
     return d
 
 
-def show(attention, tokens, tokens_b=None, layer=None, batch=None, app_args=()):
+def show(attention, tokens, tokens_b=None, layer=None, batch=None, mask=None, app_args=()):
     """Opens attention (anything as_attention takes) in the desktop app: Heads, Lines, All layers,
     Head, Patterns and Beyond attention's rollout and means. Later calls show theirs in the same
     window (attnlab --attention FILE --reuse-window). Returns the attention file written; the
     app reads it whole when it opens it, and the next call removes the files of earlier calls.
     attnlab.Error when the app cannot start or refuses the file, with its message."""
+    if isinstance(app_args, str):
+        raise TypeError("app_args is a list of arguments, e.g. ['--tab', 'lines']")
     app = _tool("attnlab", "ATTNLAB_APP")
     a = as_attention(attention, batch)
     if layer is not None:
@@ -255,7 +303,7 @@ def show(attention, tokens, tokens_b=None, layer=None, batch=None, app_args=()):
     fd, path = tempfile.mkstemp(prefix="attention-", suffix=".npz", dir=folder)
     os.close(fd)
     try:
-        save_attention(path, a, tokens, tokens_b)
+        save_attention(path, a, tokens, tokens_b, mask=_mask_row(mask, batch))
         cmd = [app, "--attention", path, "--reuse-window"] + (["--layer", layer] if layer is not None else [])
         log = tempfile.TemporaryFile()
         proc = subprocess.Popen(cmd + list(app_args), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -329,7 +377,10 @@ def head_view(
         rows, cols = list(seq), None
     else:
         raise ValueError("You must specify at least one attention argument.")
+    given_layers = bool(include_layers)
     include_layers = list(range(a.shape[0])) if not include_layers else list(include_layers)
+    if layer is not None and not given_layers:
+        layer = int(_index(layer, a.shape[0], "layer"))  # -1: the last, as in figure
     if any(not 0 <= l < a.shape[0] for l in include_layers):
         raise ValueError(f"include_layers {include_layers}: the attention has {a.shape[0]} layers")
     # BertViz leaves layers out to stay responsive; attnlab's views draw every layer at any
@@ -350,6 +401,7 @@ def head_view(
     if html_action == "view":
         return show(a, rows, tokens_b=cols, layer=shown)
     if html_action == "return":
-        one = heads[0] if isinstance(heads, (list, tuple)) and len(heads) == 1 else None
+        one = heads[0] if isinstance(heads, (list, tuple)) and len(heads) == 1 else heads if isinstance(
+            heads, (int, np.integer)) else None
         return figure(a, rows, layer=shown, heads=one, tokens_b=cols)
-    raise ValueError("'html_action' parameter must be 'view' or 'return")
+    raise ValueError("'html_action' parameter must be 'view' or 'return'")

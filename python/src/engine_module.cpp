@@ -4,6 +4,7 @@
 // views of the engine's tensors (read-only, kept alive by the Result that owns them): no copies
 // of the probabilities on the way, except `attentions`, which stacks the layers into one
 // [L, H, T, S] array once.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -111,13 +112,22 @@ PreparedInput input_of(const Model& m, const py::object& text, const py::object&
   if (!truncation.empty()) o.truncation = parse_truncation(truncation);
   if (!text.is_none() && !ids.is_none()) throw Error(what + " and its ids are exclusive: pass one");
   if (!text.is_none()) {
+    if (!py::isinstance<py::str>(text)) throw Error(what + " must be a str (token ids go in ids=[...])");
     PreparedInput in = prepare_text(m, text.cast<std::string>(), o);
     if (in.ids.empty()) throw Error(what + ": the text has no tokens");
     return in;
   }
   if (!ids.is_none()) {
     if (o.pair) throw Error("pair needs text (sentence A), not ids");
-    return prepare_ids(m, ids.cast<std::vector<int>>(), o);
+    // a list, a numpy array or a torch tensor of ints (tolist() on either)
+    const py::object list = py::hasattr(ids, "tolist") ? ids.attr("tolist")() : ids;
+    std::vector<int> v;
+    try {
+      v = list.cast<std::vector<int>>();
+    } catch (const py::cast_error&) {
+      throw Error("ids must be a sequence of ints (a list, a numpy array or a tensor of token ids)");
+    }
+    return prepare_ids(m, v, o);
   }
   return {};
 }
@@ -142,6 +152,17 @@ ForwardRequest request_of(const Model& m, const py::object& text, const py::obje
     for (const std::string& n : p->notices) warnings->push_back(n);
   }
   return req;
+}
+
+// A str or a sequence of str, as a list (masks="causal" and masks=["causal"] alike).
+std::vector<std::string> names_of(const py::object& o, const std::string& what) {
+  if (o.is_none()) return {};
+  if (py::isinstance<py::str>(o)) return {o.cast<std::string>()};
+  try {
+    return o.cast<std::vector<std::string>>();
+  } catch (const py::cast_error&) {
+    throw Error(what + " must be a str or a list of str");
+  }
 }
 
 HookEdit edit_of(const std::string& name, const py::handle& value, HookEdit::Kind kind) {
@@ -193,10 +214,11 @@ PYBIND11_MODULE(_engine, m) {
           "attention",
           [](py::object self, int layer) {
             const PyResult& s = self.cast<const PyResult&>();
-            if (layer < 0) layer += s.model->config.num_layers;
-            if (layer < 0 || layer >= s.model->config.num_layers)
-              throw py::index_error("layer " + std::to_string(layer) + " of " +
-                                    std::to_string(s.model->config.num_layers));
+            const int asked = layer, L = s.model->config.num_layers;
+            if (layer < 0) layer += L;
+            if (layer < 0 || layer >= L)
+              throw py::index_error("layer " + std::to_string(asked) + ": the model has " + std::to_string(L) +
+                                    " layers (0 to " + std::to_string(L - 1) + ")");
             std::shared_ptr<const Tensor> p;
             {
               py::gil_scoped_release free;  // a layer on demand is one attention op
@@ -302,9 +324,11 @@ PYBIND11_MODULE(_engine, m) {
       .def(
           "forward",
           [](const PyModel& p, const py::object& text, const py::object& pair, const py::object& ids,
-             const py::object& cross_text, const std::vector<std::string>& masks, const std::string& truncation,
-             const std::vector<std::string>& cache, const py::dict& patch, const py::dict& add,
+             const py::object& cross_text, const py::object& mask_specs, const std::string& truncation,
+             const py::object& cache_names, const py::dict& patch, const py::dict& add,
              const std::vector<std::pair<int, int>>& ablate, bool on_demand) {
+            const std::vector<std::string> masks = names_of(mask_specs, "masks"),
+                                           cache = names_of(cache_names, "cache");
             auto out = std::make_shared<PyResult>();
             out->model = p.model;
             out->backend = p.backend->name();
@@ -336,14 +360,26 @@ PYBIND11_MODULE(_engine, m) {
             return out;
           },
           py::arg("text") = py::none(), py::arg("pair") = py::none(), py::kw_only(), py::arg("ids") = py::none(),
-          py::arg("cross_text") = py::none(), py::arg("masks") = std::vector<std::string>{}, py::arg("truncation") = "",
-          py::arg("cache") = std::vector<std::string>{}, py::arg("patch") = py::dict(), py::arg("add") = py::dict(),
+          py::arg("cross_text") = py::none(), py::arg("masks") = py::none(), py::arg("truncation") = "",
+          py::arg("cache") = py::none(), py::arg("patch") = py::dict(), py::arg("add") = py::dict(),
           py::arg("ablate") = std::vector<std::pair<int, int>>{}, py::arg("on_demand") = false)
       .def(
           "analyze",
           [](const PyModel& p, const std::string& method, const py::object& text, const py::object& pair,
-             const py::object& ids, const std::vector<std::string>& masks, int target) {
-            const MethodRow& row = find_method(method);
+             const py::object& ids, const py::object& mask_specs, int target) {
+            const std::vector<std::string> masks = names_of(mask_specs, "masks");
+            const MethodRow* found = nullptr;
+            try {
+              found = &find_method(method);
+            } catch (const Error&) {
+            }
+            const std::vector<MethodId> maps = {MethodId::Rollout, MethodId::GradAttention, MethodId::ValueNorm,
+                                                MethodId::MeanHeads, MethodId::MeanLayers};
+            if (!found || std::find(maps.begin(), maps.end(), found->id) == maps.end())
+              throw Error("analyze: \"" + method +
+                          "\" is not one of the maps of one input: rollout, grad-attention, value-norm, "
+                          "mean-heads, mean-layers (the other methods are attnlab-cli analyze's)");
+            const MethodRow& row = *found;
             std::vector<std::string> warnings;
             const ForwardRequest req = request_of(*p.model, text, ids, pair, py::none(), masks, "", &warnings);
             Tensor map;
@@ -357,7 +393,7 @@ PYBIND11_MODULE(_engine, m) {
             return view(keep->data.data(), keep->shape, owner);
           },
           py::arg("method"), py::arg("text") = py::none(), py::arg("pair") = py::none(), py::kw_only(),
-          py::arg("ids") = py::none(), py::arg("masks") = std::vector<std::string>{}, py::arg("target") = -1,
+          py::arg("ids") = py::none(), py::arg("masks") = py::none(), py::arg("target") = -1,
           "A map of one input, as attnlab-cli analyze --method computes it: rollout, grad-attention, "
           "value-norm, mean-heads, mean-layers")
       .def("__repr__", [](const PyModel& p) { return "<attnlab.Model " + p.model->summary() + ">"; });

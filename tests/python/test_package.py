@@ -327,3 +327,43 @@ def test_a_pass_exported_as_an_attention_file_is_the_pass(tmp_path):
     cli("export", "--attention", str(tmp_path / "pass.npz"), "--layer", "1", "--out", str(tmp_path / "file.png"))
     cli("export", "--model", MINILM, "--text", TEXT, "--layer", "1", "--out", str(tmp_path / "model.png"))
     assert (tmp_path / "file.png").read_bytes() == (tmp_path / "model.png").read_bytes()
+
+
+def test_python_inputs_and_messages_a_notebook_meets(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    m = attnlab.Model(MINILM)
+    r = m.forward(TEXT)
+    # ids as a tensor or an array; masks and cache as one string
+    assert m.forward(ids=torch.tensor(r.ids)).tokens == r.tokens
+    assert m.forward(ids=np.asarray(r.ids)).tokens == r.tokens
+    assert m.forward(TEXT, masks="window:1").attentions[0, 0, 5, 0] == 0  # key 0 is 5 away from query 5
+    assert list(m.forward(TEXT, cache="blocks.0.attn.hook_pattern").cache) == ["blocks.0.attn.hook_pattern"]
+    with pytest.raises(attnlab.Error, match="must be a str"):
+        m.forward(123)
+    with pytest.raises(attnlab.Error, match="not one of the maps"):
+        m.analyze("head-patterns", TEXT)
+    with pytest.raises(IndexError, match="layer -7: the model has 6 layers"):
+        r.attention(-7)
+    # transformers' whole output, a padded batch with its attention_mask, tokens as ids
+    tok = transformers.AutoTokenizer.from_pretrained(MINILM)
+    model = transformers.AutoModel.from_pretrained(MINILM, attn_implementation="eager")
+    enc = tok(["the cat sat on the mat", "a dog"], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True)
+        plain = model(**enc)
+    np.testing.assert_array_equal(attnlab.as_attention(out, batch=1), attnlab.as_attention(out.attentions, batch=1))
+    with pytest.raises(ValueError, match="output_attentions=True"):
+        attnlab.as_attention(plain, batch=1)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"][1])
+    path = attnlab.save_attention(tmp_path / "padded.npz", out, tokens, mask=enc["attention_mask"], batch=1)
+    assert attnlab.load_attention(path)["mask"].tolist() == enc["attention_mask"][1].tolist()
+    with pytest.raises(ValueError, match="convert_ids_to_tokens"):
+        attnlab.figure(out, enc["input_ids"][1], batch=1)
+    with pytest.raises(attnlab.Error, match="no colour map \"jet\""):
+        attnlab.figure(out, tokens, batch=1, colormap="jet")
+    with pytest.warns(UserWarning, match="do not sum to 1"):
+        fig = attnlab.figure(np.full((1, 1, 3, 3), 0.5, dtype=np.float32), list("abc"))
+    assert fig.path is None and fig.data[:4] == b"\x89PNG"  # in memory: no file left behind
+    with pytest.raises(TypeError, match="list of arguments"):
+        attnlab.show(out, tokens, batch=1, app_args="--tab lines")
