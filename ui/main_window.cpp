@@ -297,16 +297,21 @@ void MainWindow::showError(const QString& message) {
     QMessageBox::warning(this, "attnlab", message);
 }
 
+// A model or file that could not be opened: the status bar (quiet: batch runs, the reuse channel,
+// which read it from there) or a dialog, which says what stays shown when something is.
+void MainWindow::openFailed(const QString& message, const QString& kept, bool quiet) {
+  if (quiet)
+    statusBar()->showMessage(message);
+  else
+    showError(message + (explore_->model() ? "\n" + kept : QString()));
+}
+
 bool MainWindow::openModel(const QString& dir, bool quiet) {
   std::shared_ptr<const Model> m;
   try {
     m = std::make_shared<const Model>(load_model(dir.toStdString()));
   } catch (const std::exception& e) {  // Error, and anything a malformed file could still raise
-    const QString msg = QString("Could not open the model: %1").arg(QString::fromStdString(e.what()));
-    if (quiet)
-      statusBar()->showMessage(msg);
-    else
-      showError(msg + (explore_->model() ? "\nThe current model stays open." : ""));
+    openFailed("Could not open the model: " + QString::fromStdString(e.what()), "The current model stays open.", quiet);
     return false;
   }
   useModel(m, dir);
@@ -323,11 +328,8 @@ bool MainWindow::openAttention(const QString& path, int batch, bool quiet) {
     result = std::make_shared<const ForwardResult>(attention_result(std::move(file)));
     shape = std::make_shared<const Model>(attention_model(*result, path.toStdString()));
   } catch (const std::exception& e) {
-    const QString msg = QString("Could not open the attention file: %1").arg(QString::fromStdString(e.what()));
-    if (quiet)
-      statusBar()->showMessage(msg);
-    else
-      showError(msg + (explore_->model() ? "\nWhat was shown stays open." : ""));
+    openFailed("Could not open the attention file: " + QString::fromStdString(e.what()), "What was shown stays open.",
+               quiet);
     return false;
   }
   attention_file_ = QFileInfo(path).absoluteFilePath();

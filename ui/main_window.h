@@ -44,6 +44,7 @@ class MainWindow : public QMainWindow {
   void restoreSettings();
   void saveSettings() const;
   void showError(const QString& message);  // a dialog unless headless, and the status bar
+  void openFailed(const QString& message, const QString& kept, bool quiet);
 
  protected:
   void dragEnterEvent(class QDragEnterEvent* e) override;

@@ -122,17 +122,7 @@ def save_attention(path, attention, tokens, tokens_b=None, mask=None, batch=None
     (.npz): what `attnlab --attention FILE` and `attnlab-cli export --attention FILE` open. Returns
     the path. The engine reads it back before this returns, so a file it would refuse is an error
     here, with its message."""
-    a = as_attention(attention, batch)
-    tokens = _strings(tokens, "tokens")
-    arrays = {"attentions": a, "tokens": np.array(tokens, dtype=np.str_)}
-    if tokens_b is not None:
-        arrays["tokens_b"] = np.array(_strings(tokens_b, "tokens_b"), dtype=np.str_)
-    if mask is not None:
-        arrays["mask"] = _mask_row(mask, batch)
-    path = os.fspath(path)
-    if not path.endswith(".npz"):
-        raise ValueError(f"{path}: an attention file is written as .npz")
-    np.savez(path, **arrays)
+    path = _write(path, as_attention(attention, batch), tokens, tokens_b, _mask_row(mask, batch))
     try:
         read = _engine.load_attention(path)  # attnlab.Error naming what the views would refuse
     except _engine.Error as e:
@@ -140,6 +130,21 @@ def save_attention(path, attention, tokens, tokens_b=None, mask=None, batch=None
         raise _engine.Error(str(e).replace(path, "the attention")) from None
     for w in read["warnings"]:  # rows that do not sum to 1, ...: drawn, and said
         warnings.warn(f"attnlab: {w}", stacklevel=3)
+    return path
+
+
+def _write(path, a, tokens, tokens_b, mask):
+    """The file, unchecked: save_attention reads it back; figure leaves that to attnlab-cli, which
+    reads it anyway (one read of a large attention, not two)."""
+    arrays = {"attentions": a, "tokens": np.array(_strings(tokens, "tokens"), dtype=np.str_)}
+    if tokens_b is not None:
+        arrays["tokens_b"] = np.array(_strings(tokens_b, "tokens_b"), dtype=np.str_)
+    if mask is not None:
+        arrays["mask"] = mask
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        raise ValueError(f"{path}: an attention file is written as .npz")
+    np.savez(path, **arrays)
     return path
 
 
@@ -246,7 +251,7 @@ def figure(
     cli = _tool("attnlab-cli", "ATTNLAB_CLI")
     work = tempfile.mkdtemp(prefix="attnlab-")
     try:
-        source = save_attention(os.path.join(work, "attention.npz"), a, tokens, tokens_b, mask=_mask_row(mask, batch))
+        source = _write(os.path.join(work, "attention.npz"), a, tokens, tokens_b, _mask_row(mask, batch))
         in_memory = path is None
         path = os.path.join(work, "figure.png") if in_memory else os.fspath(path)
         cmd = [cli, "export", "--attention", source, "--out", path, "--layer", layer, "--head", heads]
@@ -263,6 +268,9 @@ def figure(
         env.setdefault("QT_QPA_PLATFORM", "offscreen")  # no display needed
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         said = done.stderr.replace(source, "the attention")
+        for line in said.splitlines():  # what the file's check said: rows that do not sum to 1, ...
+            if ": warning: " in line:
+                warnings.warn("attnlab: " + line.split(": warning: ", 1)[1], stacklevel=2)
         if done.returncode != 0:
             lines = [l for l in said.strip().splitlines() if l]
             last = lines[-1] if lines else "attnlab-cli export failed"
