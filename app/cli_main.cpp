@@ -59,6 +59,8 @@ usage:
                       [--truncation longest_first|only_first|only_second] (over max_len: cut as
                       transformers does, separators kept; without it, an error; every --text command)
                       [--cross-text "..." | --cross-ids ...]
+                      [--target "..." | --target-ids ...] (encoder-decoders (bart): --text is the source, the
+                      target teacher-forced; --attn-out F.npz holds encoder, decoder and cross)
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
                       [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--ablate L:H[,L:H]...] (those heads' probabilities times 0 before they weight the values)
@@ -202,11 +204,12 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(argv,
-               with(kModelValued, {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids",
-                                   "--pad-to", "--attn-out", "--out", "--mask-out", "--save-model", "--ablate",
-                                   "--ablate-mean", "--cache", "--cache-out", "--patch", "--add"}),
-               {"--json", "--random-init", "--list-hooks"});
+  const Args a(
+      argv,
+      with(kModelValued, {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids", "--pad-to",
+                          "--attn-out", "--out", "--mask-out", "--save-model", "--ablate", "--ablate-mean", "--cache",
+                          "--cache-out", "--patch", "--add", "--target", "--target-ids"}),
+      {"--json", "--random-init", "--list-hooks"});
   const Model model = resolve_model(a, argv0);
   if (a.has("--list-hooks")) {  // every named activation of this model's pass, in pass order
     for (const std::string& name : hook_names(model.config)) std::cout << name << "\n";
@@ -214,6 +217,31 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   }
   std::pair<PreparedInput, PreparedInput> inputs;
   ForwardRequest req = request_from_flags(a, model, "forward", &inputs);
+  std::vector<int> target_ids;  // an encoder-decoder's labels (the target's encoding)
+  if (model.is_seq2seq()) {
+    // --text / --ids is the source; the target is teacher-forced as transformers trains: the
+    // decoder reads decoder_start_token_id and the target's tokens but the last
+    if (a.has("--target") == a.has("--target-ids"))
+      throw Error("forward: " + model.hf.model_type +
+                  " is an encoder-decoder: --text (or --ids) is the source, and --target TEXT (or --target-ids) the "
+                  "target");
+    InputOptions o;
+    o.overflow = Overflow::Error;
+    o.what = "target";
+    const PreparedInput t = a.has("--target")
+                                ? prepare_text(model, a.get("--target"), o)
+                                : prepare_ids(model, parse_int_list(a.get("--target-ids"), "--target-ids"), o);
+    if (t.ids.empty()) throw Error("--target: the text has no tokens");
+    if (const std::string note = unknown_note(t, "--target"); !note.empty()) std::cerr << "warning: " << note << "\n";
+    target_ids = t.ids;
+    req.source_ids = std::move(req.ids), req.source_tokens = std::move(req.tokens);
+    req.ids = decoder_input_ids(model, t.ids);
+    req.tokens = {model.readable_token(model.config.decoder_start_id)};
+    req.tokens.insert(req.tokens.end(), t.tokens.begin(), t.tokens.end() - 1);
+    req.token_types.clear();
+  } else if (a.has("--target") || a.has("--target-ids")) {
+    throw Error("--target is for encoder-decoder models (bart); this model reads one sequence");
+  }
   if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
   HookSpec hooks = hooks_from_flags(a);
   if (a.has("--ablate-mean")) {  // each head's z replaced by its mean over the positions (through the hooks)
@@ -242,7 +270,24 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     save_npz(a.get("--cache-out"), r.cache);
   }
 
-  if (a.has("--attn-out")) {
+  if (a.has("--attn-out") &&
+      r.is_seq2seq()) {  // transformers' encoder_attentions, decoder_attentions, cross_attentions
+    const std::string path = a.get("--attn-out");
+    if (!ends_with(path, ".npz"))
+      throw Error("--attn-out: an encoder-decoder's attention is three arrays (encoder, decoder, cross): name an .npz");
+    auto stack = [](const std::vector<Tensor>& layers) {
+      std::vector<int64_t> shape = {static_cast<int64_t>(layers.size())};
+      shape.insert(shape.end(), layers.at(0).shape.begin(), layers.at(0).shape.end());
+      Tensor all(shape);
+      const size_t n = layers[0].data.size();
+      for (size_t l = 0; l < layers.size(); ++l)
+        std::copy(layers[l].data.begin(), layers[l].data.end(), all.ptr() + l * n);
+      return all;
+    };
+    save_npz(path, {{"encoder", stack(r.encoder_attention)},
+                    {"decoder", stack(r.attention)},
+                    {"cross", stack(r.decoder_cross_attention)}});
+  } else if (a.has("--attn-out")) {
     const int L = model.config.num_layers;
     const std::shared_ptr<const Tensor> first = r.layer_probs(0);
     std::vector<int64_t> shape = {L};
@@ -278,6 +323,17 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     if (r.is_cross()) {
       j["cross_tokens"] = r.cross_tokens;
       j["cross_ids"] = r.cross_ids;
+    }
+    if (r.is_seq2seq()) {  // tokens and ids above are the decoder's input (the target shifted right)
+      std::vector<std::string> source_pieces;
+      for (const int id : r.source_ids) source_pieces.push_back(model.token_name(id));
+      j["source_tokens"] = source_pieces;
+      j["source_labels"] = r.source_tokens;
+      j["source_ids"] = r.source_ids;
+      j["target_ids"] = target_ids;
+      const ModelConfig& e = model.encoder->config;
+      j["encoder_attention_shape"] = {e.num_layers, e.num_heads, r.source_ids.size(), r.source_ids.size()};
+      j["cross_attention_shape"] = {model.config.num_layers, model.config.num_heads, r.ids.size(), r.source_ids.size()};
     }
     j["mask"] = model_mask(model.config, req.mask).describe();  // a decoder's own causal mask included
     j["attention_shape"] = {model.config.num_layers, model.config.num_heads, r.ids.size(),
@@ -329,7 +385,12 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
                 << "\n";
     if (a.has("--ablate")) std::cout << "ablated heads " << a.get("--ablate") << "\n";
     if (a.has("--ablate-mean")) std::cout << "mean-ablated heads " << a.get("--ablate-mean") << "\n";
-    std::cout << "tokens:";
+    if (r.is_seq2seq()) {
+      std::cout << "source:";
+      for (const auto& t : r.source_tokens) std::cout << " " << t;
+      std::cout << "\n";
+    }
+    std::cout << (r.is_seq2seq() ? "decoder input:" : "tokens:");
     for (const auto& t : r.tokens) std::cout << " " << t;
     std::cout << "\n";
     if (r.predicted >= 0) {

@@ -65,17 +65,23 @@ struct EncodeOptions : PassOptions {
   // are multiplied by 0 before they weight the values (it adds nothing to the output
   // projection; its probabilities are still returned). Empty = none.
   std::vector<std::vector<uint8_t>> ablate;
+  // An encoder-decoder's decoder pass (ModelConfig::cross_attention): the encoder's final hidden
+  // states [S, E] every layer's cross-attention reads, and the mask it applies [T, S] (the
+  // encoder's padding). Not with hooks, a KV cache, a resumed start or attention on demand yet.
+  const Tensor* memory = nullptr;
+  const AttnMask* memory_mask = nullptr;
 };
 
 struct EncodeOutput {
   // With a KV cache: the first position computed (P); hidden and attention then hold the rows
   // of positions P..T-1 only ([T - P, E], [heads, T - P, T]). 0 without one.
   int first_position = 0;
-  Tensor hidden;                     // [T, E] final hidden states
-  std::vector<Tensor> attention;     // per layer: [heads, T, T] or empty
-  std::vector<Tensor> layer_inputs;  // per layer: [T, E] when asked for
-  std::vector<Tensor> values;        // per layer: [T, KV * D] when asked for (empty where a backend does not keep them;
-                                     // every position's with a KV cache)
+  Tensor hidden;                        // [T, E] final hidden states
+  std::vector<Tensor> attention;        // per layer: [heads, T, T] or empty
+  std::vector<Tensor> cross_attention;  // a decoder pass with EncodeOptions::memory: per layer [heads, T, S]
+  std::vector<Tensor> layer_inputs;     // per layer: [T, E] when asked for
+  std::vector<Tensor> values;  // per layer: [T, KV * D] when asked for (empty where a backend does not keep them;
+                               // every position's with a KV cache)
   std::map<std::string, Tensor> cache;  // the named activations kept (PassOptions::hooks)
   // PassOptions::attention_on_demand: per layer the attention's queries [T, H * D] (with a KV
   // cache the new rows only) and keys [S, KV * D] (every position's).

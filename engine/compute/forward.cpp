@@ -173,6 +173,11 @@ Tensor Backend::self_attention(const Model&, int, const Tensor&, const Tensor&, 
 
 namespace {
 
+// Padding's id: the config's (BART's pad_token_id), else the vocabulary's [PAD] (-1: none).
+int pad_of(const Model& model) {
+  return model.config.pad_token_id >= 0 ? model.config.pad_token_id : model.vocab.pad_id();
+}
+
 void check_ids(const Model& model, const std::vector<int>& ids, const char* what) {
   const ModelConfig& c = model.config;
   if (ids.empty()) throw Error(std::string(what) + " is empty: nothing to attend over");
@@ -323,10 +328,60 @@ AttnMask self_attention_mask(const Model& model, const ForwardRequest& req) {
   check_ids(model, req.ids, "the sequence");
   check_types(model, req.token_types, req.ids.size(), "the sequence");
   const int T = static_cast<int>(req.ids.size());
-  AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, model.vocab.pad_id());
+  AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, pad_of(model));
   apply_model_window(mask, c);
   return mask;
 }
+
+std::vector<int> decoder_input_ids(const Model& model, const std::vector<int>& labels) {
+  const int start = model.config.decoder_start_id;
+  if (!model.is_seq2seq() || start < 0) throw Error("decoder inputs are an encoder-decoder model's");
+  std::vector<int> ids = {start};
+  if (!labels.empty()) ids.insert(ids.end(), labels.begin(), labels.end() - 1);
+  return ids;
+}
+
+namespace {
+
+// An encoder-decoder's pass: the encoder over the source (its padding mask only), then the
+// decoder over ids (causal, plus the request's masks) whose every layer attends to the encoder's
+// output with the source's padding mask (modeling_bart.py's encoder_attention_mask).
+void run_seq2seq(const Model& model, Backend& backend, const ForwardRequest& req, EncodeOptions& opts,
+                 ForwardResult& r) {
+  const Model& enc = *model.encoder;
+  if (req.source_ids.empty())
+    throw Error(
+        "an encoder-decoder model reads a source and a target: give both (attnlab-cli forward --text SOURCE "
+        "--target TEXT)");
+  if (!req.cross_ids.empty() || req.kv || req.start || (req.hooks && !req.hooks->empty()))
+    throw Error("an encoder-decoder's pass takes no cross mode, KV cache, resumed start or named activations yet");
+  check_ids(enc, req.source_ids, "the source");
+  const int S = static_cast<int>(req.source_ids.size()), T = static_cast<int>(req.ids.size());
+  const int pad = pad_of(model);
+  r.source_ids = req.source_ids;
+  r.source_tokens = labels_for(enc, req.source_ids, req.source_tokens);
+  MaskSpec own;
+  own.padding = req.mask.padding;
+  const AttnMask source_mask = build_mask(own, S, S, enc.config.num_heads, req.source_ids, pad);
+  EncodeOptions eo;
+  eo.cancel = req.cancel;
+  EncodeOutput e = backend.encode(enc, req.source_ids, source_mask, eo);
+  const AttnMask memory_mask = build_mask(own, T, S, model.config.num_heads, req.source_ids, pad);
+  opts.memory = &e.hidden;
+  opts.memory_mask = &memory_mask;
+  opts.attention_on_demand = false;
+  r.mask = self_attention_mask(model, req);
+  EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
+  r.hidden = std::move(out.hidden);
+  r.attention = std::move(out.attention);
+  r.decoder_cross_attention = std::move(out.cross_attention);
+  r.encoder_attention = std::move(e.attention);
+  r.source_hidden = std::move(e.hidden);
+  r.layer_inputs = std::move(out.layer_inputs);
+  r.warnings = mask_warnings(r.mask, "attention mask");
+}
+
+}  // namespace
 
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -354,7 +409,11 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
       edits_attention = !hooks.edits_of(b + "hook_attn_scores").empty() || !hooks.edits_of(b + "hook_pattern").empty();
     }
   }
-  const bool on_demand = req.attention_on_demand && backend.recomputes_attention() && !edits_attention;
+  if (!req.source_ids.empty() && !model.is_seq2seq())
+    throw Error("a source text is for encoder-decoder models (BART); this model reads one sequence");
+  // encoder-decoders keep every probability for now (no on-demand recompute of cross-attention)
+  const bool on_demand =
+      req.attention_on_demand && backend.recomputes_attention() && !edits_attention && !model.is_seq2seq();
   if (req.attention_on_demand && !on_demand) opts.keep_attention.clear();
   opts.attention_on_demand = on_demand && req.cross_ids.empty();
   check_memory(c, T, req.cross_ids.empty() ? T : static_cast<int>(req.cross_ids.size()), opts.keep_attention, req.hooks,
@@ -376,7 +435,9 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
     throw Error(
         "cross-attention mode compares two sequences through an encoder's attention; this model is a causal "
         "language model");
-  if (req.cross_ids.empty()) {
+  if (model.is_seq2seq()) {
+    run_seq2seq(model, backend, req, opts, r);
+  } else if (req.cross_ids.empty()) {
     r.mask = self_attention_mask(model, req);
     if (r.mask.sliding) r.sliding_layers = c.sliding_layers;
     EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);

@@ -30,6 +30,10 @@ struct ForwardRequest : PassOptions {
   std::vector<int> token_types, cross_token_types;
   // (layer, head) pairs whose heads are ablated (EncodeOptions::ablate); Error for one that does not exist.
   std::vector<std::pair<int, int>> ablate;
+  // An encoder-decoder (Model::encoder): the source the encoder reads, with its labels; ids are
+  // then the decoder's input (decoder_input_ids: the target shifted right).
+  std::vector<int> source_ids;
+  std::vector<std::string> source_tokens;
 };
 
 // What a pass with PassOptions::attention_on_demand kept to recompute any layer's probabilities,
@@ -66,6 +70,15 @@ struct ForwardResult {
   std::vector<float> next_logits;       // language models: the LM head's logits after the last position [vocab]
   std::vector<Tensor> attention;        // per layer [heads, T, T] (self mode) or empty
   std::vector<Tensor> cross_attention;  // per layer [heads, T_a, T_b] (cross mode)
+  // An encoder-decoder's pass (attention holds the decoder's causal self-attention): the source,
+  // the encoder's final hidden states [S, E], its self-attention per encoder layer [heads, S, S]
+  // and the decoder's cross-attention per decoder layer [heads, T, S] (transformers'
+  // encoder_attentions and cross_attentions).
+  std::vector<int> source_ids;
+  std::vector<std::string> source_tokens;
+  Tensor source_hidden;
+  std::vector<Tensor> encoder_attention, decoder_cross_attention;
+  bool is_seq2seq() const { return !source_ids.empty(); }
   std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them
   std::vector<Tensor> values;           // per layer [T, KV * D] when asked for and the backend keeps them
   std::map<std::string, Tensor> cache;  // named activations kept (PassOptions::hooks, engine/compute/hooks.h)
@@ -127,6 +140,10 @@ AttnMask self_attention_mask(const Model& model, const ForwardRequest& request);
 std::vector<std::vector<uint8_t>> ablation_flags(const ModelConfig& c, const std::vector<std::pair<int, int>>& heads);
 // "1:3,0:0" -> {(1, 3), (0, 0)}; Error quoting a malformed or out-of-range pair.
 std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const ModelConfig& c);
+
+// An encoder-decoder's decoder input for a target's labels, as transformers trains
+// (shift_tokens_right): decoder_start_token_id, then every label but the last.
+std::vector<int> decoder_input_ids(const Model& model, const std::vector<int>& labels);
 
 // Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);

@@ -177,6 +177,10 @@ std::vector<int> end_of_text_ids(const Model& model) {
 GenerateResult generate(const Model& model, Backend& backend, const GenerateRequest& req) {
   const ModelConfig& c = model.config;
   if (!c.lm_head || !c.causal) throw Error("generate needs a causal language model (one with an LM head)");
+  if (c.cross_attention)
+    throw Error(
+        "generate does not run encoder-decoders yet; forward --text SOURCE --target TEXT shows a target "
+        "teacher-forced");
   if (req.prompt.empty()) throw Error("generate needs a prompt of at least one token");
   if (static_cast<int>(req.prompt.size()) >= c.max_len)
     throw Error("the prompt has " + std::to_string(req.prompt.size()) + " tokens; the model has " +

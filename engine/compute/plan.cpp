@@ -47,6 +47,14 @@ class PlanBuilder {
     plan_.attention_step = static_cast<int>(plan_.steps.size());
     return add(OpKind::Attention, {q, k, v});
   }
+  int cross_attention(int q, int k, int v) {
+    plan_.cross_step = static_cast<int>(plan_.steps.size());
+    return add(OpKind::CrossAttention, {q, k, v});
+  }
+  int input() {  // a value the caller fills, as value 0 (the encoder's output)
+    plan_.memory = plan_.values;
+    return plan_.values++;
+  }
   int residual(int branch, int x) { return add(OpKind::Add, {branch, x, -1}); }
   int dropout(int x) { return add(OpKind::Dropout, {x, -1, -1}); }
   int rms_norm(int x, Tensor LW::*g) { return add(OpKind::RmsNorm, {x, -1, -1}, g); }
@@ -88,6 +96,7 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   const bool rms = c.norm_kind == NormKind::RmsNorm;
   auto norm = [&](int v, Tensor LW::*g, Tensor LW::*b) { return rms ? p.rms_norm(v, g) : p.layer_norm(v, g, b); };
   const int x = p.hook(0, "hook_resid_pre");
+  const int memory = c.cross_attention ? p.input() : -1;
   // ---- attention sub-layer (MultiHeadAttention: query/key/value, heads, fc_out); the values'
   // names are TransformerLens's (engine/compute/hooks.h)
   const int a_in = pre ? p.hook(norm(x, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized") : x;
@@ -109,7 +118,18 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
   // blocks: resid_post = resid_pre + attn_out, no resid_mid)
   const int s1 = p.hook(p.residual(o, x), pre && c.ff_dim == 0 ? "hook_resid_post" : "hook_resid_mid");
   // post-norm (TransformerLens's BertBlock): LN1 of resid_mid is the MLP's input
-  const int x1 = pre ? s1 : p.hook(norm(s1, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized");
+  int x1 = pre ? s1 : p.hook(norm(s1, &LW::ln1_g, &LW::ln1_b), "ln1.hook_normalized");
+  if (c.cross_attention) {
+    // ---- an encoder-decoder's cross-attention: queries from here, keys and values from the
+    // encoder's output (modeling_bart.py's encoder_attn and encoder_attn_layer_norm)
+    const int c_in = pre ? norm(x1, &LW::ln3_g, &LW::ln3_b) : x1;
+    const int cq = p.linear(c_in, &LW::cwq, &LW::cbq);
+    const int ck = p.linear(memory, &LW::cwk, &LW::cbk);
+    const int cv = p.linear(memory, &LW::cwv, &LW::cbv);
+    const int co = p.dropout(p.linear(p.cross_attention(cq, ck, cv), &LW::cwo, &LW::cbo));
+    const int s = p.residual(co, x1);
+    x1 = pre ? s : norm(s, &LW::ln3_g, &LW::ln3_b);
+  }
   if (c.ff_dim == 0) return p.finish(x1);  // the article's TextClassifier: attention only
   // ---- feed-forward sub-layer: fc2(act(fc1(.))), or gated: fc2(act(fc1(.)) * up(.))
   const int f_in = pre ? p.hook(norm(x1, &LW::ln2_g, &LW::ln2_b), "ln2.hook_normalized") : x1;
@@ -124,9 +144,10 @@ LayerPlan make_layer_plan(const ModelConfig& c) {
 }
 
 // Each step kind's name, in OpKind's order (checked below).
-constexpr const char* kOpNames[] = {"Linear",  "LayerNorm", "Activation", "Attention", "Add",
-                                    "Dropout", "RMSNorm",   "RoPE",       "Mul",       "HeadRMSNorm"};
-static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::HeadRmsNorm) + 1, "one name per OpKind, in its order");
+constexpr const char* kOpNames[] = {"Linear",  "LayerNorm", "Activation", "Attention",   "Add",           "Dropout",
+                                    "RMSNorm", "RoPE",      "Mul",        "HeadRMSNorm", "CrossAttention"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::CrossAttention) + 1,
+              "one name per OpKind, in its order");
 
 std::string LayerPlan::describe() const {
   const auto& names = kOpNames;
@@ -257,6 +278,12 @@ void run_steps(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& 
         }
         break;
       }
+      case OpKind::CrossAttention:  // q (T, H * D) from this pass, k and v (S, KV * D) from the encoder's output
+        if (!run.cross) throw Error("internal: a cross-attention step without the encoder's output");
+        if (drop) throw Error("training an encoder-decoder is not supported yet");
+        ops.attention(*run.cross, in0, st.v[static_cast<size_t>(s.in[1])], &st.v[static_cast<size_t>(s.in[2])],
+                      run.cross_probs, &out);
+        break;
       case OpKind::Add: {
         const Tensor& in1 = st.v[static_cast<size_t>(s.in[1])];
         take_or_copy();
@@ -358,7 +385,12 @@ std::vector<int> all_steps(const LayerPlan& plan) {
 void layer_forward(const ModelConfig& c, const LayerPlan& plan, const LayerWeights& L, Ops& ops, const AttnArgs& attn,
                    Tensor& x, LayerState& st, const LayerRun& run) {
   size_state(plan, st);
-  std::swap(st.v[0], x);  // value 0: the layer input (kept for the backward)
+  std::swap(st.v[0], x);   // value 0: the layer input (kept for the backward)
+  if (plan.memory >= 0) {  // an encoder-decoder's decoder layer: the encoder's output beside it
+    if (!run.memory || !run.cross)
+      throw Error("internal: a decoder layer with cross-attention needs the encoder's output");
+    st.v[static_cast<size_t>(plan.memory)] = *run.memory;
+  }
   if (run.hooks) visit_hook(plan, attn, run, 0, st.v[0]);
   run_steps(c, plan, L, ops, attn, st, run, all_steps(plan));
   std::swap(x, st.v[static_cast<size_t>(plan.output)]);
@@ -430,6 +462,8 @@ void layer_backward(const ModelConfig& c, const LayerPlan& plan, const LayerWeig
         accumulate(s.in[2], std::move(dV));
         break;
       }
+      case OpKind::CrossAttention:
+        throw Error("gradients through an encoder-decoder's cross-attention are not supported yet");
       case OpKind::Add:
         accumulate(s.in[0], Tensor(dout));
         accumulate(s.in[1], std::move(dout));
@@ -505,6 +539,20 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
     rows_mask = mask_rows(mask, P);
   }
   const int n = T - P;
+  // An encoder-decoder's decoder: every layer's cross-attention reads the encoder's output
+  AttnArgs cross;
+  if (c.cross_attention) {
+    if (!options.memory || !options.memory_mask || options.memory->dim(1) != c.embed_size)
+      throw Error(
+          "this is an encoder-decoder's decoder: its pass reads the encoder's output of a source "
+          "(attnlab-cli forward --text SOURCE --target TEXT)");
+    if (hooks || kv || options.start || options.attention_on_demand)
+      throw Error("an encoder-decoder's pass takes no hooks, KV cache, resumed start or attention on demand yet");
+    cross = attention_args(c, model.weights, 1, n, static_cast<int>(options.memory->dim(0)));
+    cross.mask = options.memory_mask;
+    cross.rel = nullptr;
+    out.cross_attention.resize(static_cast<size_t>(c.num_layers));
+  }
   // (n, E): the embedding, or the given input of layer `first`
   Tensor x;
   if (options.start)
@@ -541,9 +589,15 @@ EncodeOutput encode(const Model& model, Ops& ops, const std::vector<int>& ids, c
       run.queries = &out.queries[static_cast<size_t>(l)];
       run.keys = &out.keys[static_cast<size_t>(l)];
     }
+    if (c.cross_attention) {
+      run.memory = options.memory, run.cross = &cross;
+      if (options.keep_attention.empty() || options.keep_attention[static_cast<size_t>(l)])
+        run.cross_probs = &out.cross_attention[static_cast<size_t>(l)];
+    }
     attn.mask = &layer_mask(pass_mask, c, l);  // Gemma 2: windowed and full layers alternate
     layer_forward(c, plan, model.weights.layers[static_cast<size_t>(l)], ops, attn, x, state, run);
-    if (run.probs) run.probs->shape.erase(run.probs->shape.begin());  // (1, H, T, T) -> (H, T, T)
+    if (run.probs) run.probs->shape.erase(run.probs->shape.begin());                    // (1, H, T, T) -> (H, T, T)
+    if (run.cross_probs) run.cross_probs->shape.erase(run.cross_probs->shape.begin());  // (H, T, S)
     if (hooks) {
       hooks->met.insert(pattern);
       if (keep_pattern) hooks->cache[pattern] = *run.probs;

@@ -19,16 +19,17 @@
 namespace attnlab {
 
 enum class OpKind {
-  Linear,       // out = in0 W^T + b                          (weights w, b)
-  LayerNorm,    // out = LN(in0) * g + b                       (weights w = g, b)
-  Activation,   // out = act(in0)                              (the config's activation)
-  Attention,    // out = concat_h(softmax(q k^T / sqrt(d) ...) v), in = {q, k, v}
-  Add,          // out = in0 + in1                              (residual)
-  Dropout,      // out = dropout(in0) when training, else in0
-  RmsNorm,      // out = in0 / rms(in0) * g                    (weight w = g; Llama's RMSNorm)
-  Rope,         // out = in0 with each head's halves rotated by position (rotary embedding)
-  Mul,          // out = in0 * in1 elementwise                 (SwiGLU's gate times up)
-  HeadRmsNorm,  // out = each head's D values of in0 / their rms * g   (weight w = g [D]; Qwen3's q/k norm)
+  Linear,          // out = in0 W^T + b                          (weights w, b)
+  LayerNorm,       // out = LN(in0) * g + b                       (weights w = g, b)
+  Activation,      // out = act(in0)                              (the config's activation)
+  Attention,       // out = concat_h(softmax(q k^T / sqrt(d) ...) v), in = {q, k, v}
+  Add,             // out = in0 + in1                              (residual)
+  Dropout,         // out = dropout(in0) when training, else in0
+  RmsNorm,         // out = in0 / rms(in0) * g                    (weight w = g; Llama's RMSNorm)
+  Rope,            // out = in0 with each head's halves rotated by position (rotary embedding)
+  Mul,             // out = in0 * in1 elementwise                 (SwiGLU's gate times up)
+  HeadRmsNorm,     // out = each head's D values of in0 / their rms * g   (weight w = g [D]; Qwen3's q/k norm)
+  CrossAttention,  // as Attention, the keys and values from the encoder's output (LayerPlan::memory)
   // the last kind: plan.cpp's name table is checked against it
 };
 
@@ -45,6 +46,8 @@ struct LayerPlan {
   int values = 1;             // value 0 is the layer input
   int output = 0;             // the value that is the layer output
   int attention_step = -1;    // the step whose probabilities are the layer's attention
+  int memory = -1;            // an encoder-decoder's decoder: the value that holds the encoder's output [S, E]
+  int cross_step = -1;        // and the step that attends to it
   std::vector<int> last_use;  // per value: the last step that reads it (-1: none)
   // per value: its hook name within the block ("attn.hook_z", engine/compute/hooks.h), or null
   std::vector<const char*> hooks;
@@ -56,7 +59,9 @@ struct LayerPlan {
 // FFN(x))) or pre-norm (x = x + MHA(LN1(x)); x = x + FFN(LN2(x))), with dropout steps on both
 // residual branches, and without the feed-forward half when ff_dim is 0. Decoders add their
 // parts where the config asks: RMSNorm for LayerNorm, rotary positions on q and k, a gated
-// (SwiGLU) feed-forward; grouped-query heads are the attention op's (AttnArgs::KV).
+// (SwiGLU) feed-forward; grouped-query heads are the attention op's (AttnArgs::KV). An
+// encoder-decoder's decoder layer (config.cross_attention) has a cross-attention sub-layer between
+// the two, normalised as they are (BART: x = LN3(x + CrossMHA(x, memory))).
 LayerPlan make_layer_plan(const ModelConfig& config);
 
 // Dropout (training): on the attention probabilities and on both residual branches, with a
@@ -102,6 +107,12 @@ struct LayerRun {
   int first = 0;                                 // the position of the first row (after the cache's prefix)
   Tensor* queries = nullptr;                     // receive the attention's queries and keys when not null
   Tensor* keys = nullptr;                        // (attention on demand; the keys the cached ones included)
+  // An encoder-decoder's decoder layer: the encoder's output [S, E] its cross-attention reads, that
+  // attention's arguments (S keys, the encoder's padding mask), and where its (1, H, T, S)
+  // probabilities go when not null.
+  const Tensor* memory = nullptr;
+  const AttnArgs* cross = nullptr;
+  Tensor* cross_probs = nullptr;
 };
 
 // AttnArgs of a model's attention for B sequences of T queries and S keys (no mask yet).

@@ -31,6 +31,11 @@ Tensor lm_logits(const Model& model, Ops& ops, const Tensor& x) {
   } else {
     ops.linear(x, model.weights.*member, Tensor(), logits);
   }
+  if (!model.weights.lm_bias.empty()) {  // BART's final_logits_bias [1, vocab], on every row
+    const int64_t V = logits.dim(1);
+    for (int64_t r = 0; r < logits.dim(0); ++r)
+      for (int64_t v = 0; v < V; ++v) logits.data[static_cast<size_t>(r * V + v)] += model.weights.lm_bias.data[v];
+  }
   if (const float cap = model.config.final_softcap; cap > 0)  // Gemma 2: logits / cap, tanh, * cap
     for (float& v : logits.data) v = std::tanh(v / cap) * cap;
   return logits;
@@ -89,7 +94,11 @@ Tensor embed_forward(const Model& model, Ops& ops, const std::vector<int>& ids, 
   }};
   if (c.positional == Positional::Learned || c.positional == Positional::Sinusoidal) {
     const Tensor& table = c.positional == Positional::Sinusoidal ? pe : w.pos_embedding;
-    parts.push_back([&table, T, E, first](int n) { return table.ptr() + static_cast<int64_t>((first + n) % T) * E; });
+    // BART's learned positions start at row 2 (BartLearnedPositionalEmbedding's offset)
+    const int offset = c.positional == Positional::Learned ? c.pos_offset : 0;
+    parts.push_back([&table, T, E, first, offset](int n) {
+      return table.ptr() + static_cast<int64_t>(offset + (first + n) % T) * E;
+    });
   }
   if (c.type_vocab_size > 0)
     parts.push_back([&](int n) {
@@ -144,7 +153,7 @@ void embed_backward(const Model& model, Ops& ops, const std::vector<int>& ids, c
     for (int e = 0; e < E; ++e) {
       const float g = dx.at(static_cast<int64_t>(n), e);
       G.embedding.at(id, e) += g * token_scale;
-      if (c.positional == Positional::Learned) G.pos_embedding.at(t, e) += g;
+      if (c.positional == Positional::Learned) G.pos_embedding.at(c.pos_offset + t, e) += g;
       if (c.type_vocab_size > 0) G.type_embedding.at(type, e) += g;
     }
   }

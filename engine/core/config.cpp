@@ -307,9 +307,10 @@ std::string config_to_json(const ModelConfig& c) {
   // attnlab's own config.json has no keys for Gemma 2's parts: such a model is saved as the
   // Hugging Face folder it came from (write_hf_folder), never as a config that would drop them
   if (c.embed_scale > 0 || c.attn_softcap > 0 || c.final_softcap > 0 || c.sandwich_norm || c.norm_unit_offset ||
-      !c.sliding_layers.empty() || c.local_rope_theta > 0)
+      !c.sliding_layers.empty() || c.local_rope_theta > 0 || c.pos_offset > 0 || c.cross_attention || c.lm_head_bias)
     throw Error(
-        "this model (soft-capping, sandwich norms or per-layer windows, as Gemma 2) is saved as a Hugging Face folder, "
+        "this model (soft-capping, sandwich norms or per-layer windows as Gemma 2; an encoder-decoder) is saved as a "
+        "Hugging Face folder, "
         "not in attnlab's own format");
   json j;
   j["vocab_size"] = c.vocab_size;

@@ -96,6 +96,12 @@ struct ModelConfig {
   std::vector<uint8_t> sliding_layers;
   float local_rope_theta =
       0.0f;  // Gemma 3: the rotary base of the sliding layers (their own, unscaled); 0 = rope_theta
+  // Encoder-decoders (BART; engine/model/seq2seq.h), each 0 / false for every other model:
+  int pos_offset = 0;            // learned positions start at this row of the table (BART's 2)
+  bool cross_attention = false;  // each layer attends to an encoder's output after its self-attention
+  bool lm_head_bias = false;     // a bias on the LM head's logits (BART's final_logits_bias [1, vocab])
+  int decoder_start_id = -1;     // the decoder's first input id (decoder_start_token_id)
+  int pad_token_id = -1;         // padding's id when the vocabulary's is not "[PAD]" (BART's <pad>); -1: that
 
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Whether layer l's attention has the sliding window (Gemma 2 alternates windowed and full layers).

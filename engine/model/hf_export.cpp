@@ -267,6 +267,7 @@ void write_folder_files(const Model& model, const std::string& dir, const Tensor
 
 void write_hf_folder(const Model& model, const std::string& dir) {
   const ModelConfig& c = model.config;
+  if (model.is_seq2seq()) throw Error("saving an encoder-decoder (" + model.hf.model_type + ") is not supported yet");
   json j = model.hf.config_text.empty() ? json::object() : json::parse(model.hf.config_text);
   if (is_decoder_type(model.hf.model_type)) {  // a language model fine-tuned here: the same architecture
     if (c.num_classes > 0) throw Error("internal: a classifier on a " + model.hf.model_type + " decoder");

@@ -187,6 +187,49 @@ void read_gpt2(const Keys& k, const json&, const std::string&, ModelConfig& c, c
   if (k.boolean("add_cross_attention", false)) throw Error(where + ": GPT-2 with cross-attention is not supported");
 }
 
+// BART (modeling_bart.py, BartConfig's defaults for what save_pretrained leaves out): the
+// decoder's config; bart_encoder_config makes the encoder's. Post-LN layers, learned positions
+// from row 2 of their table, layernorm_embedding, nn.LayerNorm's default epsilon (BART's config
+// has none), the token embedding times sqrt(d_model) when scale_embedding, tied LM head.
+void read_bart(const Keys& k, const json&, const std::string&, ModelConfig& c, const std::string& where) {
+  c.vocab_size = k.integer("vocab_size", false, 50265);
+  c.embed_size = k.integer("d_model", false, 1024);
+  c.num_layers = k.integer("decoder_layers", false, 12);
+  c.num_heads = k.integer("decoder_attention_heads", false, 16);
+  c.ff_dim = k.integer("decoder_ffn_dim", false, 4096);
+  c.max_len = k.integer("max_position_embeddings", false, 1024);
+  c.activation = hf_activation(k.str("activation_function", "gelu"), where);
+  c.layer_norm_eps = 1e-5f;
+  c.pos_offset = 2;  // BartLearnedPositionalEmbedding: "if padding_idx is specified then offset the embedding ids by 2"
+  c.embedding_norm = true;
+  c.final_norm = false;
+  if (k.boolean("scale_embedding", false)) c.embed_scale = std::sqrt(static_cast<float>(c.embed_size));
+  c.causal = true;
+  c.cross_attention = true;
+  c.lm_head = true;
+  c.tied_lm_head = k.boolean("tie_word_embeddings", true);
+  c.decoder_start_id = k.integer("decoder_start_token_id", false, 2);
+  c.pad_token_id = k.integer("pad_token_id", false, 1);
+  c.pooling = Pooling::Mean;
+  for (const auto& [key, id] :
+       {std::pair{"decoder_start_token_id", c.decoder_start_id}, {"pad_token_id", c.pad_token_id}})
+    if (id >= c.vocab_size) throw Error(where + ": " + key + " " + std::to_string(id) + " is outside the vocabulary");
+}
+
+ModelConfig bart_encoder_config(const Keys& k, const ModelConfig& decoder) {
+  ModelConfig c = decoder;
+  c.num_layers = k.integer("encoder_layers", false, 12);
+  c.num_heads = k.integer("encoder_attention_heads", false, 16);
+  c.ff_dim = k.integer("encoder_ffn_dim", false, 4096);
+  c.causal = c.cross_attention = c.lm_head = c.tied_lm_head = c.lm_head_bias = false;
+  c.decoder_start_id = -1;
+  if (c.num_heads > 0 && c.embed_size % c.num_heads != 0)
+    throw Error(k.where + ": d_model " + std::to_string(c.embed_size) + " is not divisible by the " +
+                std::to_string(c.num_heads) + " encoder_attention_heads");
+  c.validate();
+  return c;
+}
+
 // The rotary settings: rope_theta and the frequency scaling, from transformers 4.x's rope_theta
 // and rope_scaling, or 5.x's rope_parameters {rope_type, rope_theta, factor, ...} (both spell the
 // type rope_type, older folders type). Where a folder has both, it is read as 5.x reads it
@@ -450,6 +493,7 @@ struct HfArch {
   const char* prefix;      // the base model's name prefix inside a task model's tensors
   const char* probe;       // a base-model tensor whose name shows that prefix
   ConfigReader read;
+  bool seq2seq = false;  // an encoder-decoder: this row's reader gives the decoder's config (load_seq2seq)
 };
 
 const std::vector<HfArch>& arch_table() {
@@ -473,6 +517,8 @@ const std::vector<HfArch>& arch_table() {
        read_gemma2},
       {"gemma3_text", true, "Gemma3TextModel", "Gemma3ForCausalLM", WeightLayout::HfGemma2, "model.",
        "embed_tokens.weight", read_gemma2},
+      {"bart", false, "BartModel", "BartForConditionalGeneration", WeightLayout::HfBart, "model.", "shared.weight",
+       read_bart, true},
   };
   return rows;
 }
@@ -500,6 +546,11 @@ std::string supported_hf_model_types() {
 bool is_decoder_type(const std::string& model_type) {
   const HfArch* a = find_arch(model_type);
   return a && a->decoder;
+}
+
+bool is_seq2seq_type(const std::string& model_type) {
+  const HfArch* a = find_arch(model_type);
+  return a && a->seq2seq;
 }
 
 std::string hf_class_name(const std::string& model_type, bool task) {
@@ -642,6 +693,68 @@ void load_decoder(Model& m, TensorMap& tensors, HalfMap& halves, const fs::path&
   note_unused(m, tensors, used, "attnlab shows the decoder and its LM head");
 }
 
+// An encoder-decoder (BART): BartForConditionalGeneration's tensors under "model." with an LM head
+// (lm_head.weight, or the shared embedding when tied) and final_logits_bias, or a BartModel's at
+// the top level without them. The shared embedding is each stack's embed_tokens (save_pretrained
+// keeps one of the tied copies). The decoder is `m`, the encoder m.encoder.
+void load_seq2seq(Model& m, TensorMap& tensors, HalfMap& halves, const fs::path& dir, const std::string& cfg_text,
+                  const std::string& cfg_path) {
+  const std::string where = dir.string();
+  ModelConfig& c = m.config;
+  const HfArch& arch = arch_of(m.hf.model_type);
+  std::string P;
+  if (tensors.count("model.encoder.embed_positions.weight"))
+    P = "model.";
+  else if (!tensors.count("encoder.embed_positions.weight"))
+    throw Error(where +
+                ": no \"model.encoder.embed_positions.weight\" or \"encoder.embed_positions.weight\" tensor: not a " +
+                m.hf.model_type + " model's weights");
+  std::set<std::string> used;
+  const std::string shared = P + "shared.weight";
+  for (const char* side : {"encoder.", "decoder."}) {
+    const std::string name = P + side + "embed_tokens.weight";
+    if (tensors.count(name)) continue;
+    auto it = tensors.find(shared);
+    if (it == tensors.end())
+      throw Error(where + ": missing tensor \"" + shared + "\" (the token embedding the encoder and decoder share)");
+    used.insert(shared);
+    tensors[name] = it->second;
+    if (auto h = halves.find(shared); h != halves.end()) halves[name] = h->second;
+  }
+  const bool has_head = tensors.count("lm_head.weight") > 0;
+  c.lm_head_bias = tensors.count("final_logits_bias") > 0;
+  if (P.empty() || (!c.tied_lm_head && !has_head)) {
+    if (!P.empty())
+      throw Error(where + ": " + arch.task_class + " without \"lm_head.weight\" (and tie_word_embeddings is false)");
+    c.lm_head = false, c.lm_head_bias = false;  // a base model: hidden states and attention only
+    m.hf.notes.push_back("a " + std::string(arch.base_class) +
+                         " without a language-model head: next-token views are off");
+  }
+  if (m.hf.architecture.empty() || (c.lm_head && m.hf.architecture == arch.base_class))
+    m.hf.architecture = c.lm_head ? arch.task_class : arch.base_class;
+  load_tokenizer(m, dir);
+  const json j = parse_json_file_text(cfg_text, cfg_path);
+  auto enc = std::make_shared<Model>();
+  try {
+    enc->config = bart_encoder_config(Keys{j, cfg_path}, c);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    throw Error(msg.rfind(cfg_path, 0) == 0 ? msg : cfg_path + ": " + msg);
+  }
+  enc->vocab = m.vocab;
+  enc->tokenizer = m.tokenizer;
+  enc->source = m.source;
+  enc->hf = m.hf;
+  enc->hf.prefix = P + "encoder.";
+  enc->hf.tokenizer_files.clear();
+  enc->weights = take_weights_from_layout(enc->config, tensors, arch.layout, enc->hf.prefix, &used, where, &halves);
+  m.hf.prefix = P + "decoder.";
+  m.weights = take_weights_from_layout(c, tensors, arch.layout, m.hf.prefix, &used, where, &halves);
+  if (c.tied_lm_head && has_head) used.insert("lm_head.weight");  // tied: transformers uses the embedding
+  m.encoder = std::move(enc);
+  note_unused(m, tensors, used, "attnlab shows the encoder, the decoder and its LM head");
+}
+
 }  // namespace
 
 Model load_hf_model(const std::string& dir_in) {
@@ -664,6 +777,10 @@ Model load_hf_model(const std::string& dir_in) {
   TensorMap tensors = load_weights(dir, &halves);
   if (is_decoder_type(m.hf.model_type)) {
     load_decoder(m, tensors, halves, dir);
+    return m;
+  }
+  if (is_seq2seq_type(m.hf.model_type)) {
+    load_seq2seq(m, tensors, halves, dir, cfg_text, cfg_path);
     return m;
   }
   const std::string where = dir.string();

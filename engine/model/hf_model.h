@@ -16,6 +16,8 @@ namespace attnlab {
 std::string supported_hf_model_types();
 // whether a model type is a causal language model (gpt2, llama, mistral, qwen2);
 bool is_decoder_type(const std::string& model_type);
+// whether a model type is an encoder-decoder (bart): Model::encoder holds its encoder;
+bool is_seq2seq_type(const std::string& model_type);
 // transformers' class name of its base model ("BertModel") or task model
 // ("BertForSequenceClassification", "LlamaForCausalLM"); Error for a model type without a row.
 std::string hf_class_name(const std::string& model_type, bool task);

@@ -58,6 +58,18 @@ std::string Model::summary() const {
                            : c.num_classes > 0 ? "TextClassifier"
                            : c.lm_head         ? "Language model (causal)"
                                                : "Encoder";
+  if (encoder) {  // "BartForConditionalGeneration: encoder 6 layers, decoder 6 layers, 12 heads, ..."
+    const ModelConfig& e = encoder->config;
+    const double both = n + static_cast<double>(e.parameter_count()) -
+                        static_cast<double>(e.vocab_size) * e.embed_size;  // the shared embedding once
+    if (both < 1e5)
+      std::snprintf(params, sizeof params, "%s", thousands(static_cast<long long>(both)).c_str());
+    else
+      std::snprintf(params, sizeof params, "%.1f M", both / 1e6);
+    return arch + ": encoder " + std::to_string(e.num_layers) + " x " + std::to_string(e.num_heads) +
+           " heads, decoder " + std::to_string(c.num_layers) + " x " + std::to_string(c.num_heads) + " heads, hidden " +
+           std::to_string(c.embed_size) + ", vocabulary " + thousands(c.vocab_size) + ", " + params + " parameters";
+  }
   return arch + ": " + std::to_string(c.num_layers) + (c.num_layers == 1 ? " layer, " : " layers, ") +
          std::to_string(c.num_heads) + (c.num_heads == 1 ? " head" : " heads") +
          // grouped-query attention: the query heads share fewer key/value heads (every query head is shown)

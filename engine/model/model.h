@@ -40,6 +40,11 @@ struct Model {
   // (layers, heads, tokens) and the vocabulary its token strings; there are no weights, so only
   // views of the file's probabilities apply.
   bool probabilities_only = false;
+  // An encoder-decoder (BART): this model is its decoder (config.cross_attention: every layer also
+  // attends to the encoder's output) and `encoder` its encoder, a model of its own with the same
+  // vocabulary. A pass encodes a source and decodes a target (ForwardRequest::source_ids).
+  std::shared_ptr<const Model> encoder;
+  bool is_seq2seq() const { return encoder != nullptr; }
 
   const std::string& label(int c) const;
   // The vocabulary's string for an id, or "#N" for an embedding row without a token (models pad

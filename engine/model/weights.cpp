@@ -43,7 +43,7 @@ const WeightSpec kTable[] = {
      }},
     {"pos_embedding.weight", &ModelWeights::pos_embedding, nullptr, Init::Normal,
      [](const ModelConfig& c) {
-       return c.positional == Positional::Learned ? Shape{c.max_len, E(c)} : Shape{};
+       return c.positional == Positional::Learned ? Shape{c.max_len + c.pos_offset, E(c)} : Shape{};
      }},
     {"rel_pos.embedding.weight", &ModelWeights::rel_pos, nullptr, Init::Normal,
      [](const ModelConfig& c) {
@@ -92,6 +92,35 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) { return layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
     {"attention.post_norm.weight", nullptr, &LayerWeights::ln1_post_g, Init::Ones,
      [](const ModelConfig& c) { return c.sandwich_norm ? Shape{E(c)} : Shape{}; }},
+    // ---- an encoder-decoder's cross-attention sub-layer (after the self-attention's)
+    {"cross_attention.query.weight", nullptr, &LayerWeights::cwq, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.cross_attention ? Shape{A(c), E(c)} : Shape{};
+     }},
+    {"cross_attention.query.bias", nullptr, &LayerWeights::cbq, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.cross_attention && c.qkv_bias ? Shape{A(c)} : Shape{}; }},
+    {"cross_attention.key.weight", nullptr, &LayerWeights::cwk, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.cross_attention ? Shape{KV(c), E(c)} : Shape{};
+     }},
+    {"cross_attention.key.bias", nullptr, &LayerWeights::cbk, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.cross_attention && c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
+    {"cross_attention.value.weight", nullptr, &LayerWeights::cwv, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.cross_attention ? Shape{KV(c), E(c)} : Shape{};
+     }},
+    {"cross_attention.value.bias", nullptr, &LayerWeights::cbv, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.cross_attention && c.qkv_bias ? Shape{KV(c)} : Shape{}; }},
+    {"cross_attention.fc_out.weight", nullptr, &LayerWeights::cwo, Init::FanInUniform,
+     [](const ModelConfig& c) {
+       return c.cross_attention ? Shape{E(c), A(c)} : Shape{};
+     }},
+    {"cross_attention.fc_out.bias", nullptr, &LayerWeights::cbo, Init::FanInUniform,
+     [](const ModelConfig& c) { return c.cross_attention && c.out_bias ? Shape{E(c)} : Shape{}; }},
+    {"cross_attention.layer_norm.weight", nullptr, &LayerWeights::ln3_g, Init::Ones,
+     [](const ModelConfig& c) { return c.cross_attention ? Shape{E(c)} : Shape{}; }},
+    {"cross_attention.layer_norm.bias", nullptr, &LayerWeights::ln3_b, Init::Zeros,
+     [](const ModelConfig& c) { return c.cross_attention && layer_norm_bias(c) ? Shape{E(c)} : Shape{}; }},
     {"ffn.fc1.weight", nullptr, &LayerWeights::w1, Init::FanInUniform,
      [](const ModelConfig& c) {
        return has_ff(c) ? Shape{c.ff_dim, E(c)} : Shape{};
@@ -135,6 +164,10 @@ const WeightSpec kTable[] = {
      [](const ModelConfig& c) {
        return c.lm_head && !c.tied_lm_head ? Shape{c.vocab_size, E(c)} : Shape{};
      }},
+    {"lm_head.bias", &ModelWeights::lm_bias, nullptr, Init::Zeros,
+     [](const ModelConfig& c) {
+       return c.lm_head && c.lm_head_bias ? Shape{1, c.vocab_size} : Shape{};
+     }},
 };
 
 // Visits every row in parameter order: model rows before the layers, layer rows for each of
@@ -172,7 +205,7 @@ std::vector<Tensor*> rms_gains(const ModelConfig& c, ModelWeights& w) {
   std::vector<Tensor*> out;
   if (c.norm_kind != NormKind::RmsNorm) return out;
   for (LayerWeights& L : w.layers)
-    for (Tensor* g : {&L.ln1_g, &L.ln2_g, &L.ln1_post_g, &L.ln2_post_g, &L.q_norm, &L.k_norm})
+    for (Tensor* g : {&L.ln1_g, &L.ln2_g, &L.ln3_g, &L.ln1_post_g, &L.ln2_post_g, &L.q_norm, &L.k_norm})
       if (!g->empty()) out.push_back(g);
   if (!w.final_ln_g.empty()) out.push_back(&w.final_ln_g);
   return out;
@@ -324,6 +357,61 @@ LayoutName hf_decoder_name(WeightLayout layout, const WeightEntry& e, LayoutName
   throw Error(std::string("internal: no Hugging Face ") + (gpt2 ? "GPT-2" : "Llama") + " name for " + own);
 }
 
+// Hugging Face BART names (modeling_bart.py), without the stack's prefix ("model.encoder.",
+// "model.decoder."): the encoder's and the decoder's layers have the same names, the decoder's
+// cross-attention is encoder_attn. The token embedding is the model's shared one (engine/model/
+// seq2seq.cpp gives each stack its embed_tokens); the LM head and final_logits_bias sit outside.
+LayoutName hf_bart_name(const WeightEntry& e, LayoutName n) {
+  static const struct {
+    const char* ours;
+    const char* bart;
+  } kNames[] = {
+      {"embedding.weight", "embed_tokens.weight"},
+      {"pos_embedding.weight", "embed_positions.weight"},
+      {"embedding_norm.weight", "layernorm_embedding.weight"},
+      {"embedding_norm.bias", "layernorm_embedding.bias"},
+      {"attention.query.weight", "self_attn.q_proj.weight"},
+      {"attention.query.bias", "self_attn.q_proj.bias"},
+      {"attention.key.weight", "self_attn.k_proj.weight"},
+      {"attention.key.bias", "self_attn.k_proj.bias"},
+      {"attention.value.weight", "self_attn.v_proj.weight"},
+      {"attention.value.bias", "self_attn.v_proj.bias"},
+      {"attention.fc_out.weight", "self_attn.out_proj.weight"},
+      {"attention.fc_out.bias", "self_attn.out_proj.bias"},
+      {"attention.layer_norm.weight", "self_attn_layer_norm.weight"},
+      {"attention.layer_norm.bias", "self_attn_layer_norm.bias"},
+      {"cross_attention.query.weight", "encoder_attn.q_proj.weight"},
+      {"cross_attention.query.bias", "encoder_attn.q_proj.bias"},
+      {"cross_attention.key.weight", "encoder_attn.k_proj.weight"},
+      {"cross_attention.key.bias", "encoder_attn.k_proj.bias"},
+      {"cross_attention.value.weight", "encoder_attn.v_proj.weight"},
+      {"cross_attention.value.bias", "encoder_attn.v_proj.bias"},
+      {"cross_attention.fc_out.weight", "encoder_attn.out_proj.weight"},
+      {"cross_attention.fc_out.bias", "encoder_attn.out_proj.bias"},
+      {"cross_attention.layer_norm.weight", "encoder_attn_layer_norm.weight"},
+      {"cross_attention.layer_norm.bias", "encoder_attn_layer_norm.bias"},
+      {"ffn.fc1.weight", "fc1.weight"},
+      {"ffn.fc1.bias", "fc1.bias"},
+      {"ffn.fc2.weight", "fc2.weight"},
+      {"ffn.fc2.bias", "fc2.bias"},
+      {"ffn.layer_norm.weight", "final_layer_norm.weight"},
+      {"ffn.layer_norm.bias", "final_layer_norm.bias"},
+      {"final_norm.weight", "layer_norm.weight"},  // mBART's (add_final_layer_norm); BART has none
+      {"final_norm.bias", "layer_norm.bias"},
+      {"lm_head.weight", "lm_head.weight"},
+      {"lm_head.bias", "final_logits_bias"},
+  };
+  const std::string own = e.spec->name;
+  for (const auto& k : kNames) {
+    if (own != k.ours) continue;
+    n.name = k.bart;
+    n.head = own.rfind("lm_head.", 0) == 0;
+    if (e.layer >= 0) n.name = "layers." + std::to_string(e.layer) + "." + n.name;
+    return n;
+  }
+  throw Error("internal: no Hugging Face BART name for " + own);
+}
+
 }  // namespace
 
 LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelConfig& c) {
@@ -338,6 +426,7 @@ LayoutName layout_name(WeightLayout layout, const WeightEntry& e, const ModelCon
   if (layout == WeightLayout::HfGpt2 || layout == WeightLayout::HfLlama || layout == WeightLayout::HfPhi3 ||
       layout == WeightLayout::HfGemma2)
     return hf_decoder_name(layout, e, n, c);
+  if (layout == WeightLayout::HfBart) return hf_bart_name(e, n);
   if (layout == WeightLayout::Article || e.layer < 0) return n;
   const std::string own = e.spec->name;
   if (layout == WeightLayout::ArticleSingleLayer) {  // the one-layer TextClassifier: no "layers.0."

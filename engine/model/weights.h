@@ -24,6 +24,9 @@ struct LayerWeights {
   Tensor w3;                      // gated feed-forward's up projection [F, E] (w1 is the gate)
   Tensor ln2_g, ln2_b;            // the feed-forward sub-layer's LayerNorm
   Tensor ln1_post_g, ln2_post_g;  // sandwich norms on the attention's and the feed-forward's outputs (Gemma 2)
+  // An encoder-decoder's decoder layer (ModelConfig::cross_attention): queries from the layer, keys
+  // and values from the encoder's output, and the sub-layer's LayerNorm (BART's encoder_attn)
+  Tensor cwq, cbq, cwk, cbk, cwv, cbv, cwo, cbo, ln3_g, ln3_b;
   // Matrices kept in 16 bits as a BF16 / F16 folder stores them, their float32 member then empty:
   // the plan's linear layers widen them a block of rows at a time as they multiply, anything else
   // reads them through wide(). Half the memory, the same values (widening is exact).
@@ -41,6 +44,7 @@ struct ModelWeights {
   Tensor pooler_w, pooler_b;      // pooler dense [E, E], [E] (then tanh)
   Tensor fc_w, fc_b;              // classifier [classes, E], [classes]
   Tensor lm_head;                 // language-model head [vocab, E] (empty when tied to the embedding)
+  Tensor lm_bias;                 // added to the logits [1, vocab] (BART's final_logits_bias; else empty)
   // The token embedding and the LM head kept in 16 bits as a BF16 / F16 folder stores them, their
   // float32 member then empty: a pass widens the rows it looks up (weight_row) and multiplies the
   // LM head a block of rows at a time (lm_logits). A 256k vocabulary's 2.4 GB become 1.2 GB.
@@ -98,6 +102,8 @@ enum class WeightLayout {
   HfPhi3,              // Hugging Face Phi3Model / Phi3ForCausalLM: Llama's names, q/k/v fused as qkv_proj
                        // and gate/up as gate_up_proj
   HfGemma2,            // Hugging Face Gemma2Model / Gemma2ForCausalLM: Llama's names, four norms a layer
+  HfBart,              // Hugging Face BartModel / BartForConditionalGeneration: the encoder's or the decoder's
+                       // names after "model.encoder." / "model.decoder." (engine/model/seq2seq.cpp)
 };
 
 // A tensor's name in a layout, and the rows of it that hold this parameter (a fused tensor such

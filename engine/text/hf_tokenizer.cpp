@@ -294,9 +294,17 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_tokenizer_json(const std::s
         t->template_ids_[sep] = {pp.at("sep").at(1).get<int>()};
         t->single_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}};
         t->pair_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}, {true, 1, "", 1}, {false, 0, sep, 1}};
+      } else if (type == "RobertaProcessing") {  // RoBERTa's and BART's: <s> A </s>, <s> A </s> </s> B </s>, types 0
+        const std::string cls = pp.at("cls").at(0).get<std::string>(), sep = pp.at("sep").at(0).get<std::string>();
+        t->template_ids_[cls] = {pp.at("cls").at(1).get<int>()};
+        t->template_ids_[sep] = {pp.at("sep").at(1).get<int>()};
+        t->single_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0}};
+        t->pair_ = {{false, 0, cls, 0}, {true, 0, "", 0}, {false, 0, sep, 0},
+                    {false, 0, sep, 0}, {true, 1, "", 0}, {false, 0, sep, 0}};
       } else {
         fail(where, "post_processor \"" + type +
-                        "\" is not supported (TemplateProcessing, BertProcessing, ByteLevel, Sequence are)");
+                        "\" is not supported (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, "
+                        "Sequence are)");
       }
     };
     add_post(pp);

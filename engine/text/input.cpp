@@ -100,7 +100,7 @@ PreparedInput prepare_hf(const Model& m, const std::string& text, const InputOpt
 }  // namespace
 
 PreparedInput prepare_text(const Model& m, const std::string& text, const InputOptions& o) {
-  if (o.pair && m.config.causal)
+  if (o.pair && m.config.causal && !m.is_seq2seq())  // an encoder-decoder's source may be a pair (BART's template)
     throw Error("a language model reads one text; a pair (sentence B) is for BERT-style encoders");
   if (m.tokenizer) return prepare_hf(m, text, o);
   if (o.pair)

@@ -692,7 +692,7 @@ def bad_folders(root, good):
         json.dump(c, open(p, "w"))
 
     expect_error("unknown model_type", variant("type", lambda d: set_config(d, model_type="t5")),
-                 'model_type "t5" is not supported (supported: bert, distilbert, gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text)')
+                 'model_type "t5" is not supported (supported: bert, distilbert, gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, bart)')
     expect_error("no tokenizer", variant("notok", lambda d: os.remove(os.path.join(d, "tokenizer.json"))),
                  "no tokenizer")
     expect_error("vocabulary larger than the embedding",

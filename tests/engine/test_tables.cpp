@@ -77,13 +77,16 @@ TEST_CASE("analysis method table: names, aliases, page order, one dispatch", "[t
 
 TEST_CASE("Hugging Face architecture table: names, decoders, class names, messages", "[tables][hf]") {
   CHECK(supported_hf_model_types() ==
-        "bert, distilbert, gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text");
+        "bert, distilbert, gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, bart");
   for (const char* t : {"gpt2", "llama", "mistral", "qwen2", "phi3", "qwen3", "gemma2", "gemma3_text"})
     CHECK(is_decoder_type(t));
   CHECK(hf_class_name("gemma2", true) == "Gemma2ForCausalLM");
   CHECK(hf_class_name("gemma3_text", true) == "Gemma3ForCausalLM");
   CHECK(hf_class_name("phi3", true) == "Phi3ForCausalLM");
-  for (const char* t : {"bert", "distilbert", "t5", ""}) CHECK_FALSE(is_decoder_type(t));
+  for (const char* t : {"bert", "distilbert", "t5", "bart", ""}) CHECK_FALSE(is_decoder_type(t));
+  CHECK(is_seq2seq_type("bart"));  // an encoder-decoder: the encoder in Model::encoder
+  for (const char* t : {"bert", "gpt2", "t5", ""}) CHECK_FALSE(is_seq2seq_type(t));
+  CHECK(hf_class_name("bart", true) == "BartForConditionalGeneration");
   CHECK(hf_class_name("bert", true) == "BertForSequenceClassification");
   CHECK(hf_class_name("distilbert", false) == "DistilBertModel");
   CHECK(hf_class_name("qwen2", true) == "Qwen2ForCausalLM");

@@ -154,6 +154,7 @@ class OpenClBackend final : public Backend {
   // Gemma's embedding scale together with added positions (no such model exists). Models that need
   // more run on the cpu backend, per model, said in notice().
   static bool device_runs(const ModelConfig& c) {
+    if (c.cross_attention || c.pos_offset > 0) return false;  // encoder-decoders run on the host for now
     if (c.positional == Positional::Relative && (c.attn_width() != c.embed_size || c.kv_heads() != c.num_heads))
       return false;
     if (c.embed_scale > 0 &&
@@ -376,6 +377,8 @@ class OpenClBackend final : public Backend {
           take_or_copy();
           rt_->mul_inplace(out.buf, ws.v[static_cast<size_t>(s.in[1])].buf, out.rows * out.cols);
           break;
+        case OpKind::CrossAttention:  // device_runs keeps encoder-decoders on the host
+          throw Error("internal: the OpenCL executor met a cross-attention step");
       }
     }
   }
