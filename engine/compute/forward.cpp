@@ -367,11 +367,16 @@ void run_seq2seq(const Model& model, Backend& backend, const ForwardRequest& req
   eo.cancel = req.cancel;
   EncodeOutput e = backend.encode(enc, req.source_ids, source_mask, eo);
   const AttnMask memory_mask = build_mask(own, T, S, model.config.num_heads, req.source_ids, pad);
-  opts.memory = &e.hidden;
-  opts.memory_mask = &memory_mask;
-  opts.attention_on_demand = false;
-  r.mask = self_attention_mask(model, req);
-  EncodeOutput out = backend.encode(model, req.ids, r.mask, opts);
+  EncodeOptions dec = opts;  // the decoder's pass: it reads the encoder's output
+  dec.memory = &e.hidden;
+  dec.memory_mask = &memory_mask;
+  dec.attention_on_demand = false;
+  // padding masks the source only: transformers gives the decoder its causal mask alone (no
+  // decoder_attention_mask), so a <pad> among the decoder's inputs is still a key
+  ForwardRequest decoder_req = req;
+  decoder_req.mask.padding = false;
+  r.mask = self_attention_mask(model, decoder_req);
+  EncodeOutput out = backend.encode(model, req.ids, r.mask, dec);
   r.hidden = std::move(out.hidden);
   r.attention = std::move(out.attention);
   r.decoder_cross_attention = std::move(out.cross_attention);

@@ -84,6 +84,8 @@ def compare_bart(name, folder, model, pairs, vocab, pad_source=0):
     for S, T in pairs:
         source = [int(x) for x in rng.integers(5, vocab, S)] + [c.pad_token_id] * pad_source
         labels = [int(x) for x in rng.integers(5, vocab, T)]
+        if pad_source and T >= 3:  # a <pad> among the decoder's inputs: the source's padding mask is not the decoder's
+            labels[1] = c.pad_token_id
         j, attn, hidden = forward_cli(folder, source, labels, padding=pad_source > 0)
         dec_in = shift_tokens_right(torch.tensor([labels]), c.pad_token_id, c.decoder_start_token_id)
         if j["ids"] != dec_in[0].tolist() or j["target_ids"] != labels or j["source_ids"] != source:
