@@ -1,6 +1,7 @@
 // attnlab-cli generate: a causal language model writes, one token a step over a KV cache, with
 // transformers' sampling warpers; the text streams to stdout, --json gives every step's
-// distribution, --attn-out the final sequence's attention.
+// distribution, --attn-out the final sequence's attention. An encoder-decoder writes a target
+// for its source (--text), from the decoder's start token.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -25,6 +26,21 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   if (in.ids.empty()) throw Error("generate needs --text \"...\" or --ids ...");
   GenerateRequest req;
   req.prompt = in.ids;
+  if (model.is_seq2seq()) {  // the text is the source; the decoder starts from its start token
+    if (a.has("--attn-out"))
+      throw Error(
+          "--attn-out: an encoder-decoder's attention is three arrays: run forward --text SOURCE "
+          "--target-ids ... --attn-out F.npz on the generated ids");
+    req.source = in.ids;
+    req.prompt = {model.config.decoder_start_id};
+  }
+  // transformers' processors the folder's generation_config.json turns on (forced BOS / EOS, ...)
+  req.rules = generation_rules(model);
+  if (req.rules.num_beams > 1)
+    std::fprintf(stderr,
+                 "note: the folder asks for beam search (num_beams %d); attnlab decodes one sequence (greedy or "
+                 "sampled), as generate(num_beams=1) does\n",
+                 req.rules.num_beams);
   req.max_new = a.get_int("--max-new", 20);
   const bool sampling = a.has("--sample") || a.has("--temperature") || a.has("--top-k") || a.has("--top-p") ||
                         a.has("--min-p") || a.has("--seed");
@@ -97,6 +113,7 @@ int cmd_generate(const std::vector<std::string>& argv, const std::string& argv0)
   j["model"] = model.source;
   j["backend"] = backend->name();
   j["prompt_ids"] = req.prompt;
+  if (model.is_seq2seq()) j["source_ids"] = req.source;  // prompt_ids: the decoder's start
   j["ids"] = r.ids;
   j["generated_ids"] = std::vector<int>(r.ids.begin() + static_cast<std::ptrdiff_t>(req.prompt.size()), r.ids.end());
   j["text"] = text;

@@ -43,6 +43,8 @@ void add_options(QCommandLineParser& p) {
   p.addOption({"text", "Text to show.", "TEXT"});
   p.addOption({"cross-text", "Second text: cross-attention mode.", "TEXT"});
   p.addOption({"pair", "Sentence B of a pair (BERT-family models).", "TEXT"});
+  p.addOption({"target", "An encoder-decoder's target (--text is its source), teacher-forced.", "TEXT"});
+  p.addOption({"part", "An encoder-decoder's attention to show: cross (default), decoder or encoder.", "PART"});
   p.addOption({"hide-special", "Leave [CLS] / [SEP] out of the views."});
   p.addOption({"merge-pieces", "One row and column per word (word pieces merged)."});
   p.addOption({"layer", "Layer to show.", "L"});
@@ -164,8 +166,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (p.isSet("attention")) {  // the file's probabilities and tokens: no model, no text, no mask
-    for (const char* opt : {"model", "text", "cross-text", "pair", "hide-special", "merge-pieces", "mask", "ablate",
-                            "generate", "heads", "compare-text", "compare-model", "type-text"})
+    for (const char* opt : {"model", "text", "cross-text", "target", "part", "pair", "hide-special", "merge-pieces",
+                            "mask", "ablate", "generate", "heads", "compare-text", "compare-model", "type-text"})
       if (p.isSet(opt)) {
         std::fprintf(stderr,
                      "attnlab: --%s does not apply to --attention: the file brings its own probabilities "
@@ -207,6 +209,22 @@ int main(int argc, char** argv) {
   else if (e->text().isEmpty() && !e->showsFile())
     e->setText("the film was not very good");
   if (p.isSet("cross-text")) e->setCrossText(p.value("cross-text"));
+  if (p.isSet("target") || p.isSet("part")) {  // an encoder-decoder's target and the attention shown
+    const attnlab::Model* m = e->model();
+    if (!m || !m->is_seq2seq()) {
+      std::fprintf(stderr,
+                   "attnlab: --target and --part are for encoder-decoder models (bart); this model reads one "
+                   "sequence\n");
+      return 2;
+    }
+    try {
+      if (p.isSet("part")) e->setPart(attnlab::parse_seq2seq_part(p.value("part").toStdString()));
+    } catch (const attnlab::Error& err) {
+      std::fprintf(stderr, "attnlab: --part: %s\n", err.what());
+      return 2;
+    }
+    if (p.isSet("target")) e->setTargetText(p.value("target"));
+  }
   if (p.isSet("pair")) e->setPairText(p.value("pair"));
   if (p.isSet("hide-special") || p.isSet("merge-pieces"))
     e->setTokenView(p.isSet("hide-special"), p.isSet("merge-pieces"));

@@ -86,9 +86,18 @@ void ExploreController::setInput(ExploreInput input) {
       return PreparedInput{};
     }
   };
-  prepared_ = prepare(input_.text, "text", true);
-  prepared_cross_ = input_.cross ? prepare(input_.cross_text, "cross text", false) : PreparedInput{};
-  if (input_.cross && prepared_cross_.ids.empty()) notices << "Type a second text for cross-attention.";
+  if (seq2seq()) {  // the source and the target: no cross mode, pair or token view
+    prepared_ = prepare(input_.text, "source", false);
+    prepared_cross_ = input_.target.empty() ? PreparedInput{} : prepare(input_.target, "target", false);
+    if (prepared_cross_.ids.empty())
+      notices << "Type a target: the decoder reads it as transformers trains (after its start token, shifted right), "
+                 "and its cross-attention reads the source.";
+    input_.view = {};
+  } else {
+    prepared_ = prepare(input_.text, "text", true);
+    prepared_cross_ = input_.cross ? prepare(input_.cross_text, "cross text", false) : PreparedInput{};
+    if (input_.cross && prepared_cross_.ids.empty()) notices << "Type a second text for cross-attention.";
+  }
   // Say what the token view does only when it does something to this input.
   bool any_special = false, any_pieces = false;
   for (const PreparedInput* in : {&prepared_, &prepared_cross_}) {
@@ -132,7 +141,7 @@ void ExploreController::recompute() {
     runner_.submit(std::move(job));
     return;
   }
-  const bool empty = prepared_.ids.empty() || (input_.cross && prepared_cross_.ids.empty());
+  const bool empty = prepared_.ids.empty() || ((input_.cross || seq2seq()) && prepared_cross_.ids.empty());
   if (empty) {
     ++next_id_;  // results of earlier inputs still in flight are stale now
     shown_id_ = next_id_;
@@ -147,7 +156,18 @@ void ExploreController::recompute() {
   job.request.ids = prepared_.ids;
   job.request.tokens = prepared_.tokens;
   job.request.token_types = prepared_.token_types;
-  if (input_.cross) {
+  if (seq2seq()) {  // teacher-forced as transformers trains: labels = the target, shifted right
+    job.request.source_ids = prepared_.ids;
+    job.request.source_tokens = prepared_.tokens;
+    job.request.target_ids = prepared_cross_.ids;
+    job.request.target_tokens = prepared_cross_.tokens;
+    job.request.ids = decoder_input_ids(*model_, prepared_cross_.ids);
+    job.request.tokens = {model_->readable_token(model_->config.decoder_start_id)};
+    job.request.tokens.insert(job.request.tokens.end(), prepared_cross_.tokens.begin(),
+                              prepared_cross_.tokens.end() - 1);
+    job.request.token_types.clear();
+    job.seq2seq_part = input_.part;
+  } else if (input_.cross) {
     job.request.cross_ids = prepared_cross_.ids;
     job.request.cross_tokens = prepared_cross_.tokens;
     job.request.cross_token_types = prepared_cross_.token_types;
@@ -161,7 +181,12 @@ void ExploreController::recompute() {
       job.token_view.reset();  // nothing but special tokens: show them rather than nothing
   }
   if (mask_provider_) job.request.mask = mask_provider_();
-  job.request.ablate = ablated_;
+  if (seq2seq()) {
+    job.request.mask.custom.reset();  // the mask editor paints one sequence's mask
+    job.request.mask.global.clear();  // (the strip's ticks are the source's positions)
+  } else {
+    job.request.ablate = ablated_;
+  }
   if (request_hook_) request_hook_(job.request);
   job.id = next_id_++;
   job.submitted_ns = last_input_ns_;  // latency is measured from the input, debounce included

@@ -26,6 +26,10 @@ struct ExploreInput {
   bool pair = false;
   int pad_to = 0;
   TokenViewOptions view;  // what the views show of the tokens (a display transform)
+  // An encoder-decoder: `text` is the source, `target` the text the decoder is teacher-forced
+  // on, and `part` which of its attentions the views draw.
+  std::string target;
+  Seq2SeqPart part = Seq2SeqPart::Cross;
 };
 
 class ExploreController : public QObject {
@@ -62,7 +66,10 @@ class ExploreController : public QObject {
   const std::shared_ptr<const ForwardResult>& result() const { return result_; }
   const ForwardOutcome& outcome() const { return outcome_; }
   const PreparedInput& prepared() const { return prepared_; }
+  // The cross text's; an encoder-decoder's target (its labels, before the shift right).
   const PreparedInput& preparedCross() const { return prepared_cross_; }
+  bool seq2seq() const { return model_ && model_->is_seq2seq() && !fixed_; }
+  Seq2SeqPart part() const { return input_.part; }
   int cancelledPasses() const { return runner_.cancelledCount(); }
   // Time base of submitted_ns, for keystroke-to-result latency.
   qint64 nowNs() const { return clock_.nsecsElapsed(); }

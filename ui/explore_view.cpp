@@ -156,10 +156,13 @@ void ExploreView::showModelShape(const Model& model) {
                                              "(File > Open model folder...)")
                                          .arg(row.tooltip));
   }
-  if (!tabs_->isTabEnabled(tabs_->currentIndex())) tabs_->setCurrentWidget(pages_.at("heads"));
+  if (!tabs_->isTabEnabled(tabs_->currentIndex()) || !tabs_->isTabVisible(tabs_->currentIndex()))
+    tabs_->setCurrentWidget(pages_.at("heads"));
   // what needs a pass: value-weighted maps, masks and the prediction
-  if (model.probabilities_only) weighting_->setCurrentIndex(0);
-  weighting_->setEnabled(!model.probabilities_only);
+  // (value-weighted maps re-run one sequence's pass: not an encoder-decoder's yet)
+  const bool weighted = !model.probabilities_only && !model.is_seq2seq();
+  if (!weighted) weighting_->setCurrentIndex(0);
+  weighting_->setEnabled(weighted);
   masks_->setVisible(!model.probabilities_only);
   prediction_->setVisible(!model.probabilities_only);
   {
@@ -209,6 +212,12 @@ QString ExploreView::text() const {
 }
 void ExploreView::setCrossText(const QString& text) {
   input_->setCrossText(text);
+}
+void ExploreView::setTargetText(const QString& text) {
+  input_->setTargetText(text);
+}
+void ExploreView::setPart(Seq2SeqPart part) {
+  input_->setPart(part);
 }
 void ExploreView::setPairText(const QString& text) {
   input_->setPairText(text);
@@ -319,8 +328,16 @@ void ExploreView::onResult(const ForwardOutcome& out) {
   // Counts of the input; with hidden or merged tokens, also how many rows the views show.
   const size_t n = controller_->prepared().size(), shown = r.ids.size();
   QString count = n == 1 ? QString("1 token") : QString("%1 tokens").arg(n);
-  if (r.is_cross()) count += QString(" attending to %1").arg(controller_->preparedCross().size());
-  if (shown != n) count += QString(" (%1 shown)").arg(shown);
+  if (r.is_seq2seq() && out.seq2seq_part) {  // an encoder-decoder: both sequences, and which attention is drawn
+    static const char* const drawn[] = {"cross-attention", "decoder self-attention", "encoder self-attention"};
+    count = QString("source %1, target %2 tokens | %3")
+                .arg(r.source_ids.size())
+                .arg(controller_->preparedCross().size())
+                .arg(drawn[static_cast<int>(*out.seq2seq_part)]);
+  } else {
+    if (r.is_cross()) count += QString(" attending to %1").arg(controller_->preparedCross().size());
+    if (shown != n) count += QString(" (%1 shown)").arg(shown);
+  }
   QString ablated;
   for (const auto& [l, h] : state_->ablated())
     ablated += (ablated.isEmpty() ? " | ablated " : ", ") + QString("%1:%2").arg(l).arg(h);

@@ -57,6 +57,9 @@ class ExploreView : public QWidget {
   QString text() const;
   void setCrossText(const QString& text);  // empty: self-attention
   void setPairText(const QString& text);   // sentence B (models with a pair template)
+  // An encoder-decoder's target (the text is its source) and the attention the views draw.
+  void setTargetText(const QString& text);
+  void setPart(Seq2SeqPart part);
   void setTokenView(bool hide_special, bool merge_pieces);
   void setBackend(const QString& name);
   QString backend() const { return controller_->backend(); }

@@ -26,7 +26,10 @@ std::shared_ptr<const HeadPatternScan> draw_heads(ForwardOutcome& out, const For
                                                   const std::vector<HeatmapData>* last_heads,
                                                   std::shared_ptr<const HeadPatternScan> last_patterns, int shared) {
   const std::shared_ptr<const ForwardResult>& r = out.result;
-  const int L = job.model->config.num_layers, H = job.model->config.num_heads;
+  // the encoder's maps of an encoder-decoder are its own layers and heads
+  const ModelConfig& c =
+      job.seq2seq_part == Seq2SeqPart::Encoder && job.model->encoder ? job.model->encoder->config : job.model->config;
+  const int L = c.num_layers, H = c.num_heads;
   const int T = static_cast<int>(r->ids.size()), S = r->is_cross() ? static_cast<int>(r->cross_ids.size()) : T;
   std::shared_ptr<HeadPatternScan> scan;
   if (!r->is_cross()) scan = std::make_shared<HeadPatternScan>(*r, H, std::move(last_patterns), shared);
@@ -200,6 +203,8 @@ void ForwardRunner::start(ForwardJob job) {
           out.reused = r.first_position;
           const int shared = reuse ? r.first_position : 0;  // rows equal to the last pass's
           if (shared > 0) merge_cached_rows(*prefix->last, r);
+          if (job.seq2seq_part) r = seq2seq_part(std::move(r), *job.seq2seq_part);
+          out.seq2seq_part = job.seq2seq_part;
           if (job.token_view) apply_token_view(r, job.token_view->first, job.token_view->second);
           out.token_view = job.token_view;
           out.result = std::make_shared<const ForwardResult>(std::move(r));
@@ -247,7 +252,8 @@ void ForwardRunner::start(ForwardJob job) {
 bool ForwardRunner::reusable(const Model& model, const ForwardRequest& r) {
   const ModelConfig& c = model.config;
   if (!c.causal || c.num_classes > 0 || c.positional == Positional::Relative) return false;
-  if (!r.cross_ids.empty() || !r.ablate.empty() || (r.hooks && !r.hooks->empty()) || r.start || r.keep_layer_inputs)
+  if (!r.cross_ids.empty() || !r.source_ids.empty() || !r.ablate.empty() || (r.hooks && !r.hooks->empty()) || r.start ||
+      r.keep_layer_inputs)
     return false;
   return std::all_of(r.token_types.begin(), r.token_types.end(), [](int t) { return t == 0; });
 }

@@ -37,6 +37,8 @@ struct ForwardJob {
   std::shared_ptr<std::atomic<bool>> cancel;  // set by the runner (restart); the pass stops at its next layer
   // An attention file's result (model->probabilities_only): drawn as it is, no pass run.
   std::shared_ptr<const ForwardResult> fixed;
+  // An encoder-decoder's pass: the part the views draw (seq2seq_part, applied in the worker).
+  std::optional<Seq2SeqPart> seq2seq_part;
 };
 
 struct ForwardOutcome {
@@ -54,6 +56,7 @@ struct ForwardOutcome {
   // The first row whose maps and head patterns this pass read; those of the rows before it were
   // the previous pass's (0: every row read).
   int drawn_from = 0;
+  std::optional<Seq2SeqPart> seq2seq_part;  // an encoder-decoder's: the part the result shows
   PassMemory memory;  // what the result (a whole pass's worth) and the KV cache kept take, estimated
   qint64 submitted_ns = 0;
   bool cancelled = false;  // never delivered

@@ -40,6 +40,11 @@ void LineView::setResult(std::shared_ptr<const ForwardResult> result, int layer)
   update();
 }
 
+void LineView::setTitles(const QString& title, const QString& left, const QString& right) {
+  title_ = title, left_title_ = left, right_title_ = right;
+  update();
+}
+
 void LineView::setHead(int head) {
   head_ = head;
   update();
@@ -143,10 +148,11 @@ void LineView::paint(QPainter& p, const QRect& area) const {
     p.drawText(area, Qt::AlignCenter, "Type some text first");
     return;
   }
-  const QString title = QString("layer %1, %2%3")
-                            .arg(layer_)
-                            .arg(head_ < 0 ? QString("all heads") : QString("head %1").arg(head_))
-                            .arg(notice_.isEmpty() ? QString() : " (" + notice_ + ")");
+  const QString title =
+      (title_.isEmpty()
+           ? QString("layer %1, %2").arg(layer_).arg(head_ < 0 ? QString("all heads") : QString("head %1").arg(head_))
+           : title_) +
+      (notice_.isEmpty() ? QString() : " (" + notice_ + ")");
   QFont tf = font();
   tf.setBold(true);
   p.setFont(tf);
@@ -177,8 +183,8 @@ void LineView::paint(QPainter& p, const QRect& area) const {
   hf.setItalic(true);
   p.setFont(hf);
   p.setPen(Qt::darkGray);
-  p.drawText(QRectF(area.left() + 4, area.top() + 4, 120, 20), Qt::AlignLeft, "queries");
-  p.drawText(QRectF(area.right() - 124, area.top() + 4, 120, 20), Qt::AlignRight, "keys");
+  p.drawText(QRectF(area.left() + 4, area.top() + 4, 120, 20), Qt::AlignLeft, left_title_);
+  p.drawText(QRectF(area.right() - 124, area.top() + 4, 120, 20), Qt::AlignRight, right_title_);
   // Lines, faintest first so strong ones stay on top. A long input has hundreds of thousands:
   // only the strongest kMaxLines are drawn (the rest would only fill the view with colour).
   std::vector<Line> ls = lines();

@@ -19,6 +19,8 @@ class LineView : public QWidget {
 
   void setResult(std::shared_ptr<const ForwardResult> result, int layer);
   void setHead(int head);  // -1: every head
+  // The titles drawn: over the lines ("": "layer L, head H") and over each side ("queries", "keys").
+  void setTitles(const QString& title, const QString& left, const QString& right);
   int head() const { return head_; }
   // The most tokens per side drawn (lines grow as T x S); a longer input shows a window of them,
   // from token `first` on each side (clamped so the window is full), and the lines within it.
@@ -56,6 +58,7 @@ class LineView : public QWidget {
   int cols() const;
   const std::vector<std::string>& keyTokens() const;
 
+  QString title_, left_title_ = "queries", right_title_ = "keys";
   std::shared_ptr<const ForwardResult> result_;
   int layer_ = 0, head_ = -1, first_ = 0;
   int hover_side_ = -1, hover_index_ = -1;

@@ -36,6 +36,13 @@ void TokenListModel::setPlain(bool on) {
   endResetModel();
 }
 
+void TokenListModel::setTickable(bool on) {
+  beginResetModel();
+  tickable_ = on;
+  if (!on) global_.clear();
+  endResetModel();
+}
+
 int TokenListModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(tokens_.size());
 }
@@ -65,7 +72,7 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
       if (global_.count(index.row())) return QBrush(QColor(190, 220, 255));
       return {};
     case Qt::CheckStateRole:
-      if (plain_) return {};
+      if (plain_ || !tickable_) return {};
       return global_.count(index.row()) ? Qt::Checked : Qt::Unchecked;
     case IdRole:
       return ids_[r];
@@ -89,8 +96,8 @@ bool TokenListModel::setData(const QModelIndex& index, const QVariant& value, in
 
 Qt::ItemFlags TokenListModel::flags(const QModelIndex& index) const {
   if (!index.isValid()) return Qt::NoItemFlags;
-  return plain_ ? Qt::ItemIsEnabled | Qt::ItemIsSelectable
-                : Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable;
+  return plain_ || !tickable_ ? Qt::ItemIsEnabled | Qt::ItemIsSelectable
+                              : Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable;
 }
 
 }  // namespace attnlab

@@ -28,6 +28,8 @@ class TokenListModel : public QAbstractListModel {
   void setGlobalPositions(const std::vector<int>& positions);
   // Labels only: an attention file's tokens have no vocabulary ids and take no global-token ticks.
   void setPlain(bool on);
+  // Ids shown but no global-token ticks (an encoder-decoder's source: the masks it takes are the decoder's).
+  void setTickable(bool on);
 
   int rowCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
@@ -42,7 +44,7 @@ class TokenListModel : public QAbstractListModel {
   std::vector<int> ids_;
   std::vector<bool> unknown_;
   int generated_from_ = -1;
-  bool plain_ = false;
+  bool plain_ = false, tickable_ = true;
   bool generated(int row) const { return generated_from_ >= 0 && row >= generated_from_; }
   std::set<int> global_;
 };

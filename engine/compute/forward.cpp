@@ -48,7 +48,7 @@ std::vector<float> pooling_weights(Pooling pooling, const uint8_t* is_pad, int T
 }
 
 std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids) {
-  const int pad = model.vocab.pad_id();
+  const int pad = model.config.pad_token_id >= 0 ? model.config.pad_token_id : model.vocab.pad_id();
   std::vector<uint8_t> flags(ids.size());
   for (size_t t = 0; t < ids.size(); ++t) flags[t] = ids[t] == pad;
   return flags;
@@ -67,7 +67,7 @@ std::vector<float> classify(const Model& model, const Tensor& hidden, const std:
 
 std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n) {
   if (static_cast<int>(ids.size()) >= n) return ids;
-  const int pad = model.vocab.pad_id();
+  const int pad = model.config.pad_token_id >= 0 ? model.config.pad_token_id : model.vocab.pad_id();
   if (pad < 0) throw Error("cannot pad: the vocabulary has no [PAD] token");
   ids.resize(static_cast<size_t>(n), pad);
   return ids;
@@ -341,6 +341,49 @@ std::vector<int> decoder_input_ids(const Model& model, const std::vector<int>& l
   return ids;
 }
 
+const char* seq2seq_part_name(Seq2SeqPart part) {
+  switch (part) {
+    case Seq2SeqPart::Cross:
+      return "cross";
+    case Seq2SeqPart::Decoder:
+      return "decoder";
+    case Seq2SeqPart::Encoder:
+      return "encoder";
+  }
+  return "cross";
+}
+
+Seq2SeqPart parse_seq2seq_part(const std::string& name) {
+  for (Seq2SeqPart p : {Seq2SeqPart::Cross, Seq2SeqPart::Decoder, Seq2SeqPart::Encoder})
+    if (name == seq2seq_part_name(p)) return p;
+  throw Error("no attention \"" + name + "\" in an encoder-decoder: cross, decoder or encoder");
+}
+
+ForwardResult seq2seq_part(ForwardResult r, Seq2SeqPart part) {
+  if (!r.is_seq2seq()) throw Error("the encoder, decoder and cross-attention are an encoder-decoder's");
+  r.on_demand.reset();  // an encoder-decoder's pass keeps every probability
+  r.sliding_layers.clear();
+  r.layer_inputs.clear();
+  r.values.clear();
+  if (part == Seq2SeqPart::Cross) {
+    r.cross_ids = r.source_ids;
+    r.cross_tokens = r.source_tokens;
+    r.cross_hidden = r.source_hidden;
+    r.cross_attention = std::move(r.decoder_cross_attention);
+    r.decoder_cross_attention.clear();
+    r.attention.clear();
+    r.mask = r.memory_mask;
+  } else if (part == Seq2SeqPart::Encoder) {
+    r.ids = r.source_ids;
+    r.tokens = r.source_tokens;
+    r.attention = std::move(r.encoder_attention);
+    r.encoder_attention.clear();
+    r.mask = r.source_mask;
+    r.first_position = 0;
+  }
+  return r;
+}
+
 namespace {
 
 // An encoder-decoder's pass: the encoder over the source (its padding mask only), then the
@@ -360,6 +403,13 @@ void run_seq2seq(const Model& model, Backend& backend, const ForwardRequest& req
   const int pad = pad_of(model);
   r.source_ids = req.source_ids;
   r.source_tokens = labels_for(enc, req.source_ids, req.source_tokens);
+  if (!req.target_ids.empty()) {
+    if (req.target_ids.size() != req.ids.size())
+      throw Error("an encoder-decoder's labels are as many as the decoder's inputs (" +
+                  std::to_string(req.target_ids.size()) + " and " + std::to_string(req.ids.size()) + ")");
+    r.target_ids = req.target_ids;
+    r.target_tokens = labels_for(model, req.target_ids, req.target_tokens);
+  }
   MaskSpec own;
   own.padding = req.mask.padding;
   const AttnMask source_mask = build_mask(own, S, S, enc.config.num_heads, req.source_ids, pad);
@@ -382,6 +432,8 @@ void run_seq2seq(const Model& model, Backend& backend, const ForwardRequest& req
   r.decoder_cross_attention = std::move(out.cross_attention);
   r.encoder_attention = std::move(e.attention);
   r.source_hidden = std::move(e.hidden);
+  r.source_mask = source_mask;
+  r.memory_mask = memory_mask;
   r.layer_inputs = std::move(out.layer_inputs);
   r.warnings = mask_warnings(r.mask, "attention mask");
 }

@@ -34,6 +34,10 @@ struct ForwardRequest : PassOptions {
   // then the decoder's input (decoder_input_ids: the target shifted right).
   std::vector<int> source_ids;
   std::vector<std::string> source_tokens;
+  // Its labels (the target's tokens, the decoder's position i predicts label i), carried into the
+  // result for the views that label rows by what they predict; optional.
+  std::vector<int> target_ids;
+  std::vector<std::string> target_tokens;
 };
 
 // What a pass with PassOptions::attention_on_demand kept to recompute any layer's probabilities,
@@ -76,8 +80,11 @@ struct ForwardResult {
   // encoder_attentions and cross_attentions).
   std::vector<int> source_ids;
   std::vector<std::string> source_tokens;
+  std::vector<int> target_ids;  // the request's labels, when it gave them
+  std::vector<std::string> target_tokens;
   Tensor source_hidden;
   std::vector<Tensor> encoder_attention, decoder_cross_attention;
+  AttnMask source_mask, memory_mask;  // the encoder's [S, S] and the cross-attention's [T, S] (the source's padding)
   bool is_seq2seq() const { return !source_ids.empty(); }
   std::vector<Tensor> layer_inputs;     // per layer [T, E] when the request asked for them
   std::vector<Tensor> values;           // per layer [T, KV * D] when asked for and the backend keeps them
@@ -144,6 +151,20 @@ std::vector<std::pair<int, int>> parse_ablate(const std::string& text, const Mod
 // An encoder-decoder's decoder input for a target's labels, as transformers trains
 // (shift_tokens_right): decoder_start_token_id, then every label but the last.
 std::vector<int> decoder_input_ids(const Model& model, const std::vector<int>& labels);
+
+// What of an encoder-decoder's pass a view draws: the decoder's cross-attention (target down,
+// source across), its causal self-attention, or the encoder's self-attention.
+enum class Seq2SeqPart { Cross, Decoder, Encoder };
+const char* seq2seq_part_name(Seq2SeqPart part);  // "cross", "decoder", "encoder"
+// Error naming the three for another name.
+Seq2SeqPart parse_seq2seq_part(const std::string& name);
+// An encoder-decoder's result as the one-sequence and cross-mode views read it: Cross puts the
+// decoder's cross-attention in cross mode (ids the decoder's input, cross_ids the source,
+// cross_attention and mask [T, S]); Decoder leaves the decoder's self-attention where it is;
+// Encoder makes the source the sequence (ids, tokens, attention and mask the encoder's). The
+// source, the decoder's hidden states (the prediction reads them), logits and predictions stay. Error for a result that
+// is not an encoder-decoder's.
+ForwardResult seq2seq_part(ForwardResult r, Seq2SeqPart part);
 
 // Validates ids against the model (range, length <= max_len, non-empty) and runs the pass.
 ForwardResult run_forward(const Model& model, Backend& backend, const ForwardRequest& request);

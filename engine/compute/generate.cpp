@@ -174,13 +174,71 @@ std::vector<int> end_of_text_ids(const Model& model) {
   return ids;
 }
 
+GenerationRules generation_rules(const Model& model) {
+  GenerationRules r;
+  auto read = [&](const nlohmann::json& j) {
+    auto num = [&](const char* key, int& to, int off) {  // a number, or null for off
+      auto it = j.find(key);
+      if (it != j.end() && it->is_number_integer()) to = it->get<int>();
+      if (it != j.end() && it->is_null()) to = off;
+    };
+    num("no_repeat_ngram_size", r.no_repeat_ngram, 0);
+    num("min_length", r.min_length, 0);
+    num("forced_bos_token_id", r.forced_bos, -1);
+    num("forced_eos_token_id", r.forced_eos, -1);
+    num("num_beams", r.num_beams, 1);
+  };
+  if (!model.hf.config_text.empty()) {
+    const nlohmann::json j = nlohmann::json::parse(model.hf.config_text, nullptr, false);
+    if (j.is_object()) read(j);
+  }
+  const std::filesystem::path gen = std::filesystem::path(model.source) / "generation_config.json";
+  std::error_code ec;
+  if (!model.source.empty() && std::filesystem::is_regular_file(gen, ec)) {
+    std::ifstream f(gen);
+    std::stringstream text;
+    text << f.rdbuf();
+    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_object()) read(j);
+  }
+  const int V = model.config.vocab_size;
+  if (r.forced_bos >= V) r.forced_bos = -1;
+  if (r.forced_eos >= V) r.forced_eos = -1;
+  return r;
+}
+
+void apply_generation_rules(std::vector<float>& logits, const std::vector<int>& ids, int max_length,
+                            const GenerationRules& rules, const std::vector<int>& eos) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int cur = static_cast<int>(ids.size()), n = rules.no_repeat_ngram;
+  if (n > 0 && cur + 1 >= n) {  // NoRepeatNGramLogitsProcessor: no n-gram twice
+    for (int start = 0; start + n <= cur; ++start) {
+      bool same = true;  // the n-gram at start begins with the last n - 1 tokens
+      for (int k = 0; k < n - 1 && same; ++k)
+        same = ids[static_cast<size_t>(start + k)] == ids[static_cast<size_t>(cur - n + 1 + k)];
+      if (same) logits[static_cast<size_t>(ids[static_cast<size_t>(start + n - 1)])] = ninf;
+    }
+  }
+  if (cur < rules.min_length)  // MinLengthLogitsProcessor
+    for (int e : eos) logits[static_cast<size_t>(e)] = ninf;
+  auto force = [&](int id) {
+    std::fill(logits.begin(), logits.end(), ninf);
+    logits[static_cast<size_t>(id)] = 0.0f;
+  };
+  if (rules.forced_bos >= 0 && cur == 1) force(rules.forced_bos);               // ForcedBOSTokenLogitsProcessor
+  if (rules.forced_eos >= 0 && cur == max_length - 1) force(rules.forced_eos);  // ForcedEOSTokenLogitsProcessor
+}
+
 GenerateResult generate(const Model& model, Backend& backend, const GenerateRequest& req) {
   const ModelConfig& c = model.config;
   if (!c.lm_head || !c.causal) throw Error("generate needs a causal language model (one with an LM head)");
-  if (c.cross_attention)
+  const bool seq2seq = model.is_seq2seq();
+  if (seq2seq && req.source.empty())
     throw Error(
-        "generate does not run encoder-decoders yet; forward --text SOURCE --target TEXT shows a target "
-        "teacher-forced");
+        "an encoder-decoder generates from a source: give --text SOURCE (the decoder starts from its start "
+        "token)");
+  if (!seq2seq && !req.source.empty())
+    throw Error("a source is for encoder-decoder models; this model reads one sequence");
   if (req.prompt.empty()) throw Error("generate needs a prompt of at least one token");
   if (static_cast<int>(req.prompt.size()) >= c.max_len)
     throw Error("the prompt has " + std::to_string(req.prompt.size()) + " tokens; the model has " +
@@ -191,8 +249,9 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
   out.ids = req.prompt;
   out.stopped = "max_new";
   KvCache cache;
-  // relative positions are not cached (a query's terms depend on its own position): whole passes
-  const bool cached = c.positional != Positional::Relative;
+  // relative positions are not cached (a query's terms depend on its own position), nor is an
+  // encoder-decoder's decoder yet: whole passes
+  const bool cached = c.positional != Positional::Relative && !seq2seq;
   SampleRng rng(req.sampling.seed);
   // the final sequence's probabilities: each pass's new rows, kept per step and assembled at the
   // end; checked before the first step against the memory there is, for the longest text it can become
@@ -219,6 +278,7 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
     }
     ForwardRequest fr;
     fr.ids = out.ids;
+    fr.source_ids = req.source;
     fr.kv = cached ? &cache : nullptr;
     fr.cancel = req.cancel;
     fr.keep_attention.assign(static_cast<size_t>(c.num_layers), req.keep_attention);
@@ -229,6 +289,9 @@ GenerateResult generate(const Model& model, Backend& backend, const GenerateRequ
       first_of_step.push_back(r.first_position);
     }
     GenerateStep s;
+    if (req.rules.any())
+      apply_generation_rules(r.next_logits, out.ids, static_cast<int>(req.prompt.size()) + req.max_new, req.rules,
+                             req.stop_ids);
     s.dist = warp_logits(r.next_logits, req.sampling);
     s.id = choose_token(s.dist, req.sampling, rng);
     for (const auto& [id, p] : s.dist.kept)

@@ -63,7 +63,26 @@ struct GenerateStep {
   NextTokenDistribution dist;
 };
 
+// transformers' logits processors that a folder's generation_config.json (over its config.json)
+// turns on, applied to each step's logits before the warpers, in transformers' order:
+// no_repeat_ngram_size, min_length (on the whole sequence, prompt or decoder start included),
+// forced_bos_token_id, forced_eos_token_id (on the last step of max_new). num_beams is read to
+// be reported: generate decodes greedily or samples, as do_sample with num_beams=1 does.
+struct GenerationRules {
+  int no_repeat_ngram = 0, min_length = 0, forced_bos = -1, forced_eos = -1, num_beams = 1;
+  bool any() const { return no_repeat_ngram > 0 || min_length > 0 || forced_bos >= 0 || forced_eos >= 0; }
+};
+GenerationRules generation_rules(const Model& model);
+// The rules on the logits of the token after `ids` (a sequence of ids.size() tokens that may grow
+// to max_length); eos: the end-of-text ids min_length holds back.
+void apply_generation_rules(std::vector<float>& logits, const std::vector<int>& ids, int max_length,
+                            const GenerationRules& rules, const std::vector<int>& eos);
+
 struct GenerateRequest {
+  // An encoder-decoder's source, read once by the encoder per step; the prompt is then the
+  // decoder's start ({decoder_start_token_id}, as transformers' generate begins).
+  std::vector<int> source;
+  GenerationRules rules;    // none unless set (attnlab-cli generate sets the folder's)
   std::vector<int> prompt;  // non-empty
   int max_new = 20;
   SamplingOptions sampling;

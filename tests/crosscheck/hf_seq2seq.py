@@ -133,6 +133,50 @@ def compare_bart(name, folder, model, pairs, vocab, pad_source=0):
         fail(f"{name}: {msg}")
 
 
+def check_generate(name, folder, vocab, rules, new=14):
+    """generate --greedy --text SOURCE against transformers' generate(do_sample=False, num_beams=1)
+    from the saved folder, whose generation_config.json gets `rules` (forced BOS / EOS,
+    no_repeat_ngram_size, min_length): the same target ids, except where transformers' two likeliest
+    (processed) scores were closer than two float32 passes could tell apart (then the rest is not
+    compared)."""
+    # in both files, as folders saved by transformers hold them (4.40 rebuilds a generation config
+    # marked _from_model_config from config.json's fields)
+    for file in ("config.json", "generation_config.json"):
+        path = os.path.join(folder, file)
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg.update(rules)
+        cfg.pop("_from_model_config", None)
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+    model = BartForConditionalGeneration.from_pretrained(folder, attn_implementation="eager")
+    g = torch.Generator().manual_seed(new)
+    source = [0] + torch.randint(5, vocab, (11,), generator=g).tolist() + [2]
+    with torch.no_grad():
+        out = model.generate(torch.tensor([source]), max_new_tokens=new, do_sample=False, num_beams=1,
+                             output_scores=True, return_dict_in_generate=True)
+    want = out.sequences[0, 1:].tolist()  # after decoder_start_token_id
+    j = json.loads(run(["generate", "--model", folder, "--ids", ",".join(map(str, source)), "--max-new", str(new),
+                        "--greedy", "--json", "--json-top", "2"]).stdout)
+    have = j["generated_ids"]
+    if j.get("source_ids") != source or j["prompt_ids"] != [model.config.decoder_start_token_id]:
+        fail(f"{name}: generate --json gives source {j.get('source_ids')} and prompt {j['prompt_ids']}")
+    compared = 0
+    for k, (a, b) in enumerate(zip(have, want)):
+        if a != b:
+            top2 = torch.topk(out.scores[k][0].double(), 2).values
+            if float(top2[0] - top2[1]) > 1e-4:
+                fail(f"{name}: greedy token {k}: attnlab {a}, transformers {b} "
+                     f"(margin {float(top2[0] - top2[1]):.2e}; attnlab {have}, transformers {want})")
+            break
+        compared += 1
+    else:
+        if len(have) != len(want):
+            fail(f"{name}: attnlab generated {len(have)} tokens ({have}), transformers {len(want)} ({want})")
+    print(f"{name}: greedy generate, {compared} of {len(want)} target tokens as transformers' ({rules})")
+    return have
+
+
 def check_text_inputs(folder):
     """forward --text SOURCE --target TEXT tokenizes as transformers' tokenizer: the source with its
     template, the labels as text_target gives them."""
@@ -232,7 +276,25 @@ def main():
         expect_error("named activations", ["forward", "--model", folder, "--text", "a", "--target", "b", "--cache",
                                            "blocks.0.hook_resid_pre", "--cache-out", os.path.join(root, "c.npz")],
                      "takes no cross mode, KV cache, resumed start or named activations yet")
-        expect_error("generate", ["generate", "--model", folder, "--text", "a", "--max-new", "2"], "encoder-decoder")
+        # --pad-to pads the source with the config's pad_token_id (<pad>, 1), which --mask padding blocks
+        j = json.loads(run(["forward", "--model", folder, "--text", "hello", "--pad-to", "8", "--mask", "padding",
+                            "--target", "x", "--json"]).stdout)
+        want = tok.encode("hello").ids
+        if j["source_ids"] != want + [1] * (8 - len(want)) or j["source_tokens"][-1] != "<pad>":
+            fail(f"--pad-to 8 on a BART source: {j['source_ids']} {j['source_tokens']}")
+        else:
+            print(f"--pad-to 8 on a BART source: {j['source_ids']}")
+        # greedy generation: plain, then with the processors a BART folder's generation_config turns on
+        check_generate("BART generate", folder, vocab, {})
+        have = check_generate("BART generate (forced BOS / EOS, no 2-gram twice, min_length 6)", folder, vocab,
+                              {"forced_bos_token_id": 0, "forced_eos_token_id": 2, "no_repeat_ngram_size": 2,
+                               "min_length": 6})
+        body = have[:-1]  # (a forced EOS may repeat a pair)
+        if have and (have[0] != 0 or len(set(zip(body, body[1:]))) != max(len(body) - 1, 0)):
+            fail(f"BART generate: the processors did not hold on attnlab's own ids {have}")
+        expect_error("generate --attn-out", ["generate", "--model", folder, "--text", "a", "--max-new", "2",
+                                             "--attn-out", os.path.join(root, "g.npy")], "three arrays")
+
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -313,6 +313,8 @@ inline LayerErr layer_err(const ModelConfig& c, const LayerPlan& plan, const Lay
         r = rms_norm_err(rows, L.*p.w, c.layer_norm_eps, y, ex, s);
         break;
       }
+      case OpKind::CrossAttention:  // an encoder-decoder's: bounded against transformers (hf_seq2seq), not here
+        throw Error("pass_bound: no bound for a decoder with cross-attention");
     }
     e[static_cast<size_t>(p.out)] = r;
   }

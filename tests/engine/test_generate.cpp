@@ -501,3 +501,43 @@ TEST_CASE("decode: byte-level text back exactly, SentencePiece spaces and byte f
   CHECK(HfTokenizer::from_tokenizer_json(ms)->decode({1, 0}) == "there  hi");
   fs::remove_all(dir);
 }
+
+TEST_CASE("generation rules: transformers' no-repeat n-gram, min_length, forced BOS and EOS", "[generate]") {
+  const std::vector<float> flat(8, 0.0f);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  GenerationRules r;
+  r.no_repeat_ngram = 2;
+  std::vector<float> l = flat;
+  apply_generation_rules(l, {3, 4, 5, 3}, 20, r, {7});  // 3 was followed by 4: 4 may not follow 3 again
+  for (int v = 0; v < 8; ++v) CHECK((l[static_cast<size_t>(v)] == ninf) == (v == 4));
+  r.no_repeat_ngram = 3;
+  l = flat;
+  apply_generation_rules(l, {3, 4, 5, 3, 4}, 20, r, {7});  // (3, 4) was followed by 5
+  for (int v = 0; v < 8; ++v) CHECK((l[static_cast<size_t>(v)] == ninf) == (v == 5));
+  l = flat;
+  apply_generation_rules(l, {3, 4}, 20, r, {7});  // shorter than an n-gram: nothing banned
+  CHECK(l == flat);
+  r = {};
+  r.min_length = 3;
+  l = flat;
+  apply_generation_rules(l, {1, 2}, 20, r, {7, 6});  // 2 tokens < 3: no end-of-text yet
+  CHECK(l[7] == ninf);
+  CHECK(l[6] == ninf);
+  CHECK(l[5] == 0.0f);
+  l = flat;
+  apply_generation_rules(l, {1, 2, 3}, 20, r, {7, 6});
+  CHECK(l == flat);
+  r = {};
+  r.forced_bos = 5;
+  r.forced_eos = 6;
+  l = flat;
+  apply_generation_rules(l, {2}, 4, r, {});  // the first token after the decoder's start
+  for (int v = 0; v < 8; ++v) CHECK(l[static_cast<size_t>(v)] == (v == 5 ? 0.0f : ninf));
+  l = flat;
+  apply_generation_rules(l, {2, 5}, 4, r, {});
+  CHECK(l == flat);
+  l = flat;
+  apply_generation_rules(l, {2, 5, 1}, 4, r, {});  // the last token max_length allows
+  for (int v = 0; v < 8; ++v) CHECK(l[static_cast<size_t>(v)] == (v == 6 ? 0.0f : ninf));
+  CHECK_FALSE(GenerationRules{}.any());
+}

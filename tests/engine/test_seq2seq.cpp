@@ -3,7 +3,9 @@
 // padded source keys at 0, the encoder run as a model of its own), and the errors.
 #include <catch2/catch.hpp>
 
+#include "engine/analysis/alignment.h"
 #include "engine/compute/forward.h"
+#include "engine/compute/generate.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
 #include "tests/engine/test_util.h"
@@ -131,4 +133,145 @@ TEST_CASE("an encoder-decoder's errors: no source, a source for one sequence, ho
   // the decoder alone (an analysis that runs the stack without the encoder) says what it lacks
   EncodeOptions o;
   CHECK_THROWS_WITH(cpu->encode(m, {2, 5}, AttnMask(), o), Catch::Contains("encoder-decoder's decoder"));
+}
+
+TEST_CASE("an encoder-decoder's parts as the views draw them: cross, decoder, encoder", "[seq2seq]") {
+  const Model m = random_seq2seq();
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.source_ids = random_ids(6, m.config.vocab_size, 4);
+  req.source_ids.push_back(0);  // a <pad> the padding mask blocks
+  req.mask.padding = true;
+  req.target_ids = random_ids(5, m.config.vocab_size, 5);
+  req.ids = decoder_input_ids(m, req.target_ids);
+  const ForwardResult r = run_forward(m, *cpu, req);
+  CHECK(r.target_ids == req.target_ids);  // the labels carried for the views, one per decoder position
+  CHECK(r.target_tokens.size() == 5);
+  {
+    ForwardRequest wrong = req;
+    wrong.target_ids.pop_back();
+    CHECK_THROWS_WITH(run_forward(m, *cpu, wrong),
+                      Catch::Contains("labels are as many as the decoder's inputs (4 and 5)"));
+  }
+  REQUIRE(r.source_mask.T == 7);
+  REQUIRE(r.memory_mask.T == 5);
+  REQUIRE(r.memory_mask.S == 7);
+
+  // cross: the decoder's rows, the source's columns, in cross mode; the padded key blocked
+  const ForwardResult x = seq2seq_part(r, Seq2SeqPart::Cross);
+  REQUIRE(x.is_cross());
+  CHECK(x.ids == r.ids);
+  CHECK(x.cross_ids == r.source_ids);
+  CHECK(x.cross_tokens == r.source_tokens);
+  REQUIRE(x.cross_attention.size() == 3);
+  for (int l = 0; l < 3; ++l) CHECK(max_abs_diff(x.probs(l), r.decoder_cross_attention[static_cast<size_t>(l)]) == 0);
+  CHECK(x.mask.is_blocked(0, 4, 6));
+  CHECK(!x.mask.is_blocked(0, 4, 5));
+  CHECK(x.stacked_probs().shape == std::vector<int64_t>{3, 4, 5, 7});
+  CHECK(x.next_logits == r.next_logits);
+
+  // decoder: the causal self-attention, as the pass left it
+  const ForwardResult d = seq2seq_part(r, Seq2SeqPart::Decoder);
+  CHECK(!d.is_cross());
+  for (int l = 0; l < 3; ++l) CHECK(max_abs_diff(d.probs(l), r.attention[static_cast<size_t>(l)]) == 0);
+  CHECK(d.mask.is_blocked(0, 1, 2));  // causal
+
+  // encoder: the source is the sequence, its 2 layers of 2 heads; the prediction stays the decoder's
+  const ForwardResult e = seq2seq_part(r, Seq2SeqPart::Encoder);
+  CHECK(!e.is_cross());
+  CHECK(e.ids == r.source_ids);
+  CHECK(e.tokens == r.source_tokens);
+  REQUIRE(e.attention.size() == 2);
+  CHECK(e.stacked_probs().shape == std::vector<int64_t>{2, 2, 7, 7});
+  CHECK(max_abs_diff(e.probs(1), r.encoder_attention[1]) == 0);
+  CHECK(e.mask.is_blocked(0, 0, 6));
+  CHECK(!e.mask.is_blocked(0, 6, 0));
+  CHECK(max_abs_diff(e.hidden, r.hidden) == 0);
+
+  CHECK(parse_seq2seq_part("encoder") == Seq2SeqPart::Encoder);
+  CHECK_THROWS_WITH(parse_seq2seq_part("self"), Catch::Contains("cross, decoder or encoder"));
+  ForwardRequest one;
+  one.ids = {5, 6};
+  CHECK_THROWS_WITH(seq2seq_part(run_forward(*m.encoder, *cpu, one), Seq2SeqPart::Cross),
+                    Catch::Contains("encoder-decoder"));
+}
+
+TEST_CASE("an alignment: the chosen heads' mean cross-attention, rows summing to 1, the argmax per row", "[seq2seq]") {
+  const Model m = random_seq2seq();
+  auto cpu = make_backend("cpu");
+  ForwardRequest req;
+  req.source_ids = random_ids(6, m.config.vocab_size, 4);
+  req.ids = decoder_input_ids(m, random_ids(5, m.config.vocab_size, 5));
+  const ForwardResult r = run_forward(m, *cpu, req);
+  auto x = [&](int l, int h, int i, int j) {  // layer l's cross-attention [4 heads, 5, 6]
+    return r.decoder_cross_attention[static_cast<size_t>(l)].data[static_cast<size_t>((h * 5 + i) * 6 + j)];
+  };
+  const Alignment all = cross_alignment(r, {}, {});
+  REQUIRE(all.T == 5);
+  REQUIRE(all.S == 6);
+  for (int i = 0; i < 5; ++i) {
+    double row = 0;
+    for (int j = 0; j < 6; ++j) {
+      double want = 0;  // the mean of 3 layers x 4 heads, summed here in another order
+      for (int h = 3; h >= 0; --h)
+        for (int l = 2; l >= 0; --l) want += x(l, h, i, j);
+      want /= 12;
+      // 12 terms in [0, 1]: each sum's rounding at most 12 u (double) before one float rounding
+      CHECK(std::abs(all.map[static_cast<size_t>(i * 6 + j)] - want) <= kU32 * want + 1e-12);
+      row += all.map[static_cast<size_t>(i * 6 + j)];
+      CHECK(all.map[static_cast<size_t>(i * 6 + j)] <=
+            all.map[static_cast<size_t>(i * 6 + all.best[static_cast<size_t>(i)])]);
+    }
+    // each head's row sums to 1 within its sum's rounding and the division's (as above); the mean
+    // keeps that, and each of the 6 means is rounded to float once more
+    CHECK(std::abs(row - 1.0) <= sum_bound(6, 1.0) + 2 * kU32 + 6 * kU32);
+  }
+  // one layer and one head: that head's map itself; the same from the shown cross part
+  const Alignment one = cross_alignment(r, {1}, {2});
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 6; ++j) CHECK(one.map[static_cast<size_t>(i * 6 + j)] == x(1, 2, i, j));
+  const Alignment shown = cross_alignment(seq2seq_part(r, Seq2SeqPart::Cross), {1}, {2});
+  CHECK(shown.map == one.map);
+  CHECK(cross_alignment(seq2seq_part(r, Seq2SeqPart::Encoder), {}, {}).map == all.map);
+  CHECK_THROWS_WITH(cross_alignment(r, {3}, {}), Catch::Contains("no layer 3 (the decoder has 3)"));
+  CHECK_THROWS_WITH(cross_alignment(r, {}, {4}), Catch::Contains("no head 4"));
+  ForwardRequest one_seq;
+  one_seq.ids = {5, 6};
+  CHECK_THROWS_WITH(cross_alignment(run_forward(*m.encoder, *cpu, one_seq), {}, {}), Catch::Contains("has none"));
+}
+
+TEST_CASE("generate on an encoder-decoder: each greedy token the argmax of a teacher-forced pass", "[seq2seq]") {
+  const Model m = random_seq2seq();
+  auto cpu = make_backend("cpu");
+  GenerateRequest g;
+  g.source = random_ids(6, m.config.vocab_size, 4);
+  g.prompt = {m.config.decoder_start_id};
+  g.max_new = 6;
+  g.keep_attention = true;
+  const GenerateResult out = generate(m, *cpu, g);
+  REQUIRE(out.ids.size() == 7);
+  CHECK(out.ids.front() == 2);
+  for (size_t k = 1; k < out.ids.size(); ++k) {
+    ForwardRequest req;
+    req.source_ids = g.source;
+    req.ids.assign(out.ids.begin(), out.ids.begin() + static_cast<std::ptrdiff_t>(k));
+    const ForwardResult r = run_forward(m, *cpu, req);
+    const auto best = std::max_element(r.next_logits.begin(), r.next_logits.end()) - r.next_logits.begin();
+    CHECK(out.ids[k] == best);
+  }
+  // the decoder's self-attention of the final sequence (its last token never run): 3 layers [4, 6, 6]
+  REQUIRE(out.attention.size() == 3);
+  CHECK(out.attention[0].shape == std::vector<int64_t>{4, 6, 6});
+  // a forced first token, as a folder's forced_bos_token_id asks
+  g.rules.forced_bos = 9;
+  CHECK(generate(m, *cpu, g).ids[1] == 9);
+  GenerateRequest none = g;
+  none.source.clear();
+  CHECK_THROWS_WITH(generate(m, *cpu, none), Catch::Contains("generates from a source"));
+  GenerateRequest one;
+  one.prompt = {5};
+  one.source = {6};
+  ModelConfig lm = m.config;
+  lm.cross_attention = false;
+  CHECK_THROWS_WITH(generate(random_model(lm, 3), *cpu, one), Catch::Contains("a source is for encoder-decoder"));
 }

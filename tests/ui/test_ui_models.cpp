@@ -32,6 +32,7 @@
 #include <set>
 #include <thread>
 
+#include "engine/analysis/alignment.h"
 #include "engine/analysis/attribution.h"
 #include "engine/analysis/methods.h"
 #include "engine/analysis/patching.h"
@@ -43,6 +44,7 @@
 #include "engine/compute/ops.h"
 #include "engine/train/trainer.h"
 #include "ui/bar_view.h"
+#include "ui/explore/alignment_page.h"
 #include "ui/colormaps.h"
 #include "ui/curve_view.h"
 #include "ui/explore/generate_page.h"
@@ -608,4 +610,154 @@ TEST_CASE("--backend opencl selects the preferred OpenCL device in the toolbar",
   CHECK(box->currentText().startsWith("opencl:"));  // CI installs PoCL: a device is there
   w.setBackend("reference");
   CHECK(box->currentText() == "reference");
+}
+
+namespace {
+
+// An encoder-decoder of test_model()'s size (characters as tokens): the decoder's layers attend
+// to the encoder's output; the encoder is 3 layers to the decoder's 2 unless `same`.
+std::shared_ptr<const Model> seq2seq_test_model(bool same) {
+  ModelConfig d;
+  d.vocab_size = 100, d.embed_size = 32, d.num_heads = 4, d.num_layers = 2, d.ff_dim = 32, d.max_len = 64;
+  d.tokenizer = TokenizerKind::Char, d.positional = Positional::Learned;
+  d.causal = d.cross_attention = d.lm_head = d.tied_lm_head = true;
+  d.decoder_start_id = 1;
+  auto m = std::make_shared<Model>();
+  m->config = d;
+  m->weights = random_weights(d, 1);
+  m->vocab = default_vocab(d);
+  ModelConfig c = d;
+  c.causal = c.cross_attention = c.lm_head = c.tied_lm_head = false;
+  c.num_layers = same ? 2 : 3;
+  auto enc = std::make_shared<Model>();
+  enc->config = c;
+  enc->weights = random_weights(c, 2);
+  enc->vocab = m->vocab;
+  m->encoder = enc;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("an encoder-decoder: a source and a target, its cross, decoder and encoder maps; one-sequence pages hidden",
+          "[ui][seq2seq]") {
+  const std::shared_ptr<const Model> model = seq2seq_test_model(true);
+  MainWindow w;
+  w.useModel(model, "test");
+  w.show();
+  ExploreView* e = w.explore();
+  QLineEdit* target = e->findChild<QLineEdit*>("targetText");
+  QComboBox* part = e->findChild<QComboBox*>("seq2seqPart");
+  REQUIRE(target);
+  REQUIRE(part);
+  CHECK(target->isVisible());
+  CHECK(part->isVisible());
+  CHECK_FALSE(checkbox(e, "Cross-attention with:")->isVisible());
+  CHECK_FALSE(e->findChild<QLineEdit*>("pairText")->isVisible());
+  // pages that run one sequence's passes are hidden; the maps' pages stay
+  for (const char* page : {"lens", "generate", "circuits", "steer", "features", "methods", "importance", "mask"})
+    CHECK_FALSE(e->showPage(page));
+  for (const char* page : {"lines", "layers", "head", "patterns", "heads"}) CHECK(e->showPage(page));
+
+  e->setText("a cat sat");
+  e->flush();
+  CHECK_FALSE(e->result());  // no target yet: nothing computed, and the notice says what to type
+  bool asks = false;
+  for (QLabel* l : e->findChildren<QLabel*>()) asks = asks || l->text().contains("Type a target");
+  CHECK(asks);
+
+  QSignalSpy status(e, &ExploreView::status);
+  e->setTargetText("le chat");
+  e->flush();
+  REQUIRE(e->result());
+  const PreparedInput& source = e->controller()->prepared();
+  const PreparedInput& labels = e->controller()->preparedCross();
+  const std::vector<int> decoder = decoder_input_ids(*model, labels.ids);
+  const int S = static_cast<int>(source.size()), T = static_cast<int>(decoder.size());
+  {  // cross-attention first: target rows (the decoder's input), source columns
+    const ForwardResult& r = *e->result();
+    REQUIRE(r.is_cross());
+    CHECK(r.ids == decoder);
+    CHECK(r.cross_ids == source.ids);
+    const HeatmapData& map = e->state()->outcome().heads->at(0);
+    CHECK(map.rows == T);
+    CHECK(map.cols == S);
+    CHECK(e->state()->colLabels().size() == S);
+    // the engine's own pass gives the same maps
+    ForwardRequest req;
+    req.source_ids = source.ids;
+    req.ids = decoder;
+    const ForwardResult want = run_forward(*model, *make_backend("cpu"), req);
+    for (int l = 0; l < 2; ++l) CHECK(r.probs(l).data == want.decoder_cross_attention[static_cast<size_t>(l)].data);
+    REQUIRE(!status.isEmpty());
+    CHECK(status.last().at(0).toString().contains(
+        QString("source %1, target %2 tokens | cross-attention").arg(S).arg(labels.size())));
+    CHECK(e->predictionText().contains("Next token after"));
+  }
+  e->setPart(Seq2SeqPart::Decoder);
+  e->flush();
+  {
+    const ForwardResult& r = *e->result();
+    CHECK_FALSE(r.is_cross());
+    CHECK(r.ids == decoder);
+    CHECK(e->state()->outcome().heads->at(0).cols == T);
+    CHECK(r.mask.is_blocked(0, 0, 1));  // causal
+  }
+  e->setPart(Seq2SeqPart::Encoder);
+  e->flush();
+  {
+    const ForwardResult& r = *e->result();
+    CHECK_FALSE(r.is_cross());
+    CHECK(r.ids == source.ids);
+    CHECK(e->state()->outcome().heads->at(0).rows == S);
+    CHECK_FALSE(r.mask.is_blocked(0, 0, S - 1));  // every source token sees every other
+    CHECK(status.last().at(0).toString().contains("encoder self-attention"));
+  }
+  {  // the alignment: the mean cross-attention of the ticked layers and heads, rows the labels predicted
+    REQUIRE(e->showPage("alignment"));
+    auto* page = e->findChild<AlignmentPage*>();
+    REQUIRE(page);
+    REQUIRE(page->alignment().T == T);
+    REQUIRE(page->alignment().S == S);
+    ForwardRequest req;
+    req.source_ids = source.ids;
+    req.ids = decoder;
+    const ForwardResult want = run_forward(*model, *make_backend("cpu"), req);
+    CHECK(page->alignment().map == cross_alignment(want, {}, {}).map);
+    CHECK(page->map()->data().row_labels == to_labels(labels.tokens));
+    CHECK(page->map()->data().col_labels == to_labels(source.tokens));
+    page->choose({1}, {2});
+    CHECK(page->chosenLayers() == std::vector<int>{1});
+    CHECK(page->alignment().map == cross_alignment(want, {1}, {2}).map);
+    CHECK(page->map()->data().title.contains("1 layer x 1 head"));
+    CHECK_FALSE(page->lines()->lines().empty());
+    CHECK(page->status().contains("Strongest:"));
+    QTemporaryDir dir;
+    page->exportTo(dir.filePath("a.npy"), 100);
+    const Tensor saved = load_npy(dir.filePath("a.npy").toStdString()).tensor;
+    CHECK(saved.shape == std::vector<int64_t>{T, S});
+    CHECK(std::vector<float>(saved.data.begin(), saved.data.end()) == page->alignment().map);
+    page->exportTo(dir.filePath("a.png"), 100);
+    CHECK(head_bytes(dir.filePath("a.png"), 4) == QByteArray("\x89PNG", 4));
+    CHECK_THROWS_WITH(page->choose({2}, {}), Catch::Contains("no layer 2 (the decoder has 2)"));
+    page->choose({}, {});
+    for (QCheckBox* b : page->findChildren<QCheckBox*>()) b->setChecked(false);
+    CHECK(page->status().contains("Tick at least one layer"));
+    page->choose({}, {});
+  }
+  // an encoder of another shape than the decoder: its maps are not offered in the views
+  w.useModel(seq2seq_test_model(false), "test");
+  e->flush();
+  CHECK(part->currentIndex() == 0);
+  REQUIRE(e->result());
+  CHECK(e->result()->is_cross());
+  // a classifier again: the cross box back, the target gone, every page back
+  w.useModel(test_model(), "test");
+  e->flush();
+  CHECK(checkbox(e, "Cross-attention with:")->isVisible());
+  CHECK_FALSE(target->isVisible());
+  CHECK(e->showPage("mask"));
+  CHECK_FALSE(e->showPage("alignment"));
+  REQUIRE(e->result());
+  CHECK_FALSE(e->result()->is_seq2seq());
 }

@@ -99,7 +99,9 @@ void ExploreState::waitForValueNorm() {
 }
 
 void ExploreState::setAblated(int layer, int head, bool ablated) {
-  if (!model_ || layer < 0 || layer >= model_->config.num_layers || head < 0 || head >= model_->config.num_heads)
+  // (an encoder-decoder's heads are not ablated yet)
+  if (!model_ || model_->is_seq2seq() || layer < 0 || layer >= model_->config.num_layers || head < 0 ||
+      head >= model_->config.num_heads)
     return;
   if (ablated)
     ablated_.insert({layer, head});
@@ -128,7 +130,7 @@ ForwardRequest ExploreState::analysisRequest() const {
 // Norm-based attention for the Heads and Head tabs, in the background (a forward's worth of work).
 void ExploreState::startValueNorm() {
   vn_job_.cancel();
-  if (!model_ || !result()) return;
+  if (!model_ || !result() || result()->is_seq2seq()) return;
   const ForwardRequest req = analysisRequest();
   if (req.ids.empty()) return;
   std::shared_ptr<const Model> model = model_;

@@ -131,6 +131,7 @@ void HeadsPage::modelChanged() {
     connect(v, &HeatmapView::clicked, this, [this, h] { state_->openHead(h); });
     auto* act = new QAction("Ablate this head (its probabilities times 0 before they weight the values)", v);
     act->setCheckable(true);
+    act->setEnabled(!state_->model()->is_seq2seq());  // (an encoder-decoder's heads: not yet)
     v->setContextMenuPolicy(Qt::ActionsContextMenu);
     v->addAction(act);
     connect(act, &QAction::triggered, this, [this, h](bool on) { state_->setAblated(state_->layer(), h, on); });

@@ -2,12 +2,14 @@
 #include "ui/explore/input_bar.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QItemSelectionModel>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPalette>
+#include <QStandardItemModel>
 #include <QLineEdit>
 #include <QListView>
 #include <QTimer>
@@ -39,7 +41,24 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
   pair_text_->setObjectName("pairText");
   pair_text_->setPlaceholderText("optional: [CLS] A [SEP] B [SEP]");
   pair_text_->setToolTip("A sentence pair as BERT reads it: token type 0 for the text, 1 for sentence B");
-  for (QLineEdit* e : {text_, cross_text_, pair_text_}) e->installEventFilter(this);
+  // An encoder-decoder's target and which of its three attentions the views draw
+  target_label_ = new QLabel("Target:", this);
+  target_text_ = new QLineEdit(this);
+  target_text_->setObjectName("targetText");
+  target_text_->setPlaceholderText("target text (the decoder reads it shifted right)");
+  target_text_->setToolTip(
+      "The decoder's text, teacher-forced as transformers trains: it reads the start token and the target's tokens "
+      "but the last, and predicts each next one");
+  part_ = new QComboBox(this);
+  part_->setObjectName("seq2seqPart");
+  part_->addItem("cross-attention (target → source)", "cross");
+  part_->addItem("decoder self-attention", "decoder");
+  part_->addItem("encoder self-attention", "encoder");
+  part_->setToolTip(
+      "Which attention the views draw: the decoder's cross-attention (target tokens down, source tokens across), "
+      "its causal self-attention, or the encoder's self-attention over the source");
+  for (QWidget* w : std::initializer_list<QWidget*>{target_label_, target_text_, part_}) w->setVisible(false);
+  for (QLineEdit* e : {text_, cross_text_, pair_text_, target_text_}) e->installEventFilter(this);
   // Token-view options beside the input they transform, shown for tokenizers that make special
   // tokens and word pieces (the Hugging Face ones).
   hide_special_ = new QCheckBox("hide [CLS]/[SEP]", this);
@@ -64,6 +83,9 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
   inputs->addWidget(merge_pieces_);
   inputs->addWidget(cross_on_);
   inputs->addWidget(cross_text_, 2);
+  inputs->addWidget(target_label_);
+  inputs->addWidget(target_text_, 3);
+  inputs->addWidget(part_);
   root->addLayout(inputs);
 
   tokens_ = new TokenListModel(this);
@@ -100,7 +122,9 @@ InputBar::InputBar(QWidget* parent) : QWidget(parent) {
   notice_->setWordWrap(true);
   root->addWidget(notice_);
 
-  for (QLineEdit* e : {text_, cross_text_, pair_text_}) connect(e, &QLineEdit::textChanged, this, &InputBar::changed);
+  for (QLineEdit* e : {text_, cross_text_, pair_text_, target_text_})
+    connect(e, &QLineEdit::textChanged, this, &InputBar::changed);
+  connect(part_, &QComboBox::currentIndexChanged, this, &InputBar::changed);
   connect(text_, &QLineEdit::textEdited, this, [this] { setGeneratedFrom(-1); });  // typed over: the user's text now
   connect(cross_on_, &QCheckBox::toggled, this, [this](bool on) {
     cross_text_->setEnabled(on);
@@ -121,7 +145,8 @@ void InputBar::setModel(const Model& model) {
   // A sentence-B box for tokenizers with a pair template (BERT family); the piece options for
   // tokenizers that make pieces and special tokens; no cross mode for a language model.
   const bool lm = model.config.causal;
-  const bool pairs = model.tokenizer && model.tokenizer->has_pair_template() && !lm;
+  const bool seq2seq = model.is_seq2seq() && !model.probabilities_only;
+  const bool pairs = model.tokenizer && model.tokenizer->has_pair_template() && !lm && !seq2seq;
   pair_label_->setVisible(pairs);
   pair_text_->setVisible(pairs);
   hide_special_->setVisible(model.tokenizer != nullptr);
@@ -135,11 +160,35 @@ void InputBar::setModel(const Model& model) {
   for (QWidget* w : std::initializer_list<QWidget*>{text_label_, text_, cross_on_, cross_text_}) w->setVisible(!file);
   file_label_->setVisible(file);
   tokens_->setPlain(file);
+  tokens_->setTickable(!seq2seq);
   if (file)
     file_label_->setText(QString("Attention file <b>%1</b>: its tokens and probabilities, without a model. "
                                  "Open a model folder (Ctrl+O) to type text.")
                              .arg(QFileInfo(QString::fromStdString(model.source)).fileName().toHtmlEscaped()));
   file_label_->setToolTip(QString::fromStdString(model.source));
+  // an encoder-decoder: the text is its source, beside it the target and the attention drawn
+  text_label_->setText(seq2seq ? "Source:" : "Text:");
+  text_->setPlaceholderText(seq2seq ? "Type the source: the encoder reads it"
+                                    : "Type text: every head's attention updates as you type");
+  for (QWidget* w : std::initializer_list<QWidget*>{target_label_, target_text_, part_}) w->setVisible(seq2seq);
+  for (QWidget* w : std::initializer_list<QWidget*>{cross_on_, cross_text_, hide_special_, merge_pieces_})
+    if (seq2seq) w->setVisible(false);
+  if (seq2seq) {  // the views draw one model's layers and heads: the encoder's when it has the decoder's shape
+    const ModelConfig& e = model.encoder->config;
+    const bool same = e.num_layers == model.config.num_layers && e.num_heads == model.config.num_heads;
+    auto* items = qobject_cast<QStandardItemModel*>(part_->model());
+    if (QStandardItem* item = items ? items->item(2) : nullptr) {
+      item->setEnabled(same);
+      item->setToolTip(same ? QString()
+                            : QString("The encoder has %1 layers x %2 heads and the decoder %3 x %4: "
+                                      "attnlab-cli forward --attn-out F.npz writes the encoder's")
+                                  .arg(e.num_layers)
+                                  .arg(e.num_heads)
+                                  .arg(model.config.num_layers)
+                                  .arg(model.config.num_heads));
+    }
+    if (!same && part_->currentIndex() == 2) part_->setCurrentIndex(0);
+  }
   cross_on_->setToolTip(lm ? "Cross-attention compares two sequences through an encoder; this is a language model"
                            : "Queries from the text, keys and values from a second text (article 005, section 5.2)");
 }
@@ -153,6 +202,8 @@ ExploreInput InputBar::input() const {
   in.pair_text = pair_text_->text().toStdString();
   in.view.hide_special = hide_special_->isChecked() && hide_special_->isVisibleTo(this);
   in.view.merge_pieces = merge_pieces_->isChecked() && merge_pieces_->isVisibleTo(this);
+  in.target = target_text_->text().toStdString();
+  in.part = parse_seq2seq_part(part_->currentData().toString().toStdString());
   return in;
 }
 
@@ -170,6 +221,13 @@ QString InputBar::text() const {
 void InputBar::setPairText(const QString& text) {
   pair_text_->setText(text);
 }
+void InputBar::setTargetText(const QString& text) {
+  target_text_->setText(text);
+}
+void InputBar::setPart(Seq2SeqPart part) {
+  part_->setCurrentIndex(part_->findData(QString(seq2seq_part_name(part))));
+}
+
 bool InputBar::crossOn() const {
   return cross_on_->isChecked();
 }
@@ -260,7 +318,8 @@ void InputBar::selectTokens(const std::vector<int>& positions) {
 // The text boxes would take Ctrl+E (end of line on X11) before the window's export shortcut sees
 // it: leave that key to the window.
 bool InputBar::eventFilter(QObject* obj, QEvent* ev) {
-  if ((obj == text_ || obj == cross_text_ || obj == pair_text_) && ev->type() == QEvent::ShortcutOverride) {
+  if ((obj == text_ || obj == cross_text_ || obj == pair_text_ || obj == target_text_) &&
+      ev->type() == QEvent::ShortcutOverride) {
     auto* ke = static_cast<QKeyEvent*>(ev);
     if (ke->key() == Qt::Key_E && ke->modifiers() == Qt::ControlModifier) return true;  // not accepted
   }

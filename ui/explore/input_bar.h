@@ -9,6 +9,7 @@
 #include "ui/explore_controller.h"
 
 class QCheckBox;
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListView;
@@ -28,6 +29,9 @@ class InputBar : public QWidget {
   QString text() const;
   void setCrossText(const QString& text);  // empty: self-attention
   void setPairText(const QString& text);
+  // An encoder-decoder's target (the text box is then its source) and the attention drawn.
+  void setTargetText(const QString& text);
+  void setPart(Seq2SeqPart part);
   void setTokenView(bool hide_special, bool merge_pieces);
   bool crossOn() const;
   TokenListModel* tokenModel() const { return tokens_; }
@@ -51,7 +55,9 @@ class InputBar : public QWidget {
   void fitStrip();
   void updateLegend();
 
-  QLineEdit *text_, *cross_text_, *pair_text_;
+  QLineEdit *text_, *cross_text_, *pair_text_, *target_text_;
+  QLabel* target_label_;
+  QComboBox* part_;  // an encoder-decoder's attention: cross, decoder, encoder
   QCheckBox* cross_on_;
   QLabel* pair_label_;
   QLabel *text_label_, *file_label_;  // file_label_: in place of the boxes while an attention file is shown

@@ -4,6 +4,7 @@
 #include <QTabWidget>
 
 #include "engine/core/config.h"
+#include "ui/explore/alignment_page.h"
 #include "ui/explore/analysis_pages.h"
 #include "ui/explore/circuits_page.h"
 #include "ui/explore/generate_page.h"
@@ -21,15 +22,27 @@ namespace attnlab {
 
 namespace {
 
+// An encoder-decoder's decoder (its layers attend to an encoder's output) shows its three
+// attentions through the maps' pages; the pages that run passes of their own read one sequence.
+bool one_sequence(const ModelConfig& c) {
+  return !c.cross_attention;
+}
+bool is_seq2seq(const ModelConfig& c) {
+  return c.cross_attention;
+}
+constexpr const char* kOneSequence =
+    "an encoder-decoder shows its encoder, decoder and cross-attention in Heads, Lines, All layers, Head and "
+    "Patterns; this page runs passes over one sequence";
+
 bool is_causal_lm(const ModelConfig& c) {
-  return c.lm_head && c.causal;
+  return c.lm_head && c.causal && one_sequence(c);
 }
 
 bool has_lm_head(const ModelConfig& c) {
-  return c.lm_head;
+  return c.lm_head && one_sequence(c);
 }
 bool has_prediction(const ModelConfig& c) {
-  return c.lm_head || c.num_classes > 0;
+  return (c.lm_head || c.num_classes > 0) && one_sequence(c);
 }
 
 // Beyond attention reads the same input as the pass, at full token resolution, and draws its
@@ -104,18 +117,26 @@ const std::vector<ExplorePageRow>& explore_pages() {
        [](ExploreView& v) -> QWidget* { return new LayersPage(v.state()); }},
       {"head", "", "Head", "One head, large", nullptr, "", true,
        [](ExploreView& v) -> QWidget* { return new HeadPage(v.state()); }},
-      {"mask", "mask-editor", "Mask editor", "Paint a mask of your own (article 003, sections 2.3-2.4)", nullptr, "",
-       false, make_mask_editor},
+      {"mask", "mask-editor", "Mask editor", "Paint a mask of your own (article 003, sections 2.3-2.4)", one_sequence,
+       kOneSequence, false, make_mask_editor},
       {"patterns", "head-patterns", "Patterns",
        "What each head mostly attends to, every layer at once (Clark et al. 2019)", nullptr, "", true,
        [](ExploreView& v) -> QWidget* { return new PatternsPage(v.state()); }},
+      {"alignment", "alignments", "Alignment",
+       "Which source tokens each target token reads: an encoder-decoder's cross-attention averaged over the layers "
+       "and heads you tick, as a matrix and as lines between the two sentences",
+       is_seq2seq, "an alignment reads an encoder-decoder's cross-attention; this model reads one sequence", false,
+       [](ExploreView& v) -> QWidget* { return new AlignmentPage(v.state()); }},
       {"lens", "logit-lens", "Logit lens", "Each layer's guess of the next token", has_lm_head,
-       "the logit lens reads a language model's LM head; this model has none", false,
+       "the logit lens reads a language model's LM head; this model has none (or is an encoder-decoder)", false,
        [](ExploreView& v) -> QWidget* { return new LensPage(v.state()); }},
       {"generate", "", "Generate",
        "Let the model write, one token a step: its next-token distribution before and after temperature, top-k, "
        "top-p and min-p, what it attended to, and why it chose its token and not another",
-       is_causal_lm, "generation needs a causal language model (one with an LM head); this model is not one", false,
+       is_causal_lm,
+       "generation needs a causal language model (one with an LM head); this model is not one (encoder-decoders: not "
+       "yet)",
+       false,
        [](ExploreView& v) -> QWidget* {
          auto* page = new GeneratePage(v.state());
          page->setTextSource([&v] { return v.text(); });
@@ -127,12 +148,12 @@ const std::vector<ExplorePageRow>& explore_pages() {
          });
          return page;
        }},
-      {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)", nullptr,
-       "", false, [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
+      {"importance", "", "Importance", "How much the prediction drops without each head (Michel et al. 2019)",
+       one_sequence, kOneSequence, false, [](ExploreView& v) -> QWidget* { return new ImportancePage(v.state()); }},
       {"circuits", "patching", "Circuits",
        "Activation and attribution patching, logit attribution: which layers, positions and heads carry the answer "
        "(Meng et al. 2022)",
-       nullptr, "", false,
+       one_sequence, kOneSequence, false,
        [](ExploreView& v) -> QWidget* {
          auto* page = new CircuitsPage(v.state());
          // first shown: the clean prompt is the text being explored, the corrupted one a copy to edit
@@ -149,14 +170,15 @@ const std::vector<ExplorePageRow>& explore_pages() {
        }},
       {"steer", "steering", "Steering",
        "Add the difference of two prompts' residual streams and watch the prediction move (Turner et al. 2023)",
-       has_prediction, "steering moves a prediction: this model has neither a classifier nor an LM head", false,
-       [](ExploreView& v) -> QWidget* { return new SteeringPage(v.state()); }},
+       has_prediction,
+       "steering moves a prediction: this model has neither a classifier nor an LM head (or is an encoder-decoder)",
+       false, [](ExploreView& v) -> QWidget* { return new SteeringPage(v.state()); }},
       {"features", "sae", "Features",
-       "A sparse autoencoder's features (SAELens format) on the text, and clamping them (Bricken et al. 2023)", nullptr,
-       "", false, [](ExploreView& v) -> QWidget* { return new FeaturesPage(v.state()); }},
+       "A sparse autoencoder's features (SAELens format) on the text, and clamping them (Bricken et al. 2023)",
+       one_sequence, kOneSequence, false, [](ExploreView& v) -> QWidget* { return new FeaturesPage(v.state()); }},
       {"methods", "beyond,beyond-attention", "Beyond attention",
-       "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)", nullptr, "",
-       true, make_methods},
+       "Rollout, gradient-weighted relevance, value-weighted attention and averages (engine/analysis)", one_sequence,
+       kOneSequence, true, make_methods},
   };
   return rows;
 }

@@ -79,9 +79,15 @@ void PredictionPanel::refresh() {
   }
   const int pos = next_pos_->value() < 0 ? T - 1 : next_pos_->value();
   const auto& prepared = state_->controller()->prepared();
-  const QString after = pos < static_cast<int>(prepared.tokens.size())
-                            ? QString::fromStdString(prepared.tokens[static_cast<size_t>(pos)])
-                            : "";
+  QString after = pos < static_cast<int>(prepared.tokens.size())
+                      ? QString::fromStdString(prepared.tokens[static_cast<size_t>(pos)])
+                      : "";
+  if (r.is_seq2seq()) {  // the decoder predicts: its input at pos is the start token, then the target's
+    const auto& target = state_->controller()->preparedCross().tokens;
+    after = pos == 0 ? QString::fromStdString(model->readable_token(model->config.decoder_start_id))
+            : pos - 1 < static_cast<int>(target.size()) ? QString::fromStdString(target[static_cast<size_t>(pos - 1)])
+                                                        : "";
+  }
   const auto top = pos == T - 1 && !r.next_tokens.empty() ? r.next_tokens : top_next_tokens(*model, r.hidden, pos, 10);
   QString html = QString("<b>Next token after \"%1\"</b> (position %2)<br><table cellspacing='0' cellpadding='1'>")
                      .arg(after.toHtmlEscaped())
