@@ -140,6 +140,10 @@ PredictionGradients prediction_gradients(const Model& model, const ForwardReques
   require_self(request, "grad-attention");
   const ModelConfig& c = model.config;
   const ModelWeights& W = model.weights;
+  if (c.cross_attention)
+    throw Error(
+        "gradients (grad-attention, relevance) do not run encoder-decoders yet: their decoder reads a source through "
+        "cross-attention (forward --text SOURCE --target TEXT shows its attention)");
   if (c.num_classes == 0 && !c.lm_head)
     throw Error(
         "relevance (grad-attention) explains a prediction: it needs a classifier, or a language model's next token; "

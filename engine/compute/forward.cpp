@@ -273,6 +273,15 @@ PassMemory estimate_pass_memory(const Model& model, const ForwardRequest& req) {
                   req.keep_attention, req.hooks, req.kv != nullptr, req.attention_on_demand, !req.cross_ids.empty());
   m.weights = resident_bytes(model.weights);  // what is held (a BF16 folder's matrices at 2 bytes)
   m.on_demand = req.attention_on_demand;
+  if (model.is_seq2seq()) {  // the encoder's weights and pass (every probability kept) and the cross-attention's
+    const ModelConfig& e = model.encoder->config;
+    const int S = static_cast<int>(req.source_ids.size());
+    const PassMemory enc = pass_memory(e, S, S, {}, nullptr, false, false, false);
+    m.attention += enc.attention + static_cast<double>(model.config.num_layers) * model.config.num_heads * T * S * 4.0;
+    m.activations += enc.activations;
+    m.weights += resident_bytes(model.encoder->weights);
+    m.on_demand = false;
+  }
   return m;
 }
 
@@ -400,6 +409,10 @@ void run_seq2seq(const Model& model, Backend& backend, const ForwardRequest& req
     throw Error("an encoder-decoder's pass takes no cross mode, KV cache, resumed start or named activations yet");
   check_ids(enc, req.source_ids, "the source");
   const int S = static_cast<int>(req.source_ids.size()), T = static_cast<int>(req.ids.size());
+  // the encoder's pass and the decoder's cross-attention, each against the memory there is (the
+  // decoder's self-attention was checked by run_forward)
+  check_memory(enc.config, S, S, {}, nullptr, false, false, false);
+  check_memory(model.config, T, S, {}, nullptr, false, false, true);
   const int pad = pad_of(model);
   r.source_ids = req.source_ids;
   r.source_tokens = labels_for(enc, req.source_ids, req.source_tokens);

@@ -91,6 +91,10 @@ StepOutput train_step(const Model& model, Ops& ops, const TrainBatch& batch, con
   const ModelConfig& c = model.config;
   const ModelWeights& W = model.weights;
   const bool lm = c.num_classes == 0 && c.lm_head;
+  if (c.cross_attention)
+    throw Error(
+        "training (and lm-loss's gradients) does not run encoder-decoders yet: their decoder reads a source through "
+        "cross-attention (forward --text SOURCE --target TEXT shows a target teacher-forced)");
   if (c.num_classes <= 0 && !lm) throw Error("training needs a classifier (num_classes > 0) or a language-model head");
   if (lm && batch.targets.size() != batch.ids.size()) throw Error("internal: a language model's batch without targets");
   const int B = batch.B, T = batch.T;

@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include "engine/analysis/alignment.h"
+#include "engine/analysis/methods.h"
 #include "engine/compute/forward.h"
 #include "engine/compute/generate.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
+#include "engine/train/train_model.h"
 #include "tests/engine/test_util.h"
 #include "tests/engine/tolerance.h"
 
@@ -130,6 +132,14 @@ TEST_CASE("an encoder-decoder's errors: no source, a source for one sequence, ho
   one.source_ids = {7};
   CHECK_THROWS_WITH(run_forward(*m.encoder, *cpu, one), Catch::Contains("a source text is for encoder-decoder"));
   CHECK_THROWS_WITH(decoder_input_ids(*m.encoder, {5}), Catch::Contains("encoder-decoder"));
+  // training and gradients say they do not run encoder-decoders (not an internal error)
+  TrainBatch batch;
+  batch.B = 1, batch.T = 2, batch.ids = {2, 5}, batch.is_pad = {0, 0}, batch.targets = {5, -1};
+  auto ops = make_reference_ops();
+  CHECK_THROWS_WITH(train_step(m, *ops, batch, StepOptions{}, nullptr), Catch::Contains("encoder-decoders yet"));
+  ForwardRequest grad;
+  grad.ids = {2, 5};
+  CHECK_THROWS_WITH(prediction_gradients(m, grad, -1, nullptr), Catch::Contains("encoder-decoders yet"));
   // the decoder alone (an analysis that runs the stack without the encoder) says what it lacks
   EncodeOptions o;
   CHECK_THROWS_WITH(cpu->encode(m, {2, 5}, AttnMask(), o), Catch::Contains("encoder-decoder's decoder"));
@@ -152,6 +162,12 @@ TEST_CASE("an encoder-decoder's parts as the views draw them: cross, decoder, en
     wrong.target_ids.pop_back();
     CHECK_THROWS_WITH(run_forward(m, *cpu, wrong),
                       Catch::Contains("labels are as many as the decoder's inputs (4 and 5)"));
+  }
+  {  // the memory a pass takes counts the encoder's weights and probabilities and the cross-attention's
+    const PassMemory pm = estimate_pass_memory(m, req);
+    CHECK(pm.weights == resident_bytes(m.weights) + resident_bytes(m.encoder->weights));
+    // decoder 3 x 4 x 5 x 5, cross 3 x 4 x 5 x 7, encoder 2 x 2 x 7 x 7 floats at least
+    CHECK(pm.attention >= 4.0 * (3 * 4 * 5 * 5 + 3 * 4 * 5 * 7 + 2 * 2 * 7 * 7));
   }
   REQUIRE(r.source_mask.T == 7);
   REQUIRE(r.memory_mask.T == 5);
