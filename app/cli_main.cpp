@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <random>
 
@@ -18,6 +19,7 @@
 #include "engine/compute/forward.h"
 #include "engine/compute/hooks.h"
 #include "engine/compute/plan.h"
+#include "engine/analysis/alignment.h"
 #include "engine/analysis/attribution.h"
 #include "engine/analysis/detectors.h"
 #include "engine/analysis/method_table.h"
@@ -60,7 +62,9 @@ usage:
                       transformers does, separators kept; without it, an error; every --text command)
                       [--cross-text "..." | --cross-ids ...]
                       [--target "..." | --target-ids ...] (encoder-decoders (bart): --text is the source, the
-                      target teacher-forced; --attn-out F.npz holds encoder, decoder and cross)
+                      target teacher-forced; --attn-out F.npz holds encoder, decoder and cross;
+                      --align-out A.npy [--align-layers all|0,2] [--align-heads all|1,3]: the mean
+                      cross-attention [target, source]; --json lists each target token's aligned source token)
                       [--mask causal | padding | window:W | strided:S | global:0,7 | custom:FILE.npy]...
                       [--pad-to N] [--backend cpu|cpu-bf16|reference|opencl|opencl:N] [--attn-out A.npy] [--out H.npy]
                       [--ablate L:H[,L:H]...] (those heads' probabilities times 0 before they weight the values)
@@ -204,12 +208,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) {
-  const Args a(
-      argv,
-      with(kModelValued, {"--text", "--pair", "--truncation", "--ids", "--cross-text", "--cross-ids", "--pad-to",
-                          "--attn-out", "--out", "--mask-out", "--save-model", "--ablate", "--ablate-mean", "--cache",
-                          "--cache-out", "--patch", "--add", "--target", "--target-ids"}),
-      {"--json", "--random-init", "--list-hooks"});
+  const Args a(argv,
+               with(kModelValued,
+                    {"--text",        "--pair",      "--truncation",   "--ids",        "--cross-text", "--cross-ids",
+                     "--pad-to",      "--attn-out",  "--out",          "--mask-out",   "--save-model", "--ablate",
+                     "--ablate-mean", "--cache",     "--cache-out",    "--patch",      "--add",        "--target",
+                     "--target-ids",  "--align-out", "--align-layers", "--align-heads"}),
+               {"--json", "--random-init", "--list-hooks"});
   const Model model = resolve_model(a, argv0);
   if (a.has("--list-hooks")) {  // every named activation of this model's pass, in pass order
     for (const std::string& name : hook_names(model.config)) std::cout << name << "\n";
@@ -242,6 +247,18 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
   } else if (a.has("--target") || a.has("--target-ids")) {
     throw Error("--target is for encoder-decoder models (bart); this model reads one sequence");
   }
+  for (const char* f : {"--align-out", "--align-layers", "--align-heads"})
+    if (a.has(f) && !model.is_seq2seq())
+      throw Error(std::string(f) + ": an alignment reads an encoder-decoder's cross-attention; this model has none");
+  if (a.has("--align-out") && !ends_with(a.get("--align-out"), ".npy"))
+    throw Error("--align-out: the alignment is one [target, source] array: name an .npy");
+  // the layers and heads an alignment averages: "all" (the default) or a comma list
+  auto pick = [&](const char* flag) {
+    std::vector<int> out;
+    if (a.has(flag) && a.get(flag) != "all") out = parse_int_list(a.get(flag), flag);
+    return out;
+  };
+  const std::vector<int> align_layers = pick("--align-layers"), align_heads = pick("--align-heads");
   if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
   HookSpec hooks = hooks_from_flags(a);
   if (a.has("--ablate-mean")) {  // each head's z replaced by its mean over the positions (through the hooks)
@@ -294,6 +311,15 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     shape.insert(shape.end(), first->shape.begin(), first->shape.end());
     save_npy_parts(a.get("--attn-out"), shape, [&](int64_t l) { return r.layer_probs(static_cast<int>(l)); });
   }
+  std::optional<Alignment> alignment;  // an encoder-decoder's: which source tokens each target token reads
+  if (r.is_seq2seq()) {
+    alignment = cross_alignment(r, align_layers, align_heads);
+    if (a.has("--align-out")) {
+      Tensor t({alignment->T, alignment->S});
+      std::copy(alignment->map.begin(), alignment->map.end(), t.data.begin());
+      save_npy(a.get("--align-out"), t);
+    }
+  }
   if (a.has("--out")) save_npy(a.get("--out"), r.hidden);
   if (a.has("--mask-out")) save_npy(a.get("--mask-out"), r.mask.as_tensor());
   if (a.has("--save-model")) save_model(model, a.get("--save-model"));
@@ -334,6 +360,22 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
       const ModelConfig& e = model.encoder->config;
       j["encoder_attention_shape"] = {e.num_layers, e.num_heads, r.source_ids.size(), r.source_ids.size()};
       j["cross_attention_shape"] = {model.config.num_layers, model.config.num_heads, r.ids.size(), r.source_ids.size()};
+      // per target token (each label, as the decoder's position before it predicts it), the source
+      // token the chosen layers' and heads' mean cross-attention weighs most, as fairseq's alignments
+      json align = json::array();
+      for (int i = 0; i < alignment->T; ++i) {
+        const int src = alignment->best[static_cast<size_t>(i)];
+        align.push_back(
+            {{"target", i},
+             {"target_token", model.token_name(target_ids[static_cast<size_t>(i)])},
+             {"source", src},
+             {"source_token", model.token_name(r.source_ids[static_cast<size_t>(src)])},
+             {"weight",
+              alignment->map[static_cast<size_t>(i) * static_cast<size_t>(alignment->S) + static_cast<size_t>(src)]}});
+      }
+      j["alignment"] = align;
+      j["alignment_layers"] = align_layers.empty() ? json("all") : json(align_layers);
+      j["alignment_heads"] = align_heads.empty() ? json("all") : json(align_heads);
     }
     j["mask"] = model_mask(model.config, req.mask).describe();  // a decoder's own causal mask included
     j["attention_shape"] = {model.config.num_layers, model.config.num_heads, r.ids.size(),

@@ -61,23 +61,30 @@ def save(model, folder, tok):
                    "pad_token": "<pad>", "unk_token": "<unk>", "mask_token": "<mask>"}, f)
 
 
-def forward_cli(folder, source, labels, padding=False):
+def forward_cli(folder, source, labels, padding=False, align=None):
+    """align: (layers, heads) for --align-layers / --align-heads; the alignment is then returned too."""
     with tempfile.TemporaryDirectory() as d:
-        a, h = os.path.join(d, "a.npz"), os.path.join(d, "h.npy")
+        a, h, al = os.path.join(d, "a.npz"), os.path.join(d, "h.npy"), os.path.join(d, "al.npy")
         args = ["forward", "--model", folder, "--ids", ",".join(map(str, source)), "--target-ids",
                 ",".join(map(str, labels)), "--attn-out", a, "--out", h, "--json"]
+        if align:
+            args += ["--align-out", al, "--align-layers", ",".join(map(str, align[0])), "--align-heads",
+                     ",".join(map(str, align[1]))]
         j = json.loads(run(args + (["--mask", "padding"] if padding else [])).stdout)
         with np.load(a) as z:
             attn = {k: z[k] for k in ("encoder", "decoder", "cross")}
+        if align:
+            return j, attn, np.load(h), np.load(al)
         return j, attn, np.load(h)
 
 
 def compare_bart(name, folder, model, pairs, vocab, pad_source=0):
     """pairs: (source length, target length). pad_source: that many <pad> ids end each source, masked."""
     model.eval()
-    worst = WorstShare("e", "d", "x", "h", "n")
+    worst = WorstShare("e", "d", "x", "h", "n", "a")
     names = {"e": "encoder probabilities", "d": "decoder probabilities", "x": "cross probabilities",
-             "h": "decoder hidden states", "n": "next-token probabilities"}
+             "h": "decoder hidden states", "n": "next-token probabilities",
+             "a": "alignment (mean cross-attention of the first and last layers' heads 0 and 1)"}
     c = model.config
     rng = np.random.default_rng(3)
     has_head = hasattr(model, "lm_head")
@@ -86,7 +93,8 @@ def compare_bart(name, folder, model, pairs, vocab, pad_source=0):
         labels = [int(x) for x in rng.integers(5, vocab, T)]
         if pad_source and T >= 3:  # a <pad> among the decoder's inputs: the source's padding mask is not the decoder's
             labels[1] = c.pad_token_id
-        j, attn, hidden = forward_cli(folder, source, labels, padding=pad_source > 0)
+        align = ([0, c.decoder_layers - 1], [0, 1])
+        j, attn, hidden, alignment = forward_cli(folder, source, labels, padding=pad_source > 0, align=align)
         dec_in = shift_tokens_right(torch.tensor([labels]), c.pad_token_id, c.decoder_start_token_id)
         if j["ids"] != dec_in[0].tolist() or j["target_ids"] != labels or j["source_ids"] != source:
             fail(f"{name}: decoder input {j['ids']} vs shift_tokens_right {dec_in[0].tolist()}")
@@ -117,6 +125,17 @@ def compare_bart(name, folder, model, pairs, vocab, pad_source=0):
         worst.note("d", attn["decoder"], r["d"], r32["d"], p_floor)
         worst.note("x", attn["cross"], r["x"], r32["x"], p_floor)
         worst.note("h", hidden, r["h"], r32["h"], h_floor)
+        # the alignment: the mean of the chosen heads' cross-attention (a mean of values within
+        # p_floor each is within it), and --json's argmax per target token where the reference's
+        # best is ahead of its second by more than twice that
+        sub = np.ix_(align[0], align[1])
+        want = r["x"][sub].mean(axis=(0, 1))
+        worst.note("a", alignment, want, r32["x"][sub].mean(axis=(0, 1)), p_floor)
+        for i, row in enumerate(want):
+            two = np.sort(row)[-2:] if len(row) > 1 else np.array([0.0, 1.0])  # one source token: its own
+            if two[1] - two[0] > 2 * p_floor and j["alignment"][i]["source"] != int(np.argmax(row)):
+                fail(f"{name}: target token {i} aligned to source {j['alignment'][i]['source']}, "
+                     f"transformers' mean {int(np.argmax(row))}")
         if not has_head:
             if "next_tokens" in j:
                 fail(f"{name}: a model without an LM head gave next_tokens")
@@ -292,6 +311,10 @@ def main():
         body = have[:-1]  # (a forced EOS may repeat a pair)
         if have and (have[0] != 0 or len(set(zip(body, body[1:]))) != max(len(body) - 1, 0)):
             fail(f"BART generate: the processors did not hold on attnlab's own ids {have}")
+        expect_error("--align-layers past the decoder", ["forward", "--model", folder, "--text", "a", "--target", "b",
+                                                          "--align-layers", "3"], "no layer 3 (the decoder has 3)")
+        expect_error("--align-out on a decoder", ["forward", "--model", tfolder, "--text", "a", "--align-out",
+                                                  os.path.join(root, "al.npy")], "this model has none")
         expect_error("generate --attn-out", ["generate", "--model", folder, "--text", "a", "--max-new", "2",
                                              "--attn-out", os.path.join(root, "g.npy")], "three arrays")
 
