@@ -259,6 +259,14 @@ int cmd_forward(const std::vector<std::string>& argv, const std::string& argv0) 
     return out;
   };
   const std::vector<int> align_layers = pick("--align-layers"), align_heads = pick("--align-heads");
+  for (int l : align_layers)  // before the pass writes anything
+    if (l < 0 || l >= model.config.num_layers)
+      throw Error("alignment: no layer " + std::to_string(l) + " (the decoder has " +
+                  std::to_string(model.config.num_layers) + ")");
+  for (int h : align_heads)
+    if (h < 0 || h >= model.config.num_heads)
+      throw Error("alignment: no head " + std::to_string(h) + " (a layer has " +
+                  std::to_string(model.config.num_heads) + ")");
   if (a.has("--ablate")) req.ablate = parse_ablate(a.get("--ablate"), model.config);
   HookSpec hooks = hooks_from_flags(a);
   if (a.has("--ablate-mean")) {  // each head's z replaced by its mean over the positions (through the hooks)

@@ -9,6 +9,7 @@
 #include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTimer>
 #include <cstdio>
 
@@ -427,6 +428,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (p.isSet("ablate") && e->model() && e->model()->is_seq2seq()) {
+    std::fprintf(stderr, "attnlab: --ablate: an encoder-decoder's heads are not ablated yet\n");
+    return 2;
+  }
   if (p.isSet("ablate")) {
     try {
       for (const auto& [l, h] : attnlab::parse_ablate(p.value("ablate").toStdString(), e->model()->config))
@@ -448,9 +453,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     // the Generate tab, unless --tab asks for another view (which grows with the text as well)
-    if (!g || !g->isEnabled()) {
-      std::fprintf(stderr, "attnlab: --generate needs a causal language model (one with an LM head); %s is not one\n",
-                   e->model() ? e->model()->summary().c_str() : "this");
+    if (!g || !g->isEnabled() || !e->tabs()->isTabVisible(e->tabs()->indexOf(g))) {  // hidden: encoder-decoders
+      std::fprintf(
+          stderr,
+          "attnlab: --generate needs a causal language model (one with an LM head; an encoder-decoder writes with "
+          "attnlab-cli generate); %s is not one\n",
+          e->model() ? e->model()->summary().c_str() : "this");
       return 2;
     }
     if (!p.isSet("tab")) e->showPage("generate");

@@ -32,6 +32,7 @@ void ExploreController::shutdown() {
 
 void ExploreController::setModel(std::shared_ptr<const Model> model) {
   model_ = std::move(model);
+  shown_id_ = next_id_;  // a pass of the model before, still in flight, is stale: its shape is not this one's
   fixed_.reset();
   result_.reset();
   outcome_ = {};
@@ -57,7 +58,7 @@ void ExploreController::setAttention(std::shared_ptr<const Model> model, std::sh
   prepared_ = input_of(fixed_->ids, fixed_->tokens);
   prepared_cross_ = fixed_->is_cross() ? input_of(fixed_->cross_ids, fixed_->cross_tokens) : PreparedInput{};
   emit inputPrepared({});
-  ++next_id_;  // a pass of the model before, still in flight, is stale
+  shown_id_ = ++next_id_;  // a pass of the model before, still in flight, is stale
   schedule();
 }
 
@@ -88,7 +89,10 @@ void ExploreController::setInput(ExploreInput input) {
   };
   if (seq2seq()) {  // the source and the target: no cross mode, pair or token view
     prepared_ = prepare(input_.text, "source", false);
+    const int pad_to = input_.pad_to;
+    input_.pad_to = 0;  // padding is the source's (the decoder reads the target unpadded, as the CLI does)
     prepared_cross_ = input_.target.empty() ? PreparedInput{} : prepare(input_.target, "target", false);
+    input_.pad_to = pad_to;
     if (prepared_cross_.ids.empty())
       notices << "Type a target: the decoder reads it as transformers trains (after its start token, shifted right), "
                  "and its cross-attention reads the source.";
@@ -167,6 +171,10 @@ void ExploreController::recompute() {
                               prepared_cross_.tokens.end() - 1);
     job.request.token_types.clear();
     job.seq2seq_part = input_.part;
+    const ModelConfig& e = model_->encoder->config;  // the views draw the decoder's layers x heads
+    if (input_.part == Seq2SeqPart::Encoder &&
+        (e.num_layers != model_->config.num_layers || e.num_heads != model_->config.num_heads))
+      job.seq2seq_part = Seq2SeqPart::Cross;
   } else if (input_.cross) {
     job.request.cross_ids = prepared_cross_.ids;
     job.request.cross_tokens = prepared_cross_.tokens;

@@ -332,7 +332,7 @@ void ExploreView::onResult(const ForwardOutcome& out) {
     static const char* const drawn[] = {"cross-attention", "decoder self-attention", "encoder self-attention"};
     count = QString("source %1, target %2 tokens | %3")
                 .arg(r.source_ids.size())
-                .arg(controller_->preparedCross().size())
+                .arg(r.target_ids.size())
                 .arg(drawn[static_cast<int>(*out.seq2seq_part)]);
   } else {
     if (r.is_cross()) count += QString(" attending to %1").arg(controller_->preparedCross().size());

@@ -29,6 +29,8 @@ Alignment cross_alignment(const ForwardResult& r, const std::vector<int>& layers
   const size_t n = static_cast<size_t>(a.T) * static_cast<size_t>(a.S);
   std::vector<double> sum(n, 0.0);  // in double: the mean of up to layers x heads rows
   for (int l : ls) {
+    if (x[static_cast<size_t>(l)].numel() != static_cast<int64_t>(H) * static_cast<int64_t>(n))
+      throw Error("alignment: layer " + std::to_string(l) + "'s cross-attention was not kept");
     const float* p = x[static_cast<size_t>(l)].ptr();
     for (int h : hs)
       for (size_t k = 0; k < n; ++k) sum[k] += p[static_cast<size_t>(h) * n + k];

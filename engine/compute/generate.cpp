@@ -188,17 +188,23 @@ GenerationRules generation_rules(const Model& model) {
     num("forced_eos_token_id", r.forced_eos, -1);
     num("num_beams", r.num_beams, 1);
   };
-  if (!model.hf.config_text.empty()) {
-    const nlohmann::json j = nlohmann::json::parse(model.hf.config_text, nullptr, false);
-    if (j.is_object()) read(j);
-  }
+  // GenerationConfig.from_pretrained: generation_config.json alone where there is one (its missing
+  // keys at their defaults, not config.json's); config.json's fields where there is none, or
+  // where the file says it was made from them (_from_model_config, which generate rebuilds from
+  // the model's config)
+  nlohmann::json gen_json;
   const std::filesystem::path gen = std::filesystem::path(model.source) / "generation_config.json";
   std::error_code ec;
   if (!model.source.empty() && std::filesystem::is_regular_file(gen, ec)) {
     std::ifstream f(gen);
     std::stringstream text;
     text << f.rdbuf();
-    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    gen_json = nlohmann::json::parse(text.str(), nullptr, false);
+  }
+  if (gen_json.is_object() && !gen_json.value("_from_model_config", false)) {
+    read(gen_json);
+  } else if (!model.hf.config_text.empty()) {
+    const nlohmann::json j = nlohmann::json::parse(model.hf.config_text, nullptr, false);
     if (j.is_object()) read(j);
   }
   const int V = model.config.vocab_size;

@@ -751,6 +751,8 @@ TEST_CASE("an encoder-decoder: a source and a target, its cross, decoder and enc
   CHECK(part->currentIndex() == 0);
   REQUIRE(e->result());
   CHECK(e->result()->is_cross());
+  CHECK_THROWS_WITH(e->setPart(Seq2SeqPart::Encoder), Catch::Contains("The encoder has 3 layers x 4 heads"));
+  CHECK(part->currentIndex() == 0);
   // a classifier again: the cross box back, the target gone, every page back
   w.useModel(test_model(), "test");
   e->flush();

@@ -138,7 +138,15 @@ void AlignmentPage::refresh() {
     status_->setText("Tick at least one layer and one head: the alignment is their mean cross-attention.");
     return;
   }
-  alignment_ = cross_alignment(*r, layers, heads);
+  try {
+    alignment_ = cross_alignment(*r, layers, heads);
+  } catch (const Error& e) {  // (a result of another shape than the boxes: the next one redraws)
+    alignment_ = {};
+    map_->setData({});
+    lines_->setResult(nullptr, 0);
+    status_->setText(QString::fromStdString(e.what()));
+    return;
+  }
   const int T = alignment_.T, S = alignment_.S;
   // rows: the target token each decoder position predicts (the labels the pass was given); else
   // the decoder's inputs where the result shows them, else positions

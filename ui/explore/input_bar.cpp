@@ -9,6 +9,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPalette>
+#include <QSignalBlocker>
 #include <QStandardItemModel>
 #include <QLineEdit>
 #include <QListView>
@@ -187,7 +188,10 @@ void InputBar::setModel(const Model& model) {
                                   .arg(model.config.num_layers)
                                   .arg(model.config.num_heads));
     }
-    if (!same && part_->currentIndex() == 2) part_->setCurrentIndex(0);
+    if (!same && part_->currentIndex() == 2) {
+      QSignalBlocker block(part_);  // the new model's pass follows (ExploreView::setModel)
+      part_->setCurrentIndex(0);
+    }
   }
   cross_on_->setToolTip(lm ? "Cross-attention compares two sequences through an encoder; this is a language model"
                            : "Queries from the text, keys and values from a second text (article 005, section 5.2)");
@@ -225,7 +229,11 @@ void InputBar::setTargetText(const QString& text) {
   target_text_->setText(text);
 }
 void InputBar::setPart(Seq2SeqPart part) {
-  part_->setCurrentIndex(part_->findData(QString(seq2seq_part_name(part))));
+  const int i = part_->findData(QString(seq2seq_part_name(part)));
+  const auto* items = qobject_cast<QStandardItemModel*>(part_->model());
+  if (items && items->item(i) && !items->item(i)->isEnabled())
+    throw Error(items->item(i)->toolTip().toStdString());  // the encoder, of another shape than the decoder
+  part_->setCurrentIndex(i);
 }
 
 bool InputBar::crossOn() const {

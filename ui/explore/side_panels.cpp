@@ -83,7 +83,7 @@ void PredictionPanel::refresh() {
                       ? QString::fromStdString(prepared.tokens[static_cast<size_t>(pos)])
                       : "";
   if (r.is_seq2seq()) {  // the decoder predicts: its input at pos is the start token, then the target's
-    const auto& target = state_->controller()->preparedCross().tokens;
+    const auto& target = r.target_tokens;  // the labels of the pass shown
     after = pos == 0 ? QString::fromStdString(model->readable_token(model->config.decoder_start_id))
             : pos - 1 < static_cast<int>(target.size()) ? QString::fromStdString(target[static_cast<size_t>(pos - 1)])
                                                         : "";
