@@ -198,4 +198,8 @@ ForwardResult result_from_attention_flag(const Args& a, const std::string& cmd) 
   return r;
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 }  // namespace attnlab::cli

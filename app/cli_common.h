@@ -15,6 +15,7 @@ namespace attnlab::cli {
 // Flags every model-using command accepts (--model, --random-init's config flags, --backend, --mask).
 extern const std::set<std::string> kModelValued;
 std::set<std::string> with(std::set<std::string> a, const std::set<std::string>& b);
+bool ends_with(const std::string& s, const std::string& tail);
 // Applies --vocab-size --dim --heads --layers --ff --max-len --classes --positional --norm
 // --activation --pooling --tokenizer to defaults, then validates.
 ModelConfig config_from_flags(const Args& a, const ModelConfig& defaults);

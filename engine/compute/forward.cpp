@@ -48,7 +48,7 @@ std::vector<float> pooling_weights(Pooling pooling, const uint8_t* is_pad, int T
 }
 
 std::vector<uint8_t> pad_flags(const Model& model, const std::vector<int>& ids) {
-  const int pad = model.config.pad_token_id >= 0 ? model.config.pad_token_id : model.vocab.pad_id();
+  const int pad = model.pad_id();
   std::vector<uint8_t> flags(ids.size());
   for (size_t t = 0; t < ids.size(); ++t) flags[t] = ids[t] == pad;
   return flags;
@@ -67,7 +67,7 @@ std::vector<float> classify(const Model& model, const Tensor& hidden, const std:
 
 std::vector<int> pad_ids(const Model& model, std::vector<int> ids, int n) {
   if (static_cast<int>(ids.size()) >= n) return ids;
-  const int pad = model.config.pad_token_id >= 0 ? model.config.pad_token_id : model.vocab.pad_id();
+  const int pad = model.pad_id();
   if (pad < 0) throw Error("cannot pad: the vocabulary has no [PAD] token");
   ids.resize(static_cast<size_t>(n), pad);
   return ids;
@@ -172,11 +172,6 @@ Tensor Backend::self_attention(const Model&, int, const Tensor&, const Tensor&, 
 }
 
 namespace {
-
-// Padding's id: the config's (BART's pad_token_id), else the vocabulary's [PAD] (-1: none).
-int pad_of(const Model& model) {
-  return model.config.pad_token_id >= 0 ? model.config.pad_token_id : model.vocab.pad_id();
-}
 
 void check_ids(const Model& model, const std::vector<int>& ids, const char* what) {
   const ModelConfig& c = model.config;
@@ -337,7 +332,7 @@ AttnMask self_attention_mask(const Model& model, const ForwardRequest& req) {
   check_ids(model, req.ids, "the sequence");
   check_types(model, req.token_types, req.ids.size(), "the sequence");
   const int T = static_cast<int>(req.ids.size());
-  AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, pad_of(model));
+  AttnMask mask = build_mask(model_mask(c, req.mask), T, T, c.num_heads, req.ids, model.pad_id());
   apply_model_window(mask, c);
   return mask;
 }
@@ -413,7 +408,7 @@ void run_seq2seq(const Model& model, Backend& backend, const ForwardRequest& req
   // decoder's self-attention was checked by run_forward)
   check_memory(enc.config, S, S, {}, nullptr, false, false, false);
   check_memory(model.config, T, S, {}, nullptr, false, false, true);
-  const int pad = pad_of(model);
+  const int pad = model.pad_id();
   r.source_ids = req.source_ids;
   r.source_tokens = labels_for(enc, req.source_ids, req.source_tokens);
   if (!req.target_ids.empty()) {
@@ -462,7 +457,7 @@ ForwardResult run_forward(const Model& model, Backend& backend, const ForwardReq
   r.ids = req.ids;
   r.tokens = labels_for(model, req.ids, req.tokens);
   const int T = static_cast<int>(req.ids.size());
-  const int pad = model.vocab.pad_id();
+  const int pad = model.pad_id();
   EncodeOptions opts;
   static_cast<PassOptions&>(opts) = req;  // what to keep, cancel, progress
   opts.token_types = req.token_types;

@@ -139,6 +139,26 @@ bool ends_mid_character(const std::string& text) {
   return text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
 }
 
+namespace {
+
+// A Hugging Face folder's config.json and generation_config.json as read (a discarded value when
+// the model has none or the text does not parse).
+nlohmann::json config_json(const Model& model) {
+  if (model.hf.config_text.empty()) return nlohmann::json::value_t::discarded;
+  return nlohmann::json::parse(model.hf.config_text, nullptr, false);
+}
+nlohmann::json generation_config_json(const Model& model) {
+  const std::filesystem::path gen = std::filesystem::path(model.source) / "generation_config.json";
+  std::error_code ec;
+  if (model.source.empty() || !std::filesystem::is_regular_file(gen, ec)) return nlohmann::json::value_t::discarded;
+  std::ifstream f(gen);
+  std::stringstream text;
+  text << f.rdbuf();
+  return nlohmann::json::parse(text.str(), nullptr, false);
+}
+
+}  // namespace
+
 std::vector<int> end_of_text_ids(const Model& model) {
   std::vector<int> ids;
   auto add = [&](const nlohmann::json& j) {
@@ -152,20 +172,9 @@ std::vector<int> end_of_text_ids(const Model& model) {
     return true;
   };
   bool found = false;
-  if (!model.hf.config_text.empty()) {
-    const nlohmann::json j = nlohmann::json::parse(model.hf.config_text, nullptr, false);
-    if (j.is_object()) found = add(j);
-  }
+  if (const nlohmann::json j = config_json(model); j.is_object()) found = add(j);
   // generation_config.json, as transformers' generate reads it, over config.json's
-  const std::filesystem::path gen = std::filesystem::path(model.source) / "generation_config.json";
-  std::error_code ec;
-  if (!model.source.empty() && std::filesystem::is_regular_file(gen, ec)) {
-    std::ifstream f(gen);
-    std::stringstream text;
-    text << f.rdbuf();
-    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-    if (j.is_object() && add(j)) found = true;
-  }
+  if (const nlohmann::json j = generation_config_json(model); j.is_object() && add(j)) found = true;
   if (!found)
     for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>"})
       if (const int id = model.vocab.id(name); id >= 0) ids.push_back(id);
@@ -192,20 +201,11 @@ GenerationRules generation_rules(const Model& model) {
   // keys at their defaults, not config.json's); config.json's fields where there is none, or
   // where the file says it was made from them (_from_model_config, which generate rebuilds from
   // the model's config)
-  nlohmann::json gen_json;
-  const std::filesystem::path gen = std::filesystem::path(model.source) / "generation_config.json";
-  std::error_code ec;
-  if (!model.source.empty() && std::filesystem::is_regular_file(gen, ec)) {
-    std::ifstream f(gen);
-    std::stringstream text;
-    text << f.rdbuf();
-    gen_json = nlohmann::json::parse(text.str(), nullptr, false);
-  }
-  if (gen_json.is_object() && !gen_json.value("_from_model_config", false)) {
-    read(gen_json);
-  } else if (!model.hf.config_text.empty()) {
-    const nlohmann::json j = nlohmann::json::parse(model.hf.config_text, nullptr, false);
-    if (j.is_object()) read(j);
+  const nlohmann::json gen = generation_config_json(model);
+  if (gen.is_object() && !gen.value("_from_model_config", false)) {
+    read(gen);
+  } else if (const nlohmann::json j = config_json(model); j.is_object()) {
+    read(j);
   }
   const int V = model.config.vocab_size;
   if (r.forced_bos >= V) r.forced_bos = -1;

@@ -50,6 +50,8 @@ struct Model {
   // The vocabulary's string for an id, or "#N" for an embedding row without a token (models pad
   // their embedding past the tokenizer: GPT-2 checkpoints to 50,304, Qwen2 to 151,936).
   std::string token_name(int id) const;
+  // Padding's id: the config's pad_token_id (BART's <pad>), else the vocabulary's [PAD]; -1: none.
+  int pad_id() const { return config.pad_token_id >= 0 ? config.pad_token_id : vocab.pad_id(); }
   // A vocabulary token as the views show it (byte-level tokens decoded: "␣world").
   std::string readable_token(int id) const;
   bool is_hf() const { return !hf.model_type.empty(); }

@@ -27,8 +27,7 @@ void apply_policy(const Model& m, PreparedInput& in, const InputOptions& o) {
   }
   const int n = std::min(o.pad_to, max_len);
   if (n > static_cast<int>(in.ids.size()) && !in.ids.empty()) {
-    // the config's pad_token_id (BART's <pad>), else the vocabulary's [PAD]
-    const int pad = m.config.pad_token_id >= 0 ? m.config.pad_token_id : m.vocab.pad_id();
+    const int pad = m.pad_id();  // the config's pad_token_id (BART's <pad>), else the vocabulary's [PAD]
     if (pad < 0) throw Error("cannot pad: the vocabulary has no [PAD] token");
     in.tokens.resize(static_cast<size_t>(n), m.config.pad_token_id >= 0 ? m.token_name(pad) : kPadToken);
     in.ids.resize(static_cast<size_t>(n), pad);
