@@ -157,7 +157,15 @@ void LineView::paint(QPainter& p, const QRect& area) const {
   tf.setBold(true);
   p.setFont(tf);
   p.setPen(Qt::black);
-  p.drawText(QRectF(area.left(), area.top() + 4, area.width(), 20), Qt::AlignHCenter, title);
+  {  // between the side titles, cut short where the view is narrow
+    QFont sf = font();
+    sf.setItalic(true);
+    const QFontMetrics side(sf);
+    const int sides = 2 * (std::max(side.horizontalAdvance(left_title_), side.horizontalAdvance(right_title_)) + 12);
+    const int room = std::max(40, static_cast<int>(area.width()) - sides);
+    p.drawText(QRectF(area.left(), area.top() + 4, area.width(), 20), Qt::AlignHCenter,
+               QFontMetrics(tf).elidedText(title, Qt::ElideRight, room));
+  }
   legend_rows_ = 1;
   if (head_ < 0) {  // which colour is which head: a legend along the bottom edge
     const int H = result_->has_probs(layer_) ? static_cast<int>(result_->layer_probs(layer_)->dim(0)) : 0;
